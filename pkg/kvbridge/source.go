@@ -1,0 +1,96 @@
+package kvbridge
+
+import (
+	"sync/atomic"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+)
+
+// Consumer receives the event stream of one worker from a source (ZMQ subscriber or gRPC
+// client) after the source has applied the stream rules of DESIGN.md §6: batches arrive per
+// rank in sequence order, with duplicates skipped and gaps either repaired by replay or turned
+// into a Reset. Calls for one source come from one goroutine. The batch and its slices are
+// only valid during the call.
+type Consumer interface {
+	// Batch delivers one in-order batch of DP rank rank. It returns true when the consumer
+	// found the stream inconsistent (a stored chain with an unknown parent) and asks the source
+	// to resync that rank; the source rate-limits such requests (at most one per 30 s).
+	Batch(rank int, b *indexer.Batch) (resync bool)
+	// Reset says that everything known about rank's cache must be dropped: the publisher
+	// restarted, a gap could not be repaired, or the server answered OUT_OF_RANGE/DATA_LOSS.
+	Reset(rank int, reason string)
+}
+
+// SinkConsumer adapts an indexer.Sink to a Consumer: rank r of the stream is applied as
+// worker IDs[r] (a single-rank worker has one ID). It is how the gateway feeds its index.
+type SinkConsumer struct {
+	Sink indexer.Sink
+	IDs  []indexer.WorkerID
+}
+
+// Batch applies b to the sink and asks for a resync when a parent was unknown.
+func (c *SinkConsumer) Batch(rank int, b *indexer.Batch) bool {
+	id, ok := c.id(rank)
+	if !ok {
+		return false
+	}
+	res := c.Sink.Apply(id, b.Events)
+	return res.UnknownParents > 0
+}
+
+// Reset clears the rank's worker in the sink.
+func (c *SinkConsumer) Reset(rank int, _ string) {
+	if id, ok := c.id(rank); ok {
+		c.Sink.ResetWorker(id)
+	}
+}
+
+func (c *SinkConsumer) id(rank int) (indexer.WorkerID, bool) {
+	if rank < 0 || rank >= len(c.IDs) {
+		return 0, false
+	}
+	return c.IDs[rank], true
+}
+
+// StreamState is the connection state of an event source, as shown in metrics and /workers.
+type StreamState int32
+
+const (
+	// StreamConnecting: not yet connected, or reconnecting after a failure.
+	StreamConnecting StreamState = iota
+	// StreamUp: connected and receiving (or waiting for) batches.
+	StreamUp
+	// StreamDown: the last attempt failed; the source is backing off before retrying.
+	StreamDown
+	// StreamUnavailable: the worker has no event stream (gRPC UNIMPLEMENTED); the router uses
+	// the approximate tree for it. Final: the source does not retry.
+	StreamUnavailable
+	// StreamStopped: Run has returned.
+	StreamStopped
+)
+
+// String returns the lower-case state name.
+func (s StreamState) String() string {
+	switch s {
+	case StreamConnecting:
+		return "connecting"
+	case StreamUp:
+		return "up"
+	case StreamDown:
+		return "down"
+	case StreamUnavailable:
+		return "unavailable"
+	case StreamStopped:
+		return "stopped"
+	}
+	return "unknown"
+}
+
+// stateCell holds a StreamState readable from any goroutine.
+// It must not be copied.
+type stateCell struct{ v atomic.Int32 }
+
+func (c *stateCell) load() StreamState   { return StreamState(c.v.Load()) }
+func (c *stateCell) store(s StreamState) { c.v.Store(int32(s)) }
+
+var _ Consumer = (*SinkConsumer)(nil)

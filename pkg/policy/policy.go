@@ -1,0 +1,73 @@
+package policy
+
+// Source says where a candidate's matched-block count came from.
+type Source uint8
+
+const (
+	// SourceNone: nothing matched (Matched is 0).
+	SourceNone Source = iota
+	// SourceEvents: the exact index fed by the worker's KV-event stream.
+	SourceEvents
+	// SourceTree: the approximate token tree (worker without events, or --kv-index off).
+	SourceTree
+	// SourcePending: the pending overlay (routed here moments ago, not yet confirmed by events).
+	SourcePending
+)
+
+// Reason is why a worker was chosen; it labels the kvgate_routing_decisions_total metric and is
+// shown by /debug/route.
+type Reason string
+
+// Reasons. The first six are the cache_aware cascade of DESIGN.md §5 (and "retry", which the
+// router sets when it re-picks after a failed attempt); the rest name the simple policies.
+const (
+	ReasonCacheHit   Reason = "cache_hit"
+	ReasonTreeHit    Reason = "tree_hit"
+	ReasonPendingHit Reason = "pending_hit"
+	ReasonImbalance  Reason = "imbalance"
+	ReasonNoMatch    Reason = "no_match"
+	ReasonRetry      Reason = "retry"
+	ReasonCost       Reason = "cost"
+	ReasonRoundRobin Reason = "round_robin"
+	ReasonRandom     Reason = "random"
+	ReasonPowerOfTwo Reason = "power_of_two"
+	ReasonLeastLoad  Reason = "least_load"
+	ReasonPrefixHash Reason = "prefix_hash"
+)
+
+// Candidate is one healthy worker serving the request's model, as the router sees it for one
+// request. The router fills a slice of them (reused across requests) and passes it to Pick.
+type Candidate struct {
+	// Key is a stable identity of the worker (e.g. a hash of its URL), used by prefix_hash's
+	// rendezvous hashing so that every gateway replica agrees without shared state.
+	Key uint64
+	// Load is the worker's current load: this gateway's in-flight requests, optionally blended
+	// with the engine's own running+waiting count.
+	Load int64
+	// Matched is the number of leading request blocks the worker holds, from Source.
+	Matched int
+	Source  Source
+}
+
+// Request is what a policy knows of the request being routed.
+type Request struct {
+	// Blocks is the number of full blocks in the request (trailing partial block excluded).
+	Blocks int
+	// FirstBlock is the prefix hash of block 0 (0 when Blocks is 0), for prefix_hash.
+	FirstBlock uint64
+	// Tokens is the request's prompt length in tokens.
+	Tokens int
+}
+
+// Decision is a policy's answer: the index into the candidate slice, and why.
+type Decision struct {
+	Index  int
+	Reason Reason
+}
+
+// Policy chooses one worker for a request. Pick is called concurrently from many request
+// goroutines; cands is non-empty, owned by the caller and must not be retained. Implementations
+// do not block and, for the simple policies, do not allocate.
+type Policy interface {
+	Pick(req *Request, cands []Candidate) Decision
+}

@@ -1,0 +1,23 @@
+// Package kvbridge turns engines' KV-cache event streams into in-order, engine-neutral batches
+// for the index (pkg/indexer), following the event stream rules of DESIGN.md §6.
+//
+// Pieces, and when to choose which:
+//
+//   - codec.go: the ZMQ/msgpack codec of vLLM, SGLang and TokenSpeed KV events
+//     (wire/vllm-zmq.md). DecodeBatch decodes a payload into a reusable indexer.Batch without
+//     reflection and without per-block allocations; EncodeBatch writes the same formats (array or
+//     map events, int or bytes hashes, 2- or 3-element envelope) for the simulator, the
+//     publisher and tests. ParseSeq and ParseReplayReply handle the other frames.
+//   - ZMQSource (zmq_source.go): one worker whose engine binds its PUB (vLLM's default). One SUB
+//     per DP rank (rank r on port+r), cursor per rank, replay from 0 on connect, gap repair
+//     through the engine's ROUTER, restart detection, reconnect with jittered backoff.
+//   - ZMQCollector (zmq_collector.go): bind mode (`--kv-listen`), for publishers that connect to
+//     the gateway (llm-d's simulator): one bound SUB, batches attributed to workers by topic.
+//   - Publisher (publisher.go): a vLLM-faithful PUB + ROUTER replay publisher with fault hooks,
+//     used by the simulator, `kvbridge serve` tests and component tests.
+//   - The gRPC SubscribeKvEvents client and server (grpc_*.go) for `grpc://` workers and
+//     `kvbridge serve`.
+//
+// Every source delivers into a Consumer (source.go); SinkConsumer adapts an indexer.Sink.
+// Metrics (metrics.go) are injected; a nil *Metrics disables them.
+package kvbridge

@@ -1,0 +1,85 @@
+package testutil
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// pollInterval is how often WaitHTTP retries.
+const pollInterval = 50 * time.Millisecond
+
+// WaitHTTP polls GET url until it answers with status want, ctx is done, or proc (when not nil)
+// exits. It returns nil on success, and otherwise an error naming the last status or error
+// seen, so a timeout says why.
+func WaitHTTP(ctx context.Context, url string, want int, proc *Process) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	defer client.CloseIdleConnections()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	var procDone <-chan struct{}
+	if proc != nil {
+		procDone = proc.Done()
+	}
+	last := "no attempt"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("testutil: wait %s: %w", url, err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return nil
+			}
+			last = fmt.Sprintf("status %d", resp.StatusCode)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testutil: wait %s for status %d: %w (last: %s)", url, want, ctx.Err(), last)
+		case <-procDone:
+			return fmt.Errorf("testutil: wait %s: process %s exited (last: %s)", url, proc.Name, last)
+		case <-ticker.C:
+		}
+	}
+}
+
+// WaitReady is WaitHTTP for tests with a timeout: it fails t when url does not answer 200 in time.
+func WaitReady(t testing.TB, url string, timeout time.Duration, proc *Process) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := WaitHTTP(ctx, url, http.StatusOK, proc); err != nil {
+		if proc != nil {
+			t.Logf("---- %s log tail ----\n%s", proc.Name, proc.LogTail(4000))
+		}
+		t.Fatal(err)
+	}
+}
+
+// Eventually polls cond every pollInterval until it returns true or timeout passes, and
+// reports whether it became true. It is for conditions with no event to wait on, such as a
+// health checker noticing a dead worker.
+func Eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-ticker.C:
+		}
+	}
+}

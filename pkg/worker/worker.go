@@ -1,0 +1,215 @@
+package worker
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Worker is one configured worker and its live state. The Spec is immutable; everything else is
+// atomics readable and writable from any goroutine without locks. A Worker outlives the Sets
+// that refer to it, so load counters survive fleet changes (STYLE.md rule 3).
+//
+// A Worker must not be copied; use it through a pointer.
+type Worker struct {
+	spec Spec
+	key  uint64
+
+	inflight   atomic.Int64
+	engineLoad atomic.Int64 // running+waiting from the engine; -1 = unknown
+	engineAt   atomic.Int64 // unix nanos of the last engine-load sample
+	healthy    atomic.Bool
+	checked    atomic.Bool // at least one health check finished
+	failures   atomic.Int32
+	blockSize  atomic.Int32 // learned from events; 0 = unknown
+	model      atomic.Pointer[string]
+	healthMsg  atomic.Pointer[string]
+}
+
+// New returns a Worker for a spec, which it normalizes. The worker starts unhealthy and
+// unchecked: the router's first health check brings it in.
+func New(spec Spec) (*Worker, error) {
+	spec, err := spec.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{spec: spec, key: KeyOf(spec.URL)}
+	w.engineLoad.Store(-1)
+	if spec.BlockSize > 0 {
+		w.blockSize.Store(int32(spec.BlockSize))
+	}
+	return w, nil
+}
+
+// Spec returns the worker's normalized spec.
+func (w *Worker) Spec() Spec { return w.spec }
+
+// URL returns the worker's normalized URL, which identifies it in the fleet, in metrics labels
+// and in logs. It never contains credentials (Normalize rejects them).
+func (w *Worker) URL() string { return w.spec.URL }
+
+// Kind returns the worker's protocol.
+func (w *Worker) Kind() Kind { return w.spec.Kind() }
+
+// Key returns KeyOf(URL()), the worker's stable hash identity.
+func (w *Worker) Key() uint64 { return w.key }
+
+// Begin counts one request started on the worker and returns the func that ends it. The
+// returned func must be called exactly once; further calls do nothing.
+func (w *Worker) Begin() (done func()) {
+	w.inflight.Add(1)
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			w.inflight.Add(-1)
+		}
+	}
+}
+
+// InFlight returns this gateway's requests currently outstanding on the worker.
+func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+
+// SetEngineLoad records the engine's own running+waiting count sampled at t; a negative n marks
+// it unknown (scrape failed).
+func (w *Worker) SetEngineLoad(n int64, t time.Time) {
+	if n < 0 {
+		n = -1
+	}
+	w.engineLoad.Store(n)
+	w.engineAt.Store(t.UnixNano())
+}
+
+// EngineLoad returns the last engine running+waiting sample and when it was taken; ok is false
+// when no valid sample exists.
+func (w *Worker) EngineLoad() (n int64, at time.Time, ok bool) {
+	n = w.engineLoad.Load()
+	if n < 0 {
+		return 0, time.Time{}, false
+	}
+	return n, time.Unix(0, w.engineAt.Load()), true
+}
+
+// Load returns the load a policy sees: this gateway's in-flight count, or the engine's
+// running+waiting when that is known, fresher than maxAge at now, and larger. The engine count
+// already includes this gateway's requests and every other replica's, so the two are combined
+// by max, not summed: in-flight reacts instantly, the engine count is the shared truth.
+func (w *Worker) Load(now time.Time, maxAge time.Duration) int64 {
+	l := w.inflight.Load()
+	if e := w.engineLoad.Load(); e > l && maxAge > 0 && now.UnixNano()-w.engineAt.Load() <= int64(maxAge) {
+		return e
+	}
+	return l
+}
+
+// Healthy reports whether the worker may receive requests.
+func (w *Worker) Healthy() bool { return w.healthy.Load() }
+
+// Checked reports whether at least one health check has finished.
+func (w *Worker) Checked() bool { return w.checked.Load() }
+
+// SetHealth records a health check (or a passive failure seen by a request) and reports whether
+// the healthy state changed. msg is a short reason shown by the admin API ("" when healthy).
+// A failure marks the worker down at once; this is deliberate: a request that fails before its
+// first byte is retried elsewhere, and the next successful check brings the worker back.
+func (w *Worker) SetHealth(ok bool, msg string) (changed bool) {
+	w.checked.Store(true)
+	if ok {
+		w.failures.Store(0)
+	} else {
+		w.failures.Add(1)
+	}
+	if msg == "" {
+		w.healthMsg.Store(nil)
+	} else {
+		w.healthMsg.Store(&msg)
+	}
+	return w.healthy.Swap(ok) != ok
+}
+
+// HealthMessage returns the reason of the last failed check, or "".
+func (w *Worker) HealthMessage() string {
+	if p := w.healthMsg.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Failures returns the number of consecutive failed checks.
+func (w *Worker) Failures() int { return int(w.failures.Load()) }
+
+// BlockSize returns the worker's KV block size: learned from events, else from the spec, else
+// def.
+func (w *Worker) BlockSize(def int) int {
+	if b := w.blockSize.Load(); b > 0 {
+		return int(b)
+	}
+	return def
+}
+
+// LearnBlockSize records the block size carried by the worker's stored events. It returns true
+// when the value changed (the router then rehashes requests for this worker at the new size).
+func (w *Worker) LearnBlockSize(n int) bool {
+	if n <= 0 || n > MaxBlockSize {
+		return false
+	}
+	return w.blockSize.Swap(int32(n)) != int32(n)
+}
+
+// SetReportedModel records the model name the worker itself reports (/v1/models or
+// GetModelInfo).
+func (w *Worker) SetReportedModel(name string) {
+	if name == "" {
+		w.model.Store(nil)
+		return
+	}
+	w.model.Store(&name)
+}
+
+// ReportedModel returns the model name the worker reported, or "".
+func (w *Worker) ReportedModel() string {
+	if p := w.model.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Serves reports whether the worker serves the requested model name, given the gateway's own
+// served name def: a worker whose spec names a model serves that name; one without serves def;
+// every worker also answers to the name it reports itself.
+func (w *Worker) Serves(model, def string) bool {
+	if model == "" {
+		model = def
+	}
+	if w.spec.Model != "" {
+		if model == w.spec.Model {
+			return true
+		}
+	} else if model == def {
+		return true
+	}
+	rm := w.ReportedModel()
+	return rm != "" && rm == model
+}
+
+// ServedModel returns the public name the gateway lists for the worker: the spec's model, else
+// def, else the reported name.
+func (w *Worker) ServedModel(def string) string {
+	switch {
+	case w.spec.Model != "":
+		return w.spec.Model
+	case def != "":
+		return def
+	}
+	return w.ReportedModel()
+}
+
+// UpstreamModel returns the model name to put in requests sent to the worker: the name it
+// reports itself when known, else its spec's, else requested.
+func (w *Worker) UpstreamModel(requested string) string {
+	if rm := w.ReportedModel(); rm != "" {
+		return rm
+	}
+	if w.spec.Model != "" {
+		return w.spec.Model
+	}
+	return requested
+}

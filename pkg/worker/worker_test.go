@@ -1,0 +1,228 @@
+package worker
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParseSpec(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want Spec
+	}{
+		{"bare url", "http://Host:8000/", Spec{URL: "http://host:8000", DPSize: 1}},
+		{"http path prefix", "url=https://h.example/v1prefix/", Spec{URL: "https://h.example/v1prefix", DPSize: 1}},
+		{"all keys", "url=http://a:1,runtime=vLLM,model=m,kv_events=tcp://a:5557,replay=tcp://a:5558,topic=kv,dp_size=2,block_size=32",
+			Spec{URL: "http://a:1", Runtime: "vllm", Model: "m", KVEvents: "tcp://a:5557", Replay: "tcp://a:5558", Topic: "kv", DPSize: 2, BlockSize: 32}},
+		{"grpc", "url=grpc://10.0.0.1:50051,runtime=tokenspeed", Spec{URL: "grpc://10.0.0.1:50051", Runtime: "tokenspeed", DPSize: 1}},
+		{"grpc events off", "url=grpc://h:1,kv_events=OFF", Spec{URL: "grpc://h:1", KVEvents: "off", DPSize: 1}},
+		{"sidecar", "url=http://h:1, kv_events=grpc://h:9000", Spec{URL: "http://h:1", KVEvents: "grpc://h:9000", DPSize: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseSpec(tt.in)
+			if err != nil {
+				t.Fatalf("ParseSpec(%q): %v", tt.in, err)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("ParseSpec(%q) (-want +got):\n%s", tt.in, d)
+			}
+			// String round-trips.
+			again, err := ParseSpec(got.String())
+			if err != nil || again != got {
+				t.Errorf("round trip of %q: got %+v, %v; want %+v", got.String(), again, err, got)
+			}
+		})
+	}
+}
+
+func TestParseSpecErrors(t *testing.T) {
+	tests := []struct{ name, in string }{
+		{"empty", ""},
+		{"no url", "runtime=vllm"},
+		{"bad scheme", "url=ftp://h:1"},
+		{"credentials", "url=http://user:s3cret@h:1"},
+		{"query", "url=http://h:1/?token=s3cret"},
+		{"grpc path", "url=grpc://h:1/x"},
+		{"grpc no port", "url=grpc://h"},
+		{"unknown key", "url=http://h:1,colour=red"},
+		{"duplicate key", "url=http://h:1,url=http://h:2"},
+		{"bad runtime", "url=grpc://h:1,runtime=trt"},
+		{"bad dp", "url=http://h:1,dp_size=0x"},
+		{"dp range", "url=http://h:1,dp_size=1000"},
+		{"block range", "url=http://h:1,block_size=-1"},
+		{"events scheme", "url=http://h:1,kv_events=http://h:2"},
+		{"events credentials", "url=http://h:1,kv_events=tcp://u:s3cret@h:2"},
+		{"replay without events", "url=http://h:1,replay=tcp://h:2"},
+		{"port range", "url=http://h:99999"},
+		{"not key value", "url=http://h:1,oops"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSpec(tt.in)
+			if !errors.Is(err, ErrInvalidSpec) {
+				t.Fatalf("ParseSpec(%q): got %v, want ErrInvalidSpec", tt.in, err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q echoes a secret", err)
+			}
+		})
+	}
+}
+
+func TestSpecEventEndpoint(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"http://h:1", ""},
+		{"url=http://h:1,kv_events=tcp://h:5557", "tcp://h:5557"},
+		{"grpc://h:1", EventsSelf},
+		{"url=grpc://h:1,kv_events=off", ""},
+		{"url=grpc://h:1,kv_events=grpc://b:2", "grpc://b:2"},
+	}
+	for _, tt := range tests {
+		s, err := ParseSpec(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.EventEndpoint(); got != tt.want {
+			t.Errorf("EventEndpoint(%q): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func mustWorker(t *testing.T, spec string) *Worker {
+	t.Helper()
+	s, err := ParseSpec(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestWorkerInFlightConcurrent(t *testing.T) {
+	w := mustWorker(t, "http://h:1")
+	var wg sync.WaitGroup
+	dones := make(chan func(), 100)
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); dones <- w.Begin() }()
+	}
+	wg.Wait()
+	close(dones)
+	if got := w.InFlight(); got != 100 {
+		t.Fatalf("InFlight: got %d, want 100", got)
+	}
+	for d := range dones {
+		d()
+		d() // a second call must not double-release
+	}
+	if got := w.InFlight(); got != 0 {
+		t.Fatalf("InFlight after done: got %d, want 0", got)
+	}
+}
+
+func TestWorkerLoadBlend(t *testing.T) {
+	w := mustWorker(t, "http://h:1")
+	now := time.Unix(1000, 0)
+	done := w.Begin()
+	defer done()
+	if got := w.Load(now, time.Second); got != 1 {
+		t.Errorf("no engine sample: got %d, want 1", got)
+	}
+	w.SetEngineLoad(7, now)
+	if got := w.Load(now.Add(500*time.Millisecond), time.Second); got != 7 {
+		t.Errorf("fresh engine sample: got %d, want 7", got)
+	}
+	if got := w.Load(now.Add(2*time.Second), time.Second); got != 1 {
+		t.Errorf("stale engine sample: got %d, want 1", got)
+	}
+	if got := w.Load(now, 0); got != 1 {
+		t.Errorf("blending off: got %d, want 1", got)
+	}
+	w.SetEngineLoad(-5, now)
+	if _, _, ok := w.EngineLoad(); ok {
+		t.Errorf("EngineLoad after failed scrape: got ok, want unknown")
+	}
+}
+
+func TestWorkerHealthAndModel(t *testing.T) {
+	w := mustWorker(t, "http://h:1")
+	if w.Healthy() || w.Checked() {
+		t.Fatalf("new worker: got healthy=%v checked=%v, want false false", w.Healthy(), w.Checked())
+	}
+	if !w.SetHealth(true, "") || w.SetHealth(true, "") {
+		t.Errorf("SetHealth change reporting wrong")
+	}
+	if !w.SetHealth(false, "refused") || w.HealthMessage() != "refused" || w.Failures() != 1 {
+		t.Errorf("failed check: got msg %q failures %d", w.HealthMessage(), w.Failures())
+	}
+	if !w.Serves("", "gw") || !w.Serves("gw", "gw") || w.Serves("other", "gw") {
+		t.Errorf("Serves without spec model wrong")
+	}
+	w.SetReportedModel("engine-name")
+	if !w.Serves("engine-name", "gw") || w.UpstreamModel("gw") != "engine-name" || w.ServedModel("gw") != "gw" {
+		t.Errorf("reported model handling wrong")
+	}
+	m := mustWorker(t, "url=http://h:2,model=m2")
+	if m.Serves("gw", "gw") || !m.Serves("m2", "gw") || m.UpstreamModel("m2") != "m2" || m.ServedModel("gw") != "m2" {
+		t.Errorf("spec model handling wrong")
+	}
+	if got := m.BlockSize(16); got != 16 {
+		t.Errorf("BlockSize default: got %d, want 16", got)
+	}
+	if !m.LearnBlockSize(32) || m.LearnBlockSize(32) || m.BlockSize(16) != 32 {
+		t.Errorf("LearnBlockSize wrong: got %d", m.BlockSize(16))
+	}
+}
+
+func TestSet(t *testing.T) {
+	a, b := mustWorker(t, "http://a:1"), mustWorker(t, "http://b:1")
+	s, err := NewSet(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := s.With(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 1 || s2.Len() != 2 || s2.Get("http://b:1") != b {
+		t.Fatalf("With: got lens %d,%d", s.Len(), s2.Len())
+	}
+	if _, err := s2.With(mustWorker(t, "http://a:1")); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("duplicate: got %v, want ErrDuplicate", err)
+	}
+	s3, old, err := s2.Without("http://a:1")
+	if err != nil || old != a || s3.Len() != 1 || s3.All()[0] != b || s2.Len() != 2 {
+		t.Errorf("Without: got %v %v %d", old, err, s3.Len())
+	}
+	if _, _, err := s3.Without("http://a:1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Without missing: got %v, want ErrNotFound", err)
+	}
+	b.SetHealth(true, "")
+	if got := s2.Healthy(nil, "", "gw"); len(got) != 1 || got[0] != b {
+		t.Errorf("Healthy: got %v", got)
+	}
+	var nilSet *Set
+	if nilSet.Len() != 0 || nilSet.Get("x") != nil {
+		t.Errorf("nil set not empty")
+	}
+}
+
+func TestKeyStable(t *testing.T) {
+	// FNV-1a 64 of "http://a:1": a fixed value so every replica agrees.
+	if got, want := KeyOf("http://a:1"), KeyOf("http://a:1"); got != want || got == KeyOf("http://a:2") {
+		t.Errorf("KeyOf not stable/distinct")
+	}
+}

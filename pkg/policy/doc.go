@@ -5,4 +5,16 @@
 // a threshold, then least load. cost minimises a Dynamo-style prefill-plus-load cost.
 // round_robin, random, power_of_two and least_load ignore the cache; prefix_hash gives
 // stateless affinity by rendezvous hashing of the first block.
+//
+// Choosing and building a policy: New(name, cfg) looks the name up in a read-only table (Names
+// lists it; there is no registration). Start cfg from DefaultConfig() and decode user config
+// onto it, so absent fields keep the documented defaults; each policy validates only the
+// fields it reads. Randomness (ties, random, power_of_two, softmax) comes from Config.Rand,
+// which tests set to a deterministic source.
+//
+// Which to choose: cache_aware when workers keep a prefix cache (the common case); cost when a
+// smooth trade-off between reuse and load is preferred to a threshold; prefix_hash when no
+// index is available but affinity still pays; power_of_two or least_load for cache-less
+// engines; round_robin and random as baselines. Every Pick is O(workers), takes no lock and
+// does not allocate (cost reuses pooled scratch space).
 package policy

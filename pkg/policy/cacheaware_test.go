@@ -1,0 +1,230 @@
+package policy
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCacheAwarePick(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   func(*Config)
+		req   Request
+		cands []Candidate
+		rand  []uint64
+		want  Decision
+	}{
+		{
+			name:  "best match above threshold from events",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(0, 0, SourceNone), cand(5, 8, SourceEvents), cand(1, 2, SourceEvents)},
+			want:  Decision{Index: 1, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "tree source gives tree_hit",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(0, 0, SourceNone), cand(5, 8, SourceTree)},
+			want:  Decision{Index: 1, Reason: ReasonTreeHit},
+		},
+		{
+			name:  "pending source gives pending_hit",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(2, 3, SourcePending), cand(0, 0, SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonPendingHit},
+		},
+		{
+			name:  "exactly at threshold is a hit",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(0, 0, SourceNone), cand(3, 3, SourceEvents)},
+			want:  Decision{Index: 1, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "below threshold goes least loaded",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(4, 0, SourceNone), cand(3, 2, SourceEvents), cand(1, 0, SourceNone)},
+			want:  Decision{Index: 2, Reason: ReasonNoMatch},
+		},
+		{
+			name:  "zero threshold still needs a matched block",
+			cfg:   func(c *Config) { c.CacheThreshold = 0 },
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(4, 0, SourceNone), cand(1, 0, SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonNoMatch},
+		},
+		{
+			name:  "zero threshold takes any match",
+			cfg:   func(c *Config) { c.CacheThreshold = 0 },
+			req:   Request{Blocks: 100},
+			cands: []Candidate{cand(4, 1, SourceEvents), cand(1, 0, SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "no blocks goes least loaded",
+			req:   Request{Blocks: 0, Tokens: 7},
+			cands: []Candidate{cand(4, 0, SourceNone), cand(1, 0, SourceNone), cand(2, 0, SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonNoMatch},
+		},
+		{
+			name: "imbalance overrides a full match",
+			req:  Request{Blocks: 10},
+			// max−min = 90 > 64 and 100 > 1.5×10.
+			cands: []Candidate{cand(100, 10, SourceEvents), cand(10, 0, SourceNone), cand(50, 0, SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonImbalance},
+		},
+		{
+			name: "large spread but not relatively imbalanced",
+			req:  Request{Blocks: 10},
+			// max−min = 70 > 64 but 270 ≤ 1.5×200.
+			cands: []Candidate{cand(270, 10, SourceEvents), cand(200, 0, SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonCacheHit},
+		},
+		{
+			name: "relatively imbalanced but small spread",
+			req:  Request{Blocks: 10},
+			// 60 > 1.5×0 but max−min = 60 ≤ 64.
+			cands: []Candidate{cand(60, 10, SourceEvents), cand(0, 0, SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonCacheHit},
+		},
+		{
+			name: "imbalance with zero minimum",
+			req:  Request{Blocks: 10},
+			// 65 − 0 > 64 and 65 > 0.
+			cands: []Candidate{cand(65, 10, SourceEvents), cand(0, 0, SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonImbalance},
+		},
+		{
+			name:  "equal match: lower load wins",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(5, 6, SourceEvents), cand(2, 6, SourceTree), cand(3, 6, SourceEvents)},
+			want:  Decision{Index: 1, Reason: ReasonTreeHit},
+		},
+		{
+			name:  "equal match and load: random picks the second tie",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(2, 6, SourceEvents), cand(2, 1, SourceEvents), cand(2, 6, SourceTree), cand(2, 6, SourcePending)},
+			rand:  []uint64{nth(1, 3)},
+			want:  Decision{Index: 2, Reason: ReasonTreeHit},
+		},
+		{
+			name:  "equal match and load: random picks the third tie",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(2, 6, SourceEvents), cand(2, 1, SourceEvents), cand(2, 6, SourceTree), cand(2, 6, SourcePending)},
+			rand:  []uint64{nth(2, 3)},
+			want:  Decision{Index: 3, Reason: ReasonPendingHit},
+		},
+		{
+			name:  "least-load ties broken at random",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(1, 0, SourceNone), cand(3, 0, SourceNone), cand(1, 0, SourceNone)},
+			rand:  []uint64{nth(1, 2)},
+			want:  Decision{Index: 2, Reason: ReasonNoMatch},
+		},
+		{
+			name:  "matched beyond blocks is still a hit",
+			req:   Request{Blocks: 2},
+			cands: []Candidate{cand(0, 0, SourceNone), cand(1, 5, SourceEvents)},
+			want:  Decision{Index: 1, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "single candidate",
+			req:   Request{Blocks: 3},
+			cands: []Candidate{cand(7, 0, SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonNoMatch},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			r := tc.rand
+			if r == nil {
+				r = []uint64{0}
+			}
+			cfg.Rand = seqRand(r...)
+			p := mustNew(t, NameCacheAware, cfg)
+			got := p.Pick(&tc.req, tc.cands)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Pick() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCacheAwareProperties checks the cascade's invariants on random instances: when no
+// imbalance holds and the best ratio reaches the threshold, the winner has the highest match
+// and, among those, the lowest load; otherwise the winner is least loaded.
+func TestCacheAwareProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cfg := DefaultConfig()
+	cfg.Rand = rng.Uint64
+	p := mustNew(t, NameCacheAware, cfg)
+	cands := make([]Candidate, 0, 8)
+	for iter := range 20000 {
+		req := Request{Blocks: rng.IntN(40)}
+		cands = cands[:0]
+		for range 1 + rng.IntN(8) {
+			m := 0
+			if req.Blocks > 0 {
+				m = rng.IntN(req.Blocks + 1)
+			}
+			cands = append(cands, Candidate{Load: int64(rng.IntN(150)), Matched: m, Source: Source(1 + rng.IntN(3))})
+		}
+		d := p.Pick(&req, cands)
+		if d.Index < 0 || d.Index >= len(cands) {
+			t.Fatalf("iter %d: got index %d, want in [0,%d)", iter, d.Index, len(cands))
+		}
+		lo, hi := minMaxLoad(cands)
+		bestM := 0
+		for _, c := range cands {
+			bestM = max(bestM, c.Matched)
+		}
+		w := cands[d.Index]
+		switch {
+		case imbalanced(lo, hi, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold):
+			if d.Reason != ReasonImbalance || w.Load != lo {
+				t.Fatalf("iter %d: imbalanced %v: got %+v (load %d), want least loaded %d with reason imbalance", iter, cands, d, w.Load, lo)
+			}
+		case req.Blocks > 0 && bestM > 0 && float64(bestM)/float64(req.Blocks) >= cfg.CacheThreshold:
+			if w.Matched != bestM {
+				t.Fatalf("iter %d: %v: got worker with match %d, want the best match %d", iter, cands, w.Matched, bestM)
+			}
+			for _, c := range cands {
+				if c.Matched == bestM && c.Load < w.Load {
+					t.Fatalf("iter %d: %v: got load %d, a best-match worker has load %d", iter, cands, w.Load, c.Load)
+				}
+			}
+			if d.Reason != hitReason(w.Source) {
+				t.Fatalf("iter %d: got reason %q, want %q", iter, d.Reason, hitReason(w.Source))
+			}
+		default:
+			if d.Reason != ReasonNoMatch || w.Load != lo {
+				t.Fatalf("iter %d: %v: got %+v (load %d), want least loaded %d with reason no_match", iter, cands, d, w.Load, lo)
+			}
+		}
+	}
+}
+
+// TestCacheAwareTieFairness checks that exact ties are spread evenly by the random source.
+func TestCacheAwareTieFairness(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Rand = splitmix(42)
+	p := mustNew(t, NameCacheAware, cfg)
+	cands := []Candidate{cand(1, 5, SourceEvents), cand(1, 5, SourceEvents), cand(0, 1, SourceEvents), cand(1, 5, SourceEvents)}
+	counts := make([]int, len(cands))
+	const n = 30000
+	for range n {
+		counts[p.Pick(&Request{Blocks: 8}, cands).Index]++
+	}
+	if counts[2] != 0 {
+		t.Fatalf("lower match chosen %d times, want 0", counts[2])
+	}
+	for _, i := range []int{0, 1, 3} {
+		if counts[i] < n/3-n/30 || counts[i] > n/3+n/30 {
+			t.Errorf("tie %d chosen %d times, want about %d (counts %v)", i, counts[i], n/3, counts)
+		}
+	}
+}

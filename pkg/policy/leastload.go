@@ -1,0 +1,18 @@
+package policy
+
+// leastLoad picks the candidate with the lowest Load, uniformly at random among ties; it
+// ignores the cache.
+type leastLoad struct {
+	rnd func() uint64
+}
+
+func newLeastLoad(cfg Config) (*leastLoad, error) {
+	return &leastLoad{rnd: cfg.rand()}, nil
+}
+
+// Pick implements Policy.
+func (p *leastLoad) Pick(_ *Request, cands []Candidate) Decision {
+	return Decision{Index: leastLoaded(p.rnd, cands), Reason: ReasonLeastLoad}
+}
+
+var _ Policy = (*leastLoad)(nil)

@@ -1,0 +1,55 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// BlockHash is the engine-side identity of one full KV block: a SHA-256 digest chained over the
+// parent block's digest and the block's token ids, the way vLLM's prefix cache names blocks
+// (`--prefix-caching-hash-algo sha256`). Router-side keys are different (DESIGN.md §3); these
+// values only travel as opaque identities in KV events.
+type BlockHash [32]byte
+
+// Fold returns the 64-bit form vLLM publishes in int-hash mode: the digest read big-endian and
+// masked to the low 64 bits, i.e. its last 8 bytes (wire/vllm-zmq.md §6).
+func (h BlockHash) Fold() uint64 { return binary.BigEndian.Uint64(h[24:]) }
+
+// RootHash returns the parent digest of block 0 for a given hash seed. vLLM seeds block 0 with
+// random bytes unless PYTHONHASHSEED is pinned; the simulator derives it from a seed string so
+// that runs are reproducible and two simulators with the same seed name blocks identically.
+func RootHash(seed string) BlockHash { return sha256.Sum256([]byte("kvgate-sim-root:" + seed)) }
+
+// hasher computes chained block digests with a reusable scratch buffer. It is not safe for
+// concurrent use; each goroutine that hashes owns one.
+type hasher struct {
+	buf []byte
+}
+
+// chain returns sha256(parent || tokens as 4-byte little-endian u32s).
+func (h *hasher) chain(parent BlockHash, tokens []uint32) BlockHash {
+	n := 32 + 4*len(tokens)
+	if cap(h.buf) < n {
+		h.buf = make([]byte, n)
+	}
+	b := h.buf[:n]
+	copy(b, parent[:])
+	for i, t := range tokens {
+		binary.LittleEndian.PutUint32(b[32+4*i:], t)
+	}
+	return sha256.Sum256(b)
+}
+
+// appendChain appends the digests of the full blocks of tokens that are not yet in dst,
+// continuing the chain from root (dst[i] names tokens[i*bs:(i+1)*bs]). A trailing partial block
+// gets no digest.
+func (h *hasher) appendChain(dst []BlockHash, root BlockHash, tokens []uint32, bs int) []BlockHash {
+	for i := len(dst); (i+1)*bs <= len(tokens); i++ {
+		parent := root
+		if i > 0 {
+			parent = dst[i-1]
+		}
+		dst = append(dst, h.chain(parent, tokens[i*bs:(i+1)*bs]))
+	}
+	return dst
+}

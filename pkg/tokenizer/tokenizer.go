@@ -303,4 +303,3 @@ func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }
 func (t *Tokenizer) SpecialTokensAdded() (prefix, suffix []uint32) {
 	return append([]uint32(nil), t.prefix...), append([]uint32(nil), t.suffix...)
 }
-

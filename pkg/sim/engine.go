@@ -155,10 +155,15 @@ func (e *Engine) wallAt(t time.Duration) time.Time {
 func (e *Engine) Validate(r *Request) error { return e.core.Validate(r) }
 
 // Submit queues r and returns the stream its tokens arrive on. With wantTokens false the
-// stream is only signalled when the request ends (cheaper for non-streaming clients). The
-// caller must eventually either read the stream to its end or call Abort.
-func (e *Engine) Submit(r *Request, wantTokens bool) (*Stream, error) {
-	s := &Stream{ready: make(chan struct{}, 1), wantTokens: wantTokens, prompt: len(r.Prompt)}
+// stream is only signalled when the request ends (cheaper for non-streaming clients). ready,
+// when not nil, is the channel signalled instead of a private one (capacity ≥ 1; several
+// streams may share it, e.g. the n choices of one HTTP request). The caller must eventually
+// either read the stream to its end or call Abort.
+func (e *Engine) Submit(r *Request, wantTokens bool, ready chan struct{}) (*Stream, error) {
+	if ready == nil {
+		ready = make(chan struct{}, 1)
+	}
+	s := &Stream{ready: ready, wantTokens: wantTokens, prompt: len(r.Prompt)}
 	r.stream = s
 	e.mu.Lock()
 	if e.stopped {

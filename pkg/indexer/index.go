@@ -36,7 +36,7 @@ type WorkerMatch struct {
 type workerState struct {
 	// engine maps the worker's engine block hashes to the block keys they were placed at:
 	// removals and parent lookups arrive as engine hashes.
-	engine map[uint64]uint64
+	engine u64map
 	// blockSize is the block size of the worker's latest stored event, 0 before any.
 	blockSize int
 }
@@ -47,6 +47,8 @@ type core struct {
 	t       table
 	workers []*workerState // indexed by WorkerID; nil when unknown
 	keys    []uint64       // scratch for a stored chain's keys
+	// sink consumes prefetch results so that the compiler keeps the loads.
+	sink uint64
 	ns      nsCache
 }
 
@@ -80,7 +82,7 @@ func (c *core) worker(w WorkerID) *workerState {
 	}
 	ws := c.workers[w]
 	if ws == nil {
-		ws = &workerState{engine: make(map[uint64]uint64)}
+		ws = &workerState{engine: newU64map()}
 		c.workers[w] = ws
 	}
 	return ws
@@ -101,12 +103,16 @@ func (c *core) applyEvent(w WorkerID, ev *Event, res *ApplyResult) {
 			return
 		}
 		ws := c.worker(w)
+		// Two passes with prefetches so that each pass's cache misses overlap.
+		c.sink += ws.engine.prefetch(ev.Hashes)
+		c.keys = c.keys[:0]
 		for _, e := range ev.Hashes {
-			k, ok := ws.engine[e]
-			if !ok {
-				continue
+			if k, ok := ws.engine.del(e); ok {
+				c.keys = append(c.keys, k)
 			}
-			delete(ws.engine, e)
+		}
+		c.sink += c.t.prefetch(c.keys)
+		for _, k := range c.keys {
 			if c.t.remove(w, k) {
 				res.Removed++
 			}
@@ -128,7 +134,7 @@ func (c *core) stored(w WorkerID, ev *Event, res *ApplyResult) {
 	ws := c.worker(w)
 	var parent uint64
 	if ev.HasParent {
-		p, ok := ws.engine[ev.Parent]
+		p, ok := ws.engine.get(ev.Parent)
 		if !ok {
 			// Events were lost upstream: never guess the chain's position.
 			res.UnknownParents++
@@ -138,14 +144,14 @@ func (c *core) stored(w WorkerID, ev *Event, res *ApplyResult) {
 	}
 	ws.blockSize = bs
 	c.keys = appendChainKeys(c.keys[:0], ev.Tokens, bs, parent, ev.HasParent, c.ns.namespace(ev))
+	c.sink += ws.engine.prefetch(ev.Hashes) + c.t.prefetch(c.keys)
 	for i, e := range ev.Hashes {
 		k := c.keys[i]
-		if old, ok := ws.engine[e]; ok && old != k {
+		if old, ok := ws.engine.put(e, k); ok && old != k {
 			// The engine re-stored a block it already had elsewhere (e.g. the simulator's
 			// parent-cycle anomaly): the engine holds one block per hash, so it moves.
 			c.t.remove(w, old)
 		}
-		ws.engine[e] = k
 		c.t.add(w, k)
 	}
 	res.Stored += n
@@ -158,11 +164,7 @@ func (c *core) maybeSweep(w WorkerID, ws *workerState) {
 	if int(w) >= len(c.t.evicted) || c.t.evicted[w] < 1024 || c.t.evicted[w] < c.t.counts[w] {
 		return
 	}
-	for e, k := range ws.engine {
-		if !c.t.contains(w, k) {
-			delete(ws.engine, e)
-		}
-	}
+	ws.engine.deleteIf(func(_, k uint64) bool { return !c.t.contains(w, k) })
 	c.t.evicted[w] = 0
 }
 
@@ -174,16 +176,12 @@ func (c *core) dropBlocks(w WorkerID) int {
 	}
 	ws := c.workers[w]
 	n := 0
-	for _, k := range ws.engine {
+	ws.engine.each(func(_, k uint64) {
 		if c.t.remove(w, k) {
 			n++
 		}
-	}
-	if len(ws.engine) > 4096 {
-		ws.engine = make(map[uint64]uint64) // give the memory back
-	} else {
-		clear(ws.engine)
-	}
+	})
+	ws.engine.reset()
 	if int(w) < len(c.t.evicted) {
 		c.t.evicted[w] = 0
 	}

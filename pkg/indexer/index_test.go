@@ -200,8 +200,8 @@ func TestEvictionKeepsRecentlyTouched(t *testing.T) {
 	// The engine maps were swept of evicted hashes, so they stay bounded.
 	ix.mu.RLock()
 	for w, ws := range ix.c.workers {
-		if ws != nil && len(ws.engine) > ix.c.t.counts[w]+1024+8 {
-			t.Errorf("worker %d: %d engine hashes for %d blocks", w, len(ws.engine), ix.c.t.counts[w])
+		if ws != nil && ws.engine.len() > ix.c.t.counts[w]+1024+8 {
+			t.Errorf("worker %d: %d engine hashes for %d blocks", w, ws.engine.len(), ix.c.t.counts[w])
 		}
 	}
 	ix.mu.RUnlock()

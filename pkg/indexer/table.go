@@ -429,3 +429,12 @@ func touch(s *slot, tick uint32) {
 		atomic.StoreUint32(&s.stamp, tick)
 	}
 }
+
+// prefetch loads the home slot of every key; see u64map.prefetch.
+func (t *table) prefetch(keys []uint64) uint64 {
+	var acc uint64
+	for _, k := range keys {
+		acc += t.slots[t.home(k)].key
+	}
+	return acc
+}

@@ -1,0 +1,216 @@
+package indexer
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// fleet describes a synthetic fleet for the benchmarks: chains of chainBlocks blocks of 16
+// tokens, grouped into families sharing their first prefixBlocks blocks (a system prompt),
+// each chain cached on 1 to 3 of the workers.
+type fleet struct {
+	families, chains, prefixBlocks, chainBlocks, workers int
+}
+
+const benchBlock = 16
+
+// chainTokens writes chain c's tokens into buf.
+func (f fleet) chainTokens(c int, buf []uint32) []uint32 {
+	buf = buf[:0]
+	fr := rand.New(rand.NewPCG(uint64(c%f.families), 1))
+	for range f.prefixBlocks * benchBlock {
+		buf = append(buf, uint32(fr.IntN(150000)))
+	}
+	cr := rand.New(rand.NewPCG(uint64(c), 2))
+	for range (f.chainBlocks - f.prefixBlocks) * benchBlock {
+		buf = append(buf, uint32(cr.IntN(150000)))
+	}
+	return buf
+}
+
+// build stores every chain on its workers, one 256-block event each (engine hashes derived
+// from the keys, as a consistent engine would), and returns the chains' keys when keep is set.
+func (f fleet) build(ix *Index, keep bool) [][]uint64 {
+	var all [][]uint64
+	toks := make([]uint32, 0, f.chainBlocks*benchBlock)
+	keys := make([]uint64, 0, f.chainBlocks)
+	hs := make([]uint64, f.chainBlocks)
+	ev := []Event{{Kind: EventStored, BlockSize: benchBlock, Medium: "GPU"}}
+	for c := range f.chains {
+		toks = f.chainTokens(c, toks)
+		keys = AppendBlockKeys(keys[:0], toks, benchBlock, "")
+		for i, k := range keys {
+			hs[i] = k ^ 0xabcdef
+		}
+		ev[0].Hashes, ev[0].Tokens = hs, toks
+		for r := range 1 + c%3 {
+			ix.Apply(WorkerID((c*7+r*13)%f.workers), ev)
+		}
+		if keep {
+			all = append(all, append([]uint64(nil), keys...))
+		}
+	}
+	return all
+}
+
+var matchFixture struct {
+	once sync.Once
+	ix   *Index
+	reqs [][]uint64
+}
+
+// benchFleet holds ≥1M distinct blocks (1.03M tails plus family prefixes) across 64 workers,
+// about 2.1M (worker, block) memberships.
+var benchFleet = fleet{families: 512, chains: 4600, prefixBlocks: 32, chainBlocks: 256, workers: 64}
+
+func matchSetup(b *testing.B) (*Index, [][]uint64) {
+	matchFixture.once.Do(func() {
+		ix, err := New(Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		chains := benchFleet.build(ix, true)
+		// Zipf-like draws over the chains; a quarter of the requests leave their chain at a
+		// random block (a new user turn), so the match ends early for those.
+		rng := rand.New(rand.NewPCG(42, 42))
+		z := rand.NewZipf(rng, 1.1, 1, uint64(len(chains)-1))
+		reqs := make([][]uint64, 8192)
+		for i := range reqs {
+			c := chains[z.Uint64()]
+			r := append([]uint64(nil), c...)
+			if rng.IntN(4) == 0 {
+				for j := 1 + rng.IntN(len(r)-1); j < len(r); j++ {
+					r[j] = rng.Uint64()
+				}
+			}
+			reqs[i] = r
+		}
+		matchFixture.ix, matchFixture.reqs = ix, reqs
+	})
+	return matchFixture.ix, matchFixture.reqs
+}
+
+// BenchmarkMatch: lookups of 4096-token (256-block) requests drawn Zipf-like from an index of
+// ≥1M blocks across 64 workers. blocks/s counts request blocks examined (looked up).
+func BenchmarkMatch(b *testing.B) {
+	ix, reqs := matchSetup(b)
+	dst := make([]WorkerMatch, 0, 64)
+	examined := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		keys := reqs[i%len(reqs)]
+		dst = ix.Match(keys, dst)
+		best := 0
+		for _, m := range dst {
+			best = max(best, m.Blocks)
+		}
+		examined += min(best+1, len(keys))
+	}
+	b.ReportMetric(float64(examined)/b.Elapsed().Seconds(), "blocks/s")
+}
+
+var applyFixture struct {
+	once   sync.Once
+	ix     *Index
+	toks   [][]uint32
+	next   int
+	stored []uint64 // per slot: engine hash base of the chain stored there, 0 when empty
+}
+
+const (
+	applyChainBlocks = 16
+	applySlots       = 32768 // chains outstanding: the index holds ~512K blocks
+	applyTokenChains = 4096
+)
+
+// BenchmarkApply: one Stored event of a 16-block chain and one Removed event of an older
+// 16-block chain per iteration, spread over 64 workers, on an index of ~512K blocks.
+// blocks/s counts stored plus removed blocks.
+func BenchmarkApply(b *testing.B) {
+	f := &applyFixture
+	f.once.Do(func() {
+		ix, err := New(Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.ix = ix
+		f.stored = make([]uint64, applySlots)
+		for c := range applyTokenChains {
+			r := rand.New(rand.NewPCG(uint64(c), 3))
+			t := make([]uint32, applyChainBlocks*benchBlock)
+			for i := range t {
+				t[i] = uint32(r.IntN(150000))
+			}
+			f.toks = append(f.toks, t)
+		}
+	})
+	hs := make([]uint64, applyChainBlocks)
+	rm := make([]uint64, applyChainBlocks)
+	stored := []Event{{Kind: EventStored, BlockSize: benchBlock, Medium: "GPU", Hashes: hs}}
+	removed := []Event{{Kind: EventRemoved, Medium: "GPU", Hashes: rm}}
+	step := func() int {
+		n := f.next
+		f.next++
+		slot := n % applySlots
+		w := WorkerID(slot % 64)
+		blocks := 0
+		if base := f.stored[slot]; base != 0 {
+			for i := range rm {
+				rm[i] = base + uint64(i)
+			}
+			blocks += f.ix.Apply(w, removed).Removed
+		}
+		base := uint64(n+1) << 8
+		for i := range hs {
+			hs[i] = base + uint64(i)
+		}
+		// The token chains repeat every applyTokenChains steps; the worker (slot%64) differs
+		// or the earlier copy was removed, so every store places new memberships.
+		stored[0].Tokens = f.toks[n%applyTokenChains]
+		f.stored[slot] = base
+		return blocks + f.ix.Apply(w, stored).Stored
+	}
+	for f.next < applySlots { // fill once: later runs continue in the steady state
+		step()
+	}
+	blocks := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		blocks += step()
+	}
+	b.ReportMetric(float64(blocks)/b.Elapsed().Seconds(), "blocks/s")
+}
+
+// BenchmarkMemory builds an index of ~256K (worker, block) memberships over 64 workers and
+// reports live heap growth per membership (bytes/block), engine-hash maps included; keys/block
+// says how many distinct keys there are per membership (1 = nothing shared).
+func BenchmarkMemory(b *testing.B) {
+	f := fleet{families: 64, chains: 600, prefixBlocks: 32, chainBlocks: 256, workers: 64}
+	var perBlock, keysPer float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		ix, err := New(Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.build(ix, false)
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		m := ix.Memberships()
+		perBlock = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(m)
+		keysPer = float64(ix.Len()) / float64(m)
+		runtime.KeepAlive(ix)
+		b.StartTimer()
+	}
+	b.ReportMetric(perBlock, "bytes/block")
+	b.ReportMetric(keysPer, "keys/block")
+}

@@ -49,7 +49,7 @@ type core struct {
 	keys    []uint64       // scratch for a stored chain's keys
 	// sink consumes prefetch results so that the compiler keeps the loads.
 	sink uint64
-	ns      nsCache
+	ns   nsCache
 }
 
 // nsCache memoises the namespace of the last LoRA id seen so that events do not allocate.

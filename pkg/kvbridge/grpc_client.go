@@ -1,0 +1,390 @@
+package kvbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kvgate/kvgate/api/common"
+	"github.com/kvgate/kvgate/api/sglang"
+	"github.com/kvgate/kvgate/api/tokenspeed"
+	"github.com/kvgate/kvgate/api/vllm"
+	"github.com/kvgate/kvgate/pkg/indexer"
+)
+
+// Engine runtimes of grpc:// workers; each names the engine service whose SubscribeKvEvents
+// (and, for the bridge server, HealthCheck) is used (wire/smg-grpc.md §1.3).
+const (
+	RuntimeVLLM       = "vllm"       // /vllm.grpc.engine.VllmEngine/...
+	RuntimeSGLang     = "sglang"     // /sglang.grpc.scheduler.SglangScheduler/...
+	RuntimeTokenSpeed = "tokenspeed" // /tokenspeed.grpc.scheduler.TokenSpeedScheduler/...
+)
+
+// ErrUnimplemented is returned (wrapped) by GRPCSource.Run when the worker answers
+// SubscribeKvEvents with UNIMPLEMENTED: it has no event stream, and the router should use the
+// approximate tree for it. It is final; Run does not retry.
+var ErrUnimplemented = errors.New("kvbridge: no KV event stream (UNIMPLEMENTED): use the approximate tree for this worker")
+
+// Defaults of GRPCConfig.
+const (
+	DefaultGRPCMinBackoff    = 100 * time.Millisecond
+	DefaultGRPCMaxBackoff    = 5 * time.Second
+	DefaultGRPCResyncEvery   = 30 * time.Second
+	grpcUnimplementedMessage = "no events: use the approximate tree for this worker"
+)
+
+// GRPCConfig configures a GRPCSource. Zero durations take the defaults.
+type GRPCConfig struct {
+	// Runtime selects the engine service: RuntimeVLLM, RuntimeSGLang or RuntimeTokenSpeed.
+	Runtime string `json:"runtime" yaml:"runtime"`
+	// Worker labels logs and metrics (e.g. the worker URL).
+	Worker string `json:"worker" yaml:"worker"`
+	// MinBackoff and MaxBackoff bound the jittered exponential reconnect delay
+	// (default 100 ms → 5 s, DESIGN.md §6).
+	MinBackoff time.Duration `json:"min_backoff" yaml:"min_backoff"`
+	MaxBackoff time.Duration `json:"max_backoff" yaml:"max_backoff"`
+	// ResyncInterval is the least time between two resyncs asked for by the Consumer
+	// (default 30 s).
+	ResyncInterval time.Duration `json:"resync_interval" yaml:"resync_interval"`
+}
+
+// grpcSubscribeFunc opens a SubscribeKvEvents stream on one engine service.
+type grpcSubscribeFunc func(ctx context.Context, in *common.SubscribeKvEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[common.KvEventBatch], error)
+
+// GRPCSource follows one worker's gRPC SubscribeKvEvents stream and delivers its batches, in
+// order and per DP rank, into a Consumer, applying the cursor rules of DESIGN.md §6:
+//
+//   - every subscription carries the last applied sequence number (0 = none yet);
+//   - when the cursor is > 0, batches with seq ≤ cursor are skipped as duplicates;
+//   - a jump (seq > cursor+1) drops the stream and resubscribes with the old cursor, so a
+//     replaying server (kvbridge serve) fills the hole; when the resumed stream still starts
+//     past cursor+1 the server cannot replay, so every rank is Reset and the stream continues
+//     from the new batch;
+//   - UNIMPLEMENTED: state StreamUnavailable, logged once, Run returns ErrUnimplemented;
+//   - OUT_OF_RANGE or DATA_LOSS: every rank is Reset and the source resubscribes from 0;
+//   - a clean end or any other error: reconnect after a jittered exponential backoff
+//     (MinBackoff doubling to MaxBackoff, reset once a stream delivers a batch). Reconnects
+//     meant to be immediate (gap, OUT_OF_RANGE, resync) are immediate only once between two
+//     delivered batches, so a misbehaving server never causes a busy loop.
+//
+// The DP rank of a batch is its dp_rank, 0 when unset. A GRPCSource has one cursor: the server
+// numbers its merged stream. A Consumer that asks for a resync (unknown parent) gets every rank
+// Reset and a resubscription from 0, at most once per ResyncInterval.
+//
+// Run must be called at most once at a time; State is safe from any goroutine. It must not be
+// copied.
+type GRPCSource struct {
+	cfg       GRPCConfig
+	subscribe grpcSubscribeFunc
+	consumer  Consumer
+	log       *zap.Logger
+	metrics   *Metrics
+
+	// Injected for tests (STYLE rule 21): rand draws the backoff jitter, now reads the clock
+	// for resync rate limiting, after waits for a backoff delay.
+	rand  func() uint64
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+
+	state stateCell
+
+	// Owned by the Run goroutine.
+	cursor     uint64
+	ranks      map[int]bool // ranks seen so far: the ones Reset clears
+	lastResync time.Time
+	dec        ProtoDecoder
+	batch      indexer.Batch
+	msg        common.KvEventBatch
+	upLogged   bool // a "stream up" line was logged since the last "down" line
+}
+
+// NewGRPCSource builds a source that subscribes over conn (which the caller owns and closes)
+// and delivers into c. m may be nil. It starts nothing; call Run.
+func NewGRPCSource(cfg GRPCConfig, conn grpc.ClientConnInterface, c Consumer, log *zap.Logger, m *Metrics) (*GRPCSource, error) {
+	if conn == nil {
+		return nil, errors.New("kvbridge: new grpc source: nil connection")
+	}
+	if c == nil {
+		return nil, errors.New("kvbridge: new grpc source: nil consumer")
+	}
+	sub, err := grpcSubscribeFor(cfg.Runtime, conn)
+	if err != nil {
+		return nil, fmt.Errorf("kvbridge: new grpc source: %w", err)
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = DefaultGRPCMinBackoff
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultGRPCMaxBackoff
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = cfg.MinBackoff
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultGRPCResyncEvery
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &GRPCSource{
+		cfg:       cfg,
+		subscribe: sub,
+		consumer:  c,
+		log:       log.With(zap.String("worker", cfg.Worker), zap.String("runtime", cfg.Runtime)),
+		metrics:   m,
+		rand:      rand.Uint64,
+		now:       time.Now,
+		after:     time.After,
+		ranks:     map[int]bool{},
+	}
+	s.state.store(StreamConnecting)
+	return s, nil
+}
+
+// grpcSubscribeFor returns the SubscribeKvEvents call of runtime's engine service.
+func grpcSubscribeFor(runtime string, conn grpc.ClientConnInterface) (grpcSubscribeFunc, error) {
+	switch runtime {
+	case RuntimeVLLM:
+		return vllm.NewVllmEngineClient(conn).SubscribeKvEvents, nil
+	case RuntimeSGLang:
+		return sglang.NewSglangSchedulerClient(conn).SubscribeKvEvents, nil
+	case RuntimeTokenSpeed:
+		return tokenspeed.NewTokenSpeedSchedulerClient(conn).SubscribeKvEvents, nil
+	}
+	return nil, fmt.Errorf("unknown runtime %q (want %s, %s or %s)", runtime, RuntimeVLLM, RuntimeSGLang, RuntimeTokenSpeed)
+}
+
+// State returns the stream state. After Run returns it is StreamStopped, or
+// StreamUnavailable when the worker has no event stream.
+func (s *GRPCSource) State() StreamState { return s.state.load() }
+
+// grpcStreamEnd says why one subscription ended and what to do next.
+type grpcStreamEnd int
+
+const (
+	endRetry         grpcStreamEnd = iota // clean end or transient error: back off, resume
+	endGap                                // sequence jump: resume with the old cursor at once
+	endRestart                            // OUT_OF_RANGE / DATA_LOSS / resync: ranks were reset, cursor 0
+	endUnimplemented                      // final
+)
+
+// Run subscribes and follows the stream until ctx is done (then it returns nil) or the worker
+// answers UNIMPLEMENTED (then it returns an error wrapping ErrUnimplemented). It runs in the
+// caller's goroutine and starts none of its own.
+func (s *GRPCSource) Run(ctx context.Context) error {
+	if s.state.load() == StreamUnavailable {
+		return fmt.Errorf("kvbridge: subscribe %s: %w", s.cfg.Worker, ErrUnimplemented)
+	}
+	defer func() {
+		s.metrics.StreamUp(s.cfg.Worker, false)
+		if s.state.load() != StreamUnavailable {
+			s.state.store(StreamStopped)
+		}
+	}()
+	failures := 0
+	for {
+		s.state.store(StreamConnecting)
+		end, progressed, err := s.runStream(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.metrics.StreamUp(s.cfg.Worker, false)
+		if end == endUnimplemented {
+			s.state.store(StreamUnavailable)
+			s.log.Warn(grpcUnimplementedMessage, zap.Error(err))
+			return fmt.Errorf("kvbridge: subscribe %s: %w", s.cfg.Worker, ErrUnimplemented)
+		}
+		if progressed {
+			failures = 0
+		}
+		var delay time.Duration
+		if end == endRetry || failures > 0 {
+			delay = s.backoff(failures)
+		}
+		failures++
+		if end == endRetry {
+			if s.upLogged {
+				s.log.Warn("kv event stream down; reconnecting", zap.Error(err), zap.Duration("backoff", delay))
+				s.upLogged = false
+			} else {
+				s.log.Debug("kv event stream attempt failed", zap.Error(err), zap.Duration("backoff", delay))
+			}
+		}
+		if delay > 0 {
+			s.state.store(StreamDown)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.after(delay):
+			}
+		}
+	}
+}
+
+// backoff returns the jittered delay before attempt failures+1: MinBackoff·2^failures capped
+// at MaxBackoff, then drawn uniformly from [d/2, d] so that many gateways do not reconnect in
+// lock step.
+func (s *GRPCSource) backoff(failures int) time.Duration {
+	d := s.cfg.MinBackoff
+	for i := 0; i < failures && d < s.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.MaxBackoff)
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + time.Duration(s.rand()%uint64(half+1))
+}
+
+// runStream runs one subscription. progressed reports whether it delivered a batch.
+func (s *GRPCSource) runStream(ctx context.Context) (end grpcStreamEnd, progressed bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream when we drop it (gap, resync)
+
+	resumed := s.cursor > 0
+	stream, err := s.subscribe(sctx, &common.SubscribeKvEventsRequest{StartSequenceNumber: s.cursor})
+	if err != nil {
+		return s.classify(err), false, err
+	}
+	// Header returns metadata once the server accepted the call; nil when it answered with a
+	// status only (e.g. UNIMPLEMENTED), which Recv then reports.
+	if md, _ := stream.Header(); md != nil {
+		s.markUp()
+	}
+	for {
+		if err := stream.RecvMsg(&s.msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return endRetry, progressed, errors.New("stream ended by server")
+			}
+			return s.classify(err), progressed, err
+		}
+		s.markUp()
+		seq := s.msg.GetSequenceNumber()
+		if s.cursor > 0 && seq <= s.cursor {
+			s.metrics.Batch(s.cfg.Worker, OutcomeDuplicate)
+			continue
+		}
+		if s.cursor > 0 && seq > s.cursor+1 {
+			s.metrics.Gap(s.cfg.Worker)
+			if !resumed || progressed {
+				s.log.Info("kv event sequence gap; resubscribing from cursor",
+					zap.Uint64("cursor", s.cursor), zap.Uint64("seq", seq))
+				return endGap, progressed, fmt.Errorf("%w: cursor %d, got %d", errGRPCSeqGap, s.cursor, seq)
+			}
+			// The resumed stream does not start at cursor+1: the server cannot replay the hole.
+			s.log.Warn("kv event gap not repairable by the server; resetting worker",
+				zap.Uint64("cursor", s.cursor), zap.Uint64("seq", seq))
+			s.resetAll(ResetGap)
+		}
+		progressed = true
+		if resync := s.deliver(seq); resync {
+			if now := s.now(); s.lastResync.IsZero() || now.Sub(s.lastResync) >= s.cfg.ResyncInterval {
+				s.lastResync = now
+				s.metrics.Resync(s.cfg.Worker)
+				s.log.Info("kv index asked for a resync; resubscribing from 0")
+				s.resetAll(ResetResync)
+				return endRestart, progressed, errors.New("resync requested")
+			}
+		}
+	}
+}
+
+// errGRPCSeqGap marks a dropped stream after a sequence jump.
+var errGRPCSeqGap = errors.New("kvbridge: sequence gap")
+
+// deliver converts s.msg and hands it to the consumer; it returns the consumer's resync wish.
+func (s *GRPCSource) deliver(seq uint64) bool {
+	bad := s.dec.Decode(&s.batch, &s.msg)
+	s.metrics.MalformedEvents(s.cfg.Worker, bad)
+	rank := 0
+	if s.batch.HasDPRank && s.batch.DPRank > 0 {
+		rank = int(s.batch.DPRank)
+	}
+	s.ranks[rank] = true
+	resync := s.consumer.Batch(rank, &s.batch)
+	s.cursor = seq
+	s.metrics.Batch(s.cfg.Worker, OutcomeApplied)
+	s.metrics.Cursor(s.cfg.Worker, rank, seq)
+	s.countEvents()
+	return resync
+}
+
+// countEvents adds the delivered batch's events to the per-kind counters.
+func (s *GRPCSource) countEvents() {
+	if s.metrics == nil {
+		return
+	}
+	var st, rm, cl int
+	for i := range s.batch.Events {
+		switch s.batch.Events[i].Kind {
+		case indexer.EventStored:
+			st++
+		case indexer.EventRemoved:
+			rm++
+		case indexer.EventCleared:
+			cl++
+		}
+	}
+	s.metrics.Events(s.cfg.Worker, indexer.EventStored.String(), st)
+	s.metrics.Events(s.cfg.Worker, indexer.EventRemoved.String(), rm)
+	s.metrics.Events(s.cfg.Worker, indexer.EventCleared.String(), cl)
+}
+
+// classify maps a gRPC status to the next step; OUT_OF_RANGE and DATA_LOSS reset every rank
+// and zero the cursor here, before the resubscription.
+func (s *GRPCSource) classify(err error) grpcStreamEnd {
+	switch status.Code(err) {
+	case codes.Unimplemented:
+		return endUnimplemented
+	case codes.OutOfRange:
+		s.log.Info("kv event cursor out of the server's range; resetting and resubscribing from 0",
+			zap.Uint64("cursor", s.cursor))
+		s.resetAll(ResetOutOfRange)
+		return endRestart
+	case codes.DataLoss:
+		s.log.Info("kv event stream lost data; resetting and resubscribing from 0", zap.Error(err))
+		s.resetAll(ResetDataLoss)
+		return endRestart
+	}
+	return endRetry
+}
+
+// resetAll tells the consumer to drop every rank seen so far (rank 0 at least) and zeroes the
+// cursor so that the next subscription starts over.
+func (s *GRPCSource) resetAll(reason string) {
+	s.ranks[0] = true
+	ranks := make([]int, 0, len(s.ranks))
+	for r := range s.ranks {
+		ranks = append(ranks, r)
+	}
+	slices.Sort(ranks) // deterministic order for consumers and tests
+	for _, r := range ranks {
+		s.consumer.Reset(r, reason)
+	}
+	s.metrics.Reset(s.cfg.Worker, reason)
+	if reason != ResetGap {
+		s.cursor = 0
+	}
+}
+
+func (s *GRPCSource) markUp() {
+	if s.state.load() == StreamUp {
+		return
+	}
+	s.state.store(StreamUp)
+	s.metrics.StreamUp(s.cfg.Worker, true)
+	if !s.upLogged {
+		s.log.Info("kv event stream up", zap.Uint64("cursor", s.cursor))
+		s.upLogged = true
+	}
+}

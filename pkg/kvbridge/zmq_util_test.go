@@ -1,0 +1,154 @@
+package kvbridge
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+)
+
+// defaultTestTimeout bounds every wait in the ZMQ component tests.
+const defaultTestTimeout = 10 * time.Second
+
+// freePorts returns a base port p such that p..p+n-1 were free on 127.0.0.1 a moment ago.
+func freePorts(t testing.TB, n int) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		ls := []net.Listener{l}
+		ok := base+n <= 65535
+		for i := 1; ok && i < n; i++ {
+			li, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, li)
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
+func tcpEP(port int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", port) }
+
+// startPublisher creates a Publisher, runs it until the test ends and closes it.
+func startPublisher(t testing.TB, cfg PublisherConfig) *Publisher {
+	t.Helper()
+	p, err := NewPublisher(cfg)
+	if err != nil {
+		t.Fatalf("NewPublisher: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("publisher Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		if err := p.Close(); err != nil {
+			t.Errorf("publisher Close: %v", err)
+		}
+	})
+	return p
+}
+
+// testSocket opens a socket of type typ that is closed when the test ends.
+func testSocket(t testing.TB, typ zmq.Type) *zmq.Socket {
+	t.Helper()
+	s, err := zmq.NewSocket(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// recvWithin receives one multipart message or returns nil after d.
+func recvWithin(t testing.TB, s *zmq.Socket, d time.Duration) [][]byte {
+	t.Helper()
+	poller := zmq.NewPoller()
+	poller.Add(s, zmq.POLLIN)
+	polled, err := poller.Poll(d)
+	if err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	if len(polled) == 0 {
+		return nil
+	}
+	msg, err := s.RecvMessageBytes(0)
+	if err != nil {
+		t.Fatalf("recv: %v", err)
+	}
+	return msg
+}
+
+// mustRecv receives one message within defaultTestTimeout.
+func mustRecv(t testing.TB, s *zmq.Socket) [][]byte {
+	t.Helper()
+	msg := recvWithin(t, s, defaultTestTimeout)
+	if msg == nil {
+		t.Fatal("no message within the test timeout")
+	}
+	return msg
+}
+
+// storedBatch builds a one-event batch storing a single block with hash h.
+func storedBatch(h uint64, parent uint64) *indexer.Batch {
+	return &indexer.Batch{Timestamp: 1, Events: []indexer.Event{{
+		Kind: indexer.EventStored, Hashes: []uint64{h}, Parent: parent, HasParent: parent != 0,
+		Tokens: []uint32{1, 2, 3, 4}, BlockSize: 4, Medium: "GPU"}}}
+}
+
+// syncSub works around ZMQ's slow joiner: it publishes until sub receives one of the batches,
+// then drains sub up to the last published one. It returns the last published seq.
+func syncSub(t testing.TB, p *Publisher, sub *zmq.Socket) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(defaultTestTimeout)
+	var last uint64
+	for time.Now().Before(deadline) {
+		seq, err := p.Publish(storedBatch(999, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = seq
+		if msg := recvWithin(t, sub, 20*time.Millisecond); msg != nil {
+			for {
+				m, err := ParseLive(msg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Seq == last {
+					return last
+				}
+				msg = mustRecv(t, sub)
+			}
+		}
+	}
+	t.Fatal("subscriber never received a batch")
+	return 0
+}

@@ -29,7 +29,8 @@ type Config struct {
 	DecodePerSeq    time.Duration `json:"decode_per_seq" yaml:"decode_per_seq"`
 	// MaxModelLen bounds prompt + output tokens (default 32768).
 	MaxModelLen int `json:"max_model_len" yaml:"max_model_len"`
-	// VocabSize is the range output token ids are drawn from (default 32000).
+	// VocabSize bounds prompt token ids and is the range output ids are drawn from (default
+	// 151936, Qwen2.5-32B's).
 	VocabSize int `json:"vocab_size" yaml:"vocab_size"`
 	// EOSTokenIDs are never sampled, so output length is max_tokens unless a stop token id of
 	// the request is drawn.
@@ -49,7 +50,7 @@ func DefaultConfig() Config {
 		PrefillPerToken:  time.Second / 12000,
 		DecodePerSeq:     250 * time.Microsecond,
 		MaxModelLen:      32768,
-		VocabSize:        32000,
+		VocabSize:        151936,
 	}
 }
 

@@ -268,7 +268,7 @@ func TestCoreStopTokenAndAbort(t *testing.T) {
 func TestCoreEventsChainsAndEviction(t *testing.T) {
 	// 8 blocks of 4 tokens.
 	c := mustCore(t, Config{NumBlocks: 8, BlockSize: 4})
-	p1 := seqTokens(100, 10) // 2 full blocks + 2 tokens
+	p1 := seqTokens(100, 10)  // 2 full blocks + 2 tokens
 	r1 := newReq("r1", p1, 3) // 13 tokens total; computed 12 → 3 full blocks cached
 	_, evs := drive(t, c, []arrival{{0, r1}})
 	var stored [][]uint64

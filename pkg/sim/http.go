@@ -375,9 +375,9 @@ type choice struct {
 	detok   Detokenizer
 	ids     []uint32 // every output id
 	idsSent int      // ids already streamed (return_token_ids)
-	text    []byte // decoded text not yet sent (streaming) or all text (non-streaming)
-	all     []byte // all decoded text, kept only when stop strings must be matched
-	scanned int    // bytes of all already searched for stop strings
+	text    []byte   // decoded text not yet sent (streaming) or all text (non-streaming)
+	all     []byte   // all decoded text, kept only when stop strings must be matched
+	scanned int      // bytes of all already searched for stop strings
 	finish  string
 	info    Info
 	ended   bool // finish seen and everything emitted
@@ -668,4 +668,3 @@ func appendSSEError(b []byte, msg string) []byte {
 	b = append(b, "\n\n"...)
 	return b
 }
-

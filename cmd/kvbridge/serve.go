@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+
+	"github.com/kvgate/kvgate/pkg/kvbridge"
+)
+
+// serveFlags are the flags of `kvbridge serve`.
+type serveFlags struct {
+	zmq, replay, topic string
+	dpSize             int
+	runtime, listen    string
+	history            int
+	logLevel           string
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	var f serveFlags
+	fs := flag.NewFlagSet("kvbridge serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.zmq, "zmq", "", "engine ZMQ PUB endpoint of DP rank 0, e.g. tcp://127.0.0.1:5557 (rank r on port+r)")
+	fs.StringVar(&f.replay, "replay", "", "engine ZMQ ROUTER replay endpoint of DP rank 0, e.g. tcp://127.0.0.1:5558")
+	fs.StringVar(&f.topic, "topic", "", "ZMQ topic filter (vLLM default: empty)")
+	fs.IntVar(&f.dpSize, "dp-size", 1, "number of data-parallel ranks to subscribe to")
+	fs.StringVar(&f.runtime, "runtime", "", "engine service to serve: vllm, sglang or tokenspeed")
+	fs.StringVar(&f.listen, "listen", "", "gRPC listen address HOST:PORT (port 0 picks one; the address is printed on stderr)")
+	fs.IntVar(&f.history, "history", kvbridge.DefaultBridgeHistory, "batches kept for clients resuming from a cursor")
+	fs.StringVar(&f.logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: kvbridge serve --zmq tcp://HOST:PORT [--replay tcp://HOST:PORT] [--topic T] [--dp-size N]
+                      --runtime vllm|sglang|tokenspeed --listen HOST:PORT [--history 10000]
+
+Subscribes to an engine's ZMQ KV-event publisher (every DP rank, with replay) and serves
+SubscribeKvEvents (and HealthCheck) under the runtime's SMG service name. Batches of all ranks
+are renumbered from 1 with dp_rank set; a client resuming from a cursor inside the history gets
+the missed batches, an older cursor gets OUT_OF_RANGE. Prints "kvbridge: listening on ADDR"
+on stderr once it accepts connections.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case f.zmq == "":
+		return nil, errors.New("--zmq is required")
+	case f.runtime == "":
+		return nil, errors.New("--runtime vllm|sglang|tokenspeed is required")
+	case f.listen == "":
+		return nil, errors.New("--listen HOST:PORT is required")
+	case f.dpSize < 1:
+		return nil, fmt.Errorf("--dp-size %d: must be at least 1", f.dpSize)
+	case f.history < 1:
+		return nil, fmt.Errorf("--history %d: must be at least 1", f.history)
+	}
+	return &f, nil
+}
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) int {
+	f, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
+		return exitUsage
+	}
+	log, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
+		return exitUsage
+	}
+	defer func() { _ = log.Sync() }()
+
+	bridge, err := kvbridge.NewBridgeServer(kvbridge.BridgeConfig{Runtime: f.runtime, History: f.history}, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
+		return exitUsage
+	}
+	src, closeSrc, err := newZMQSource(zmqOptions{endpoint: f.zmq, replay: f.replay, topic: f.topic, dpSize: f.dpSize}, bridge, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
+		return exitUsage
+	}
+	defer closeSrc()
+	lis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvbridge serve: listen %s: %v\n", f.listen, err)
+		return exitError
+	}
+	srv := grpc.NewServer(kvbridge.BridgeServerOptions()...)
+	bridge.Register(srv)
+
+	// Printed before any goroutine logs, so the line is never interleaved; the listener is
+	// already bound, so clients may connect from now on.
+	fmt.Fprintf(stderr, "kvbridge: listening on %s\n", lis.Addr())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(lis); err != nil {
+			return fmt.Errorf("serve grpc: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := src.Run(gctx); err != nil {
+			return fmt.Errorf("zmq source: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		// End the streaming subscribers first, or GracefulStop would wait for them forever.
+		bridge.Close()
+		srv.GracefulStop()
+		return nil
+	})
+	log.Info("serving SubscribeKvEvents", zap.String("runtime", f.runtime), zap.String("zmq", f.zmq),
+		zap.String("replay", f.replay), zap.Int("dp_size", f.dpSize), zap.Int("history", f.history))
+	if err := g.Wait(); err != nil {
+		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}

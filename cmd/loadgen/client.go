@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// newHTTPClient returns a client for many concurrent long-lived streams to a few hosts: keep
+// enough idle connections per host that a burst does not re-dial (Go's default keeps 2), no
+// compression (SSE chunks are tiny and must not be buffered), no overall timeout (each request
+// carries its own context deadline).
+func newHTTPClient(streams int) *http.Client {
+	t := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          max(streams, 100) * 2,
+		MaxIdleConnsPerHost:   max(streams, 100),
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // TTFT can be long under saturation; the context bounds it
+		DisableCompression:    true,
+		WriteBufferSize:       64 << 10,
+		ReadBufferSize:        64 << 10,
+	}
+	return &http.Client{Transport: t}
+}
+
+// completionBody is the /v1/completions request. ignore_eos and a fixed max_tokens make the
+// output length exact on vLLM, SGLang and the simulator (extra fields are ignored elsewhere).
+type completionBody struct {
+	Model         string         `json:"model,omitempty"`
+	Prompt        any            `json:"prompt"`
+	MaxTokens     int            `json:"max_tokens"`
+	IgnoreEOS     bool           `json:"ignore_eos"`
+	Temperature   float64        `json:"temperature"`
+	Stream        bool           `json:"stream"`
+	StreamOptions map[string]any `json:"stream_options,omitempty"`
+}
+
+// outcome is the measurement of one request, in real (unscaled) time.
+type outcome struct {
+	ok           bool
+	err          string
+	ttft, e2e    time.Duration
+	end          time.Duration // completion time from the start of the run
+	promptTokens int           // as reported by usage, else the generator's count
+	outputTokens int
+	cachedTokens int    // usage.prompt_tokens_details.cached_tokens when reported
+	worker       string // x-kvgate-worker response header
+	text         string // generated text, kept for chat
+}
+
+// streamChunk is the part of an OpenAI completion chunk the load generator reads.
+type streamChunk struct {
+	Choices []struct {
+		Text string `json:"text"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"error"`
+}
+
+// completer sends streaming completion requests.
+type completer struct {
+	client   *http.Client
+	url      string // full endpoint URL
+	model    string
+	keepText bool
+}
+
+// do sends one streaming completion and measures it; start is the run's start for `end`.
+// Failures are reported in the outcome (never as a Go error), classified briefly so that the
+// report can group them.
+func (c *completer) do(ctx context.Context, start time.Time, prompt any, maxTokens int) (o outcome) {
+	body, err := json.Marshal(completionBody{
+		Model: c.model, Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true,
+		Stream: true, StreamOptions: map[string]any{"include_usage": true},
+	})
+	if err != nil {
+		o.err = "encode: " + err.Error()
+		return o
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		o.err = "request: " + err.Error()
+		return o
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	t0 := time.Now()
+	defer func() {
+		o.e2e = time.Since(t0)
+		o.end = time.Since(start)
+	}()
+	resp, err := c.client.Do(req)
+	if err != nil {
+		o.err = "transport: " + shortErr(err)
+		return o
+	}
+	defer resp.Body.Close()
+	o.worker = resp.Header.Get("x-kvgate-worker")
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		o.err = fmt.Sprintf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
+		return o
+	}
+	var text strings.Builder
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	chunks := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// An over-long line: collect it whole.
+			rest, err2 := br.ReadBytes('\n')
+			line, err = append(append([]byte(nil), line...), rest...), err2
+		}
+		if len(line) > 0 {
+			data, isData := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
+			if isData {
+				data = bytes.TrimSpace(data)
+				if bytes.Equal(data, []byte("[DONE]")) {
+					o.ok = true
+					if o.outputTokens == 0 {
+						o.outputTokens = chunks
+					}
+					o.text = text.String()
+					return o
+				}
+				var ch streamChunk
+				if err := json.Unmarshal(data, &ch); err != nil {
+					o.err = "bad chunk: " + err.Error()
+					return o
+				}
+				if ch.Error != nil {
+					o.err = "stream error: " + ch.Error.Message
+					return o
+				}
+				if len(ch.Choices) > 0 {
+					if chunks == 0 {
+						o.ttft = time.Since(t0)
+					}
+					chunks++
+					if c.keepText {
+						text.WriteString(ch.Choices[0].Text)
+					}
+				}
+				if u := ch.Usage; u != nil {
+					o.promptTokens, o.outputTokens = u.PromptTokens, u.CompletionTokens
+					if u.PromptTokensDetails != nil {
+						o.cachedTokens = u.PromptTokensDetails.CachedTokens
+					}
+				}
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				o.err = "stream ended without [DONE]"
+			} else {
+				o.err = "read: " + shortErr(err)
+			}
+			return o
+		}
+	}
+}
+
+// shortErr drops the URL from *url.Error messages so that errors group in the report.
+func shortErr(err error) string {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) && ue.Unwrap() != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return "timeout"
+		}
+		if errors.Is(err, context.Canceled) {
+			return "canceled"
+		}
+		return ue.Unwrap().Error()
+	}
+	return err.Error()
+}

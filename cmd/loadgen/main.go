@@ -1,0 +1,268 @@
+// Command loadgen drives an OpenAI-compatible /v1/completions endpoint (kvgate, nginx in front
+// of several kvgates, vLLM, SGLang or the simulator) with a prefix-heavy workload and reports
+// throughput, TTFT and end-to-end latency, and the fleet's prefix-cache hit rate read from the
+// workers' Prometheus metrics (issue 7, DESIGN.md §9).
+//
+// Workloads:
+//   - prefix_repetition: --num-prefixes shared prefixes of --prefix-tokens tokens, each request
+//     one of them plus a unique --suffix-tokens suffix, --output-tokens generated;
+//   - chat: multi-turn sessions that resend the growing conversation;
+//   - trace: replay of a Mooncake-format JSONL trace (timestamp ms, input_length,
+//     output_length, hash_ids of --trace-block-size-token blocks), or lines carrying "prompt"
+//     or "token_ids".
+//
+// Prompts are real text of exact token lengths for --tokenizer, or token-id lists with
+// --token-ids. Arrivals are open-loop (gamma-distributed gaps: --rate, --burstiness) or
+// closed-loop (--concurrency without --rate). With simulators running at --time-scale F, pass
+// the same F: the schedule is compressed by F and every time is reported in simulated time.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr)); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		os.Exit(2)
+	}
+}
+
+// options is the parsed command line.
+type options struct {
+	gen           genConfig
+	url, endpoint string
+	model         string
+	tokenizer     string
+	tokenIDs      bool
+	concurrency   int
+	timeScale     float64
+	timeout       time.Duration
+	workerMetrics []string
+	jsonPath      string
+	resultLine    string
+	idealOnly     bool
+	progress      string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	g := &o.gen
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:30000", "base URL of the OpenAI-compatible server (gateway, nginx or engine)")
+	fs.StringVar(&o.endpoint, "endpoint", "/v1/completions", "completions path")
+	fs.StringVar(&o.model, "model", "", "model name sent in requests (default: the first of GET /v1/models)")
+	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat or trace")
+	fs.IntVar(&g.numRequests, "num-requests", 1800, "requests to send (trace: 0 = every line)")
+	fs.IntVar(&g.numPrefixes, "num-prefixes", 600, "prefix_repetition: distinct shared prefixes")
+	fs.IntVar(&g.prefixTokens, "prefix-tokens", 1000, "prefix_repetition: tokens per shared prefix")
+	fs.IntVar(&g.suffixTokens, "suffix-tokens", 50, "prefix_repetition: tokens of each request's unique suffix")
+	fs.IntVar(&g.outputTokens, "output-tokens", 128, "tokens generated per request (max_tokens with ignore_eos)")
+	fs.IntVar(&g.turns, "turns", 4, "chat: turns per session")
+	fs.IntVar(&g.systemTokens, "system-tokens", 200, "chat: tokens of the system prompt shared by all sessions")
+	fs.IntVar(&g.userTokens, "user-tokens", 100, "chat: tokens per user message")
+	fs.DurationVar(&g.thinkTime, "think-time", 0, "chat: simulated pause between an answer and the next turn")
+	fs.StringVar(&g.tracePath, "trace", "", "trace: JSONL file")
+	fs.IntVar(&g.traceBlockSize, "trace-block-size", 512, "trace: tokens per hash id (512 in the Mooncake traces)")
+	fs.Float64Var(&g.rate, "rate", 0, "open-loop arrival rate in requests (chat: sessions) per simulated second; 0 = all at once (trace: use its timestamps)")
+	fs.Float64Var(&g.burstiness, "burstiness", 1, "gamma shape of inter-arrival gaps: 1 = Poisson, <1 burstier, >1 smoother")
+	fs.Uint64Var(&g.seed, "seed", 0, "random seed of the workload and schedule")
+	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json: build prompts as text of exact token lengths")
+	fs.BoolVar(&o.tokenIDs, "token-ids", false, "send prompts as token ids (no tokenizer needed)")
+	vocabLo := fs.Uint("min-token-id", 1000, "token-id prompts: smallest id")
+	vocabHi := fs.Uint("max-token-id", 32000, "token-id prompts: largest id + 1")
+	fs.IntVar(&o.concurrency, "concurrency", 0, "maximum requests in flight (0 = unbounded); without --rate, a closed loop")
+	fs.Float64Var(&o.timeScale, "time-scale", 1, "simulators' --time-scale F: compress the schedule by F, report times × F and rates ÷ F")
+	fs.DurationVar(&o.timeout, "request-timeout", 10*time.Minute, "real-time limit per request")
+	fs.Func("worker-metrics", "a worker's Prometheus /metrics URL (repeatable); the fleet hit rate is read before and after", func(s string) error {
+		if _, err := url.ParseRequestURI(s); err != nil {
+			return err
+		}
+		o.workerMetrics = append(o.workerMetrics, s)
+		return nil
+	})
+	fs.StringVar(&o.jsonPath, "json", "", "write the report as JSON to this file")
+	fs.StringVar(&o.resultLine, "result-line", "", `print a final "RESULT <these k=v> requests=.. errors=.. hit_rate=.. ttft_p50_ms=.. ttft_mean_ms=.." line`)
+	fs.BoolVar(&o.idealOnly, "ideal", false, "only generate the workload and print its ideal prefix-cache hit rate; send nothing")
+	fs.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), always, never")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("loadgen: unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case (o.tokenizer == "") == !o.tokenIDs && g.kind != workloadTrace:
+		return nil, errors.New("loadgen: give exactly one of --tokenizer FILE and --token-ids")
+	case o.tokenizer != "" && o.tokenIDs:
+		return nil, errors.New("loadgen: --tokenizer and --token-ids are exclusive")
+	case !(o.timeScale > 0) || math.IsInf(o.timeScale, 0):
+		return nil, errors.New("loadgen: --time-scale must be > 0")
+	case g.rate < 0 || !(g.burstiness > 0):
+		return nil, errors.New("loadgen: --rate must be ≥ 0 and --burstiness > 0")
+	case *vocabHi <= *vocabLo || *vocabHi > math.MaxUint32:
+		return nil, errors.New("loadgen: need --min-token-id < --max-token-id")
+	case g.kind == workloadTrace && g.tracePath == "":
+		return nil, errors.New("loadgen: --workload trace needs --trace FILE")
+	case o.progress != "auto" && o.progress != "always" && o.progress != "never":
+		return nil, errors.New("loadgen: --progress is auto, always or never")
+	}
+	g.vocabLo, g.vocabHi = uint32(*vocabLo), uint32(*vocabHi)
+	return o, nil
+}
+
+// run is the whole command; tests call it with a context and captured outputs.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY bool) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	m := promptMaker{lo: o.gen.vocabLo, hi: o.gen.vocabHi}
+	if o.tokenizer != "" {
+		c, err := loadCodec(o.tokenizer)
+		if err != nil {
+			return err
+		}
+		if m.tb, err = newTextBuilder(c); err != nil {
+			return err
+		}
+	}
+	p, err := generate(o.gen, m)
+	if err != nil {
+		return err
+	}
+	if o.idealOnly {
+		if o.gen.kind == workloadChat {
+			return errors.New("loadgen: --ideal: chat's ideal depends on the answers; it is reported after a run")
+		}
+		fmt.Fprintf(stdout, "%s\nideal prefix cache hit rate: %s (%d of %d prompt tokens)\n", p.describe, pct(ptr(p.ideal())), p.idealHit, p.idealTotal)
+		return nil
+	}
+
+	labels, err := parseLabels(o.resultLine)
+	if err != nil {
+		return err
+	}
+	streams := o.concurrency
+	if streams == 0 {
+		streams = 1024
+	}
+	client := newHTTPClient(streams)
+	defer client.CloseIdleConnections()
+	base := strings.TrimRight(o.url, "/")
+	if o.model == "" {
+		if o.model, err = firstModel(ctx, client, base); err != nil {
+			return err
+		}
+	}
+	rep := &report{
+		Workload: o.gen.kind, Description: p.describe, URL: base + o.endpoint, Model: o.model,
+		TimeScale: o.timeScale, Rate: o.gen.rate, Burstiness: o.gen.burstiness, Concurrency: o.concurrency,
+		Seed: o.gen.seed, Started: time.Now().UTC(), Labels: labels,
+	}
+	if len(labels) == 0 {
+		rep.Labels = nil
+	}
+	var before cacheCounters
+	var metricsErr error
+	if len(o.workerMetrics) > 0 {
+		before, metricsErr = scrapeFleet(ctx, client, o.workerMetrics)
+	}
+
+	r := newRunner(&completer{client: client, url: base + o.endpoint, model: o.model, keepText: m.tb != nil && p.sessions != nil},
+		p, o.timeScale, o.concurrency, o.timeout, nil)
+	if p.sessions != nil {
+		r.tb = m.tb
+	}
+	var bar *progress
+	if o.progress == "always" || (o.progress == "auto" && stderrTTY) {
+		bar = startProgress(stderr, r.total, func() (int64, int64) { return r.done.Load(), r.errs.Load() }, 250*time.Millisecond)
+	}
+	_, elapsed := r.run(ctx)
+	if bar != nil {
+		bar.stop()
+	}
+	buildReport(rep, r, elapsed)
+
+	if len(o.workerMetrics) > 0 && metricsErr == nil {
+		// The run's context may be cancelled (Ctrl-C): still read the counters.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		after, err := scrapeFleet(sctx, client, o.workerMetrics)
+		cancel()
+		metricsErr = err
+		if err == nil {
+			rep.HitTokens, rep.QueryTokens = after.hits-before.hits, after.queries-before.queries
+			if rep.QueryTokens > 0 {
+				rep.HitRate = ptr(rep.HitTokens / rep.QueryTokens)
+			}
+		}
+	}
+	if metricsErr != nil {
+		rep.MetricsError = metricsErr.Error()
+	}
+	if p.sessions != nil {
+		if t := r.idealTotal.Load(); t > 0 {
+			rep.IdealHitRate = ptr(float64(r.idealHit.Load()) / float64(t))
+		}
+	} else {
+		rep.IdealHitRate = ptr(p.ideal())
+	}
+
+	writeTable(stdout, rep)
+	if o.jsonPath != "" {
+		if err := writeJSON(o.jsonPath, rep); err != nil {
+			return err
+		}
+	}
+	if o.resultLine != "" {
+		fmt.Fprintln(stdout, resultLine(o.resultLine, rep))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("loadgen: interrupted: %w", err)
+	}
+	return nil
+}
+
+// firstModel asks the server for its models and returns the first id.
+func firstModel(ctx context.Context, client *http.Client, base string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return "", fmt.Errorf("loadgen: models: %w", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("loadgen: models: %w (or pass --model)", err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("loadgen: models: status %d (or pass --model)", resp.StatusCode)
+	}
+	if err := decodeJSON(resp.Body, &list); err != nil || len(list.Data) == 0 {
+		return "", fmt.Errorf("loadgen: models: no model listed (or pass --model): %v", err)
+	}
+	return list.Data[0].ID, nil
+}

@@ -1,0 +1,51 @@
+package main
+
+// commonWords are everyday English words. Text prompts are sequences of " word" pieces taken
+// from the subset that the configured tokenizer encodes as exactly one token each (see
+// newTextBuilder): byte-level BPE pre-tokenizers split text before every " word", so a
+// concatenation of such pieces has exactly as many tokens as pieces, and a prefix followed by a
+// suffix tokenizes as the prefix's tokens followed by the suffix's.
+var commonWords = [...]string{
+	"the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
+	"on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
+	"had", "they", "you", "were", "their", "one", "all", "we", "can", "her", "has", "there",
+	"been", "if", "more", "when", "will", "would", "who", "so", "no", "she", "other", "its",
+	"may", "these", "what", "them", "than", "some", "him", "time", "into", "only", "do", "about",
+	"two", "also", "new", "could", "like", "then", "first", "any", "my", "now", "such", "over",
+	"our", "most", "made", "after", "even", "many", "before", "must", "well", "through", "back",
+	"where", "much", "your", "way", "down", "should", "because", "each", "just", "those",
+	"people", "how", "too", "little", "state", "good", "very", "make", "world", "still", "own",
+	"see", "men", "work", "long", "get", "here", "between", "both", "life", "being", "under",
+	"never", "day", "same", "another", "know", "while", "last", "might", "great", "old", "year",
+	"off", "come", "since", "against", "go", "came", "right", "used", "take", "three", "small",
+	"house", "end", "place", "found", "thought", "part", "every", "home", "number", "light",
+	"water", "city", "school", "night", "form", "case", "group", "hand", "game", "point",
+	"government", "system", "program", "question", "problem", "company", "family", "country",
+	"money", "story", "fact", "month", "lot", "study", "book", "eye", "job", "word", "business",
+	"issue", "side", "kind", "head", "service", "friend", "father", "power", "hour", "line",
+	"member", "law", "car", "name", "president", "team", "minute", "idea", "kid", "body",
+	"information", "face", "others", "level", "office", "door", "health", "person", "art",
+	"war", "history", "party", "result", "change", "morning", "reason", "research", "girl",
+	"guy", "moment", "air", "teacher", "force", "education", "foot", "boy", "age", "policy",
+	"music", "market", "sense", "nation", "plan", "college", "interest", "death", "experience",
+	"effect", "class", "control", "care", "field", "development", "role", "effort", "rate",
+	"heart", "drug", "show", "leader", "police", "stage", "process", "view", "mind", "price",
+	"report", "decision", "son", "value", "table", "court", "land", "paper", "space", "ground",
+	"event", "official", "matter", "center", "couple", "site", "project", "activity", "star",
+	"road", "river", "garden", "window", "picture", "letter", "doctor", "animal", "bird",
+	"tree", "stone", "fire", "sea", "sun", "moon", "rain", "snow", "wind", "summer", "winter",
+	"spring", "color", "green", "blue", "red", "white", "black", "open", "close", "small",
+	"large", "young", "early", "late", "simple", "clear", "strong", "free", "real", "full",
+	"best", "better", "true", "sure", "ready", "low", "high", "short", "hard", "easy", "able",
+	"human", "local", "public", "social", "national", "general", "special", "major", "recent",
+	"certain", "personal", "whole", "possible", "common", "happy", "serious", "quick", "slow",
+	"bring", "build", "buy", "call", "carry", "catch", "choose", "climb", "cook", "cover",
+	"cross", "cut", "draw", "dream", "drink", "drive", "eat", "fall", "feel", "fight", "fill",
+	"find", "fly", "follow", "give", "grow", "hear", "help", "hold", "keep", "learn", "leave",
+	"listen", "live", "look", "lose", "love", "meet", "move", "pay", "play", "pull", "push",
+	"read", "remember", "run", "say", "sell", "send", "sing", "sit", "sleep", "speak", "stand",
+	"start", "stay", "stop", "swim", "talk", "teach", "tell", "think", "travel", "try", "turn",
+	"wait", "walk", "want", "watch", "win", "write", "answer", "bridge", "castle", "engine",
+	"forest", "island", "journey", "kitchen", "machine", "mountain", "ocean", "planet",
+	"signal", "silver", "travel", "valley", "village", "voice", "weather", "yellow",
+}

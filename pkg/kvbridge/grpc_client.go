@@ -36,11 +36,13 @@ var ErrUnimplemented = errors.New("kvbridge: no KV event stream (UNIMPLEMENTED):
 
 // Defaults of GRPCConfig.
 const (
-	DefaultGRPCMinBackoff    = 100 * time.Millisecond
-	DefaultGRPCMaxBackoff    = 5 * time.Second
-	DefaultGRPCResyncEvery   = 30 * time.Second
-	grpcUnimplementedMessage = "no events: use the approximate tree for this worker"
+	DefaultGRPCMinBackoff  = 100 * time.Millisecond
+	DefaultGRPCMaxBackoff  = 5 * time.Second
+	DefaultGRPCResyncEvery = 30 * time.Second
 )
+
+// grpcUnimplementedMessage is logged once when a worker has no event stream (issue 2 item 3).
+const grpcUnimplementedMessage = "no events: use the approximate tree for this worker"
 
 // GRPCConfig configures a GRPCSource. Zero durations take the defaults.
 type GRPCConfig struct {

@@ -230,3 +230,20 @@ func FuzzProtoDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkProtoConvert measures the conversion alone (no protobuf unmarshalling).
+func BenchmarkProtoConvert(b *testing.B) {
+	pb := &common.KvEventBatch{SequenceNumber: 1}
+	blocks := 0
+	for i := range 16 {
+		pb.Events = append(pb.Events, grpcStoredEv(grpcPtr(int64(i)), int64(i*10), int64(i*10+1), int64(i*10+2), int64(i*10+3)))
+		blocks += 4
+	}
+	var d ProtoDecoder
+	var out indexer.Batch
+	b.ReportAllocs()
+	for b.Loop() {
+		d.Decode(&out, pb)
+	}
+	b.ReportMetric(float64(blocks*b.N)/b.Elapsed().Seconds(), "blocks/s")
+}

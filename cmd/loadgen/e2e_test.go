@@ -176,7 +176,7 @@ func TestEndToEndPrefixRepetition(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "report.json")
 	stdout, stderr, err := runLoadgen(t, "--url", f.api.URL, "--token-ids",
 		"--num-requests", "20", "--num-prefixes", "4", "--prefix-tokens", "32", "--suffix-tokens", "8",
-		"--output-tokens", "5", "--rate", "1000", "--time-scale", "10", "--seed", "9",
+		"--output-tokens", "5", "--rate", "1000", "--time-scale", "0.1", "--seed", "9",
 		"--worker-metrics", f.metrics[0].URL+"/metrics", "--worker-metrics", f.metrics[1].URL+"/metrics",
 		"--json", jsonPath, "--result-line", "policy=round_robin index=none gateways=1", "--progress", "always")
 	if err != nil {
@@ -211,8 +211,8 @@ func TestEndToEndPrefixRepetition(t *testing.T) {
 	if rep.IdealHitRate == nil || *rep.IdealHitRate != 16.0*32/(20*40) {
 		t.Errorf("ideal hit rate %v, want %v", rep.IdealHitRate, 16.0*32/(20*40))
 	}
-	if rep.OutputTokens != 100 || rep.PromptTokens != 800 || rep.TimeScale != 10 {
-		t.Errorf("output %d prompt %d tokens, scale %v; want 100, 800, 10", rep.OutputTokens, rep.PromptTokens, rep.TimeScale)
+	if rep.OutputTokens != 100 || rep.PromptTokens != 800 || rep.TimeScale != 0.1 {
+		t.Errorf("output %d prompt %d tokens, scale %v; want 100, 800, 0.1", rep.OutputTokens, rep.PromptTokens, rep.TimeScale)
 	}
 	if rep.TTFTms.P50 <= 0 || rep.E2Ems.P99 < rep.TTFTms.P50 || rep.RequestsPerS <= 0 {
 		t.Errorf("latencies/rates not measured: ttft %+v e2e %+v rps %v", rep.TTFTms, rep.E2Ems, rep.RequestsPerS)

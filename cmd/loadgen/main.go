@@ -13,8 +13,10 @@
 //
 // Prompts are real text of exact token lengths for --tokenizer, or token-id lists with
 // --token-ids. Arrivals are open-loop (gamma-distributed gaps: --rate, --burstiness) or
-// closed-loop (--concurrency without --rate). With simulators running at --time-scale F, pass
-// the same F: the schedule is compressed by F and every time is reported in simulated time.
+// closed-loop (--concurrency without --rate). With simulators running at --time-scale F
+// (wall = simulated × F, the simulator's convention), pass the same F: the arrival schedule is
+// compressed to wall time (× F) and every time is reported in simulated time (measured ÷ F),
+// so results read as if on the modelled hardware.
 package main
 
 import (
@@ -89,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	vocabLo := fs.Uint("min-token-id", 1000, "token-id prompts: smallest id")
 	vocabHi := fs.Uint("max-token-id", 32000, "token-id prompts: largest id + 1")
 	fs.IntVar(&o.concurrency, "concurrency", 0, "maximum requests in flight (0 = unbounded); without --rate, a closed loop")
-	fs.Float64Var(&o.timeScale, "time-scale", 1, "simulators' --time-scale F: compress the schedule by F, report times × F and rates ÷ F")
+	fs.Float64Var(&o.timeScale, "time-scale", 1, "the simulators' --time-scale F (wall = simulated × F, e.g. 0.02 = 50× faster): the schedule is run × F, times are reported ÷ F and rates × F")
 	fs.DurationVar(&o.timeout, "request-timeout", 10*time.Minute, "real-time limit per request")
 	fs.Func("worker-metrics", "a worker's Prometheus /metrics URL (repeatable); the fleet hit rate is read before and after", func(s string) error {
 		if _, err := url.ParseRequestURI(s); err != nil {

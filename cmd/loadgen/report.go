@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// report is the outcome of a run; it is written as JSON by --json. Times are simulated: real
-// measurements × time scale; rates are per simulated second.
+// report is the outcome of a run; it is written as JSON by --json. Times are simulated:
+// wall-clock measurements ÷ time scale; rates are per simulated second.
 type report struct {
 	Workload    string            `json:"workload"`
 	Description string            `json:"description"`
@@ -100,11 +100,11 @@ func buildReport(rep *report, r *runner, realElapsed time.Duration) {
 		rep.PromptTokens += int64(o.promptTokens)
 		rep.OutputTokens += int64(o.outputTokens)
 		cached += int64(o.cachedTokens)
-		ttft = append(ttft, ms(o.ttft)*scale)
-		e2e = append(e2e, ms(o.e2e)*scale)
+		ttft = append(ttft, ms(o.ttft)/scale)
+		e2e = append(e2e, ms(o.e2e)/scale)
 	}
 	rep.RealDurationS = realElapsed.Seconds()
-	rep.DurationS = realElapsed.Seconds() * scale
+	rep.DurationS = realElapsed.Seconds() / scale
 	if rep.DurationS > 0 {
 		rep.RequestsPerS = float64(rep.Completed) / rep.DurationS
 		rep.OutputTokensPerS = float64(rep.OutputTokens) / rep.DurationS
@@ -162,7 +162,7 @@ func writeTable(w io.Writer, rep *report) {
 	if rep.Concurrency > 0 {
 		arr += fmt.Sprintf(", at most %d in flight", rep.Concurrency)
 	}
-	fmt.Fprintf(tw, "arrivals\t%s; time scale %g (times below are simulated = measured × %g)\n", arr, rep.TimeScale, rep.TimeScale)
+	fmt.Fprintf(tw, "arrivals\t%s; time scale %g (times below are simulated = measured ÷ %g)\n", arr, rep.TimeScale, rep.TimeScale)
 	fmt.Fprintf(tw, "requests\t%d planned, %d sent, %d ok, %d errors\n", rep.Requests, rep.Sent, rep.Completed, rep.Errors)
 	for _, k := range slices.Sorted(maps.Keys(rep.ErrorKinds)) {
 		fmt.Fprintf(tw, "  error\t%s × %d\n", k, rep.ErrorKinds[k])

@@ -11,7 +11,7 @@ import (
 type runner struct {
 	c       *completer
 	plan    *plan
-	scale   float64       // --time-scale F: schedules are divided by F, measurements multiplied
+	scale   float64       // --time-scale F: wall = simulated × F (the simulator's convention)
 	sem     chan struct{} // --concurrency cap; nil when unbounded
 	timeout time.Duration // per request, real time; 0 for none
 	tb      *textBuilder  // chat in text mode (to count tokens); nil in token-id mode
@@ -41,9 +41,9 @@ func newRunner(c *completer, p *plan, scale float64, concurrency int, timeout ti
 	return r
 }
 
-// real converts a simulated-time offset into the compressed real-time offset.
+// real converts a simulated-time offset into the compressed wall-clock offset (× F).
 func (r *runner) real(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / r.scale)
+	return time.Duration(float64(d) * r.scale)
 }
 
 // sleepUntil waits until start+offset (real time); false when ctx ended first.

@@ -171,9 +171,10 @@ func TestResultLine(t *testing.T) {
 	}
 }
 
-// TestBuildReportTimeScale: with time scale F, latencies are measured × F and rates ÷ F.
+// TestBuildReportTimeScale: with time scale F (wall = simulated × F), latencies are
+// measured ÷ F and rates measured × F.
 func TestBuildReportTimeScale(t *testing.T) {
-	r := &runner{scale: 10, total: 3,
+	r := &runner{scale: 0.1, total: 3,
 		outcomes: []outcome{
 			{ok: true, ttft: 10 * time.Millisecond, e2e: 100 * time.Millisecond, promptTokens: 50, outputTokens: 8, cachedTokens: 25, worker: "w1"},
 			{ok: true, ttft: 30 * time.Millisecond, e2e: 300 * time.Millisecond, promptTokens: 50, outputTokens: 8, worker: "w2"},
@@ -198,6 +199,6 @@ func TestBuildReportTimeScale(t *testing.T) {
 		t.Errorf("usage cached rate %v, want 0.25", rep.UsageCachedRate)
 	}
 	if got := r.real(time.Second); got != 100*time.Millisecond {
-		t.Errorf("real(1s) at scale 10 = %v, want 100ms", got)
+		t.Errorf("real(1s) at scale 0.1 = %v, want 100ms", got)
 	}
 }

@@ -1,0 +1,44 @@
+// Command gateway is kvgate's product binary: a cache-aware, OpenAI-compatible gateway in front
+// of LLM inference workers (vLLM, SGLang, TokenSpeed, any OpenAI server). See `gateway --help`
+// and DESIGN.md §7.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it dispatches `gateway tokenize ...` and otherwise serves
+// until SIGTERM or SIGINT, then drains and returns 0.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "tokenize" {
+		// TODO(tokenizer helper): dispatch to runTokenize (cmd/gateway/tokenize.go) once it lands:
+		// return runTokenize(args[1:], stdin, stdout, stderr)
+		fmt.Fprintln(stderr, "gateway tokenize: not available in this build yet")
+		return 2
+	}
+	o, err := parseOptions(args, stderr)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := serve(ctx, o, stderr, nil); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const defaultTestTimeout = 10 * time.Second
+
+func TestParseOptionsConfigAndFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(cfg, []byte(`
+port: 31000
+policy: round_robin
+cache_threshold: 0.5
+health_interval: 2s
+workers:
+  - http://a:1
+  - url: grpc://b:2
+    runtime: sglang
+`), 0o600)
+	o, err := parseOptions([]string{"--config", cfg, "--policy", "least_load", "--worker", "url=http://c:3,kv_events=tcp://c:5557"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Port != 31000 || o.Policy != "least_load" || o.CacheThreshold != 0.5 || o.HealthInterval != 2*time.Second || o.PrometheusPort != 29000 {
+		t.Errorf("options: got port %d policy %s threshold %g health %v prom %d", o.Port, o.Policy, o.CacheThreshold, o.HealthInterval, o.PrometheusPort)
+	}
+	var urls []string
+	for _, w := range o.Workers {
+		urls = append(urls, w.Spec.String())
+	}
+	want := []string{"url=http://a:1", "url=grpc://b:2,runtime=sglang", "url=http://c:3,kv_events=tcp://c:5557"}
+	if d := cmp.Diff(want, urls); d != "" {
+		t.Errorf("workers (-want +got):\n%s", d)
+	}
+}
+
+func TestParseOptionsErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("colour: red\n"), 0o600)
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"bad worker", []string{"--worker", "url=ftp://x:1"}},
+		{"unknown flag", []string{"--nope"}},
+		{"unknown config key", []string{"--config", bad}},
+		{"missing config", []string{"--config", filepath.Join(dir, "missing.yaml")}},
+		{"both tokenizers", []string{"--model-path", dir, "--tokenizer", "x"}},
+		{"port range", []string{"--port", "70000"}},
+		{"stray args", []string{"serve"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := parseOptions(tt.args, io.Discard); err == nil {
+				t.Errorf("parseOptions(%q): got nil error", tt.args)
+			}
+		})
+	}
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"--help"}, nil, io.Discard, &out); code != 0 {
+		t.Fatalf("exit: got %d, want 0", code)
+	}
+	for _, f := range []string{"host", "port", "prometheus-port", "model-path", "tokenizer", "model", "worker", "config", "policy",
+		"cache-threshold", "balance-abs-threshold", "balance-rel-threshold", "kv-index", "block-size", "kv-listen", "forward-token-ids",
+		"admin-token", "max-prompt-tokens", "max-body-bytes", "engine-metrics-interval", "health-interval", "log-level"} {
+		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
+			t.Errorf("--help does not document --%s", f)
+		}
+	}
+}
+
+// startGateway runs serve in-process on free ports and returns its API and metrics URLs and a
+// func that stops it (as SIGTERM does) and returns serve's result.
+func startGateway(t *testing.T, args ...string) (api, metrics string, stop func() error) {
+	t.Helper()
+	o, err := parseOptions(append([]string{"--port", "0", "--prometheus-port", "0", "--health-interval", "50ms", "--drain-timeout", "5s"}, args...), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, o, io.Discard, func(a, m net.Addr) { addrs <- [2]net.Addr{a, m} })
+	}()
+	var a [2]net.Addr
+	select {
+	case a = <-addrs:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(defaultTestTimeout):
+		t.Fatal("gateway did not start")
+	}
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(defaultTestTimeout):
+			return fmt.Errorf("serve did not return")
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return "http://" + a[0].String(), "http://" + a[1].String(), stop
+}
+
+func waitReady(t *testing.T, api string) {
+	t.Helper()
+	deadline := time.Now().Add(defaultTestTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		resp, err := http.Get(api + "/readiness")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gateway never became ready")
+		}
+	}
+}
+
+// slowSSEWorker streams chunks until release is closed.
+func slowSSEWorker(t *testing.T, started chan<- struct{}, release <-chan struct{}) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"data":[{"id":"sim"}]}`)
+	})
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n")
+		http.NewResponseController(w).Flush()
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"text\":\"b\"}]}\n\ndata: [DONE]\n\n")
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestServeDrainsStreamsOnShutdown(t *testing.T) {
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	w := slowSSEWorker(t, started, release)
+	api, metrics, stop := startGateway(t, "--worker", w.URL)
+	waitReady(t, api)
+
+	resp, err := http.Post(api+"/v1/completions", "application/json", strings.NewReader(`{"model":"sim","prompt":"x","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	// New connections are refused while the stream drains...
+	deadline := time.Now().Add(defaultTestTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		c, err := net.Dial("tcp", strings.TrimPrefix(api, "http://"))
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("listener still accepting after shutdown began")
+		}
+	}
+	// ...and the in-flight stream completes.
+	close(release)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading drained stream: %v", err)
+	}
+	if !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Errorf("drained stream: got %q, want it complete", body)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("serve: got %v, want nil", err)
+	}
+	_ = metrics
+}
+
+func TestServeMetricsAndModels(t *testing.T) {
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	close(release)
+	w := slowSSEWorker(t, started, release)
+	api, metrics, _ := startGateway(t, "--worker", w.URL, "--model", "public-name")
+	waitReady(t, api)
+	resp, err := http.Get(api + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"id":"public-name"`) {
+		t.Errorf("/v1/models: got %s", b)
+	}
+	resp, err = http.Post(api+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp, err = http.Get(metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{"kvgate_routing_decisions_total", "kvgate_requests_total", "kvgate_worker_healthy", "kvgate_time_to_first_token_seconds", "go_goroutines"} {
+		if !strings.Contains(string(b), name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}

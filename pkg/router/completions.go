@@ -1,0 +1,156 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// Response headers naming the routing decision (DESIGN.md §5).
+const (
+	HeaderWorker        = "X-Kvgate-Worker"
+	HeaderMatchedBlocks = "X-Kvgate-Matched-Blocks"
+	HeaderReason        = "X-Kvgate-Route-Reason"
+)
+
+// call is one completion request in flight through the gateway.
+type call struct {
+	req     *completionRequest
+	model   string     // requested model (defaulted)
+	tokens  [][]uint32 // per prompt; nil entries when a text prompt was not tokenized
+	arrival time.Time
+}
+
+// routeTokens returns the tokens the request is routed on: its first prompt's.
+func (c *call) routeTokens() []uint32 { return c.tokens[0] }
+
+func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	c := &call{arrival: time.Now()}
+	body, aerr := readBody(w, r, rt.cfg.MaxBodyBytes)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if c.req, aerr = parseCompletion(body, requestLimits{MaxN: rt.cfg.MaxN}); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	c.model = c.req.Model
+	if c.model == "" {
+		c.model = rt.defaultModel()
+	}
+	if !rt.knowsModel(c.model) {
+		writeError(w, routeError(c.model, false, false))
+		return
+	}
+	if c.tokens, aerr = rt.promptTokens(c.req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	s := rt.scratch.Get().(*routeScratch)
+	defer rt.scratch.Put(s)
+	dec, aerr := rt.route(s, c.model, c.routeTokens(), nil)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	ctx := r.Context()
+	for attempt := 0; ; attempt++ {
+		rt.commit(dec, c.routeTokens())
+		started, err := rt.send(ctx, w, dec, c)
+		if err == nil || started {
+			return
+		}
+		if ctx.Err() != nil {
+			// The client left before anything was sent: nothing to answer, not an error.
+			return
+		}
+		rt.met.upstream.WithLabelValues(dec.m.w.URL(), "before_first_byte").Inc()
+		var te *transportError
+		if errors.As(err, &te) && dec.m.w.SetHealth(false, "request failed: "+te.Error()) {
+			rt.log.Warn("worker marked down after a failed request", zapWorker(dec.m), zapErr(te))
+		}
+		if attempt == 0 && retryable(err) {
+			if next, rerr := rt.route(s, c.model, c.routeTokens(), dec.m); rerr == nil {
+				dec = next
+				continue
+			}
+		}
+		writeError(w, err)
+		return
+	}
+}
+
+// promptTokens returns the token ids of every prompt: token-id prompts checked against the
+// vocabulary, text prompts tokenized (when a tokenizer is configured), all checked against
+// MaxPromptTokens.
+func (rt *Router) promptTokens(req *completionRequest) ([][]uint32, *apiError) {
+	out := make([][]uint32, len(req.Prompts))
+	tk := rt.cfg.Tokenizer
+	var tokTime time.Duration
+	for i := range req.Prompts {
+		p := &req.Prompts[i]
+		switch {
+		case p.isTokens:
+			if tk != nil {
+				v := uint32(tk.VocabSize())
+				for _, id := range p.tokens {
+					if id >= v {
+						return nil, badRequest("prompt", fmt.Sprintf("token id %d is outside the vocabulary (size %d)", id, v))
+					}
+				}
+			}
+			out[i] = p.tokens
+		case tk != nil:
+			t0 := time.Now()
+			ids, err := tk.Encode(nil, p.text, true)
+			tokTime += time.Since(t0)
+			if err != nil {
+				return nil, badRequest("prompt", "prompt could not be tokenized: "+err.Error())
+			}
+			if len(ids) == 0 {
+				return nil, badRequest("prompt", "prompt must not be empty")
+			}
+			out[i] = ids
+		}
+		if rt.cfg.MaxPromptTokens > 0 && len(out[i]) > rt.cfg.MaxPromptTokens {
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "prompt", Code: "context_length_exceeded",
+				Message: fmt.Sprintf("prompt has %d tokens, more than the limit of %d", len(out[i]), rt.cfg.MaxPromptTokens)}
+		}
+		rt.met.tokensSeen.Add(float64(len(out[i])))
+	}
+	if tokTime > 0 {
+		rt.met.tokenize.Observe(tokTime.Seconds())
+	}
+	return out, nil
+}
+
+// send runs the call on the decision's worker. started reports whether anything was written to
+// the client; when false, the returned error has not been written and the caller may retry.
+func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (started bool, err *apiError) {
+	done := dec.m.w.Begin()
+	defer done()
+	if rt.cfg.UpstreamTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, rt.cfg.UpstreamTimeout)
+		defer cancel()
+	}
+	h := w.Header()
+	h.Set(HeaderWorker, dec.m.w.URL())
+	h.Set(HeaderMatchedBlocks, strconv.Itoa(dec.matched))
+	h.Set(HeaderReason, string(dec.reason))
+	if dec.m.w.Kind() == worker.KindGRPC {
+		return rt.sendGRPC(ctx, w, dec, c)
+	}
+	return rt.proxyHTTP(ctx, w, dec, c)
+}
+
+// observeTTFT records the time to the first byte sent to the client.
+func (rt *Router) observeTTFT(c *call) {
+	rt.met.ttft.Observe(time.Since(c.arrival).Seconds())
+}

@@ -1,0 +1,142 @@
+package router
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/kvgate/kvgate/pkg/policy"
+)
+
+// routeExplanation is the GET /debug/route body.
+type routeExplanation struct {
+	Model         string          `json:"model"`
+	Policy        string          `json:"policy"`
+	KVIndex       string          `json:"kv_index"`
+	PromptTokens  int             `json:"prompt_tokens"`
+	BlockSize     int             `json:"block_size"`
+	RequestBlocks int             `json:"request_blocks"`
+	Workers       []workerExplain `json:"workers"`
+	Decision      *decisionView   `json:"decision,omitempty"`
+	Error         string          `json:"error,omitempty"`
+}
+
+type workerExplain struct {
+	URL            string `json:"url"`
+	Healthy        bool   `json:"healthy"`
+	Eligible       bool   `json:"eligible"`
+	EventFed       bool   `json:"event_fed"`
+	BlockSize      int    `json:"block_size"`
+	MatchedEvents  int    `json:"matched_events"`
+	MatchedTree    int    `json:"matched_tree"`
+	MatchedPending int    `json:"matched_pending"`
+	Scored         int    `json:"scored_blocks"`
+	ScoredFrom     string `json:"scored_from"`
+	Load           int64  `json:"load"`
+	InFlight       int64  `json:"in_flight"`
+	EngineLoad     *int64 `json:"engine_load,omitempty"`
+}
+
+type decisionView struct {
+	Worker        string `json:"worker"`
+	Reason        string `json:"reason"`
+	MatchedBlocks int    `json:"matched_blocks"`
+}
+
+func sourceName(s policy.Source) string {
+	switch s {
+	case policy.SourceEvents:
+		return "events"
+	case policy.SourceTree:
+		return "tree"
+	case policy.SourcePending:
+		return "pending"
+	}
+	return "none"
+}
+
+// handleDebugRoute explains the routing decision for a prompt without sending it or recording
+// anything: ?prompt=text (tokenized like a request) or ?tokens=1,2,3, and optionally &model=.
+func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	model := q.Get("model")
+	if model == "" {
+		model = rt.defaultModel()
+	}
+	var tokens []uint32
+	switch {
+	case q.Has("tokens"):
+		for _, f := range strings.FieldsFunc(q.Get("tokens"), func(r rune) bool { return r == ',' || r == ' ' }) {
+			v, err := strconv.ParseUint(f, 10, 32)
+			if err != nil {
+				writeError(w, badRequest("tokens", "tokens must be comma-separated token ids"))
+				return
+			}
+			tokens = append(tokens, uint32(v))
+		}
+	case q.Has("prompt"):
+		if rt.cfg.Tokenizer == nil {
+			writeError(w, badRequest("prompt", "no tokenizer configured (--model-path); pass ?tokens= instead"))
+			return
+		}
+		var err error
+		if tokens, err = rt.cfg.Tokenizer.Encode(nil, q.Get("prompt"), true); err != nil {
+			writeError(w, badRequest("prompt", "prompt could not be tokenized: "+err.Error()))
+			return
+		}
+	default:
+		writeError(w, badRequest("prompt", "pass ?prompt=text or ?tokens=1,2,3"))
+		return
+	}
+	if len(tokens) == 0 {
+		writeError(w, badRequest("prompt", "prompt must not be empty"))
+		return
+	}
+	out := routeExplanation{Model: model, Policy: rt.cfg.PolicyName, KVIndex: rt.cfg.KVIndex, PromptTokens: len(tokens),
+		BlockSize: rt.cfg.BlockSize, RequestBlocks: len(tokens) / rt.cfg.BlockSize, Workers: []workerExplain{}}
+	def := rt.defaultModel()
+	s := new(routeScratch)
+	var ineligible []*member
+	for _, m := range rt.members() {
+		if !m.w.Serves(model, def) {
+			continue
+		}
+		if m.w.Healthy() && (rt.cfg.MaxInFlightPerWorker == 0 || m.w.InFlight() < int64(rt.cfg.MaxInFlightPerWorker)) {
+			s.members = append(s.members, m)
+		} else {
+			ineligible = append(ineligible, m)
+		}
+	}
+	rt.score(s, tokens, true)
+	for i, m := range s.members {
+		sc, c := s.scores[i], s.cands[i]
+		out.Workers = append(out.Workers, rt.explainWorker(m, true, sc, c))
+	}
+	for _, m := range ineligible {
+		out.Workers = append(out.Workers, rt.explainWorker(m, false, candScore{bs: m.w.BlockSize(rt.cfg.BlockSize), fed: m.eventFed()}, policy.Candidate{}))
+	}
+	if len(s.members) == 0 {
+		out.Error = routeError(model, len(ineligible) > 0, false).Message
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	req := policy.Request{Blocks: len(tokens) / rt.cfg.BlockSize, Tokens: len(tokens)}
+	if ks := s.keysFor(rt.cfg.BlockSize); ks != nil && len(ks.keys) > 0 {
+		req.FirstBlock = ks.keys[0]
+	}
+	d := rt.cfg.Policy.Pick(&req, s.cands)
+	if d.Index >= 0 && d.Index < len(s.members) {
+		out.Decision = &decisionView{Worker: s.members[d.Index].w.URL(), Reason: string(d.Reason), MatchedBlocks: s.cands[d.Index].Matched}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (rt *Router) explainWorker(m *member, eligible bool, sc candScore, c policy.Candidate) workerExplain {
+	e := workerExplain{URL: m.w.URL(), Healthy: m.w.Healthy(), Eligible: eligible, EventFed: sc.fed, BlockSize: sc.bs,
+		MatchedEvents: sc.events, MatchedTree: sc.tree, MatchedPending: sc.pending, Scored: c.Matched,
+		ScoredFrom: sourceName(c.Source), Load: sc.load, InFlight: m.w.InFlight()}
+	if n, _, ok := m.w.EngineLoad(); ok {
+		e.EngineLoad = &n
+	}
+	return e
+}

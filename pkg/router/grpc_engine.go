@@ -1,0 +1,450 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/kvgate/kvgate/api/sglang"
+	"github.com/kvgate/kvgate/api/tokenspeed"
+	"github.com/kvgate/kvgate/api/vllm"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// genRequest is an engine-neutral Generate request for one prompt (wire/smg-grpc.md §7.1).
+type genRequest struct {
+	id           string
+	tokens       []uint32
+	stream       bool
+	maxTokens    int // > 0
+	temperature  *float64
+	topP         *float64
+	n            int
+	stop         []string
+	stopTokenIDs []uint32
+	seed         *int64
+	ignoreEOS    bool
+}
+
+// genMsg is one engine-neutral Generate response message: a chunk or a complete.
+type genMsg struct {
+	complete         bool
+	index            int
+	tokens           []uint32 // chunk: new tokens; complete: output_ids
+	promptTokens     int
+	completionTokens int
+	cachedTokens     int
+	finishReason     string
+}
+
+// genStream yields the messages of one Generate call; Recv returns io.EOF at the clean end.
+type genStream interface {
+	Recv() (genMsg, error)
+}
+
+// runtimeClient is one engine service's client behind the engine-neutral calls.
+type runtimeClient interface {
+	generate(ctx context.Context, r *genRequest) (genStream, error)
+	abort(ctx context.Context, id string) error
+	health(ctx context.Context) (healthy bool, msg string, err error)
+	modelName(ctx context.Context) (string, error)
+	// cumulative reports whether chunk completion_tokens are running totals (TokenSpeed,
+	// SGLang) rather than per-chunk counts (vLLM) (wire/smg-grpc.md §7.2).
+	cumulative() bool
+}
+
+// grpcEngine is the client of one grpc:// worker: one connection, the runtime's service client
+// (given by the spec or detected by probing HealthCheck on each service) and the connection
+// shared with the worker's SubscribeKvEvents stream.
+//
+// A grpcEngine must not be copied.
+type grpcEngine struct {
+	conn    *grpc.ClientConn
+	fixed   string                        // spec runtime, "" = detect
+	rt      atomic.Pointer[runtimeClient] // nil until known
+	rtName  atomic.Pointer[string]
+	clients map[string]runtimeClient
+	// detected is closed once the runtime is known.
+	detected   chan struct{}
+	detectOnce sync.Once
+}
+
+// grpcDialOptions follows SMG's client transport (wire/smg-grpc.md §9): plaintext h2c,
+// keepalive pings every 30 s with a 10 s timeout, also while idle.
+func grpcDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithInitialWindowSize(16 << 20),
+		grpc.WithInitialConnWindowSize(32 << 20),
+	}
+}
+
+func newGRPCEngine(w *worker.Worker) (*grpcEngine, error) {
+	target := strings.TrimPrefix(w.URL(), "grpc://")
+	conn, err := grpc.NewClient("passthrough:///"+target, grpcDialOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("router: grpc client %s: %w", w.URL(), err)
+	}
+	e := &grpcEngine{conn: conn, fixed: w.Spec().Runtime, detected: make(chan struct{}), clients: map[string]runtimeClient{
+		worker.RuntimeVLLM:       &vllmClient{c: vllm.NewVllmEngineClient(conn)},
+		worker.RuntimeSGLang:     &sglangClient{c: sglang.NewSglangSchedulerClient(conn)},
+		worker.RuntimeTokenSpeed: &tokenspeedClient{c: tokenspeed.NewTokenSpeedSchedulerClient(conn)},
+	}}
+	if e.fixed != "" {
+		e.setRuntime(e.fixed)
+	}
+	return e, nil
+}
+
+func (e *grpcEngine) setRuntime(name string) {
+	c := e.clients[name]
+	e.rt.Store(&c)
+	e.rtName.Store(&name)
+	e.detectOnce.Do(func() { close(e.detected) })
+}
+
+func (e *grpcEngine) close() { _ = e.conn.Close() }
+
+// runtimeName returns the runtime in use, or "" while undetected.
+func (e *grpcEngine) runtimeName() string {
+	if p := e.rtName.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// client returns the runtime client, or nil while undetected.
+func (e *grpcEngine) client() runtimeClient {
+	if p := e.rt.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// errUndetected: no service answered HealthCheck with anything but UNIMPLEMENTED.
+var errUndetected = errors.New("router: grpc runtime not detected")
+
+// health runs HealthCheck; while the runtime is unknown it probes each service in turn, and
+// the first one that does not answer UNIMPLEMENTED is the worker's runtime (as SMG detects it,
+// wire/smg-grpc.md §8).
+func (e *grpcEngine) health(ctx context.Context) error {
+	if c := e.client(); c != nil {
+		return checkHealthy(c.health(ctx))
+	}
+	for _, name := range []string{worker.RuntimeVLLM, worker.RuntimeSGLang, worker.RuntimeTokenSpeed} {
+		ok, msg, err := e.clients[name].health(ctx)
+		if status.Code(err) == codes.Unimplemented {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("router: grpc health: %w", err)
+		}
+		e.setRuntime(name)
+		return checkHealthy(ok, msg, nil)
+	}
+	return errUndetected
+}
+
+func checkHealthy(ok bool, msg string, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("router: grpc health: %w", err)
+	case !ok:
+		return fmt.Errorf("router: grpc health: unhealthy: %s", msg)
+	}
+	return nil
+}
+
+func (e *grpcEngine) modelName(ctx context.Context) (string, error) {
+	c := e.client()
+	if c == nil {
+		return "", errUndetected
+	}
+	return c.modelName(ctx)
+}
+
+// ---- vLLM (vllm.grpc.engine.VllmEngine) ----
+
+type vllmClient struct{ c vllm.VllmEngineClient }
+
+func (v *vllmClient) cumulative() bool { return false }
+
+func (v *vllmClient) generate(ctx context.Context, r *genRequest) (genStream, error) {
+	sp := &vllm.SamplingParams{
+		TopP:                       1,
+		RepetitionPenalty:          1,
+		Stop:                       r.stop,
+		StopTokenIds:               r.stopTokenIDs,
+		SkipSpecialTokens:          true,
+		SpacesBetweenSpecialTokens: true,
+		IgnoreEos:                  r.ignoreEOS,
+		N:                          uint32(r.n),
+	}
+	t := float32(1)
+	if r.temperature != nil {
+		t = float32(*r.temperature)
+	}
+	sp.Temperature = &t
+	if r.topP != nil {
+		sp.TopP = float32(*r.topP)
+	}
+	mt := uint32(r.maxTokens)
+	sp.MaxTokens = &mt
+	if r.seed != nil {
+		// SMG clamps an i64 seed into int32 (wire/smg-grpc.md §7.1).
+		s := int32(min(max(*r.seed, -1<<31), 1<<31-1))
+		sp.Seed = &s
+	}
+	st, err := v.c.Generate(ctx, &vllm.GenerateRequest{
+		RequestId:      r.id,
+		Input:          &vllm.GenerateRequest_Tokenized{Tokenized: &vllm.TokenizedInput{InputIds: r.tokens}},
+		SamplingParams: sp,
+		Stream:         r.stream,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return vllmStream{st}, nil
+}
+
+type vllmStream struct {
+	s grpc.ServerStreamingClient[vllm.GenerateResponse]
+}
+
+func (s vllmStream) Recv() (genMsg, error) {
+	for {
+		m, err := s.s.Recv()
+		if err != nil {
+			return genMsg{}, err
+		}
+		switch {
+		case m.GetChunk() != nil:
+			c := m.GetChunk()
+			return genMsg{index: int(c.Index), tokens: c.TokenIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens)}, nil
+		case m.GetComplete() != nil:
+			c := m.GetComplete()
+			return genMsg{complete: true, index: int(c.Index), tokens: c.OutputIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens), finishReason: c.FinishReason}, nil
+		}
+		// An empty message carries nothing: skip it.
+	}
+}
+
+func (v *vllmClient) abort(ctx context.Context, id string) error {
+	_, err := v.c.Abort(ctx, &vllm.AbortRequest{RequestIds: []string{id}})
+	return err
+}
+
+func (v *vllmClient) health(ctx context.Context) (bool, string, error) {
+	r, err := v.c.HealthCheck(ctx, &vllm.HealthCheckRequest{})
+	if err != nil {
+		return false, "", err
+	}
+	return r.Healthy, r.Message, nil
+}
+
+func (v *vllmClient) modelName(ctx context.Context) (string, error) {
+	r, err := v.c.GetModelInfo(ctx, &vllm.GetModelInfoRequest{})
+	if err != nil {
+		return "", err
+	}
+	return firstNonEmpty(r.ServedModelName, r.ModelPath), nil
+}
+
+// ---- SGLang (sglang.grpc.scheduler.SglangScheduler) ----
+
+type sglangClient struct{ c sglang.SglangSchedulerClient }
+
+func (v *sglangClient) cumulative() bool { return true }
+
+func (v *sglangClient) generate(ctx context.Context, r *genRequest) (genStream, error) {
+	// SGLang's scalars are not optional: proto zeros are not engine defaults, so every value
+	// is sent explicitly (wire/smg-grpc.md §5.2).
+	sp := &sglang.SamplingParams{
+		Temperature:                1,
+		TopP:                       1,
+		TopK:                       -1,
+		RepetitionPenalty:          1,
+		Stop:                       r.stop,
+		StopTokenIds:               r.stopTokenIDs,
+		SkipSpecialTokens:          true,
+		SpacesBetweenSpecialTokens: true,
+		N:                          uint32(r.n),
+		IgnoreEos:                  r.ignoreEOS,
+	}
+	if r.temperature != nil {
+		sp.Temperature = float32(*r.temperature)
+	}
+	if r.topP != nil {
+		sp.TopP = float32(*r.topP)
+	}
+	mt := uint32(r.maxTokens)
+	sp.MaxNewTokens = &mt
+	st, err := v.c.Generate(ctx, &sglang.GenerateRequest{
+		RequestId:      r.id,
+		Tokenized:      &sglang.TokenizedInput{InputIds: r.tokens},
+		SamplingParams: sp,
+		Stream:         r.stream,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sglangStream{st}, nil
+}
+
+type sglangStream struct {
+	s grpc.ServerStreamingClient[sglang.GenerateResponse]
+}
+
+func (s sglangStream) Recv() (genMsg, error) {
+	for {
+		m, err := s.s.Recv()
+		if err != nil {
+			return genMsg{}, err
+		}
+		switch {
+		case m.GetChunk() != nil:
+			c := m.GetChunk()
+			return genMsg{index: int(c.Index), tokens: c.TokenIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens)}, nil
+		case m.GetComplete() != nil:
+			c := m.GetComplete()
+			return genMsg{complete: true, index: int(c.Index), tokens: c.OutputIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens), finishReason: c.FinishReason}, nil
+		}
+	}
+}
+
+func (v *sglangClient) abort(ctx context.Context, id string) error {
+	_, err := v.c.Abort(ctx, &sglang.AbortRequest{RequestId: id, Reason: "Stream dropped"})
+	return err
+}
+
+func (v *sglangClient) health(ctx context.Context) (bool, string, error) {
+	r, err := v.c.HealthCheck(ctx, &sglang.HealthCheckRequest{})
+	if err != nil {
+		return false, "", err
+	}
+	return r.Healthy, r.Message, nil
+}
+
+func (v *sglangClient) modelName(ctx context.Context) (string, error) {
+	r, err := v.c.GetModelInfo(ctx, &sglang.GetModelInfoRequest{})
+	if err != nil {
+		return "", err
+	}
+	return firstNonEmpty(r.ServedModelName, r.ModelPath), nil
+}
+
+// ---- TokenSpeed (tokenspeed.grpc.scheduler.TokenSpeedScheduler) ----
+
+type tokenspeedClient struct {
+	c tokenspeed.TokenSpeedSchedulerClient
+}
+
+func (v *tokenspeedClient) cumulative() bool { return true }
+
+func (v *tokenspeedClient) generate(ctx context.Context, r *genRequest) (genStream, error) {
+	t, tp, rp := float32(1), float32(1), float32(1)
+	topK := int32(-1)
+	var zero float32
+	if r.temperature != nil {
+		t = float32(*r.temperature)
+	}
+	if r.topP != nil {
+		tp = float32(*r.topP)
+	}
+	mt := uint32(r.maxTokens)
+	sp := &tokenspeed.SamplingParams{
+		Temperature:                &t,
+		TopP:                       &tp,
+		TopK:                       &topK,
+		FrequencyPenalty:           &zero,
+		PresencePenalty:            &zero,
+		RepetitionPenalty:          &rp,
+		MaxNewTokens:               &mt,
+		Stop:                       r.stop,
+		StopTokenIds:               r.stopTokenIDs,
+		IgnoreEos:                  r.ignoreEOS,
+		SkipSpecialTokens:          true,
+		SpacesBetweenSpecialTokens: true,
+		N:                          uint32(r.n),
+	}
+	if r.seed != nil {
+		if *r.seed < 0 {
+			return nil, status.Error(codes.InvalidArgument, "seed must be non-negative for TokenSpeed workers")
+		}
+		s := uint64(*r.seed)
+		sp.SamplingSeed = &s
+	}
+	st, err := v.c.Generate(ctx, &tokenspeed.GenerateRequest{
+		RequestId:      r.id,
+		Tokenized:      &tokenspeed.TokenizedInput{InputIds: r.tokens},
+		SamplingParams: sp,
+		Stream:         r.stream,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tokenspeedStream{st}, nil
+}
+
+type tokenspeedStream struct {
+	s grpc.ServerStreamingClient[tokenspeed.GenerateResponse]
+}
+
+func (s tokenspeedStream) Recv() (genMsg, error) {
+	for {
+		m, err := s.s.Recv()
+		if err != nil {
+			return genMsg{}, err
+		}
+		switch {
+		case m.GetChunk() != nil:
+			c := m.GetChunk()
+			return genMsg{index: int(c.Index), tokens: c.TokenIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens)}, nil
+		case m.GetComplete() != nil:
+			c := m.GetComplete()
+			return genMsg{complete: true, index: int(c.Index), tokens: c.OutputIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens), finishReason: c.FinishReason}, nil
+		}
+	}
+}
+
+func (v *tokenspeedClient) abort(ctx context.Context, id string) error {
+	_, err := v.c.Abort(ctx, &tokenspeed.AbortRequest{RequestId: id, Reason: "Stream dropped"})
+	return err
+}
+
+func (v *tokenspeedClient) health(ctx context.Context) (bool, string, error) {
+	r, err := v.c.HealthCheck(ctx, &tokenspeed.HealthCheckRequest{})
+	if err != nil {
+		return false, "", err
+	}
+	return r.Healthy, r.Message, nil
+}
+
+func (v *tokenspeedClient) modelName(ctx context.Context) (string, error) {
+	r, err := v.c.GetModelInfo(ctx, &tokenspeed.GetModelInfoRequest{})
+	if err != nil {
+		return "", err
+	}
+	return firstNonEmpty(r.ServedModelName, r.ModelPath), nil
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

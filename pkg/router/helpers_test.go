@@ -1,0 +1,282 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+const defaultTestTimeout = 10 * time.Second
+
+// byteTokenizer is a fake tokenizer: every byte of the text is one token (id = byte value),
+// with no special tokens. Decoding is the inverse, so gRPC output is easy to predict.
+type byteTokenizer struct{ vocab int }
+
+func (b byteTokenizer) Encode(dst []uint32, text string, _ bool) ([]uint32, error) {
+	for i := 0; i < len(text); i++ {
+		dst = append(dst, uint32(text[i]))
+	}
+	return dst, nil
+}
+
+func (b byteTokenizer) VocabSize() int {
+	if b.vocab == 0 {
+		return 256
+	}
+	return b.vocab
+}
+
+func (b byteTokenizer) NewDecoder() StreamDecoder { return &byteDecoder{} }
+
+type byteDecoder struct{}
+
+func (*byteDecoder) Add(id uint32) string { return string([]byte{byte(id)}) }
+func (*byteDecoder) Flush() string        { return "" }
+
+// fixedPolicy always picks the first candidate (so tests can predict the choice) and records
+// what it was offered.
+type fixedPolicy struct {
+	mu    sync.Mutex
+	calls [][]policy.Candidate
+}
+
+func (p *fixedPolicy) Pick(_ *policy.Request, cands []policy.Candidate) policy.Decision {
+	p.mu.Lock()
+	p.calls = append(p.calls, append([]policy.Candidate(nil), cands...))
+	p.mu.Unlock()
+	return policy.Decision{Index: 0, Reason: policy.ReasonRoundRobin}
+}
+
+// fakeWorker is an OpenAI-compatible HTTP worker. Each /v1/completions request is published on
+// reqs (the decoded body); the response is produced by handle (default: a fixed JSON body).
+type fakeWorker struct {
+	srv     *httptest.Server
+	reqs    chan map[string]any
+	handle  func(w http.ResponseWriter, r *http.Request, body map[string]any)
+	model   string
+	healthy func() bool
+	metrics string
+}
+
+func newFakeWorker(t *testing.T, model string) *fakeWorker {
+	t.Helper()
+	fw := &fakeWorker{reqs: make(chan map[string]any, 64), model: model}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		if fw.healthy != nil && !fw.healthy() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, fw.model)
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, fw.metrics)
+	})
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+			return
+		}
+		select {
+		case fw.reqs <- body:
+		default:
+		}
+		if fw.handle != nil {
+			fw.handle(w, r, body)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"cmpl-1","object":"text_completion","model":%q,"choices":[{"index":0,"text":"hello","finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":2}}}`, body["model"])
+	})
+	fw.srv = httptest.NewServer(mux)
+	t.Cleanup(fw.srv.Close)
+	return fw
+}
+
+func (fw *fakeWorker) url() string { return fw.srv.URL }
+
+// nextReq waits for the next request the worker received.
+func (fw *fakeWorker) nextReq(t *testing.T) map[string]any {
+	t.Helper()
+	select {
+	case r := <-fw.reqs:
+		return r
+	case <-time.After(defaultTestTimeout):
+		t.Fatal("timed out waiting for the worker to receive a request")
+	}
+	return nil
+}
+
+// testGateway is a Router running in the background and served by an httptest server.
+type testGateway struct {
+	rt  *Router
+	srv *httptest.Server
+	reg *prometheus.Registry
+}
+
+// newTestGateway builds a router from cfg (filling test defaults), adds the workers, runs it
+// and waits until every worker is healthy.
+func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
+	t.Helper()
+	if cfg.Policy == nil {
+		p, err := policy.New(policy.NameCacheAware, policy.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Policy = p
+		cfg.PolicyName = policy.NameCacheAware
+	}
+	if cfg.Index == nil {
+		idx, err := indexer.New(indexer.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Index = idx
+	}
+	if cfg.Tokenizer == nil {
+		cfg.Tokenizer = byteTokenizer{}
+	}
+	if cfg.Model == "" {
+		cfg.Model = "test-model"
+	}
+	if cfg.HealthInterval == 0 {
+		cfg.HealthInterval = 50 * time.Millisecond
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+	}
+	rt, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		sp, err := worker.ParseSpec(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.AddWorker(sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	srv := httptest.NewServer(rt.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(defaultTestTimeout):
+			t.Error("Run did not return")
+		}
+	})
+	g := &testGateway{rt: rt, srv: srv, reg: reg}
+	g.waitFor(t, "all workers healthy", func() bool {
+		for _, w := range rt.Workers() {
+			if !w.Healthy() {
+				return false
+			}
+		}
+		return true
+	})
+	return g
+}
+
+// waitFor polls cond until it holds or the test times out.
+func (g *testGateway) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, what, cond)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(defaultTestTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// post sends a completion request and returns the response with its body read.
+func (g *testGateway) post(t *testing.T, body string) (*http.Response, string) {
+	t.Helper()
+	return g.do(t, http.MethodPost, "/v1/completions", body, "")
+}
+
+func (g *testGateway) do(t *testing.T, method, path, body, token string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, g.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := g.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// openAIError decodes an OpenAI error body.
+func openAIError(t *testing.T, body string) errorFields {
+	t.Helper()
+	var e struct {
+		Error errorFields `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Message == "" {
+		t.Fatalf("body %q is not an OpenAI error: %v", body, err)
+	}
+	return e.Error
+}
+
+// sseData returns the data payloads of an SSE body in order.
+func sseData(body string) []string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func jsonValid(b []byte) bool { return json.Valid(b) }

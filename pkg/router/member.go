@@ -1,0 +1,169 @@
+package router
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// member is the router's per-worker state around a *worker.Worker: its index IDs (one per DP
+// rank), its gRPC client, its event source and the goroutines that run them.
+//
+// A member must not be copied.
+type member struct {
+	rt  *Router
+	w   *worker.Worker
+	ids []indexer.WorkerID // set once before the member is published; ids[0] is the tree/pending ID
+
+	eng *grpcEngine // grpc:// workers only
+
+	// src is the worker's own event source (nil: none, or --kv-index off). Built by start.
+	src atomic.Pointer[sourceBox]
+	// collected is set when the --kv-listen collector delivered a batch for this worker.
+	collected atomic.Bool
+
+	// lifeMu guards cancel and running. Lock order: Router.mu before lifeMu.
+	lifeMu  sync.Mutex
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+}
+
+// sourceBox lets an interface value sit in an atomic.Pointer.
+type sourceBox struct{ s eventSource }
+
+// eventSource is what the router needs of a kvbridge source.
+type eventSource interface {
+	Run(ctx context.Context) error
+	State() kvbridge.StreamState
+}
+
+func newMember(rt *Router, w *worker.Worker) (*member, error) {
+	m := &member{rt: rt, w: w}
+	if w.Kind() == worker.KindGRPC {
+		eng, err := newGRPCEngine(w)
+		if err != nil {
+			return nil, err
+		}
+		m.eng = eng
+	}
+	return m, nil
+}
+
+// start launches the member's goroutines: the health loop and, with events configured, the
+// event source. They run until ctx is done or stop is called.
+func (m *member) start(ctx context.Context, cancel context.CancelFunc, wg *sync.WaitGroup) {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	m.cancel = cancel
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		m.running.Add(1)
+		go func() {
+			defer wg.Done()
+			defer m.running.Done()
+			f(ctx)
+		}()
+	}
+	run(m.healthLoop)
+	if m.rt.cfg.KVIndex == KVIndexOff {
+		return
+	}
+	src, err := m.rt.newEventSource(m)
+	if err != nil {
+		m.rt.log.Warn("worker event stream not started", zap.String("worker", m.w.URL()), zap.Error(err))
+		return
+	}
+	if src == nil {
+		return
+	}
+	m.src.Store(&sourceBox{s: src})
+	run(func(ctx context.Context) {
+		if err := src.Run(ctx); err != nil && ctx.Err() == nil {
+			m.rt.log.Warn("worker event stream ended", zap.String("worker", m.w.URL()), zap.Error(err))
+		}
+	})
+}
+
+// stop cancels the member's goroutines and waits for them.
+func (m *member) stop() {
+	m.lifeMu.Lock()
+	cancel := m.cancel
+	m.lifeMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	m.running.Wait()
+}
+
+// close releases the member's clients. Call after stop.
+func (m *member) close() {
+	if m.eng != nil {
+		m.eng.close()
+	}
+}
+
+// source returns the member's event source, or nil.
+func (m *member) source() eventSource {
+	if b := m.src.Load(); b != nil {
+		return b.s
+	}
+	return nil
+}
+
+// eventFed reports whether the worker is scored from the event index: --kv-index auto, and
+// either its own stream is configured and not known to be unavailable, or the --kv-listen
+// collector has delivered events for it.
+func (m *member) eventFed() bool {
+	if m.rt.cfg.KVIndex == KVIndexOff {
+		return false
+	}
+	if m.collected.Load() {
+		return true
+	}
+	if s := m.source(); s != nil {
+		st := s.State()
+		return st != kvbridge.StreamUnavailable && st != kvbridge.StreamStopped
+	}
+	return false
+}
+
+// streamState returns the state of the worker's own event source, if it has one.
+func (m *member) streamState() (kvbridge.StreamState, bool) {
+	if s := m.source(); s != nil {
+		return s.State(), true
+	}
+	return 0, false
+}
+
+// streamSettled reports whether the worker's event stream no longer holds readiness back: no
+// stream, or one that is up or known to be unavailable.
+func (m *member) streamSettled() bool {
+	st, ok := m.streamState()
+	return !ok || st == kvbridge.StreamUp || st == kvbridge.StreamUnavailable
+}
+
+// indexBlocks returns the blocks the index holds for the worker, over its DP ranks.
+func (m *member) indexBlocks() int {
+	n := 0
+	for _, id := range m.ids {
+		n += m.rt.cfg.Index.WorkerBlocks(id)
+	}
+	return n
+}
+
+// topicHost returns host:port of the worker's URL, the middle part of the kv@<host:port>@<model>
+// topics publishers use with --kv-listen.
+func (m *member) topicHost() string {
+	u, err := url.Parse(m.w.URL())
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}

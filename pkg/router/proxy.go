@@ -1,0 +1,144 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// transportError is a failure to exchange a request with a worker at all (refused, reset,
+// timed out before a response): it also marks the worker down until its next health check.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+func zapWorker(m *member) zap.Field { return zap.String("worker", m.w.URL()) }
+func zapErr(err error) zap.Field    { return zap.Error(err) }
+
+// bufPool holds copy buffers for proxied bodies and re-encoded request bodies.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// proxyHTTP sends the call to an http:// worker's /v1/completions and streams the answer back
+// (STYLE.md rule 13): SSE and unknown-length bodies are flushed as they arrive. A transport
+// failure or a 5xx status before anything was written is returned for a retry; a 4xx is the
+// engine's answer to bad input and is passed through. After the first byte, a failure of an SSE
+// stream ends it with one OpenAI-shaped error event; other bodies are aborted.
+func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *apiError) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	var fwd [][]uint32
+	if rt.cfg.ForwardTokenIDs {
+		fwd = c.tokens
+		for _, t := range fwd {
+			if t == nil { // a text prompt that was not tokenized: send the text
+				fwd = nil
+				break
+			}
+		}
+	}
+	body := c.req.upstreamBody((*bp)[:0], dec.m.w.UpstreamModel(c.model), fwd)
+	*bp = body[:0] // keep a grown buffer for the next request
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dec.m.w.URL()+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return false, upstreamError(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.req.Stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	resp, err := rt.httpc.tr.RoundTrip(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, upstreamError(ctx.Err())
+		}
+		return false, &apiError{Status: http.StatusBadGateway, Message: "worker unreachable: " + err.Error(), Type: typeUpstream, Code: "upstream_unreachable", cause: &transportError{err: err}}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return false, &apiError{Status: http.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
+			Message: fmt.Sprintf("worker answered %d: %s", resp.StatusCode, strings.TrimSpace(string(snippet)))}
+	}
+	h := w.Header()
+	ct := resp.Header.Get("Content-Type")
+	if ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	sse := strings.HasPrefix(ct, "text/event-stream")
+	if sse {
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no") // nginx in front must not buffer the stream
+	}
+	flush := sse || resp.ContentLength < 0
+	if resp.ContentLength >= 0 && !sse {
+		h.Set("Content-Length", fmt.Sprint(resp.ContentLength))
+	}
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	if flush {
+		_ = rc.Flush()
+	}
+	buf := (*bp)[:cap(*bp)]
+	first := true
+	var last2 [2]byte // last two bytes written, to close a partial SSE event before an error event
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				rt.observeTTFT(c)
+				first = false
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return true, nil // client gone; ctx cancels the upstream request
+			}
+			if flush {
+				_ = rc.Flush()
+			}
+			if n >= 2 {
+				last2 = [2]byte{buf[n-2], buf[n-1]}
+			} else {
+				last2 = [2]byte{last2[1], buf[0]}
+			}
+		}
+		if rerr == io.EOF {
+			return true, nil
+		}
+		if rerr != nil {
+			if ctx.Err() != nil && !isTimeout(ctx) {
+				return true, nil // the client went away
+			}
+			rt.met.upstream.WithLabelValues(dec.m.w.URL(), "mid_stream").Inc()
+			rt.log.Warn("worker stream failed", zapWorker(dec.m), zapErr(rerr))
+			if !sse {
+				panic(http.ErrAbortHandler)
+			}
+			ae := upstreamError(rerr)
+			if ctx.Err() != nil {
+				ae = upstreamError(ctx.Err())
+			}
+			var out []byte
+			if last2 != [2]byte{'\n', '\n'} && !first {
+				out = append(out, "\n\n"...)
+			}
+			out = append(out, "data: "...)
+			out = append(out, ae.body()...)
+			out = append(out, "\n\n"...)
+			_, _ = w.Write(out)
+			_ = rc.Flush()
+			return true, nil
+		}
+	}
+}
+
+// isTimeout reports whether ctx ended by its own deadline (UpstreamTimeout) rather than the
+// client's cancellation.
+func isTimeout(ctx context.Context) bool { return ctx.Err() == context.DeadlineExceeded }

@@ -1,0 +1,293 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/policy"
+)
+
+// ApproxTree is what the router needs of the approximate token tree (DESIGN.md §4): it records
+// where requests were sent and answers, per worker, how many leading blocks of a request it
+// probably holds. *indexer.Tree implements it.
+type ApproxTree interface {
+	Insert(w indexer.WorkerID, tokens []uint32)
+	Match(tokens []uint32, dst []indexer.WorkerMatch) []indexer.WorkerMatch
+	RemoveWorker(w indexer.WorkerID)
+}
+
+// PendingOverlay is what the router needs of the pending overlay: the blocks of requests routed
+// moments ago, before the engine's stored events confirm them. *indexer.Pending implements it.
+type PendingOverlay interface {
+	Add(w indexer.WorkerID, keys []uint64)
+	Match(keys []uint64, dst []indexer.WorkerMatch) []indexer.WorkerMatch
+}
+
+// decision is the outcome of routing one request.
+type decision struct {
+	m       *member
+	reason  policy.Reason
+	matched int           // leading blocks the worker holds, at its own block size
+	source  policy.Source // where matched came from
+	keys    []uint64      // request block keys at the worker's block size (scratch-owned)
+}
+
+// candScore is one candidate's raw scores, in the worker's own blocks.
+type candScore struct {
+	events, tree, pending int
+	bs                    int
+	fed                   bool
+	load                  int64
+}
+
+// keySet is the request's block keys at one block size.
+type keySet struct {
+	bs      int
+	keys    []uint64
+	events  []indexer.WorkerMatch
+	pending []indexer.WorkerMatch
+}
+
+// routeScratch holds the per-request buffers of route; taken from Router.scratch so that the
+// hot path does not allocate.
+type routeScratch struct {
+	members []*member
+	cands   []policy.Candidate
+	scores  []candScore
+	sets    []keySet
+	tree    []indexer.WorkerMatch
+}
+
+func (s *routeScratch) keysFor(bs int) *keySet {
+	for i := range s.sets {
+		if s.sets[i].bs == bs {
+			return &s.sets[i]
+		}
+	}
+	return nil
+}
+
+// routeError classifies why no worker could be chosen.
+func routeError(model string, known, full bool) *apiError {
+	switch {
+	case !known:
+		return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist", model), Type: typeNotFound, Param: "model", Code: "model_not_found"}
+	case full:
+		return &apiError{Status: http.StatusTooManyRequests, Message: "every worker is at its in-flight limit", Type: typeRateLimit, Code: "no_capacity"}
+	}
+	return &apiError{Status: http.StatusServiceUnavailable, Message: "no healthy worker serves the model", Type: typeUnavailable, Code: "no_healthy_worker"}
+}
+
+// knowsModel reports whether any configured worker (healthy or not) serves model.
+func (rt *Router) knowsModel(model string) bool {
+	def := rt.defaultModel()
+	for _, m := range rt.members() {
+		if m.w.Serves(model, def) {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultModel returns the gateway's served model name: Config.Model, else the first model a
+// worker reported.
+func (rt *Router) defaultModel() string {
+	if rt.cfg.Model != "" {
+		return rt.cfg.Model
+	}
+	for _, m := range rt.members() {
+		if n := m.w.ReportedModel(); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// engineLoadMaxAge is how old an engine-load sample may be before only in-flight counts.
+func (rt *Router) engineLoadMaxAge() time.Duration { return 3 * rt.cfg.EngineMetricsInterval }
+
+// route chooses a worker for a request of model with the given prompt tokens (nil when the
+// prompt could not be tokenized), excluding one member (the one a retry moves away from). It
+// fills s; the decision's keys alias s and are valid until s is reused.
+func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude *member) (decision, *apiError) {
+	start := time.Now()
+	def := rt.defaultModel()
+	s.members = s.members[:0]
+	known, full := false, false
+	for _, m := range rt.members() {
+		if !m.w.Serves(model, def) {
+			continue
+		}
+		known = true
+		if !m.w.Healthy() || m == exclude {
+			continue
+		}
+		if rt.cfg.MaxInFlightPerWorker > 0 && m.w.InFlight() >= int64(rt.cfg.MaxInFlightPerWorker) {
+			full = true
+			continue
+		}
+		s.members = append(s.members, m)
+	}
+	if len(s.members) == 0 {
+		return decision{}, routeError(model, known, full)
+	}
+	rt.score(s, tokens, false)
+	defBS := rt.cfg.BlockSize
+	req := policy.Request{Blocks: len(tokens) / defBS, Tokens: len(tokens)}
+	if ks := s.keysFor(defBS); ks != nil && len(ks.keys) > 0 {
+		req.FirstBlock = ks.keys[0]
+	}
+	d := rt.cfg.Policy.Pick(&req, s.cands)
+	if d.Index < 0 || d.Index >= len(s.members) {
+		d.Index = 0 // a policy bug must not take the gateway down
+	}
+	if exclude != nil {
+		d.Reason = policy.ReasonRetry
+	}
+	m := s.members[d.Index]
+	sc := &s.scores[d.Index]
+	dec := decision{m: m, reason: d.Reason, source: s.cands[d.Index].Source}
+	switch dec.source {
+	case policy.SourceEvents:
+		dec.matched = sc.events
+	case policy.SourceTree:
+		dec.matched = sc.tree
+	case policy.SourcePending:
+		dec.matched = sc.pending
+	}
+	if ks := s.keysFor(sc.bs); ks != nil {
+		dec.keys = ks.keys
+	}
+	rt.met.lookup.Observe(time.Since(start).Seconds())
+	rt.met.decisions.WithLabelValues(string(dec.reason)).Inc()
+	rt.met.matched.Observe(float64(dec.matched))
+	if ce := rt.log.Check(zap.DebugLevel, "route"); ce != nil {
+		ce.Write(zap.String("worker", m.w.URL()), zap.String("reason", string(dec.reason)),
+			zap.Int("matched_blocks", dec.matched), zap.Int("request_blocks", len(tokens)/sc.bs),
+			zap.Int64("load", sc.load), zap.Int("candidates", len(s.members)))
+	}
+	return dec, nil
+}
+
+// commit records a decision that is being sent: the pending overlay for event-fed workers, the
+// approximate tree for the others.
+func (rt *Router) commit(dec decision, tokens []uint32) {
+	if len(tokens) == 0 {
+		return
+	}
+	m := dec.m
+	if m.eventFed() {
+		if rt.cfg.Pending != nil && len(dec.keys) > 0 {
+			rt.cfg.Pending.Add(m.ids[0], dec.keys)
+		}
+		return
+	}
+	if rt.cfg.Tree != nil {
+		rt.cfg.Tree.Insert(m.ids[0], tokens)
+	}
+}
+
+// score fills s.cands and s.scores for s.members. Matched counts are converted to blocks of
+// the default size so workers with different block sizes compete on one scale.
+func (rt *Router) score(s *routeScratch, tokens []uint32, explain bool) {
+	defBS := rt.cfg.BlockSize
+	n := len(s.members)
+	s.cands = growCands(s.cands, n)
+	s.scores = growScores(s.scores, n)
+	s.sets = s.sets[:0]
+	now := rt.now()
+	maxAge := rt.engineLoadMaxAge()
+	anyTree := false
+	for i, m := range s.members {
+		fed := m.eventFed()
+		bs := m.w.BlockSize(defBS)
+		s.scores[i] = candScore{bs: bs, fed: fed, load: m.w.Load(now, maxAge)}
+		if !fed {
+			anyTree = true
+		}
+		if len(tokens) >= bs && s.keysFor(bs) == nil {
+			if len(s.sets) < cap(s.sets) {
+				s.sets = s.sets[:len(s.sets)+1]
+			} else {
+				s.sets = append(s.sets, keySet{})
+			}
+			ks := &s.sets[len(s.sets)-1]
+			ks.bs = bs
+			ks.keys = indexer.AppendBlockKeys(ks.keys[:0], tokens, bs, "")
+		}
+	}
+	for i := range s.sets {
+		ks := &s.sets[i]
+		if len(ks.keys) == 0 {
+			continue
+		}
+		if rt.cfg.KVIndex != KVIndexOff {
+			ks.events = rt.cfg.Index.Match(ks.keys, ks.events[:0])
+		} else {
+			ks.events = ks.events[:0]
+		}
+		if rt.cfg.Pending != nil {
+			ks.pending = rt.cfg.Pending.Match(ks.keys, ks.pending[:0])
+		} else {
+			ks.pending = ks.pending[:0]
+		}
+	}
+	s.tree = s.tree[:0]
+	if (anyTree || explain) && rt.cfg.Tree != nil && len(tokens) > 0 {
+		s.tree = rt.cfg.Tree.Match(tokens, s.tree)
+	}
+	for i, m := range s.members {
+		sc := &s.scores[i]
+		if ks := s.keysFor(sc.bs); ks != nil {
+			sc.events = s.maxFor(m, ks.events)
+			sc.pending = s.maxFor(m, ks.pending)
+		}
+		if t := s.maxFor(m, s.tree); t > 0 {
+			sc.tree = t
+		}
+		c := policy.Candidate{Key: m.w.Key(), Load: sc.load}
+		switch {
+		case sc.fed && sc.events >= sc.pending && sc.events > 0:
+			c.Matched, c.Source = sc.events, policy.SourceEvents
+		case sc.fed && sc.pending > 0:
+			c.Matched, c.Source = sc.pending, policy.SourcePending
+		case !sc.fed && sc.tree > 0:
+			c.Matched, c.Source = sc.tree, policy.SourceTree
+		}
+		if sc.bs != defBS && c.Matched > 0 {
+			c.Matched = c.Matched * sc.bs / defBS
+		}
+		s.cands[i] = c
+	}
+}
+
+// maxFor returns the largest Blocks among m's IDs (its DP ranks) in ms.
+func (s *routeScratch) maxFor(m *member, ms []indexer.WorkerMatch) int {
+	best := 0
+	for _, wm := range ms {
+		for _, id := range m.ids {
+			if wm.Worker == id && wm.Blocks > best {
+				best = wm.Blocks
+			}
+		}
+	}
+	return best
+}
+
+func growCands(c []policy.Candidate, n int) []policy.Candidate {
+	if cap(c) < n {
+		return make([]policy.Candidate, n)
+	}
+	return c[:n]
+}
+
+func growScores(c []candScore, n int) []candScore {
+	if cap(c) < n {
+		return make([]candScore, n)
+	}
+	return c[:n]
+}

@@ -1,0 +1,362 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// KV index modes of Config.KVIndex (--kv-index).
+const (
+	// KVIndexAuto scores each worker that has a KV-event stream from the event index and the
+	// others from the approximate tree.
+	KVIndexAuto = "auto"
+	// KVIndexOff scores every worker from the approximate tree and subscribes to no events
+	// (the "approximate" baseline of DESIGN.md §9).
+	KVIndexOff = "off"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultBlockSize      = 16
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxN           = 16
+	DefaultHealthInterval = 5 * time.Second
+	DefaultHealthTimeout  = 2 * time.Second
+)
+
+// EventIndex is what the router needs of the exact event index; *indexer.Index implements it.
+type EventIndex interface {
+	indexer.Sink
+	Match(keys []uint64, dst []indexer.WorkerMatch) []indexer.WorkerMatch
+	WorkerBlocks(w indexer.WorkerID) int
+	RemoveWorker(w indexer.WorkerID)
+}
+
+// Config configures a Router. Zero durations and limits take the documented defaults.
+type Config struct {
+	// Model is the served model name requests may use ("" or this name route to every worker
+	// whose spec names no model). Empty: the first model a worker reports.
+	Model string
+	// Tokenizer turns text prompts into the token ids the gateway routes on (and sends to
+	// grpc:// workers). nil: text prompts are proxied untokenized to http:// workers and
+	// routed without prefix information; grpc:// workers then accept token-id prompts only.
+	Tokenizer Tokenizer
+	// Policy picks the worker. Required.
+	Policy policy.Policy
+	// PolicyName is the policy's name, for logs and /debug/route.
+	PolicyName string
+	// KVIndex is KVIndexAuto (default) or KVIndexOff.
+	KVIndex string
+	// BlockSize is the block size for workers whose spec and events do not give one (16).
+	BlockSize int
+
+	// Index is the exact event index (required); Tree the approximate tree and Pending the
+	// pending overlay (both optional: nil disables them).
+	Index   EventIndex
+	Tree    ApproxTree
+	Pending PendingOverlay
+
+	// ForwardTokenIDs sends the gateway's token ids as the prompt to http:// workers, so the
+	// engine caches exactly what was indexed.
+	ForwardTokenIDs bool
+	// AdminToken, when set, is required as "Authorization: Bearer <token>" on /workers and
+	// /debug/route.
+	AdminToken string
+	// MaxPromptTokens rejects prompts longer than this with 413 (0: no limit).
+	MaxPromptTokens int
+	// MaxBodyBytes rejects larger request bodies with 413 (default 8 MiB).
+	MaxBodyBytes int64
+	// MaxN is the largest n accepted (default 16).
+	MaxN int
+	// MaxInFlightPerWorker, when > 0, makes a worker at that many in-flight requests
+	// ineligible; with every candidate full the gateway answers 429.
+	MaxInFlightPerWorker int
+
+	// HealthInterval and HealthTimeout pace the health checks (default 5 s and 2 s).
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+	// EngineMetricsInterval, when > 0, scrapes each http:// worker's /metrics for
+	// vllm:num_requests_running + vllm:num_requests_waiting and blends it into the load.
+	EngineMetricsInterval time.Duration
+	// UpstreamTimeout bounds a whole request to a worker (0: none; client disconnects still
+	// cancel).
+	UpstreamTimeout time.Duration
+
+	// KVListen, when set (tcp://*:PORT), binds one ZMQ SUB socket that publishers connect to;
+	// batches are attributed to workers by topic kv@<host:port>@<model>.
+	KVListen string
+
+	// Logger receives lifecycle logs at info and one debug line per routing decision.
+	// nil: no logs.
+	Logger *zap.Logger
+	// Registerer receives the router's metrics. nil: metrics are not registered.
+	Registerer prometheus.Registerer
+	// KVMetrics is passed to the event sources (nil: none).
+	KVMetrics *kvbridge.Metrics
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Router is the gateway: the OpenAI HTTP API, the worker registry, the routing decision and the
+// HTTP and gRPC worker clients. Build it with New, add workers, serve Handler() and call Run for
+// the background work (health checks, event streams, engine-load scrapes).
+//
+// A Router must not be copied.
+type Router struct {
+	cfg     Config
+	log     *zap.Logger
+	met     *metrics
+	now     func() time.Time
+	httpc   *httpClient
+	scratch sync.Pool // *routeScratch
+
+	// fleet is the immutable snapshot every request reads; writers hold mu.
+	fleet atomic.Pointer[fleet]
+
+	// mu guards the fields below and serialises fleet changes. It is never held while
+	// calling a worker, a source or the index.
+	mu      sync.Mutex
+	nextID  indexer.WorkerID
+	freeIDs []indexer.WorkerID
+	runCtx  context.Context // nil until Run starts
+	stopped bool            // Run has returned or is returning
+	wg      sync.WaitGroup  // per-worker goroutines started under runCtx
+	byTopic map[string]*member
+}
+
+// fleet is one immutable snapshot of the workers.
+type fleet struct {
+	members []*member
+	byURL   map[string]*member
+}
+
+// New validates cfg and returns a Router with no workers. It starts no goroutines.
+func New(cfg Config) (*Router, error) {
+	if cfg.Policy == nil {
+		return nil, errors.New("router: new: a policy is required")
+	}
+	if cfg.Index == nil {
+		return nil, errors.New("router: new: an index is required")
+	}
+	switch cfg.KVIndex {
+	case "":
+		cfg.KVIndex = KVIndexAuto
+	case KVIndexAuto, KVIndexOff:
+	default:
+		return nil, fmt.Errorf("router: new: kv-index %q: want auto or off", cfg.KVIndex)
+	}
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.BlockSize < 1 || cfg.BlockSize > worker.MaxBlockSize {
+		return nil, fmt.Errorf("router: new: block size %d out of range", cfg.BlockSize)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxN == 0 {
+		cfg.MaxN = DefaultMaxN
+	}
+	if cfg.HealthInterval == 0 {
+		cfg.HealthInterval = DefaultHealthInterval
+	}
+	if cfg.HealthTimeout == 0 {
+		cfg.HealthTimeout = DefaultHealthTimeout
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 ||
+		cfg.HealthInterval < 0 || cfg.HealthTimeout < 0 || cfg.EngineMetricsInterval < 0 || cfg.UpstreamTimeout < 0 {
+		return nil, errors.New("router: new: limits and intervals must not be negative")
+	}
+	if cfg.KVListen != "" && cfg.KVIndex == KVIndexOff {
+		return nil, errors.New("router: new: --kv-listen needs --kv-index auto")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, httpc: newHTTPClient(), byTopic: map[string]*member{}}
+	rt.fleet.Store(&fleet{byURL: map[string]*member{}})
+	var err error
+	if rt.met, err = newMetrics(cfg.Registerer, rt.members); err != nil {
+		return nil, err
+	}
+	rt.scratch.New = func() any { return new(routeScratch) }
+	return rt, nil
+}
+
+// members returns the current fleet, in insertion order; callers must not modify the slice.
+func (rt *Router) members() []*member { return rt.fleet.Load().members }
+
+// Workers returns the current workers in insertion order.
+func (rt *Router) Workers() []*worker.Worker {
+	ms := rt.members()
+	ws := make([]*worker.Worker, len(ms))
+	for i, m := range ms {
+		ws[i] = m.w
+	}
+	return ws
+}
+
+// AddWorker adds a worker. Before Run it is started when Run starts; during Run its health
+// checks and event stream start at once. The worker receives requests after its first
+// successful health check. It fails for an invalid spec or a duplicate URL.
+func (rt *Router) AddWorker(spec worker.Spec) (*worker.Worker, error) {
+	w, err := worker.New(spec)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMember(rt, w)
+	if err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.stopped {
+		m.close()
+		return nil, errors.New("router: add worker: router stopped")
+	}
+	old := rt.fleet.Load()
+	if _, dup := old.byURL[w.URL()]; dup {
+		m.close()
+		return nil, fmt.Errorf("router: add worker %s: %w", w.URL(), worker.ErrDuplicate)
+	}
+	m.ids = rt.allocIDsLocked(w.Spec().DPSize)
+	nf := &fleet{members: append(append(make([]*member, 0, len(old.members)+1), old.members...), m), byURL: make(map[string]*member, len(old.byURL)+1)}
+	for k, v := range old.byURL {
+		nf.byURL[k] = v
+	}
+	nf.byURL[w.URL()] = m
+	if t := m.topicHost(); t != "" {
+		rt.byTopic[t] = m
+	}
+	rt.fleet.Store(nf)
+	if rt.runCtx != nil {
+		rt.startLocked(m)
+	}
+	rt.log.Info("worker added", zap.String("worker", w.URL()), zap.String("kind", w.Kind().String()),
+		zap.String("events", w.Spec().EventEndpoint()), zap.Int("dp_size", w.Spec().DPSize))
+	return w, nil
+}
+
+// RemoveWorker removes the worker with the given URL (normalized as in a spec): it stops
+// receiving requests at once, its health checks and event stream stop, and its blocks leave the
+// index and the tree. It waits for the worker's goroutines to exit.
+func (rt *Router) RemoveWorker(url string) error {
+	if s, err := (worker.Spec{URL: url}).Normalize(); err == nil {
+		url = s.URL
+	}
+	rt.mu.Lock()
+	old := rt.fleet.Load()
+	m, ok := old.byURL[url]
+	if !ok {
+		rt.mu.Unlock()
+		return fmt.Errorf("router: remove worker %s: %w", url, worker.ErrNotFound)
+	}
+	nf := &fleet{members: make([]*member, 0, len(old.members)), byURL: make(map[string]*member, len(old.byURL))}
+	for _, o := range old.members {
+		if o != m {
+			nf.members = append(nf.members, o)
+			nf.byURL[o.w.URL()] = o
+		}
+	}
+	if t := m.topicHost(); t != "" && rt.byTopic[t] == m {
+		delete(rt.byTopic, t)
+	}
+	rt.fleet.Store(nf)
+	rt.mu.Unlock()
+
+	m.stop() // cancels and joins the worker's goroutines; no lock held
+	for _, id := range m.ids {
+		rt.cfg.Index.RemoveWorker(id)
+		if rt.cfg.Tree != nil {
+			rt.cfg.Tree.RemoveWorker(id)
+		}
+	}
+	if rt.cfg.KVMetrics != nil {
+		rt.cfg.KVMetrics.Forget(m.w.URL())
+	}
+	m.close()
+	rt.mu.Lock()
+	rt.freeIDs = append(rt.freeIDs, m.ids...)
+	rt.mu.Unlock()
+	rt.log.Info("worker removed", zap.String("worker", url))
+	return nil
+}
+
+// allocIDsLocked hands out n dense WorkerIDs, reusing freed ones first.
+func (rt *Router) allocIDsLocked(n int) []indexer.WorkerID {
+	ids := make([]indexer.WorkerID, n)
+	for i := range ids {
+		if k := len(rt.freeIDs); k > 0 {
+			ids[i] = rt.freeIDs[k-1]
+			rt.freeIDs = rt.freeIDs[:k-1]
+			continue
+		}
+		ids[i] = rt.nextID
+		rt.nextID++
+	}
+	return ids
+}
+
+// Run runs the background work until ctx is done: per worker a health loop (with model
+// discovery and engine-load scrapes) and its KV-event stream, plus the --kv-listen collector.
+// It returns after every goroutine it started has exited. Run must be called at most once.
+func (rt *Router) Run(ctx context.Context) error {
+	rt.mu.Lock()
+	if rt.runCtx != nil || rt.stopped {
+		rt.mu.Unlock()
+		return errors.New("router: run: already running")
+	}
+	rt.runCtx = ctx
+	for _, m := range rt.fleet.Load().members {
+		rt.startLocked(m)
+	}
+	if rt.cfg.KVListen != "" {
+		if err := rt.startCollectorLocked(ctx); err != nil {
+			rt.stopped = true
+			rt.mu.Unlock()
+			rt.stopAll()
+			return err
+		}
+	}
+	rt.mu.Unlock()
+	rt.log.Info("router running", zap.Int("workers", len(rt.members())), zap.String("policy", rt.cfg.PolicyName), zap.String("kv_index", rt.cfg.KVIndex))
+	<-ctx.Done()
+	rt.mu.Lock()
+	rt.stopped = true
+	rt.mu.Unlock()
+	rt.stopAll()
+	return nil
+}
+
+// stopAll joins every goroutine started under runCtx (which is done) and closes clients.
+func (rt *Router) stopAll() {
+	for _, m := range rt.members() {
+		m.stop()
+	}
+	rt.wg.Wait()
+	for _, m := range rt.members() {
+		m.close()
+	}
+	rt.httpc.close()
+}
+
+// startLocked starts m's goroutines under runCtx.
+func (rt *Router) startLocked(m *member) {
+	ctx, cancel := context.WithCancel(rt.runCtx)
+	m.start(ctx, cancel, &rt.wg)
+}

@@ -1,22 +1,3 @@
-// Command loadgen drives an OpenAI-compatible /v1/completions endpoint (kvgate, nginx in front
-// of several kvgates, vLLM, SGLang or the simulator) with a prefix-heavy workload and reports
-// throughput, TTFT and end-to-end latency, and the fleet's prefix-cache hit rate read from the
-// workers' Prometheus metrics (issue 7, DESIGN.md §9).
-//
-// Workloads:
-//   - prefix_repetition: --num-prefixes shared prefixes of --prefix-tokens tokens, each request
-//     one of them plus a unique --suffix-tokens suffix, --output-tokens generated;
-//   - chat: multi-turn sessions that resend the growing conversation;
-//   - trace: replay of a Mooncake-format JSONL trace (timestamp ms, input_length,
-//     output_length, hash_ids of --trace-block-size-token blocks), or lines carrying "prompt"
-//     or "token_ids".
-//
-// Prompts are real text of exact token lengths for --tokenizer, or token-id lists with
-// --token-ids. Arrivals are open-loop (gamma-distributed gaps: --rate, --burstiness) or
-// closed-loop (--concurrency without --rate). With simulators running at --time-scale F
-// (wall = simulated × F, the simulator's convention), pass the same F: the arrival schedule is
-// compressed to wall time (× F) and every time is reported in simulated time (measured ÷ F),
-// so results read as if on the modelled hardware.
 package main
 
 import (

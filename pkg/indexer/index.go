@@ -156,6 +156,7 @@ func (c *core) stored(w WorkerID, ev *Event, res *ApplyResult) {
 	}
 	res.Stored += n
 	c.t.evict()
+	c.maybeSweep(w, ws)
 }
 
 // maybeSweep drops engine-map entries whose key eviction took from w, once they are many;
@@ -240,11 +241,11 @@ func New(cfg Config) (*Index, error) {
 // memberships actually removed. A block hash the worker already had at another key moves.
 func (ix *Index) Apply(w WorkerID, events []Event) ApplyResult {
 	var res ApplyResult
-	ix.mu.Lock()
-	ix.c.t.tick++
-	ix.mu.Unlock()
 	for i := range events {
 		ix.mu.Lock()
+		if i == 0 {
+			ix.c.t.tick++ // one recency tick per batch
+		}
 		ix.c.applyEvent(w, &events[i], &res)
 		ix.mu.Unlock()
 	}

@@ -120,6 +120,9 @@ func NewEngine(cfg EngineConfig, clock Clock, sink EventSink, obs Observer) (*En
 	}, nil
 }
 
+// SetObserver sets the observer of per-request measurements; call it before Run.
+func (e *Engine) SetObserver(o Observer) { e.obs = o }
+
 // Rank returns the engine's data-parallel rank.
 func (e *Engine) Rank() int { return e.rank }
 

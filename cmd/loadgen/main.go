@@ -17,14 +17,21 @@ import (
 )
 
 func main() {
+	os.Exit(realMain())
+}
+
+// realMain runs the command and returns its exit status: 0 (also for -help), 1 on error.
+func realMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr)); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, err)
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
 		}
-		os.Exit(2)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	return 0
 }
 
 // options is the parsed command line.

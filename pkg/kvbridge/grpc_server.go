@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,9 +136,29 @@ func (s *BridgeServer) Close() { s.closeOnce.Do(func() { close(s.done) }) }
 
 // Batch records b of DP rank rank as the next batch of the stream and wakes subscribers. It
 // copies b and never asks for a resync (it keeps no index).
+//
+// Events whose medium names a tier other than GPU (vLLM's CPU offloading, for example) are
+// left out: KvEventBatch has no medium field (cache_level has no defined values), and a client
+// would otherwise index offloaded blocks as if the GPU cache held them. A batch left empty is
+// still published, so the numbering stays one batch per engine batch.
 func (s *BridgeServer) Batch(rank int, b *indexer.Batch) bool {
+	if i := slices.IndexFunc(b.Events, offGPU); i >= 0 {
+		kept := *b
+		kept.Events = make([]indexer.Event, 0, len(b.Events)-1)
+		for _, e := range b.Events {
+			if !offGPU(e) {
+				kept.Events = append(kept.Events, e)
+			}
+		}
+		b = &kept
+	}
 	s.publish(BatchToProto(rank, 0, 0, b))
 	return false
+}
+
+// offGPU reports whether e is about a storage tier other than the GPU cache.
+func offGPU(e indexer.Event) bool {
+	return e.Medium != "" && !strings.EqualFold(e.Medium, "GPU")
 }
 
 // Reset publishes a batch holding one KvCacheCleared event for rank, so that clients drop what

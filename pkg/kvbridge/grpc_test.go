@@ -534,7 +534,11 @@ func TestBridgeEndToEnd(t *testing.T) {
 				Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, LoraID: 3, HasLoraID: true}
 			removed := indexer.Event{Kind: indexer.EventRemoved, Hashes: []uint64{2}}
 			// Engine-side sequence numbers and ranks are the bridge's input; its output is renumbered.
-			bridge.Batch(0, &indexer.Batch{Seq: 500, Events: []indexer.Event{stored}})
+			offloaded := stored
+			offloaded.Medium = "CPU" // not forwarded: the wire has no medium
+			gpu := stored
+			gpu.Medium = "gpu"
+			bridge.Batch(0, &indexer.Batch{Seq: 500, Events: []indexer.Event{offloaded, gpu}})
 			bridge.Batch(1, &indexer.Batch{Seq: 17, Events: []indexer.Event{removed}})
 
 			rec := newGRPCRecorder()

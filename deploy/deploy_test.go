@@ -435,3 +435,37 @@ func metricKnown(name string, exported, recorded map[string]bool) bool {
 	}
 	return false
 }
+
+func TestRulesIntervalRewrite(t *testing.T) {
+	b, err := Rules("1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups []struct {
+			Name     string `yaml:"name"`
+			Interval string `yaml:"interval"`
+			Rules    []any  `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Groups) < 2 {
+		t.Fatalf("got %d groups, want the shipped ones", len(doc.Groups))
+	}
+	for _, g := range doc.Groups {
+		if g.Interval != "1s" || len(g.Rules) == 0 {
+			t.Errorf("group %s: got interval %q and %d rules, want 1s and the shipped rules", g.Name, g.Interval, len(g.Rules))
+		}
+	}
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		f := filepath.Join(t.TempDir(), "rules.yml")
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(promtool, "check", "rules", f).CombinedOutput(); err != nil {
+			t.Errorf("promtool check rules on the rewritten file: %v\n%s", err, out)
+		}
+	}
+}

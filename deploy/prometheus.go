@@ -76,3 +76,30 @@ func PrometheusConfig(p PrometheusParams) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Rules returns deploy/prometheus/rules.yml with every group's evaluation interval set to
+// interval (e.g. "1s" for a test that cannot wait for the shipped 30s); an empty interval
+// returns the file unchanged.
+func Rules(interval string) ([]byte, error) {
+	if interval == "" {
+		return RulesYAML(), nil
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(rulesYAML, &doc); err != nil {
+		return nil, fmt.Errorf("deploy: rules: %w", err)
+	}
+	groups, _ := doc["groups"].([]any)
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("deploy: rules: no groups")
+	}
+	for _, g := range groups {
+		if m, ok := g.(map[string]any); ok {
+			m["interval"] = interval
+		}
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: rules: %w", err)
+	}
+	return out, nil
+}

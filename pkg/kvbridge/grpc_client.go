@@ -212,15 +212,17 @@ func (s *GRPCSource) Run(ctx context.Context) error {
 		if end == endRetry || failures > 0 {
 			delay = s.backoff(failures)
 		}
-		failures++
 		if end == endRetry {
-			if s.upLogged {
+			// One warning per outage (the stream was up, or this is the first failed attempt
+			// in a row); the retries that follow log at debug level.
+			if s.upLogged || failures == 0 {
 				s.log.Warn("kv event stream down; reconnecting", zap.Error(err), zap.Duration("backoff", delay))
 				s.upLogged = false
 			} else {
 				s.log.Debug("kv event stream attempt failed", zap.Error(err), zap.Duration("backoff", delay))
 			}
 		}
+		failures++
 		if delay > 0 {
 			s.state.store(StreamDown)
 			select {

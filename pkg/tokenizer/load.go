@@ -74,7 +74,7 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
-	Model         *modelJSON       `json:"model"`
+	Model         json.RawMessage  `json:"model"`
 }
 
 type addedTokenJSON struct {
@@ -154,8 +154,21 @@ func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if f.Model == nil {
+	if isNull(f.Model) {
 		return nil, fmt.Errorf("%w: no model", ErrMalformed)
+	}
+	var mtype struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(f.Model, &mtype); err != nil {
+		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)
+	}
+	if mtype.Type != "" && mtype.Type != "BPE" {
+		return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, mtype.Type)
+	}
+	var model modelJSON
+	if err := json.Unmarshal(f.Model, &model); err != nil {
+		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)
 	}
 	t := &Tokenizer{bos: -1, eos: -1}
 	if err := t.loadPreTokenizer(f.PreTokenizer); err != nil {
@@ -164,7 +177,7 @@ func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 	if !t.byteLevel {
 		return nil, fmt.Errorf("%w: only byte-level BPE is implemented (no ByteLevel pre-tokenizer)", ErrUnsupported)
 	}
-	if err := t.loadModel(f.Model); err != nil {
+	if err := t.loadModel(&model); err != nil {
 		return nil, err
 	}
 	if err := t.loadNormalizer(f.Normalizer); err != nil {
@@ -220,9 +233,6 @@ func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 }
 
 func (t *Tokenizer) loadModel(m *modelJSON) error {
-	if m.Type != "" && m.Type != "BPE" {
-		return fmt.Errorf("%w: model type %q", ErrUnsupported, m.Type)
-	}
 	if m.Vocab == nil || isNull(m.Merges) {
 		return fmt.Errorf("%w: BPE model without vocab or merges", ErrMalformed)
 	}

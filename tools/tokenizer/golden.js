@@ -16,8 +16,21 @@ const root = path.resolve(__dirname, '..', '..');
 const { Tokenizer } = require(path.join(root, '.cache', 'node', 'node_modules', '@anush008', 'tokenizers'));
 const families = ['qwen3', 'llama3', 'deepseek_v3'];
 
+// Options (for ad-hoc differential runs; the committed files use the defaults):
+//   --out DIR     write golden_<family>.jsonl there instead of pkg/tokenizer/testdata
+//   --random N    number of random texts (default 400)
+//   --seed S      PRNG seed of the random texts (default 1337); with a seed other than the
+//                 default only random texts are written
+function option(name, def) {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : def;
+}
+
 async function main() {
-  const texts = [...fixed, ...prose, ...code, prose.join('\n\n'), code.join('\n'), ...randomTexts(400, 1337)];
+  const outDir = option('--out', path.join(root, 'pkg', 'tokenizer', 'testdata'));
+  const seed = Number(option('--seed', '1337'));
+  const random = randomTexts(Number(option('--random', '400')), seed);
+  const texts = seed === 1337 ? [...fixed, ...prose, ...code, prose.join('\n\n'), code.join('\n'), ...random] : random;
   for (const fam of families) {
     const tok = Tokenizer.fromFile(path.join(root, '.cache', 'tokenizers', fam, 'tokenizer.json'));
     const lines = [];
@@ -28,7 +41,7 @@ async function main() {
       const decoded = await tok.decode(ids, false);
       lines.push(JSON.stringify({ text, ids, ids_special: b.getIds(), decoded }));
     }
-    const out = path.join(root, 'pkg', 'tokenizer', 'testdata', `golden_${fam}.jsonl`);
+    const out = path.join(outDir, `golden_${fam}.jsonl`);
     fs.writeFileSync(out, lines.join('\n') + '\n');
     console.log(`${out}: ${lines.length} pairs, ${fs.statSync(out).size} bytes`);
   }

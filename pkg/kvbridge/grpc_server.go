@@ -224,6 +224,13 @@ func (s *BridgeServer) at(seq uint64) (*common.KvEventBatch, <-chan struct{}, er
 
 var errBridgeBehind = errors.New("kvbridge: subscriber fell behind the history")
 
+// SubscribeKvEvents serves one SubscribeKvEvents call with the semantics of BridgeServer. It is
+// what the registered services call, exported so that a server implementing the rest of an
+// engine service (the simulator) can delegate its KV-event stream to a bridge.
+func (s *BridgeServer) SubscribeKvEvents(req *common.SubscribeKvEventsRequest, stream grpc.ServerStreamingServer[common.KvEventBatch]) error {
+	return s.subscribe(req, stream)
+}
+
 // subscribe serves one SubscribeKvEvents call.
 func (s *BridgeServer) subscribe(req *common.SubscribeKvEventsRequest, stream grpc.ServerStreamingServer[common.KvEventBatch]) error {
 	cursor := req.GetStartSequenceNumber()

@@ -30,16 +30,19 @@ type options struct {
 
 	Workers []workerEntry `yaml:"workers"`
 
-	Policy              string  `yaml:"policy"`
-	CacheThreshold      float64 `yaml:"cache_threshold"`
-	BalanceAbsThreshold int64   `yaml:"balance_abs_threshold"`
-	BalanceRelThreshold float64 `yaml:"balance_rel_threshold"`
-	PrefillWeight       float64 `yaml:"prefill_weight"`
-	Temperature         float64 `yaml:"temperature"`
-	KVIndex             string  `yaml:"kv_index"`
-	BlockSize           int     `yaml:"block_size"`
-	KVListen            string  `yaml:"kv_listen"`
-	IndexMaxBlocks      int     `yaml:"index_max_blocks"`
+	Policy              string        `yaml:"policy"`
+	CacheThreshold      float64       `yaml:"cache_threshold"`
+	BalanceAbsThreshold int64         `yaml:"balance_abs_threshold"`
+	BalanceRelThreshold float64       `yaml:"balance_rel_threshold"`
+	PrefillWeight       float64       `yaml:"prefill_weight"`
+	Temperature         float64       `yaml:"temperature"`
+	KVIndex             string        `yaml:"kv_index"`
+	BlockSize           int           `yaml:"block_size"`
+	KVListen            string        `yaml:"kv_listen"`
+	IndexMaxBlocks      int           `yaml:"index_max_blocks"`
+	TreeMaxBlocks       int           `yaml:"tree_max_blocks"`
+	TreeTTL             time.Duration `yaml:"tree_ttl"`
+	PendingTTL          time.Duration `yaml:"pending_ttl"`
 
 	ForwardTokenIDs      bool   `yaml:"forward_token_ids"`
 	AdminToken           string `yaml:"admin_token"`
@@ -95,6 +98,9 @@ func defaultOptions() options {
 		Temperature:         pc.Temperature,
 		KVIndex:             router.KVIndexAuto,
 		BlockSize:           router.DefaultBlockSize,
+		TreeMaxBlocks:       65536,
+		TreeTTL:             10 * time.Minute,
+		PendingTTL:          5 * time.Second,
 		MaxBodyBytes:        router.DefaultMaxBodyBytes,
 		MaxN:                router.DefaultMaxN,
 		HealthInterval:      router.DefaultHealthInterval,
@@ -161,6 +167,9 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.BlockSize, "block-size", o.BlockSize, "KV block size in tokens for workers whose spec and events do not give one")
 	fs.StringVar(&o.KVListen, "kv-listen", o.KVListen, "bind one ZMQ SUB (tcp://*:PORT) for publishers that connect; batches are attributed by topic kv@<host:port>@<model>")
 	fs.IntVar(&o.IndexMaxBlocks, "index-max-blocks", o.IndexMaxBlocks, "bound on block keys in the event index, least recently touched evicted (0: unbounded)")
+	fs.IntVar(&o.TreeMaxBlocks, "tree-max-blocks", o.TreeMaxBlocks, "approximate tree: blocks remembered per worker (its modelled KV cache), least recently used dropped")
+	fs.DurationVar(&o.TreeTTL, "tree-ttl", o.TreeTTL, "approximate tree: a routed prefix not seen again for this long stops matching")
+	fs.DurationVar(&o.PendingTTL, "pending-ttl", o.PendingTTL, "pending overlay: how long blocks just routed to an event-fed worker count as held before its events confirm them")
 	fs.BoolVar(&o.ForwardTokenIDs, "forward-token-ids", o.ForwardTokenIDs, "send the gateway's token ids as the prompt to http:// workers")
 	fs.StringVar(&o.AdminToken, "admin-token", o.AdminToken, "bearer token required on /workers and /debug/route (default: $KVGATE_ADMIN_TOKEN; empty: open)")
 	fs.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", o.MaxPromptTokens, "reject prompts longer than this with 413 (0: no limit)")

@@ -196,6 +196,16 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		return cfg, fmt.Errorf("gateway: index: %w", err)
 	}
 	cfg.Index = idx
+	tree, err := indexer.NewTree(indexer.TreeConfig{BlockSize: o.BlockSize, MaxBlocksPerWorker: o.TreeMaxBlocks, TTL: o.TreeTTL})
+	if err != nil {
+		return cfg, fmt.Errorf("gateway: tree: %w", err)
+	}
+	cfg.Tree = tree
+	pend, err := indexer.NewPending(indexer.PendingConfig{TTL: o.PendingTTL})
+	if err != nil {
+		return cfg, fmt.Errorf("gateway: pending: %w", err)
+	}
+	cfg.Pending = pend
 	km, err := kvbridge.NewMetrics(reg)
 	if err != nil {
 		return cfg, err

@@ -152,6 +152,24 @@ func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
 		}
 		cfg.Index = idx
 	}
+	if cfg.Tree == nil {
+		bs := cfg.BlockSize
+		if bs == 0 {
+			bs = DefaultBlockSize
+		}
+		tree, err := indexer.NewTree(indexer.TreeConfig{BlockSize: bs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Tree = tree
+	}
+	if cfg.Pending == nil {
+		p, err := indexer.NewPending(indexer.PendingConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Pending = p
+	}
 	if cfg.Tokenizer == nil {
 		cfg.Tokenizer = byteTokenizer{}
 	}

@@ -13,7 +13,8 @@ import (
 
 // ApproxTree is what the router needs of the approximate token tree (DESIGN.md §4): it records
 // where requests were sent and answers, per worker, how many leading blocks of a request it
-// probably holds. *indexer.Tree implements it.
+// probably holds, in blocks of the router's default block size (Config.BlockSize: build the
+// tree with the same size). *indexer.Tree implements it.
 type ApproxTree interface {
 	Insert(w indexer.WorkerID, tokens []uint32)
 	Match(tokens []uint32, dst []indexer.WorkerMatch) []indexer.WorkerMatch
@@ -25,6 +26,7 @@ type ApproxTree interface {
 type PendingOverlay interface {
 	Add(w indexer.WorkerID, keys []uint64)
 	Match(keys []uint64, dst []indexer.WorkerMatch) []indexer.WorkerMatch
+	RemoveWorker(w indexer.WorkerID)
 }
 
 // decision is the outcome of routing one request.
@@ -250,16 +252,16 @@ func (rt *Router) score(s *routeScratch, tokens []uint32, explain bool) {
 			sc.tree = t
 		}
 		c := policy.Candidate{Key: m.w.Key(), Load: sc.load}
+		// Events and pending count blocks of the worker's own size; the tree counts blocks
+		// of the default size. Compare in default-size blocks.
+		ev, pe := sc.events*sc.bs/defBS, sc.pending*sc.bs/defBS
 		switch {
-		case sc.fed && sc.events >= sc.pending && sc.events > 0:
-			c.Matched, c.Source = sc.events, policy.SourceEvents
-		case sc.fed && sc.pending > 0:
-			c.Matched, c.Source = sc.pending, policy.SourcePending
+		case sc.fed && ev >= pe && ev > 0:
+			c.Matched, c.Source = ev, policy.SourceEvents
+		case sc.fed && pe > 0:
+			c.Matched, c.Source = pe, policy.SourcePending
 		case !sc.fed && sc.tree > 0:
 			c.Matched, c.Source = sc.tree, policy.SourceTree
-		}
-		if sc.bs != defBS && c.Matched > 0 {
-			c.Matched = c.Matched * sc.bs / defBS
 		}
 		s.cands[i] = c
 	}

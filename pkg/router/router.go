@@ -285,6 +285,9 @@ func (rt *Router) RemoveWorker(url string) error {
 		if rt.cfg.Tree != nil {
 			rt.cfg.Tree.RemoveWorker(id)
 		}
+		if rt.cfg.Pending != nil {
+			rt.cfg.Pending.RemoveWorker(id)
+		}
 	}
 	if rt.cfg.KVMetrics != nil {
 		rt.cfg.KVMetrics.Forget(m.w.URL())

@@ -1,0 +1,174 @@
+package router
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/kvgate/kvgate/api/vllm"
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/policy"
+)
+
+// startPublisher runs an engine-style ZMQ publisher (PUB + replay ROUTER) until the test ends.
+func startPublisher(t *testing.T) (*kvbridge.Publisher, string, string) {
+	t.Helper()
+	p, err := kvbridge.NewPublisher(kvbridge.PublisherConfig{Endpoint: "tcp://127.0.0.1:*", Replay: "tcp://127.0.0.1:*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	pub, rep := p.Endpoints()
+	return p, pub, rep
+}
+
+// storedBatch is one batch storing tokens as a chain from block 0, with engine hashes base+i.
+func storedBatch(tokens []uint32, bs int, base uint64) *indexer.Batch {
+	n := len(tokens) / bs
+	hashes := make([]uint64, n)
+	for i := range hashes {
+		hashes[i] = base + uint64(i)
+	}
+	return &indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, Hashes: hashes, Tokens: tokens[:n*bs], BlockSize: bs, Medium: "GPU"}}}
+}
+
+func bytesOf(s string) []uint32 {
+	out := make([]uint32, len(s))
+	for i := range s {
+		out[i] = uint32(s[i])
+	}
+	return out
+}
+
+func TestCacheAwareRoutingFromZMQEvents(t *testing.T) {
+	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
+	pa, pubA, repA := startPublisher(t)
+	pb, pubB, repB := startPublisher(t)
+	_ = pa
+	g := newTestGateway(t, Config{},
+		"url="+a.url()+",kv_events="+pubA+",replay="+repA,
+		"url="+b.url()+",kv_events="+pubB+",replay="+repB)
+	g.waitFor(t, "event streams up", func() bool { ok, _ := g.rt.Ready(); return ok })
+	// Worker b's engine reports that it cached the long prefix (block size 8, learned from the
+	// events).
+	prefix := strings.Repeat("system prompt! ", 8) // 120 bytes = 15 blocks of 8
+	if _, err := pb.Publish(storedBatch(bytesOf(prefix), 8, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	mb := g.rt.fleet.Load().byURL[b.url()]
+	g.waitFor(t, "b's blocks in the index", func() bool { return mb.indexBlocks() == 15 })
+	if got := mb.w.BlockSize(16); got != 8 {
+		t.Errorf("learned block size: got %d, want 8", got)
+	}
+	resp, body := g.post(t, `{"prompt":"`+prefix+`and the user's question"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get(HeaderWorker); got != b.url() {
+		t.Errorf("worker: got %q, want %q (the one holding the prefix)", got, b.url())
+	}
+	if got, want := resp.Header.Get(HeaderReason), string(policy.ReasonCacheHit); got != want {
+		t.Errorf("reason: got %q, want %q", got, want)
+	}
+	if got := resp.Header.Get(HeaderMatchedBlocks); got != "15" {
+		t.Errorf("matched blocks: got %q, want 15", got)
+	}
+
+	// A new prompt matches nothing; an identical one right after lands on the same worker
+	// through the pending overlay, before any event confirms it.
+	fresh := `{"prompt":"` + strings.Repeat("brand new text ", 6) + `"}`
+	resp1, _ := g.post(t, fresh)
+	if got := resp1.Header.Get(HeaderReason); got != string(policy.ReasonNoMatch) {
+		t.Errorf("fresh prompt reason: got %q, want no_match", got)
+	}
+	resp2, _ := g.post(t, fresh)
+	if got, want := resp2.Header.Get(HeaderWorker), resp1.Header.Get(HeaderWorker); got != want {
+		t.Errorf("repeat of a fresh prompt: got worker %q, want %q", got, want)
+	}
+	if got := resp2.Header.Get(HeaderReason); got != string(policy.ReasonPendingHit) {
+		t.Errorf("repeat reason: got %q, want pending_hit", got)
+	}
+
+	// The explanation endpoint agrees, without sending anything.
+	_, dbg := g.do(t, http.MethodGet, "/debug/route?prompt="+strings.ReplaceAll(prefix, " ", "%20")+"x", "", "")
+	if !strings.Contains(dbg, `"worker":"`+b.url()+`","reason":"cache_hit","matched_blocks":7`) {
+		// 15 blocks of 8 tokens = 7 blocks of the default 16 on the common scale.
+		t.Errorf("/debug/route: got %s", dbg)
+	}
+
+	// Removing the worker drops its blocks from the index and stops its stream.
+	if err := g.rt.RemoveWorker(b.url()); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.rt.cfg.Index.WorkerBlocks(mb.ids[0]); n != 0 {
+		t.Errorf("blocks after removal: got %d, want 0", n)
+	}
+	if st, _ := mb.streamState(); st != kvbridge.StreamStopped {
+		t.Errorf("stream after removal: got %v, want stopped", st)
+	}
+}
+
+func TestTreeRoutingWithoutEvents(t *testing.T) {
+	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
+	g := newTestGateway(t, Config{}, a.url(), b.url())
+	prompt := `{"prompt":"` + strings.Repeat("tree me please ", 5) + `"}`
+	r1, _ := g.post(t, prompt)
+	r2, _ := g.post(t, prompt)
+	if r1.Header.Get(HeaderWorker) != r2.Header.Get(HeaderWorker) {
+		t.Errorf("repeat went elsewhere: %q then %q", r1.Header.Get(HeaderWorker), r2.Header.Get(HeaderWorker))
+	}
+	if got := r2.Header.Get(HeaderReason); got != string(policy.ReasonTreeHit) {
+		t.Errorf("repeat reason: got %q, want tree_hit", got)
+	}
+	if got := r2.Header.Get(HeaderMatchedBlocks); got != strconv.Itoa(75/16) {
+		t.Errorf("matched blocks: got %q, want %d", got, 75/16)
+	}
+}
+
+func TestKVIndexOffUsesTreeForEventWorkers(t *testing.T) {
+	a := newFakeWorker(t, "m")
+	_, pub, _ := startPublisher(t)
+	g := newTestGateway(t, Config{KVIndex: KVIndexOff}, "url="+a.url()+",kv_events="+pub)
+	m := g.rt.fleet.Load().members[0]
+	if _, ok := m.streamState(); ok || m.eventFed() {
+		t.Errorf("--kv-index off: got a stream / event-fed worker")
+	}
+	prompt := `{"prompt":"` + strings.Repeat("x", 40) + `"}`
+	g.post(t, prompt)
+	r, _ := g.post(t, prompt)
+	if got := r.Header.Get(HeaderReason); got != string(policy.ReasonTreeHit) {
+		t.Errorf("reason: got %q, want tree_hit", got)
+	}
+}
+
+func TestGRPCUnimplementedWorkersRoutedByTree(t *testing.T) {
+	var addrs []string
+	for i := 0; i < 2; i++ {
+		f := newFakeVLLM()
+		f.gen = echoUpper
+		addrs = append(addrs, startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) }))
+	}
+	g := newTestGateway(t, Config{}, "url=grpc://"+addrs[0]+",runtime=vllm", "url=grpc://"+addrs[1]+",runtime=vllm")
+	g.waitFor(t, "both streams unavailable", func() bool {
+		for _, m := range g.rt.members() {
+			if st, _ := m.streamState(); st != kvbridge.StreamUnavailable {
+				return false
+			}
+		}
+		return true
+	})
+	prompt := `{"prompt":"` + strings.Repeat("q", 48) + `","max_tokens":1}`
+	r1, _ := g.post(t, prompt)
+	r2, _ := g.post(t, prompt)
+	if r1.Header.Get(HeaderWorker) != r2.Header.Get(HeaderWorker) || r2.Header.Get(HeaderReason) != string(policy.ReasonTreeHit) {
+		t.Errorf("got %q/%q then %q/%q, want the same worker by tree_hit", r1.Header.Get(HeaderWorker), r1.Header.Get(HeaderReason), r2.Header.Get(HeaderWorker), r2.Header.Get(HeaderReason))
+	}
+}

@@ -60,5 +60,6 @@ func leastLoaded(rnd func() uint64, cands []Candidate) int {
 // imbalanced is SMG's load guard (DESIGN.md §5): the spread exceeds abs AND the maximum
 // exceeds rel times the minimum.
 func imbalanced(lo, hi, abs int64, rel float64) bool {
-	return hi-lo > abs && float64(hi) > rel*float64(lo)
+	// The spread is computed in uint64 so that extreme loads cannot overflow (lo ≤ hi, abs ≥ 0).
+	return uint64(hi)-uint64(lo) > uint64(abs) && float64(hi) > rel*float64(lo)
 }

@@ -75,7 +75,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		ids     []uint32
 		keys    []uint64
 		buf     []byte
-		text    string
+		text    *string
 		failed  bool
 		lineNo  int
 		tooLong bool
@@ -109,14 +109,15 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			break
 		}
 		lineNo++
+		text = nil
 		line = bytes.TrimRight(line, "\r\n")
 		switch {
 		case tooLong:
 			fail(fmt.Sprintf("longer than %d bytes", maxTokenizeLine))
-		case json.Unmarshal(line, &text) != nil:
+		case json.Unmarshal(line, &text) != nil || text == nil:
 			fail("not a JSON string")
 		default:
-			ids, err = tok.Encode(ids[:0], text, *addSpecial)
+			ids, err = tok.Encode(ids[:0], *text, *addSpecial)
 			if err != nil {
 				fail(err.Error())
 				break

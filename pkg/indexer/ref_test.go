@@ -309,6 +309,13 @@ func runScenario(t *testing.T, src opSource, steps int) {
 		t.Fatal(err)
 	}
 	ref := newRef()
+	// small evicts under the same events; it cannot match the reference, but it must stay
+	// within its budget with consistent counters.
+	const budget = 16
+	small, err := New(Config{MaxBlocks: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var dst []WorkerMatch
 	for step := 0; step < steps && !src.done(); step++ {
 		w := sc.workers[src.intn(len(sc.workers))]
@@ -320,12 +327,15 @@ func runScenario(t *testing.T, src opSource, steps int) {
 		switch src.intn(40) {
 		case 0:
 			ix.ResetWorker(w)
+			small.ResetWorker(w)
 			ref.drop(w)
 		case 1:
 			ix.RemoveWorker(w)
+			small.RemoveWorker(w)
 			ref.drop(w)
 		default:
 			evs := sc.genEvents(src, known)
+			small.Apply(w, evs)
 			got, want := ix.Apply(w, evs), ref.apply(w, evs)
 			if got != want {
 				t.Fatalf("step %d: Apply(%d, %+v) = %+v, want %+v", step, w, evs, got, want)
@@ -347,6 +357,10 @@ func runScenario(t *testing.T, src opSource, steps int) {
 		if got, want := ix.Len(), len(ref.holds); got != want {
 			t.Fatalf("step %d: Len = %d, want %d", step, got, want)
 		}
+		if got := small.Len(); got > budget {
+			t.Fatalf("step %d: evicting index Len = %d > MaxBlocks %d", step, got, budget)
+		}
+		checkTable(t, small)
 	}
 }
 

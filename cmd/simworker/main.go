@@ -36,6 +36,7 @@ type options struct {
 	core                                sim.Config
 	timeScale                           float64
 	noGRPCKV                            bool
+	streamInterval                      int
 
 	kvEvents, kvReplay, kvTopic, kvFormat, kvHash string
 	kvConnect, kvReplayTopic                      bool
@@ -107,6 +108,7 @@ Flags:
 	fs.IntVar(&o.core.MaxModelLen, "max-model-len", d.MaxModelLen, "context length (prompt + output)")
 	fs.IntVar(&o.core.VocabSize, "vocab-size", d.VocabSize, "vocabulary size when no --tokenizer is given")
 	fs.StringVar(&o.core.HashSeed, "hash-seed", "", "seed of the block hash chain (like PYTHONHASHSEED)")
+	fs.IntVar(&o.streamInterval, "stream-interval", 1, "signal streaming clients every N tokens (first token and end always at once), like SGLang's --stream-interval")
 	fs.Float64Var(&o.timeScale, "time-scale", 1, "wall time = simulated time x this (0.02 runs 50x faster than the modelled GPU)")
 	fs.IntVar(&o.faultDropEvery, "fault-drop-every", 0, "drop every Nth KV event batch on the PUB (0 = off)")
 	fs.IntVar(&o.faultRestartAfter, "fault-restart-after", 0, "restart the KV publisher's sequence after N batches (0 = off)")
@@ -239,7 +241,7 @@ func run(ctx context.Context, o *options) error {
 	ranks := make(sim.Ranks, 0, o.dpSize)
 	for r := range o.dpSize {
 		e, err := sim.NewEngine(sim.EngineConfig{Core: o.core, Rank: r, TimeScale: o.timeScale,
-			StallAfter: o.faultStallAfter, StallFor: o.faultStallFor}, sim.SystemClock{}, sink, nil)
+			StallAfter: o.faultStallAfter, StallFor: o.faultStallFor, StreamInterval: o.streamInterval}, sim.SystemClock{}, sink, nil)
 		if err != nil {
 			return err
 		}

@@ -20,10 +20,11 @@ type Config struct {
 	// MaxRunning caps the sequences in the running batch (vLLM max_num_seqs; default 256).
 	MaxRunning int `json:"max_running" yaml:"max_running"`
 	// MaxBatchedTokens is the per-step token budget shared by decodes and (chunked) prefills
-	// (vLLM max_num_batched_tokens; default 2048).
+	// (vLLM max_num_batched_tokens; default 8192, vLLM V1's for an 80 GB GPU's API server).
 	MaxBatchedTokens int `json:"max_batched_tokens" yaml:"max_batched_tokens"`
 	// Step time = StepOverhead + prefill tokens × PrefillPerToken + sequences in the step ×
-	// DecodePerSeq (defaults 22 ms, 1/12000 s and 250 µs: 30 ms for 32 decodes).
+	// DecodePerSeq (defaults 26 ms, 1/12000 s and 125 µs: 30 ms for a decode step at batch 32,
+	// 58 ms at batch 256, since decoding is bound by reading the weights, not the batch).
 	StepOverhead    time.Duration `json:"step_overhead" yaml:"step_overhead"`
 	PrefillPerToken time.Duration `json:"prefill_per_token" yaml:"prefill_per_token"`
 	DecodePerSeq    time.Duration `json:"decode_per_seq" yaml:"decode_per_seq"`
@@ -45,10 +46,10 @@ func DefaultConfig() Config {
 		NumBlocks:        12500,
 		BlockSize:        16,
 		MaxRunning:       256,
-		MaxBatchedTokens: 2048,
-		StepOverhead:     22 * time.Millisecond,
+		MaxBatchedTokens: 8192,
+		StepOverhead:     26 * time.Millisecond,
 		PrefillPerToken:  time.Second / 12000,
-		DecodePerSeq:     250 * time.Microsecond,
+		DecodePerSeq:     125 * time.Microsecond,
 		MaxModelLen:      32768,
 		VocabSize:        151936,
 	}

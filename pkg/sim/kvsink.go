@@ -138,6 +138,9 @@ func (s *ZMQSink) Endpoints() (pub, replay []string) {
 	return pub, replay
 }
 
+// NextSeq returns the sequence number rank's publisher will use next.
+func (s *ZMQSink) NextSeq(rank int) uint64 { return s.pubs[rank].NextSeq() }
+
 // PublishStep copies ev and queues it for rank's publisher. It blocks while the queue is full.
 func (s *ZMQSink) PublishStep(rank int, ts time.Time, ev *StepEvents) error {
 	if rank < 0 || rank >= len(s.queues) {

@@ -24,6 +24,28 @@ import (
 
 const fixtureDir = "../../../shared/fixtures/kvevents"
 
+// freePorts returns a base port p such that p..p+n-1 were free a moment ago.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		base := freePort(t)
+		ok := true
+		for i := 1; i < n && ok; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
 // freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -76,7 +98,7 @@ type zmqEnv struct {
 
 func newZMQEnv(t *testing.T, enc kvbridge.EncodeOptions, faults ZMQSinkConfig) *zmqEnv {
 	t.Helper()
-	pubPort, replayPort := freePort(t), freePort(t)
+	pubPort, replayPort := freePorts(t, max(faults.Ranks, 1)), freePorts(t, max(faults.Ranks, 1))
 	faults.Publisher = kvbridge.PublisherConfig{
 		Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", pubPort), Mode: kvbridge.PubBind,
 		Replay: fmt.Sprintf("tcp://127.0.0.1:%d", replayPort), Topic: "kv@sim", Encode: enc,
@@ -89,18 +111,22 @@ func newZMQEnv(t *testing.T, enc kvbridge.EncodeOptions, faults ZMQSinkConfig) *
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = sink.Run(ctx) }()
-	e, err := NewEngine(EngineConfig{Core: Config{BlockSize: 16, NumBlocks: 1000}, TimeScale: 1e-3}, SystemClock{}, sink, nil)
-	if err != nil {
-		t.Fatal(err)
+	var ranks Ranks
+	for r := range max(faults.Ranks, 1) {
+		e, err := NewEngine(EngineConfig{Core: Config{BlockSize: 16, NumBlocks: 1000}, TimeScale: 1e-3, Rank: r}, SystemClock{}, sink, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranks = append(ranks, e)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = e.Run(ctx) }()
 	}
 	reg := prometheus.NewRegistry()
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = e.Run(ctx) }()
-	s, err := NewServer(ServerConfig{Model: "sim-model"}, Ranks{e}, reg)
+	s, err := NewServer(ServerConfig{Model: "sim-model"}, ranks, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &zmqEnv{testEnv: &testEnv{ranks: Ranks{e}, reg: reg}, sink: sink}
+	env := &zmqEnv{testEnv: &testEnv{ranks: ranks, reg: reg}, sink: sink}
 	env.srv = httptest.NewServer(s.Handler())
 	pubs, replays := sink.Endpoints()
 	env.pubEP, env.replay = pubs[0], replays[0]
@@ -365,4 +391,114 @@ func containsBin32(payloads [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// liveSeqs subscribes to ep, syncs on reset batches of rank e, then publishes n more reset
+// batches and returns the (seq, rank) of every live message after the sync.
+func liveSeqs(t *testing.T, env *zmqEnv, ep string, e *Engine, n int) (seqs []uint64, ranks []int32) {
+	t.Helper()
+	sub := zsocket(t, zmq.SUB)
+	if err := sub.SetSubscribe(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Connect(ep); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(defaultTestTimeout)
+	for recvWithin(t, sub, 20*time.Millisecond) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("subscriber never received a batch")
+		}
+		e.ResetPrefixCache()
+	}
+	for recvWithin(t, sub, 100*time.Millisecond) != nil { // drain the sync batches
+	}
+	// One reset per batch: wait for each to be published (resets of one step share a batch).
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for range n {
+		before := env.sink.NextSeq(e.Rank())
+		if !e.ResetPrefixCache() {
+			t.Fatal("reset refused")
+		}
+		for env.sink.NextSeq(e.Rank()) == before {
+			if time.Now().After(deadline) {
+				t.Fatal("reset batch never published")
+			}
+			<-tick.C
+		}
+	}
+	for {
+		msg := recvWithin(t, sub, 300*time.Millisecond)
+		if msg == nil {
+			return seqs, ranks
+		}
+		m, err := kvbridge.ParseLive(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b indexer.Batch
+		if err := kvbridge.DecodeBatch(m.Payload, &b); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Events) != 1 || b.Events[0].Kind != indexer.EventCleared {
+			t.Errorf("batch %d: %+v, want one cleared event", m.Seq, b.Events)
+		}
+		seqs, ranks = append(seqs, m.Seq), append(ranks, b.DPRank)
+	}
+}
+
+func TestZMQFaultsAndRanks(t *testing.T) {
+	t.Run("drop every 3rd, replay repairs", func(t *testing.T) {
+		env := newZMQEnv(t, kvbridge.EncodeOptions{}, ZMQSinkConfig{DropEvery: 3})
+		seqs, _ := liveSeqs(t, env, env.pubEP, env.ranks[0], 9)
+		if len(seqs) != 6 {
+			t.Fatalf("live seqs %v: want 6 of 9 batches", seqs)
+		}
+		var missing uint64
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] != seqs[i-1]+1 {
+				missing = seqs[i-1] + 1
+				break
+			}
+		}
+		if missing == 0 {
+			t.Fatalf("live seqs %v have no gap", seqs)
+		}
+		dealer := zsocket(t, zmq.DEALER)
+		if err := dealer.Connect(env.replay); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dealer.SendMessage("", kvbridge.AppendSeq(nil, missing)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := kvbridge.ParseReplayReply(recvWithin(t, dealer, defaultTestTimeout))
+		if err != nil || m.End || m.Seq != missing {
+			t.Errorf("replay of dropped seq %d: %+v %v", missing, m, err)
+		}
+	})
+	t.Run("restart after 4", func(t *testing.T) {
+		env := newZMQEnv(t, kvbridge.EncodeOptions{}, ZMQSinkConfig{RestartAfter: 4})
+		seqs, _ := liveSeqs(t, env, env.pubEP, env.ranks[0], 8)
+		restarted := false
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] <= seqs[i-1] {
+				restarted = seqs[i] == 0
+			}
+		}
+		if !restarted {
+			t.Errorf("live seqs %v: want a restart back to 0", seqs)
+		}
+	})
+	t.Run("dp ranks on port+rank", func(t *testing.T) {
+		env := newZMQEnv(t, kvbridge.EncodeOptions{MapEvents: true}, ZMQSinkConfig{Ranks: 2})
+		pubs, _ := env.sink.Endpoints()
+		if len(pubs) != 2 {
+			t.Fatalf("endpoints %v", pubs)
+		}
+		_, ranks := liveSeqs(t, env, pubs[1], env.ranks[1], 2)
+		if len(ranks) != 2 || ranks[0] != 1 || ranks[1] != 1 {
+			t.Errorf("rank 1's publisher sent ranks %v, want [1 1]", ranks)
+		}
+	})
 }

@@ -25,7 +25,12 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("POST /workers", rt.instrument("/workers", rt.admin(rt.handleAddWorker)))
 	mux.Handle("DELETE /workers", rt.instrument("/workers", rt.admin(rt.handleRemoveWorker)))
 	mux.Handle("GET /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRoute)))
+	known := map[string]bool{"/v1/completions": true, "/v1/models": true, "/health": true, "/readiness": true, "/workers": true, "/debug/route": true}
 	mux.Handle("/", rt.instrument("other", func(w http.ResponseWriter, r *http.Request) {
+		if known[r.URL.Path] {
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " not allowed on " + r.URL.Path, Type: typeInvalidRequest, Code: "method_not_allowed"})
+			return
+		}
 		writeError(w, &apiError{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path, Type: typeNotFound, Code: "not_found"})
 	}))
 	return mux

@@ -1,0 +1,114 @@
+package router
+
+import (
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kvgate/kvgate/"
+
+// allowedImports lists, per package (or package prefix ending in "/"), the module packages it may
+// import directly (DESIGN.md §2 and STYLE.md "Allowed imports"): router → policy → indexer →
+// worker; kvbridge → indexer; cmd/* → pkg/*; nothing imports router or cmd. Generated api
+// packages may import each other. A package missing from the table may import nothing of the
+// module, so a new package has to be placed here deliberately.
+var allowedImports = map[string][]string{
+	"api/":          {"api/"},
+	"pkg/worker":    {},
+	"pkg/tokenizer": {},
+	"pkg/indexer":   {"pkg/worker"},
+	"pkg/policy":    {"pkg/indexer", "pkg/worker"},
+	"pkg/kvbridge":  {"pkg/indexer", "api/"},
+	"pkg/sim":       {"pkg/tokenizer", "pkg/kvbridge", "pkg/indexer", "api/"},
+	"pkg/router":    {"pkg/policy", "pkg/indexer", "pkg/worker", "pkg/tokenizer", "pkg/kvbridge", "api/"},
+	"cmd/":          {"pkg/", "api/", "internal/"},
+	"internal/":     {"pkg/", "api/", "internal/"},
+	"test/":         {"pkg/", "api/", "internal/"},
+	"tools/":        {"pkg/", "api/", "internal/"},
+	"deploy":        {},
+}
+
+// rule returns the allow list of pkg (relative to the module).
+func rule(pkg string) ([]string, bool) {
+	if r, ok := allowedImports[pkg]; ok {
+		return r, true
+	}
+	best := ""
+	for k := range allowedImports {
+		if strings.HasSuffix(k, "/") && strings.HasPrefix(pkg, k) && len(k) > len(best) {
+			best = k
+		}
+	}
+	r, ok := allowedImports[best]
+	return r, ok && best != ""
+}
+
+func allowed(list []string, imp string) bool {
+	return slices.ContainsFunc(list, func(a string) bool {
+		return a == imp || (strings.HasSuffix(a, "/") && strings.HasPrefix(imp, a))
+	})
+}
+
+// TestImportRules runs `go list` over the module and fails on any forbidden edge among the
+// production (non-test) imports.
+func TestImportRules(t *testing.T) {
+	cmd := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"...")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errb.String())
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(f[0], module)
+		list, ok := rule(pkg)
+		if !ok {
+			list = nil
+		}
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			checked++
+			if !allowed(list, imp) {
+				t.Errorf("%s imports %s: forbidden by DESIGN.md §2", pkg, imp)
+			}
+			if strings.HasPrefix(imp, "cmd/") || (imp == "pkg/router" && !strings.HasPrefix(pkg, "cmd/")) {
+				t.Errorf("%s imports %s: nothing may import router or cmd", pkg, imp)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("go list reported no module imports; the check checked nothing")
+	}
+}
+
+func TestImportRuleTable(t *testing.T) {
+	tests := []struct {
+		pkg, imp string
+		want     bool
+	}{
+		{"pkg/router", "pkg/policy", true},
+		{"pkg/policy", "pkg/router", false},
+		{"pkg/indexer", "pkg/kvbridge", false},
+		{"pkg/kvbridge", "pkg/policy", false},
+		{"pkg/worker", "pkg/indexer", false},
+		{"cmd/gateway", "pkg/router", true},
+		{"pkg/kvbridge", "api/vllm", true},
+		{"pkg/newthing", "pkg/worker", false},
+	}
+	for _, tt := range tests {
+		list, _ := rule(tt.pkg)
+		if got := allowed(list, tt.imp); got != tt.want {
+			t.Errorf("%s → %s: got %v, want %v", tt.pkg, tt.imp, got, tt.want)
+		}
+	}
+}

@@ -434,7 +434,10 @@ func touch(s *slot, tick uint32) {
 func (t *table) prefetch(keys []uint64) uint64 {
 	var acc uint64
 	for _, k := range keys {
-		acc += t.slots[t.home(k)].key
+		h := t.home(k)
+		// The next slot too: a probe or a backward shift usually reads it, and it lies on
+		// the next cache line when h is a line's last slot.
+		acc += t.slots[h].key + t.slots[(h+1)&t.mask].key
 	}
 	return acc
 }

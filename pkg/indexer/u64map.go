@@ -175,7 +175,10 @@ func (m *u64map) reset() {
 func (m *u64map) prefetch(keys []uint64) uint64 {
 	var acc uint64
 	for _, k := range keys {
-		acc += m.slots[m.home(k)].key
+		h := m.home(k)
+		// The next slot too: a probe or a backward shift usually reads it, and it lies on
+		// the next cache line when h is a line's last slot.
+		acc += m.slots[h].key + m.slots[(h+1)&m.mask].key
 	}
 	return acc
 }

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+
+	"github.com/google/go-cmp/cmp"
 	"sync"
 	"testing"
 	"time"
@@ -139,36 +141,41 @@ func TestEngineStallFault(t *testing.T) {
 	}
 }
 
-func TestEngineStreamInterval(t *testing.T) {
-	e := runEngine(t, EngineConfig{StreamInterval: 4}, newInstantClock(), nil)
-	s, err := e.Submit(newReq("a", seqTokens(1, 20), 10), true, nil)
-	if err != nil {
-		t.Fatal(err)
+func TestStreamInterval(t *testing.T) {
+	tests := []struct {
+		name       string
+		interval   int
+		wantTokens bool
+		want       []int // token numbers (1-based) after which the stream is signalled
+	}{
+		{"every token", 1, true, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{"interval 4", 4, true, []int{1, 5, 9, 10}},
+		{"non-streaming: end only", 1, false, []int{10}},
 	}
-	// Signals: first token, then every 4 tokens (5, 9), then the end (10).
-	var sizes []int
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
-	defer cancel()
-	for {
-		select {
-		case <-s.Ready():
-		case <-ctx.Done():
-			t.Fatal("timeout")
-		}
-		toks, _, done := s.Take(nil)
-		if len(toks) > 0 {
-			sizes = append(sizes, len(toks))
-		}
-		if done {
-			break
-		}
-	}
-	total := 0
-	for _, n := range sizes {
-		total += n
-	}
-	if total != 10 || sizes[0] != 1 || len(sizes) > 4 {
-		t.Errorf("token batches per signal: %v, want the first alone and at most 4 signals for 10 tokens", sizes)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Stream{ready: make(chan struct{}, 1), wantTokens: tc.wantTokens, interval: tc.interval}
+			var got []int
+			for i := 1; i <= 10; i++ {
+				dl := &delivery{tok: uint32(i), hasTok: true, first: i == 1}
+				if i == 10 {
+					dl.finish = "length"
+				}
+				s.push(dl)
+				select {
+				case <-s.ready:
+					got = append(got, i)
+				default:
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("signals (-want +got):\n%s", diff)
+			}
+			toks, info, done := s.Take(nil)
+			if len(toks) != 10 || !done || info.FinishReason != "length" {
+				t.Errorf("Take: %d tokens, done %v, %+v", len(toks), done, info)
+			}
+		})
 	}
 }
 

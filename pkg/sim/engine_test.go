@@ -2,11 +2,11 @@ package sim
 
 import (
 	"context"
-
-	"github.com/google/go-cmp/cmp"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // instantClock is a fake Clock whose After advances the clock by d and fires at once, so an

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -254,4 +253,3 @@ func mustf(t *testing.T, cond bool, format string, args ...any) {
 	}
 }
 
-var _ = fmt.Sprintf

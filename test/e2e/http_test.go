@@ -252,4 +252,3 @@ func mustf(t *testing.T, cond bool, format string, args ...any) {
 		t.Fatalf(format, args...)
 	}
 }
-

@@ -216,7 +216,8 @@ func (c *core) workerBlockSize(w WorkerID) int {
 // Index must not be copied.
 type Index struct {
 	// mu guards c. Match, WorkerBlocks, WorkerBlockSize and Len hold it shared; Apply holds it
-	// exclusively for one event at a time (not a whole batch) so readers wait at most one event.
+	// exclusively for one event (or lockChunk blocks of a long one) at a time, not a whole
+	// batch, so readers wait at most that long.
 	mu sync.RWMutex
 	c  core
 }
@@ -242,14 +243,50 @@ func New(cfg Config) (*Index, error) {
 func (ix *Index) Apply(w WorkerID, events []Event) ApplyResult {
 	var res ApplyResult
 	for i := range events {
+		ev := &events[i]
+		if n := len(ev.Hashes); ev.Kind == EventStored && n > lockChunk && ev.BlockSize > 0 && len(ev.Tokens) == n*ev.BlockSize {
+			ix.applyStoredChunks(w, ev, i == 0, &res)
+			continue
+		}
 		ix.mu.Lock()
 		if i == 0 {
 			ix.c.t.tick++ // one recency tick per batch
 		}
-		ix.c.applyEvent(w, &events[i], &res)
+		ix.c.applyEvent(w, ev, &res)
 		ix.mu.Unlock()
 	}
 	return res
+}
+
+// lockChunk bounds the blocks one Apply places per write-lock hold, so that a reader never
+// waits behind a whole long prompt's chain (tens of microseconds at most).
+const lockChunk = 256
+
+// applyStoredChunks applies a long stored chain as consecutive chunks, each continuing from
+// the previous chunk's last block as its parent: the keys are the same as in one piece.
+func (ix *Index) applyStoredChunks(w WorkerID, ev *Event, tick bool, res *ApplyResult) {
+	sub := *ev
+	bs := ev.BlockSize
+	for from := 0; from < len(ev.Hashes); from += lockChunk {
+		to := min(from+lockChunk, len(ev.Hashes))
+		sub.Hashes, sub.Tokens = ev.Hashes[from:to], ev.Tokens[from*bs:to*bs]
+		if from > 0 {
+			sub.Parent, sub.HasParent = ev.Hashes[from-1], true
+		}
+		ix.mu.Lock()
+		if tick && from == 0 {
+			ix.c.t.tick++
+		}
+		var r ApplyResult
+		ix.c.applyEvent(w, &sub, &r)
+		ix.mu.Unlock()
+		res.Stored += r.Stored
+		res.Skipped += r.Skipped
+		res.UnknownParents += r.UnknownParents
+		if r.Stored == 0 {
+			return // the chain broke (unknown parent or skipped): place nothing after it
+		}
+	}
 }
 
 // ResetWorker drops every block of worker w (Sink). The worker stays known, with its block size.

@@ -325,3 +325,33 @@ func TestMatchAllocs(t *testing.T) {
 		t.Errorf("Match: %v allocs per call, want 0", a)
 	}
 }
+
+// TestLongChainChunked checks that a chain longer than lockChunk, applied in chunks, gets the
+// same keys as when it is placed in one piece.
+func TestLongChainChunked(t *testing.T) {
+	const n = 3*lockChunk + 7
+	toks := seq(5, n*4)
+	hs := make([]uint64, n)
+	for i := range hs {
+		hs[i] = uint64(1000 + i)
+	}
+	ix := mustNew(t, Config{})
+	res := ix.Apply(9, []Event{{Kind: EventStored, Hashes: hs, Tokens: toks, BlockSize: 4, LoraName: "a"}})
+	if res != (ApplyResult{Stored: n}) {
+		t.Errorf("Apply = %+v, want Stored %d", res, n)
+	}
+	keys := AppendBlockKeys(nil, toks, 4, "a")
+	if got := ix.Match(keys, nil); !cmp.Equal(got, []WorkerMatch{{9, n}}) {
+		t.Errorf("Match = %v, want [{9 %d}]", got, n)
+	}
+	// A long chain after an unknown parent is not placed at all.
+	res = ix.Apply(10, []Event{{Kind: EventStored, Hashes: hs, Parent: 1, HasParent: true, Tokens: toks, BlockSize: 4}})
+	if res != (ApplyResult{UnknownParents: 1}) || ix.WorkerBlocks(10) != 0 {
+		t.Errorf("unknown parent: Apply = %+v, WorkerBlocks = %d; want UnknownParents 1, 0 blocks", res, ix.WorkerBlocks(10))
+	}
+	// Removing a block in the middle leaves the leading part.
+	ix.Apply(9, []Event{{Kind: EventRemoved, Hashes: hs[500:501]}})
+	if got := ix.Match(keys, nil); !cmp.Equal(got, []WorkerMatch{{9, 500}}) {
+		t.Errorf("after removal: Match = %v, want [{9 500}]", got)
+	}
+}

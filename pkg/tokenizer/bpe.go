@@ -4,8 +4,8 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"slices"
-	"strings"
 	"sync/atomic"
+	"unsafe"
 )
 
 // mergeTable maps a pair of token ids to its merge: (rank+1)<<32 | merged id. Zero means "no
@@ -201,13 +201,14 @@ func (t *Tokenizer) bpeHeap(st *encState, out []uint32) []uint32 {
 	return out
 }
 
-// wordCache is a bounded, lock-free, direct-mapped cache from a pre-tokenized word (raw bytes)
-// to its BPE ids. A slot holds an immutable entry published with an atomic pointer; a colliding
-// word simply replaces it. Readers never block and never see a torn entry.
+// wordCache is a bounded, lock-free, 4-way set-associative cache from a pre-tokenized word (raw
+// bytes) to its BPE ids. A slot holds an immutable entry published with an atomic pointer; a new
+// word takes an empty way of its set, else replaces one chosen by hash bits. Readers never block
+// and never see a torn entry; two writers racing for a slot just lose one entry.
 type wordCache struct {
 	seed  maphash.Seed
-	slots []atomic.Pointer[cacheEntry]
-	mask  uint64
+	slots []atomic.Pointer[cacheEntry] // set i is slots[4i : 4i+4]
+	mask  uint64                       // number of sets - 1
 }
 
 type cacheEntry struct {
@@ -218,19 +219,38 @@ type cacheEntry struct {
 // maxCachedWord bounds the length of cached words (longer ones are rare and would pin memory).
 const maxCachedWord = 64
 
-func newWordCache(slots int) *wordCache {
-	n := 1 << bits.Len(uint(slots-1))
-	return &wordCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[cacheEntry], n), mask: uint64(n - 1)}
+const ways = 4
+
+// newWordCache returns a cache of about `entries` words (rounded up to a power of two).
+func newWordCache(entries int) *wordCache {
+	sets := 1 << bits.Len(uint(entries/ways-1))
+	return &wordCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[cacheEntry], ways*sets), mask: uint64(sets - 1)}
 }
 
 func (c *wordCache) get(w string) (*cacheEntry, uint64) {
 	h := maphash.String(c.seed, w)
-	if e := c.slots[h&c.mask].Load(); e != nil && e.word == w {
-		return e, h
+	set := c.slots[ways*(h&c.mask):][:ways]
+	for i := range set {
+		if e := set[i].Load(); e != nil && e.word == w {
+			return e, h
+		}
 	}
 	return nil, h
 }
 
 func (c *wordCache) put(h uint64, w string, ids []uint32) {
-	c.slots[h&c.mask].Store(&cacheEntry{word: strings.Clone(w), ids: slices.Clone(ids)})
+	// One allocation for the ids and the word's bytes.
+	buf := make([]uint32, len(ids)+(len(w)+3)/4)
+	copy(buf, ids)
+	wb := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf[len(ids):]))), len(w))
+	copy(wb, w)
+	e := &cacheEntry{word: unsafe.String(unsafe.SliceData(wb), len(w)), ids: buf[:len(ids):len(ids)]}
+	set := c.slots[ways*(h&c.mask):][:ways]
+	for i := range set {
+		if set[i].Load() == nil {
+			set[i].Store(e)
+			return
+		}
+	}
+	set[(h>>32)%ways].Store(e)
 }

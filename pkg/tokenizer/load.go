@@ -228,7 +228,7 @@ func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 	if err := t.loadConfig(&cfg); err != nil {
 		return nil, err
 	}
-	t.cache = newWordCache(1 << 16)
+	t.cache = newWordCache(1 << 18)
 	return t, nil
 }
 
@@ -356,9 +356,10 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 			return fmt.Errorf("%w: Split without pattern", ErrMalformed)
 		}
 		var m matcher
+		var f finder
 		switch {
 		case c.Pattern.Regex != nil:
-			m = knownPatterns[*c.Pattern.Regex]
+			m, f = knownPatterns[*c.Pattern.Regex], knownFinders[*c.Pattern.Regex]
 			if m == nil {
 				return fmt.Errorf("%w: Split regex %q is not one of the known model patterns", ErrUnsupported, *c.Pattern.Regex)
 			}
@@ -373,7 +374,7 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		default:
 			return fmt.Errorf("%w: Split with an empty pattern", ErrMalformed)
 		}
-		t.stages = append(t.stages, preStage{match: m})
+		t.stages = append(t.stages, preStage{match: m, find: f})
 	case "ByteLevel":
 		t.byteLevel = true
 		st := preStage{prefixSpace: c.AddPrefixSpace}

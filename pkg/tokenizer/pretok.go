@@ -28,6 +28,49 @@ const (
 // matcher reports the end of the pattern's match starting at s[i], or -1.
 type matcher func(s string, i int) int
 
+// finder reports the first match at or after from as [start, end), or start -1. Patterns whose
+// matches are rare in ordinary text have one, so the scan can skip over text quickly instead of
+// trying the matcher at every rune.
+type finder func(s string, from int) (start, end int)
+
+// knownFinders maps a Split regex to a fast finder, when it has one.
+var knownFinders = map[string]finder{
+	patternDigits3: findDigits3,
+	patternDSCJK:   findDSCJK,
+}
+
+// findDigits3 is the finder of `\p{N}{1,3}`.
+func findDigits3(s string, from int) (int, int) {
+	for i := from; i < len(s); {
+		b := s[i]
+		if b < 0x80 {
+			if b >= '0' && b <= '9' {
+				return i, matchDigits3(s, i)
+			}
+			i++
+			continue
+		}
+		c, n := classAt(s, i)
+		if c&cNumber != 0 {
+			return i, matchDigits3(s, i)
+		}
+		i += n
+	}
+	return -1, 0
+}
+
+// findDSCJK is the finder of patternDSCJK: every code point of it is encoded as E3..E9 xx xx.
+func findDSCJK(s string, from int) (int, int) {
+	for i := from; i < len(s); i++ {
+		if b := s[i]; b >= 0xE3 && b <= 0xE9 {
+			if e := matchDSCJK(s, i); e > i {
+				return i, e
+			}
+		}
+	}
+	return -1, 0
+}
+
 // knownPatterns maps a Split regex to its hand-written matcher.
 var knownPatterns = map[string]matcher{
 	patternQwen2:     matchQwen2,

@@ -68,6 +68,7 @@ type Tokenizer struct {
 // prepending a space to pieces that do not start with one when prefixSpace is set.
 type preStage struct {
 	match       matcher
+	find        finder // optional fast path for match
 	prefixSpace bool
 }
 
@@ -170,6 +171,24 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 		return
 	}
 	// onig find_iter with Isolated behaviour: matches and the gaps between them are pieces.
+	if stage.find != nil {
+		gap := 0
+		for gap < len(s) {
+			i, e := stage.find(s, gap)
+			if i < 0 {
+				break
+			}
+			if gap < i {
+				t.preTokenize(st, k+1, s[gap:i])
+			}
+			t.preTokenize(st, k+1, s[i:e])
+			gap = e
+		}
+		if gap < len(s) {
+			t.preTokenize(st, k+1, s[gap:])
+		}
+		return
+	}
 	gap := 0
 	for i := 0; i < len(s); {
 		e := stage.match(s, i)

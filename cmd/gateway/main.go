@@ -21,10 +21,7 @@ func main() {
 // until SIGTERM or SIGINT, then drains and returns 0.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "tokenize" {
-		// TODO(tokenizer helper): dispatch to runTokenize (cmd/gateway/tokenize.go) once it lands:
-		// return runTokenize(args[1:], stdin, stdout, stderr)
-		fmt.Fprintln(stderr, "gateway tokenize: not available in this build yet")
-		return 2
+		return runTokenize(args[1:], stdin, stdout, stderr)
 	}
 	o, err := parseOptions(args, stderr)
 	if errors.Is(err, errHelp) {

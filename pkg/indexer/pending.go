@@ -13,7 +13,8 @@ type PendingConfig struct {
 	TTL time.Duration `yaml:"ttl" json:"ttl"`
 	// MaxEntries bounds the number of block keys remembered; the oldest go first. Default 65536.
 	MaxEntries int `yaml:"max_entries" json:"max_entries"`
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now. It is called without locks held, so it must be safe
+	// for concurrent use.
 	Now func() time.Time `yaml:"-" json:"-"`
 }
 

@@ -18,7 +18,8 @@ type TreeConfig struct {
 	// TTL: a worker's blocks not inserted again for longer than TTL no longer match and are
 	// dropped by Prune or by the next eviction. Default 10m.
 	TTL time.Duration `yaml:"ttl" json:"ttl"`
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now. It is called without locks held, so it must be safe
+	// for concurrent use.
 	Now func() time.Time `yaml:"-" json:"-"`
 }
 

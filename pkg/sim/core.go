@@ -355,7 +355,7 @@ func (c *Core) Add(r *Request, now time.Duration) error {
 		return fmt.Errorf("sim: add %s: request reused: %w", r.ID, ErrBadConfig)
 	}
 	if r.tokens == nil {
-		r.tokens = make([]uint32, len(r.Prompt), len(r.Prompt)+r.MaxTokens)
+		r.tokens = make([]uint32, len(r.Prompt), len(r.Prompt)+min(r.MaxTokens, 4096))
 		copy(r.tokens, r.Prompt)
 	}
 	r.hashes = c.h.appendChain(r.hashes, c.root, r.tokens, c.cfg.BlockSize)
@@ -371,7 +371,7 @@ func (c *Core) Add(r *Request, now time.Duration) error {
 func PrepareHashes(r *Request, cfg Config, h *Hasher) {
 	cfg = cfg.withDefaults()
 	if r.tokens == nil {
-		r.tokens = make([]uint32, len(r.Prompt), len(r.Prompt)+max(r.MaxTokens, 0))
+		r.tokens = make([]uint32, len(r.Prompt), len(r.Prompt)+min(max(r.MaxTokens, 0), 4096))
 		copy(r.tokens, r.Prompt)
 	}
 	r.hashes = h.h.appendChain(r.hashes, RootHash(cfg.HashSeed), r.tokens, cfg.BlockSize)

@@ -174,6 +174,10 @@ func (e *Engine) Submit(r *Request, wantTokens bool, ready chan struct{}) (*Stre
 	}
 	s := &Stream{ready: ready, wantTokens: wantTokens, interval: e.interval, prompt: len(r.Prompt)}
 	r.stream = s
+	// Hash the prompt's blocks before taking the engine lock (the core's config is immutable).
+	h := hasherPool.Get().(*Hasher)
+	PrepareHashes(r, e.core.cfg, h)
+	hasherPool.Put(h)
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
@@ -190,6 +194,8 @@ func (e *Engine) Submit(r *Request, wantTokens bool, ready chan struct{}) (*Stre
 	e.poke()
 	return s, nil
 }
+
+var hasherPool = sync.Pool{New: func() any { return new(Hasher) }}
 
 // Abort removes r from the engine (client went away). Its stream ends with reason "abort"
 // unless it already finished.

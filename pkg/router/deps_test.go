@@ -26,8 +26,8 @@ var allowedImports = map[string][]string{
 	"pkg/router":    {"pkg/policy", "pkg/indexer", "pkg/worker", "pkg/tokenizer", "pkg/kvbridge", "api/"},
 	"cmd/":          {"pkg/", "api/", "internal/"},
 	"internal/":     {"pkg/", "api/", "internal/"},
-	"test/":         {"pkg/", "api/", "internal/"},
-	"tools/":        {"pkg/", "api/", "internal/"},
+	"test/":         {"pkg/", "api/", "internal/", "deploy"},
+	"tools/":        {"pkg/", "api/", "internal/", "deploy"},
 	"deploy":        {},
 }
 

@@ -37,17 +37,21 @@ test-unit: deps
 	$(GO) test -race -count=1 ./...
 
 e2e: deps-test testdata build
+	@tools/e2e-npm.sh
 	$(GO) test -tags e2e -count=1 -timeout 15m -v ./test/e2e/...
 
 generate:
 	@tools/deps.sh generate
 	tools/generate.sh
 
-bench: deps-test build
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+# DESIGN §9: 3 policies × 1/2/4 gateway replicas behind a real nginx; writes docs/benchmarks.md
+# and docs/benchmarks.png and prints one RESULT line per configuration (tools/bench).
+bench: deps-test testdata build
+	$(GO) run ./tools/bench bench -bin $(BIN)
 
+# 3 simulated workers + 1 gateway, a short prefix-heavy run per policy; last lines: RESULT ...
 demo: build testdata
-	@echo "demo: not wired yet"
+	@$(GO) run ./tools/bench demo -bin $(BIN)
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kvgate/kvgate/deploy"
+	"github.com/kvgate/kvgate/internal/testutil"
+)
+
+// options are the flags shared by demo and bench.
+type options struct {
+	bin, tokenizer, model string
+	logDir                string
+	keepLogs              bool
+
+	sims       int
+	simArgs    string
+	replicas   []int
+	nginx      bool
+	timeScale  float64
+	rate       float64
+	burstiness float64
+	requests   int
+	prefixes   int
+	prefixTok  int
+	suffixTok  int
+	outputTok  int
+	seed       uint64
+	progress   string
+
+	out, png string // bench: docs files
+}
+
+var demoDefaults = options{
+	sims: 3, replicas: []int{1}, nginx: false,
+	// A prefix-heavy workload whose prefixes (90 × 1000 tokens) do not fit in one simulator
+	// (--num-blocks 2500 × 16 = 40k tokens) but do across three, like DESIGN §9 at 1/7 scale.
+	simArgs:   "--num-blocks 2500",
+	timeScale: 0.25, rate: 40, burstiness: 1, requests: 360, prefixes: 90, prefixTok: 1000, suffixTok: 50, outputTok: 32,
+	seed: 1, progress: "never",
+}
+
+var benchDefaults = options{
+	sims: 3, replicas: []int{1, 2, 4}, nginx: true,
+	// DESIGN §9: 600 prefixes × 1000 tokens, 50-token suffix, 128 output tokens, 1800 requests,
+	// on simulators with their default capacity (12500 blocks × 16 = 200k tokens each).
+	timeScale: 0.5, rate: 30, burstiness: 1, requests: 1800, prefixes: 600, prefixTok: 1000, suffixTok: 50, outputTok: 128,
+	seed: 1, progress: "auto",
+	out: "docs/benchmarks.md", png: "docs/benchmarks.png",
+}
+
+func parseOptions(name string, args []string, def options, stderr io.Writer) (*options, error) {
+	o := def
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.bin, "bin", "bin", "directory holding the gateway, simworker and loadgen binaries (make build)")
+	fs.StringVar(&o.tokenizer, "tokenizer", ".cache/tokenizers/qwen3/tokenizer.json", "tokenizer.json shared by simulators, gateways and loadgen (tools/testdata.sh)")
+	fs.StringVar(&o.model, "model", "qwen3-sim", "served model name")
+	fs.StringVar(&o.logDir, "logs", "", "directory for process logs and loadgen reports (default: a temp dir, removed unless -keep-logs)")
+	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs directory and print its path")
+	fs.IntVar(&o.sims, "sims", def.sims, "simulated workers")
+	fs.StringVar(&o.simArgs, "sim-args", def.simArgs, "extra simworker flags, space-separated")
+	replicas := fs.String("replicas", joinInts(def.replicas), "gateway replica counts to run, comma-separated")
+	fs.BoolVar(&o.nginx, "nginx", def.nginx, "put a real nginx (round-robin, SSE-safe) in front of the replicas")
+	fs.Float64Var(&o.timeScale, "time-scale", def.timeScale, "simulator and loadgen --time-scale (wall = simulated × F)")
+	fs.Float64Var(&o.rate, "rate", def.rate, "Poisson arrival rate, requests per simulated second")
+	fs.Float64Var(&o.burstiness, "burstiness", def.burstiness, "gamma shape of inter-arrival gaps (1 = Poisson)")
+	fs.IntVar(&o.requests, "num-requests", def.requests, "requests per configuration")
+	fs.IntVar(&o.prefixes, "num-prefixes", def.prefixes, "distinct shared prefixes")
+	fs.IntVar(&o.prefixTok, "prefix-tokens", def.prefixTok, "tokens per shared prefix")
+	fs.IntVar(&o.suffixTok, "suffix-tokens", def.suffixTok, "unique suffix tokens per request")
+	fs.IntVar(&o.outputTok, "output-tokens", def.outputTok, "output tokens per request")
+	fs.Uint64Var(&o.seed, "seed", def.seed, "workload seed (the same for every configuration)")
+	fs.StringVar(&o.progress, "progress", def.progress, "loadgen progress bar: auto, always, never")
+	if def.out != "" {
+		fs.StringVar(&o.out, "out", def.out, "markdown report to write")
+		fs.StringVar(&o.png, "png", def.png, "PNG plot to write")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if o.replicas, err = parseInts(*replicas); err != nil {
+		return nil, fmt.Errorf("-replicas: %w", err)
+	}
+	if o.sims < 1 || o.requests < 1 || o.timeScale <= 0 {
+		return nil, fmt.Errorf("-sims, -num-requests and -time-scale must be positive")
+	}
+	return &o, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// configuration is one row of the comparison.
+type configuration struct {
+	Policy   string // round_robin | cache_aware
+	Index    string // none | approx | events
+	Gateways int
+}
+
+// policies are the three compared configurations, in table order.
+var policies = []configuration{
+	{Policy: "round_robin", Index: "none"},
+	{Policy: "cache_aware", Index: "approx"},
+	{Policy: "cache_aware", Index: "events"},
+}
+
+func (c configuration) gatewayOptions() (policy, kvIndex string) {
+	switch c.Index {
+	case "approx":
+		return c.Policy, "off"
+	case "events":
+		return c.Policy, "auto"
+	}
+	return c.Policy, ""
+}
+
+// summary mirrors loadgen's JSON summaries (milliseconds, simulated).
+type summary struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+}
+
+// result is one configuration's outcome: loadgen's JSON report plus its RESULT line.
+type result struct {
+	configuration
+	Requests         int      `json:"requests"`
+	Completed        int      `json:"completed"`
+	Errors           int      `json:"errors"`
+	RequestsPerS     float64  `json:"requests_per_s"`
+	OutputTokensPerS float64  `json:"output_tokens_per_s"`
+	DurationS        float64  `json:"duration_s"`
+	RealDurationS    float64  `json:"real_duration_s"`
+	HitRate          *float64 `json:"hit_rate"`
+	IdealHitRate     *float64 `json:"ideal_hit_rate"`
+	TTFTms           summary  `json:"ttft_ms"`
+	E2Ems            summary  `json:"e2e_ms"`
+	Workers          map[string]int
+	ResultLine       string `json:"-"`
+}
+
+func (r result) label() string {
+	if r.Index == "none" {
+		return r.Policy
+	}
+	return r.Policy + " " + r.Index
+}
+
+func (r result) hit() float64 {
+	if r.HitRate == nil {
+		return math.NaN()
+	}
+	return *r.HitRate
+}
+
+// runner starts fleets and runs loadgen.
+type runner struct {
+	o      *options
+	l      *testutil.Launcher
+	stderr io.Writer
+}
+
+func newRunner(o *options, stderr io.Writer) (*runner, func(), error) {
+	abs := func(p string) (string, error) { return filepath.Abs(p) }
+	bin, err := abs(o.bin)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := abs(o.tokenizer)
+	if err != nil {
+		return nil, nil, err
+	}
+	bins := testutil.Binaries{Gateway: filepath.Join(bin, "gateway"), Simworker: filepath.Join(bin, "simworker"), Loadgen: filepath.Join(bin, "loadgen")}
+	for _, p := range []string{bins.Gateway, bins.Simworker, bins.Loadgen, tok} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, nil, fmt.Errorf("%w (run make build and tools/testdata.sh, or pass -bin/-tokenizer)", err)
+		}
+	}
+	logDir := o.logDir
+	cleanup := func() {}
+	if logDir == "" {
+		if logDir, err = os.MkdirTemp("", "kvgate-bench"); err != nil {
+			return nil, nil, err
+		}
+		if !o.keepLogs {
+			cleanup = func() { os.RemoveAll(logDir) }
+		}
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if o.keepLogs {
+		fmt.Fprintf(stderr, "bench: logs in %s\n", logDir)
+	}
+	l := &testutil.Launcher{Bin: bins, Tokenizer: tok, Model: o.model, LogDir: logDir, StartTimeout: 90 * time.Second}
+	return &runner{o: o, l: l, stderr: stderr}, cleanup, nil
+}
+
+// fleet is the processes of one configuration.
+type fleet struct {
+	procs []*testutil.Process
+	sims  []*testutil.Sim
+	gws   []*testutil.Gateway
+	url   string
+}
+
+func (f *fleet) stop() {
+	for i := len(f.procs) - 1; i >= 0; i-- {
+		_ = f.procs[i].Stop(testutil.DefaultStopTimeout)
+	}
+}
+
+// startFleet starts cold simulators, the gateway replicas for c, and nginx when configured.
+func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error) {
+	f := &fleet{sims: make([]*testutil.Sim, r.o.sims), gws: make([]*testutil.Gateway, c.Gateways)}
+	var simArgs []string
+	if s := strings.TrimSpace(r.o.simArgs); s != "" {
+		simArgs = strings.Fields(s)
+	}
+	tag := fmt.Sprintf("%s-%s-%dgw", c.Policy, c.Index, c.Gateways)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range f.sims {
+		g.Go(func() error {
+			s, err := r.l.StartSim(gctx, testutil.SimOptions{Name: fmt.Sprintf("%s-sim%d", tag, i), Events: true, TimeScale: r.o.timeScale, Args: simArgs})
+			f.sims[i] = s
+			return err
+		})
+	}
+	err := g.Wait()
+	for _, s := range f.sims {
+		if s != nil {
+			f.procs = append(f.procs, s.Process)
+		}
+	}
+	if err != nil {
+		f.stop()
+		return nil, err
+	}
+	var workers []string
+	for _, s := range f.sims {
+		workers = append(workers, s.WorkerSpec(true))
+	}
+	policy, kvIndex := c.gatewayOptions()
+	g, gctx = errgroup.WithContext(ctx)
+	for i := range f.gws {
+		g.Go(func() error {
+			gw, err := r.l.StartGateway(gctx, testutil.GatewayOptions{Name: fmt.Sprintf("%s-gateway%d", tag, i), Workers: workers, Policy: policy, KVIndex: kvIndex})
+			f.gws[i] = gw
+			return err
+		})
+	}
+	err = g.Wait()
+	for _, gw := range f.gws {
+		if gw != nil {
+			f.procs = append(f.procs, gw.Process)
+		}
+	}
+	if err != nil {
+		f.stop()
+		return nil, err
+	}
+	f.url = f.gws[0].URL
+	if r.o.nginx {
+		var ups []string
+		for _, gw := range f.gws {
+			ups = append(ups, fmt.Sprintf("127.0.0.1:%d", gw.Port))
+		}
+		n, err := r.l.StartNginx(ctx, testutil.NginxOptions{Upstreams: ups, Config: func(listen string, upstreams []string, prefix string) (string, error) {
+			return deploy.NginxConfig(deploy.NginxParams{Listen: listen, Upstreams: upstreams, Standalone: true, Prefix: prefix, WorkerProcesses: 1})
+		}})
+		if err != nil {
+			f.stop()
+			return nil, err
+		}
+		f.procs = append(f.procs, n.Process)
+		f.url = n.URL
+	}
+	return f, nil
+}
+
+// loadgenArgs are the loadgen flags of configuration c against url.
+func (r *runner) loadgenArgs(c configuration, url, jsonPath string, f *fleet) []string {
+	o := r.o
+	args := []string{
+		"--url", url, "--model", o.model, "--tokenizer", r.l.Tokenizer,
+		"--workload", "prefix_repetition",
+		"--num-prefixes", fmt.Sprint(o.prefixes), "--prefix-tokens", fmt.Sprint(o.prefixTok),
+		"--suffix-tokens", fmt.Sprint(o.suffixTok), "--output-tokens", fmt.Sprint(o.outputTok),
+		"--num-requests", fmt.Sprint(o.requests), "--rate", fmt.Sprint(o.rate), "--burstiness", fmt.Sprint(o.burstiness),
+		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed),
+		"--json", jsonPath, "--progress", o.progress,
+		"--result-line", fmt.Sprintf("policy=%s index=%s gateways=%d", c.Policy, c.Index, c.Gateways),
+	}
+	for _, s := range f.sims {
+		args = append(args, "--worker-metrics", s.MetricsURL())
+	}
+	return args
+}
+
+// runOne runs configuration c on a fresh fleet and returns loadgen's report.
+func (r *runner) runOne(ctx context.Context, c configuration) (result, error) {
+	res := result{configuration: c}
+	start := time.Now()
+	f, err := r.startFleet(ctx, c)
+	if err != nil {
+		return res, fmt.Errorf("start fleet for %s: %w", res.label(), err)
+	}
+	defer f.stop()
+	tag := fmt.Sprintf("%s-%s-%dgw", c.Policy, c.Index, c.Gateways)
+	jsonPath := filepath.Join(r.l.LogDir, tag+".json")
+	cmd := exec.CommandContext(ctx, r.l.Bin.Loadgen, r.loadgenArgs(c, f.url, jsonPath, f)...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = r.stderr // progress bar
+	runErr := cmd.Run()
+	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".loadgen.txt"), out.Bytes(), 0o644)
+	if runErr != nil {
+		return res, fmt.Errorf("loadgen for %s: %w\n%s", res.label(), runErr, out.String())
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "RESULT ") {
+			res.ResultLine = strings.TrimSpace(line)
+		}
+	}
+	if res.ResultLine == "" {
+		return res, fmt.Errorf("loadgen for %s printed no RESULT line:\n%s", res.label(), out.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		return res, fmt.Errorf("loadgen report %s: %w", jsonPath, err)
+	}
+	res.configuration = c
+	fmt.Fprintf(r.stderr, "bench: %-22s gateways=%d  hit %s  TTFT mean %s  (%.0fs)\n", res.label(), c.Gateways, pct(res.hit()), fmtMS(res.TTFTms.Mean), time.Since(start).Seconds())
+	return res, nil
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
+
+func fmtMS(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%.2f s", ms/1000)
+	}
+	return fmt.Sprintf("%.0f ms", ms)
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvgate/kvgate/pkg/policy"
 )
 
 // metrics holds the router's collectors, built from the registerer passed in Config (no
@@ -18,6 +20,18 @@ type metrics struct {
 	lookup     prometheus.Histogram
 	upstream   *prometheus.CounterVec // worker, kind
 	tokensSeen prometheus.Counter
+	// byReason caches the decision counter of each known reason (read-only after newMetrics),
+	// so counting a decision does not allocate.
+	byReason map[policy.Reason]prometheus.Counter
+}
+
+// decision counts one routing decision.
+func (m *metrics) decision(r policy.Reason) {
+	if c, ok := m.byReason[r]; ok {
+		c.Inc()
+		return
+	}
+	m.decisions.WithLabelValues(string(r)).Inc()
 }
 
 // Latency buckets for sub-millisecond hot paths (tokenize, lookup): 1 µs … ~0.5 s.
@@ -66,6 +80,12 @@ func newMetrics(reg prometheus.Registerer, fleet func() []*member) (*metrics, er
 			Name: "kvgate_prompt_tokens_total",
 			Help: "Prompt tokens routed (after tokenization).",
 		}),
+	}
+	m.byReason = map[policy.Reason]prometheus.Counter{}
+	for _, r := range []policy.Reason{policy.ReasonCacheHit, policy.ReasonTreeHit, policy.ReasonPendingHit, policy.ReasonImbalance,
+		policy.ReasonNoMatch, policy.ReasonRetry, policy.ReasonCost, policy.ReasonRoundRobin, policy.ReasonRandom,
+		policy.ReasonPowerOfTwo, policy.ReasonLeastLoad, policy.ReasonPrefixHash} {
+		m.byReason[r] = m.decisions.WithLabelValues(string(r))
 	}
 	if reg == nil {
 		return m, nil

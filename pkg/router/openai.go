@@ -48,7 +48,8 @@ type completionRequest struct {
 	IgnoreEOS    bool
 	StopTokenIDs []uint32
 
-	raw map[string]json.RawMessage
+	raw     map[string]json.RawMessage
+	bodyLen int // size of the client's body, to size the upstream one
 }
 
 // requestLimits are the checks of parseCompletion that depend on configuration.
@@ -66,7 +67,7 @@ func parseCompletion(body []byte, lim requestLimits) (*completionRequest, *apiEr
 	if raw == nil {
 		return nil, badRequest("", "request body must be a JSON object")
 	}
-	req := &completionRequest{raw: raw, N: 1}
+	req := &completionRequest{raw: raw, N: 1, bodyLen: len(body)}
 	if v, ok := raw["model"]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &req.Model); err != nil {
 			return nil, badRequest("model", "model must be a string")

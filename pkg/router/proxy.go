@@ -22,8 +22,9 @@ func (e *transportError) Unwrap() error { return e.err }
 func zapWorker(m *member) zap.Field { return zap.String("worker", m.w.URL()) }
 func zapErr(err error) zap.Field    { return zap.Error(err) }
 
-// bufPool holds copy buffers for proxied bodies and re-encoded request bodies.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// copyPool holds the buffers that copy worker responses to clients. Request bodies are not
+// pooled: the transport may still be writing one when the response arrives.
+var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // proxyHTTP sends the call to an http:// worker's /v1/completions and streams the answer back
 // (STYLE.md rule 13): SSE and unknown-length bodies are flushed as they arrive. A transport
@@ -31,8 +32,6 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 // engine's answer to bad input and is passed through. After the first byte, a failure of an SSE
 // stream ends it with one OpenAI-shaped error event; other bodies are aborted.
 func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *apiError) {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
 	var fwd [][]uint32
 	if rt.cfg.ForwardTokenIDs {
 		fwd = c.tokens
@@ -43,8 +42,7 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 			}
 		}
 	}
-	body := c.req.upstreamBody((*bp)[:0], dec.m.w.UpstreamModel(c.model), fwd)
-	*bp = body[:0] // keep a grown buffer for the next request
+	body := c.req.upstreamBody(make([]byte, 0, c.req.bodyLen+64), dec.m.w.UpstreamModel(c.model), fwd)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dec.m.w.URL()+"/v1/completions", bytes.NewReader(body))
 	if err != nil {
 		return false, upstreamError(err)
@@ -87,7 +85,9 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 	if flush {
 		_ = rc.Flush()
 	}
-	buf := (*bp)[:cap(*bp)]
+	bp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bp)
+	buf := *bp
 	first := true
 	var last2 [2]byte // last two bytes written, to close a partial SSE event before an error event
 	for {

@@ -62,6 +62,7 @@ type routeScratch struct {
 	scores  []candScore
 	sets    []keySet
 	tree    []indexer.WorkerMatch
+	req     policy.Request
 }
 
 func (s *routeScratch) keysFor(bs int) *keySet {
@@ -139,11 +140,12 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 	}
 	rt.score(s, tokens, false)
 	defBS := rt.cfg.BlockSize
-	req := policy.Request{Blocks: len(tokens) / defBS, Tokens: len(tokens)}
+	// The request lives in the scratch: passed through the Policy interface it would escape.
+	s.req = policy.Request{Blocks: len(tokens) / defBS, Tokens: len(tokens)}
 	if ks := s.keysFor(defBS); ks != nil && len(ks.keys) > 0 {
-		req.FirstBlock = ks.keys[0]
+		s.req.FirstBlock = ks.keys[0]
 	}
-	d := rt.cfg.Policy.Pick(&req, s.cands)
+	d := rt.cfg.Policy.Pick(&s.req, s.cands)
 	if d.Index < 0 || d.Index >= len(s.members) {
 		d.Index = 0 // a policy bug must not take the gateway down
 	}
@@ -165,7 +167,7 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 		dec.keys = ks.keys
 	}
 	rt.met.lookup.Observe(time.Since(start).Seconds())
-	rt.met.decisions.WithLabelValues(string(dec.reason)).Inc()
+	rt.met.decision(dec.reason)
 	rt.met.matched.Observe(float64(dec.matched))
 	if ce := rt.log.Check(zap.DebugLevel, "route"); ce != nil {
 		ce.Write(zap.String("worker", m.w.URL()), zap.String("reason", string(dec.reason)),

@@ -91,6 +91,7 @@ type Engine struct {
 	numRunning, numWaiting atomic.Int64
 	usageBits              atomic.Uint64
 	finished               atomic.Int64
+	overrun                atomic.Int64 // simulated ns steps ran past their modelled end
 
 	// Loop-owned scratch.
 	deliveries []delivery
@@ -146,6 +147,10 @@ func (e *Engine) NumWaiting() int { return int(e.numWaiting.Load()) }
 
 // Load returns running + waiting, for spreading requests over ranks.
 func (e *Engine) Load() int { return e.NumRunning() + e.NumWaiting() }
+
+// Overrun returns how much simulated time the engine's steps ran past their modelled
+// durations because the process was late; near zero when the time scale leaves enough CPU.
+func (e *Engine) Overrun() time.Duration { return time.Duration(e.overrun.Load()) }
 
 // Usage returns the KV-cache usage fraction after the last step (lock-free).
 func (e *Engine) Usage() float64 { return math.Float64frombits(e.usageBits.Load()) }
@@ -266,9 +271,15 @@ type delivery struct {
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.shutdown()
 	stalled := false
+	// plannedEnd is the modelled end of the previous step, or -1 after an idle wait: when
+	// the next step starts later than that, the process was late (CPU starved) and, since
+	// simulated time follows the wall clock, latencies include the lateness. Counted in
+	// overrun so benchmarks can check their time scale left enough CPU.
+	plannedEnd := time.Duration(-1)
 	for {
 		if !stalled && e.stallAfter > 0 && e.finished.Load() >= e.stallAfter {
 			stalled = true
+			plannedEnd = -1
 			var until <-chan time.Time
 			if e.stallFor > 0 {
 				until = e.clock.After(e.stallFor)
@@ -282,7 +293,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.mu.Lock()
 		now := e.simNow()
 		d, ok := e.core.Schedule(now)
+		if ok && plannedEnd >= 0 && now > plannedEnd {
+			e.overrun.Add(int64(now - plannedEnd))
+		}
 		if !ok {
+			plannedEnd = -1
 			ev := e.core.TakeEvents()
 			e.refreshLocked()
 			e.mu.Unlock()
@@ -307,6 +322,7 @@ func (e *Engine) Run(ctx context.Context) error {
 
 		e.mu.Lock()
 		end := max(e.simNow(), now+d)
+		plannedEnd = now + d
 		updated := e.core.Finish(end)
 		e.deliveries = e.deliveries[:0]
 		for _, r := range updated {

@@ -44,6 +44,14 @@ func (c *instantClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
+// lateClock is an instantClock whose timers fire late by extra.
+type lateClock struct {
+	*instantClock
+	extra time.Duration
+}
+
+func (c lateClock) After(d time.Duration) <-chan time.Time { return c.instantClock.After(d + c.extra) }
+
 func (c *instantClock) release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -111,6 +119,30 @@ func TestEngineFakeClockExactTTFT(t *testing.T) {
 		if got := <-rec.ttft; got != want {
 			t.Errorf("request %d: simulated TTFT got %v, want %v", i, got, want)
 		}
+	}
+}
+
+func TestEngineOverrun(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		clock Clock
+		want  time.Duration // per step after the first
+	}{
+		{"punctual", newInstantClock(), 0},
+		{"timers 5 ms late", lateClock{newInstantClock(), 5 * time.Millisecond}, 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := runEngine(t, EngineConfig{}, tc.clock, nil)
+			s, err := e.Submit(newReq("a", seqTokens(1, 20), 5), false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitStream(t, s)
+			// 5 steps; every timer but the last one's lateness shows in the next step's start.
+			if got, want := e.Overrun(), 4*tc.want; got != want {
+				t.Errorf("Overrun: got %v, want %v", got, want)
+			}
+		})
 	}
 }
 

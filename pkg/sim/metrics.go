@@ -26,6 +26,7 @@ type Gauges interface {
 	NumRunning() int
 	NumWaiting() int
 	Usage() float64
+	Overrun() time.Duration
 }
 
 // vLLM's bucket boundaries (vllm/v1/metrics/loggers.py).
@@ -71,6 +72,11 @@ func NewMetrics(reg prometheus.Registerer, model string, cacheCfg Config, g Gaug
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vllm:kv_cache_usage_perc", Help: "KV-cache usage. 1 means 100 percent usage.", ConstLabels: labels,
 		}, g.Usage),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "simworker_step_overrun_seconds_total",
+			Help:        "Simulated seconds engine steps ran past their modelled duration because the process was late (CPU starvation); latencies include it. Keep it near zero by raising --time-scale.",
+			ConstLabels: labels,
+		}, func() float64 { return g.Overrun().Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig.",
 			ConstLabels: prometheus.Labels{
@@ -153,6 +159,15 @@ func (rs Ranks) Usage() float64 {
 		u += e.Usage()
 	}
 	return u / float64(len(rs))
+}
+
+// Overrun sums the ranks' step overruns.
+func (rs Ranks) Overrun() time.Duration {
+	var d time.Duration
+	for _, e := range rs {
+		d += e.Overrun()
+	}
+	return d
 }
 
 // Pick returns the least-loaded rank (lowest running + waiting; ties to the lowest rank).

@@ -310,14 +310,11 @@ func (s *Server) parsePrompt(raw json.RawMessage) ([][]uint32, error) {
 	default:
 		return nil, errors.New("prompt must be a string, a list of strings, a list of token ids or a list of lists of token ids")
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, fmt.Errorf("prompt: %w", err)
-	}
-	if len(elems) == 0 {
+	// Decide the list's shape from its first element instead of decoding it twice.
+	first := bytes.TrimSpace(raw[1:])
+	if len(first) == 0 || first[0] == ']' {
 		return nil, errors.New("prompt must not be empty")
 	}
-	first := bytes.TrimSpace(elems[0])
 	switch {
 	case len(first) > 0 && first[0] == '"':
 		var texts []string

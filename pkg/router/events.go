@@ -55,7 +55,7 @@ func (rt *Router) newEventSource(m *member) (eventSource, error) {
 				return nil, ctx.Err()
 			}
 			return kvbridge.NewGRPCSource(kvbridge.GRPCConfig{Runtime: m.eng.runtimeName(), Worker: m.w.URL()},
-				m.eng.conn, newIndexConsumer(m), rt.log.With(zapWorker(m)), rt.cfg.KVMetrics)
+				m.eng.conn, newIndexConsumer(m), rt.log, rt.cfg.KVMetrics)
 		}}, nil
 	case strings.HasPrefix(ep, "grpc://"):
 		// A `kvbridge serve` sidecar: its own connection, the spec's runtime (vLLM's service by
@@ -68,7 +68,7 @@ func (rt *Router) newEventSource(m *member) (eventSource, error) {
 		if err != nil {
 			return nil, fmt.Errorf("router: kv events %s: %w", ep, err)
 		}
-		src, err := kvbridge.NewGRPCSource(kvbridge.GRPCConfig{Runtime: runtime, Worker: m.w.URL()}, conn, newIndexConsumer(m), rt.log.With(zapWorker(m)), rt.cfg.KVMetrics)
+		src, err := kvbridge.NewGRPCSource(kvbridge.GRPCConfig{Runtime: runtime, Worker: m.w.URL()}, conn, newIndexConsumer(m), rt.log, rt.cfg.KVMetrics)
 		if err != nil {
 			_ = conn.Close()
 			return nil, err

@@ -158,13 +158,17 @@ func (rt *Router) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// Ready reports whether the gateway should receive traffic (DESIGN.md §7): at least one healthy
-// worker serves the default model, and every configured event stream is connected or known to
-// be unavailable. The reason says what is missing.
+// Ready reports whether the gateway should receive traffic (DESIGN.md §7): every worker has had
+// its first health check, at least one healthy worker serves the default model, and the event
+// stream of every healthy worker is connected or known to be unavailable (a worker that is down
+// does not hold readiness back). The reason says what is missing.
 func (rt *Router) Ready() (ok bool, reason string) {
 	def := rt.defaultModel()
 	healthy := false
 	for _, m := range rt.members() {
+		if !m.w.Checked() {
+			return false, "worker " + m.w.URL() + " not checked yet"
+		}
 		if !m.w.Healthy() {
 			continue // a worker that is down holds nothing back; its stream reconnects later
 		}

@@ -85,7 +85,12 @@ func (m *member) start(ctx context.Context, cancel context.CancelFunc, wg *sync.
 	}
 	m.src.Store(&sourceBox{s: src})
 	run(func(ctx context.Context) {
-		if err := src.Run(ctx); err != nil && ctx.Err() == nil {
+		err := src.Run(ctx)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case isUnimplemented(err):
+			m.rt.log.Info("worker has no KV event stream; scoring it from the approximate tree", zap.String("worker", m.w.URL()))
+		default:
 			m.rt.log.Warn("worker event stream ended", zap.String("worker", m.w.URL()), zap.Error(err))
 		}
 	})

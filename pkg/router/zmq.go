@@ -17,7 +17,7 @@ func (rt *Router) newZMQSource(m *member) (eventSource, error) {
 		Replay:   spec.Replay,
 		Topic:    spec.Topic,
 		DPSize:   spec.DPSize,
-	}, newIndexConsumer(m), rt.log.With(zapWorker(m)), rt.cfg.KVMetrics)
+	}, newIndexConsumer(m), rt.log, rt.cfg.KVMetrics)
 }
 
 // startCollectorLocked binds the --kv-listen collector.

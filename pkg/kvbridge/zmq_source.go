@@ -1,0 +1,554 @@
+package kvbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+)
+
+// Source defaults.
+const (
+	// DefaultQueueSize is the capacity of the queue between the socket readers and the
+	// consumer goroutine; live batches that do not fit are dropped and counted.
+	DefaultQueueSize = 4096
+	// DefaultRcvHWM is the SUB receive high-water mark.
+	DefaultRcvHWM = 100000
+	backoffMin    = 100 * time.Millisecond
+	backoffMax    = 5 * time.Second
+	// zmqPollInterval bounds how long a reader blocks in zmq_poll, so Run notices cancellation
+	// and replay requests promptly.
+	zmqPollInterval = 50 * time.Millisecond
+	// zmqTickInterval is how often the consumer checks replay deadlines.
+	zmqTickInterval = 50 * time.Millisecond
+)
+
+// ZMQConfig configures a ZMQSource: one worker's engine publisher(s), vLLM style (the engine
+// binds, we connect).
+type ZMQConfig struct {
+	// Worker is the worker's label in logs and metrics.
+	Worker string
+	// Endpoint is rank 0's PUB endpoint (tcp://host:port); rank r uses port+r. A wildcard host
+	// ("tcp://*:5557", as in an engine's own config) is read as 127.0.0.1.
+	Endpoint string
+	// Replay is rank 0's ROUTER replay endpoint; "" means the engine has none, so gaps clear the
+	// worker instead of being repaired.
+	Replay string
+	// Topic is the SUB prefix filter ("" receives every topic).
+	Topic string
+	// DPSize is the number of data-parallel ranks; 0 means 1.
+	DPSize int
+	// QueueSize bounds the reader→consumer queue; 0 means DefaultQueueSize.
+	QueueSize int
+	// RcvHWM is the SUB receive high-water mark; 0 means DefaultRcvHWM.
+	RcvHWM int
+	// ReplayTimeout bounds one replay; 0 means DefaultReplayTimeout.
+	ReplayTimeout time.Duration
+	// ResyncInterval is the minimum time between unknown-parent resyncs of a rank; 0 means
+	// DefaultResyncInterval (30 s).
+	ResyncInterval time.Duration
+	// MaxHeld bounds the live batches held per rank during a replay; 0 means DefaultMaxHeld.
+	MaxHeld int
+	// Now is the clock (nil: time.Now); Rand returns uniform uint64s for backoff jitter (nil: a
+	// math/rand/v2 source).
+	Now  func() time.Time
+	Rand func() uint64
+}
+
+// ZMQSource subscribes to one worker's KV events over ZMQ, one SUB per DP rank, and delivers
+// them to a Consumer following DESIGN.md §6: a cursor per rank, replay from 0 on every
+// (re)connection when a replay endpoint is known, gap repair through the rank's ROUTER,
+// publisher-restart detection, a bounded queue with counted drops, and reconnection with
+// jittered exponential backoff.
+//
+// Goroutines: Run starts one reader per rank, which owns that rank's SUB, its monitor socket and
+// its replay DEALER (zmq sockets are not goroutine-safe), and one consumer goroutine, which
+// owns the stream state and makes every Consumer call. State and Status are safe from any
+// goroutine. A ZMQSource must not be copied, and Run may be called once.
+type ZMQSource struct {
+	cfg     ZMQConfig
+	c       Consumer
+	log     *zap.Logger
+	m       *Metrics
+	subEPs  []string
+	repEPs  []string
+	streams []*zmqStream
+	readers []*zmqReader
+	queue   chan zmqItem
+	state   stateCell
+
+	// mu guards up, the per-rank connection flags behind State.
+	mu sync.Mutex
+	up []bool
+}
+
+// zmqItemKind tags what a reader queued.
+type zmqItemKind uint8
+
+const (
+	zmqItemLive zmqItemKind = iota
+	zmqItemReplay
+	zmqItemConnected
+	zmqItemMalformed
+)
+
+// zmqItem is one thing a reader hands to the consumer goroutine. payload is owned.
+type zmqItem struct {
+	kind    zmqItemKind
+	rank    int
+	topic   string // collector only
+	seq     uint64
+	payload []byte
+	gen     uint64
+	end     bool
+	err     error
+}
+
+// NewZMQSource validates cfg and builds the source; it opens no sockets and starts no
+// goroutines (Run does). c receives the events; log and m may be nil.
+func NewZMQSource(cfg ZMQConfig, c Consumer, log *zap.Logger, m *Metrics) (*ZMQSource, error) {
+	if cfg.Endpoint == "" {
+		return nil, errors.New("kvbridge: new zmq source: empty endpoint")
+	}
+	if c == nil {
+		return nil, errors.New("kvbridge: new zmq source: nil consumer")
+	}
+	if cfg.DPSize <= 0 {
+		cfg.DPSize = 1
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	if cfg.RcvHWM <= 0 {
+		cfg.RcvHWM = DefaultRcvHWM
+	}
+	if cfg.ReplayTimeout <= 0 {
+		cfg.ReplayTimeout = DefaultReplayTimeout
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.MaxHeld <= 0 {
+		cfg.MaxHeld = DefaultMaxHeld
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Uint64
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &ZMQSource{cfg: cfg, c: c, log: log, m: m, up: make([]bool, cfg.DPSize),
+		queue: make(chan zmqItem, cfg.QueueSize)}
+	scratch := &indexer.Batch{}
+	for r := range cfg.DPSize {
+		sub, err := RankEndpoint(connectEndpoint(cfg.Endpoint), r)
+		if err != nil {
+			return nil, fmt.Errorf("kvbridge: new zmq source %s: %w", cfg.Worker, err)
+		}
+		rep, err := RankEndpoint(connectEndpoint(cfg.Replay), r)
+		if err != nil {
+			return nil, fmt.Errorf("kvbridge: new zmq source %s: %w", cfg.Worker, err)
+		}
+		s.subEPs, s.repEPs = append(s.subEPs, sub), append(s.repEPs, rep)
+		rd := &zmqReader{src: s, rank: r, sub: sub, replay: rep, reqs: make(chan zmqReplayReq, 1)}
+		st := &zmqStream{worker: cfg.Worker, rank: r, c: c, m: m, log: log, now: cfg.Now,
+			replayTimeout: cfg.ReplayTimeout, resyncInterval: cfg.ResyncInterval, maxHeld: cfg.MaxHeld, scratch: scratch}
+		if rep != "" {
+			st.request = rd.requestReplay
+		}
+		s.streams, s.readers = append(s.streams, st), append(s.readers, rd)
+	}
+	return s, nil
+}
+
+// State returns the connection state: StreamUp when every rank's SUB has completed a
+// handshake with its publisher, StreamConnecting before that, StreamDown after a disconnect or
+// a socket failure, StreamStopped after Run returned.
+func (s *ZMQSource) State() StreamState { return s.state.load() }
+
+// ZMQStatus is a snapshot of a ZMQ source for /workers and `kvbridge tail`.
+type ZMQStatus struct {
+	Worker string       `json:"worker"`
+	State  string       `json:"state"`
+	Ranks  []RankStatus `json:"ranks"`
+}
+
+// Status returns per-rank cursors and counters.
+func (s *ZMQSource) Status() ZMQStatus {
+	st := ZMQStatus{Worker: s.cfg.Worker, State: s.State().String()}
+	for _, r := range s.streams {
+		st.Ranks = append(st.Ranks, r.status())
+	}
+	return st
+}
+
+// Endpoints returns the SUB and replay endpoints of every rank after the rank offsets.
+func (s *ZMQSource) Endpoints() (sub, replay []string) { return s.subEPs, s.repEPs }
+
+func (s *ZMQSource) setUp(rank int, up bool) {
+	s.mu.Lock()
+	s.up[rank] = up
+	all := true
+	for _, u := range s.up {
+		all = all && u
+	}
+	s.mu.Unlock()
+	switch {
+	case all:
+		s.state.store(StreamUp)
+	case !up:
+		s.state.store(StreamDown)
+	}
+	s.m.StreamUp(s.cfg.Worker, all)
+}
+
+// Run subscribes until ctx is done, then closes every socket and returns nil (cancellation is
+// the normal way to stop). It must be called once.
+func (s *ZMQSource) Run(ctx context.Context) error {
+	s.state.store(StreamConnecting)
+	s.m.StreamUp(s.cfg.Worker, false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, rd := range s.readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rd.run(ctx)
+		}()
+	}
+	s.consume(ctx)
+	wg.Wait()
+	s.state.store(StreamStopped)
+	s.m.StreamUp(s.cfg.Worker, false)
+	return nil
+}
+
+// consume is the consumer goroutine: it feeds queued items to the rank streams and checks
+// replay deadlines.
+func (s *ZMQSource) consume(ctx context.Context) {
+	tick := time.NewTicker(zmqTickInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-s.queue:
+			st := s.streams[it.rank]
+			switch it.kind {
+			case zmqItemLive:
+				st.live(it.seq, it.payload)
+			case zmqItemReplay:
+				st.replayMsg(it.gen, it.seq, it.payload, it.end)
+			case zmqItemConnected:
+				st.connected()
+			case zmqItemMalformed:
+				st.malformedMsg(it.err)
+			}
+		case <-tick.C:
+			now := s.cfg.Now()
+			for _, st := range s.streams {
+				st.tick(now)
+			}
+		}
+	}
+}
+
+// enqueueLive queues a live batch without blocking; a full queue drops it (counted; the
+// resulting seq gap is repaired like any other).
+func (s *ZMQSource) enqueueLive(it zmqItem) {
+	select {
+	case s.queue <- it:
+	default:
+		// Counted here on the reader goroutine: the stream's counters are atomics and the
+		// metrics are goroutine-safe.
+		s.streams[it.rank].stats.dropped.Add(1)
+		s.m.Batch(s.cfg.Worker, OutcomeDropped)
+	}
+}
+
+// enqueue queues a control or replay item, waiting for room (these must not be lost).
+func (s *ZMQSource) enqueue(ctx context.Context, it zmqItem) bool {
+	select {
+	case s.queue <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// zmqReplayReq asks a reader to request replay from start, tagging the replies with gen.
+type zmqReplayReq struct{ start, gen uint64 }
+
+// zmqReader owns one rank's sockets.
+type zmqReader struct {
+	src    *ZMQSource
+	rank   int
+	sub    string
+	replay string
+	// reqs carries replay requests from the consumer goroutine; capacity 1, newest wins.
+	reqs chan zmqReplayReq
+}
+
+// requestReplay is called on the consumer goroutine. There is one replay in flight per rank: a
+// newer request replaces one the reader has not picked up yet.
+func (r *zmqReader) requestReplay(start, gen uint64) {
+	for {
+		select {
+		case r.reqs <- zmqReplayReq{start, gen}:
+			return
+		default:
+			select {
+			case <-r.reqs:
+			default:
+			}
+		}
+	}
+}
+
+// run connects, reads and reconnects with jittered exponential backoff until ctx is done.
+func (r *zmqReader) run(ctx context.Context) {
+	backoff := backoffMin
+	for session := 0; ctx.Err() == nil; session++ {
+		received, err := r.session(ctx, session)
+		if ctx.Err() != nil {
+			return
+		}
+		r.src.setUp(r.rank, false)
+		if received {
+			backoff = backoffMin
+		}
+		wait := jitter(backoff, r.src.cfg.Rand)
+		r.src.log.Warn("kvbridge: zmq subscriber failed; reconnecting", zap.String("worker", r.src.cfg.Worker),
+			zap.Int("rank", r.rank), zap.Error(err), zap.Duration("backoff", wait))
+		backoff = min(backoff*2, backoffMax)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// jitter returns a duration uniformly in [d/2, d).
+func jitter(d time.Duration, rnd func() uint64) time.Duration {
+	half := uint64(d / 2)
+	if half == 0 {
+		return d
+	}
+	return time.Duration(half + rnd()%half)
+}
+
+// zmqSessionSockets are the sockets of one reader session, all used on the reader goroutine.
+type zmqSessionSockets struct {
+	sub, mon, dealer *zmq.Socket
+	dealerGen        uint64
+}
+
+func (ss *zmqSessionSockets) close() {
+	if ss.dealer != nil {
+		ss.dealer.Close()
+		ss.dealer = nil
+	}
+	if ss.sub != nil {
+		ss.sub.Monitor("", 0) // stop the monitor before closing its PAIR
+		ss.sub.Close()
+	}
+	if ss.mon != nil {
+		ss.mon.Close()
+	}
+}
+
+// session opens the rank's SUB (with a connection monitor) and reads until ctx is done or a
+// socket fails. received reports whether any message arrived (to reset the backoff).
+func (r *zmqReader) session(ctx context.Context, n int) (received bool, err error) {
+	var ss zmqSessionSockets
+	defer ss.close()
+	if ss.sub, err = zmq.NewSocket(zmq.SUB); err != nil {
+		return false, err
+	}
+	if err = ss.sub.SetLinger(0); err != nil {
+		return false, err
+	}
+	if err = ss.sub.SetRcvhwm(r.src.cfg.RcvHWM); err != nil {
+		return false, err
+	}
+	if err = ss.sub.SetSubscribe(r.src.cfg.Topic); err != nil {
+		return false, err
+	}
+	// The monitor reports every TCP (re)connection libzmq makes on its own, so a restarted
+	// publisher triggers the replay from 0 that rebuilds the rank.
+	monEP := fmt.Sprintf("inproc://kvbridge-mon-%p-%d-%d", r, r.rank, n)
+	if err = ss.sub.Monitor(monEP, zmq.EVENT_HANDSHAKE_SUCCEEDED|zmq.EVENT_DISCONNECTED); err != nil {
+		return false, err
+	}
+	if ss.mon, err = zmq.NewSocket(zmq.PAIR); err != nil {
+		return false, err
+	}
+	if err = ss.mon.SetLinger(0); err != nil {
+		return false, err
+	}
+	if err = ss.mon.Connect(monEP); err != nil {
+		return false, err
+	}
+	if err = ss.sub.Connect(r.sub); err != nil {
+		return false, fmt.Errorf("kvbridge: subscribe %s: %w", r.sub, err)
+	}
+	for ctx.Err() == nil {
+		select {
+		case req := <-r.reqs:
+			if err := r.sendReplayRequest(&ss, req); err != nil {
+				// The request is lost; the consumer's replay timeout handles it.
+				r.src.log.Warn("kvbridge: replay request failed", zap.String("worker", r.src.cfg.Worker),
+					zap.Int("rank", r.rank), zap.Error(err))
+			}
+		default:
+		}
+		// The monitor comes first so a (re)connection is queued before that connection's
+		// first live batches.
+		poller := zmq.NewPoller()
+		poller.Add(ss.mon, zmq.POLLIN)
+		poller.Add(ss.sub, zmq.POLLIN)
+		if ss.dealer != nil {
+			poller.Add(ss.dealer, zmq.POLLIN)
+		}
+		polled, err := poller.Poll(zmqPollInterval)
+		if err != nil {
+			return received, fmt.Errorf("kvbridge: poll %s: %w", r.sub, err)
+		}
+		for _, p := range polled {
+			switch p.Socket {
+			case ss.mon:
+				if err := r.readMonitor(ctx, &ss); err != nil {
+					return received, err
+				}
+			case ss.sub:
+				got, err := r.readLive(&ss)
+				received = received || got
+				if err != nil {
+					return received, err
+				}
+			case ss.dealer:
+				if err := r.readReplay(ctx, &ss); err != nil {
+					return received, err
+				}
+			}
+		}
+	}
+	return received, nil
+}
+
+func (r *zmqReader) readMonitor(ctx context.Context, ss *zmqSessionSockets) error {
+	for {
+		ev, _, _, err := ss.mon.RecvEvent(zmq.DONTWAIT)
+		if err != nil {
+			if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) { // EAGAIN: drained
+				return nil
+			}
+			return fmt.Errorf("kvbridge: monitor %s: %w", r.sub, err)
+		}
+		switch {
+		case ev&zmq.EVENT_HANDSHAKE_SUCCEEDED != 0:
+			r.src.setUp(r.rank, true)
+			r.src.enqueue(ctx, zmqItem{kind: zmqItemConnected, rank: r.rank})
+		case ev&zmq.EVENT_DISCONNECTED != 0:
+			r.src.setUp(r.rank, false)
+		}
+	}
+}
+
+// readLive drains the SUB without blocking.
+func (r *zmqReader) readLive(ss *zmqSessionSockets) (bool, error) {
+	got := false
+	for {
+		frames, err := ss.sub.RecvMessageBytes(zmq.DONTWAIT)
+		if err != nil {
+			if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) {
+				return got, nil
+			}
+			return got, fmt.Errorf("kvbridge: receive %s: %w", r.sub, err)
+		}
+		got = true
+		m, err := ParseLive(frames)
+		if err != nil {
+			r.src.enqueueMalformed(r.rank, err)
+			continue
+		}
+		r.src.enqueueLive(zmqItem{kind: zmqItemLive, rank: r.rank, seq: m.Seq, payload: m.Payload})
+	}
+}
+
+// enqueueMalformed reports a malformed message to the consumer if there is room; otherwise
+// it is counted here.
+func (s *ZMQSource) enqueueMalformed(rank int, err error) {
+	select {
+	case s.queue <- zmqItem{kind: zmqItemMalformed, rank: rank, err: err}:
+	default:
+		s.streams[rank].stats.malformed.Add(1)
+		s.m.Batch(s.cfg.Worker, OutcomeMalformed)
+	}
+}
+
+// sendReplayRequest opens a fresh DEALER for each request, so replies to an abandoned request
+// can never be mistaken for the new one's, and sends ["", start_seq] (wire/vllm-zmq.md §8.1).
+func (r *zmqReader) sendReplayRequest(ss *zmqSessionSockets, req zmqReplayReq) error {
+	if ss.dealer != nil {
+		ss.dealer.Close()
+		ss.dealer = nil
+	}
+	d, err := zmq.NewSocket(zmq.DEALER)
+	if err != nil {
+		return err
+	}
+	if err = d.SetLinger(0); err == nil {
+		err = d.Connect(r.replay)
+	}
+	if err == nil {
+		_, err = d.SendMessage([]byte{}, AppendSeq(nil, req.start))
+	}
+	if err != nil {
+		d.Close()
+		return fmt.Errorf("kvbridge: replay %s: %w", r.replay, err)
+	}
+	ss.dealer, ss.dealerGen = d, req.gen
+	return nil
+}
+
+// readReplay drains replay replies; after the terminator the DEALER is closed.
+func (r *zmqReader) readReplay(ctx context.Context, ss *zmqSessionSockets) error {
+	for ss.dealer != nil {
+		frames, err := ss.dealer.RecvMessageBytes(zmq.DONTWAIT)
+		if err != nil {
+			if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) {
+				return nil
+			}
+			return fmt.Errorf("kvbridge: replay %s: %w", r.replay, err)
+		}
+		m, err := ParseReplayReply(frames)
+		if err != nil {
+			r.src.enqueueMalformed(r.rank, err)
+			continue
+		}
+		if !r.src.enqueue(ctx, zmqItem{kind: zmqItemReplay, rank: r.rank, seq: m.Seq, payload: m.Payload, gen: ss.dealerGen, end: m.End}) {
+			return nil
+		}
+		if m.End {
+			ss.dealer.Close()
+			ss.dealer = nil
+		}
+	}
+	return nil
+}

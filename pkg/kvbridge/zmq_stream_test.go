@@ -1,0 +1,265 @@
+package kvbridge
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+)
+
+// logConsumer records Consumer calls as strings: "b<seq>" for a batch, "reset:<reason>".
+// resyncAt makes Batch ask for a resync at those seqs.
+type logConsumer struct {
+	log      []string
+	resyncAt map[uint64]bool
+}
+
+func (c *logConsumer) Batch(rank int, b *indexer.Batch) bool {
+	c.log = append(c.log, fmt.Sprintf("b%d", b.Seq))
+	return c.resyncAt[b.Seq]
+}
+
+func (c *logConsumer) Reset(rank int, reason string) { c.log = append(c.log, "reset:"+reason) }
+
+// streamHarness drives a zmqStream without sockets.
+type streamHarness struct {
+	s    *zmqStream
+	c    *logConsumer
+	reqs []zmqReplayReq
+	now  time.Time
+}
+
+func newStreamHarness(replay bool) *streamHarness {
+	h := &streamHarness{c: &logConsumer{resyncAt: map[uint64]bool{}}, now: time.Unix(1000, 0)}
+	h.s = &zmqStream{worker: "w", c: h.c, log: zap.NewNop(), now: func() time.Time { return h.now },
+		replayTimeout: time.Second, resyncInterval: 30 * time.Second, maxHeld: 4, scratch: &indexer.Batch{}}
+	if replay {
+		h.s.request = func(start, gen uint64) { h.reqs = append(h.reqs, zmqReplayReq{start, gen}) }
+	}
+	return h
+}
+
+func payloadFor(seq uint64) []byte {
+	return EncodeBatch(nil, storedBatch(1000+seq, 0), EncodeOptions{})
+}
+
+func (h *streamHarness) live(seqs ...uint64) {
+	for _, s := range seqs {
+		h.s.live(s, payloadFor(s))
+	}
+}
+
+// replay answers the last request with seqs and a terminator.
+func (h *streamHarness) replay(seqs ...uint64) {
+	gen := h.reqs[len(h.reqs)-1].gen
+	for _, s := range seqs {
+		h.s.replayMsg(gen, s, payloadFor(s), false)
+	}
+	h.s.replayMsg(gen, ReplayEndSeq, nil, true)
+}
+
+func (h *streamHarness) starts() []uint64 {
+	var out []uint64
+	for _, r := range h.reqs {
+		out = append(out, r.start)
+	}
+	return out
+}
+
+func TestStreamRules(t *testing.T) {
+	tests := []struct {
+		name       string
+		replay     bool
+		run        func(h *streamHarness)
+		want       []string
+		wantStarts []uint64
+	}{
+		{
+			name: "first batch sets the cursor, then in order",
+			run:  func(h *streamHarness) { h.live(7, 8, 9) },
+			want: []string{"b7", "b8", "b9"},
+		},
+		{
+			name: "live seq <= cursor is a publisher restart",
+			run:  func(h *streamHarness) { h.live(3, 4, 0, 1) },
+			want: []string{"b3", "b4", "reset:publisher_restart", "b0", "b1"},
+		},
+		{
+			name: "gap without replay resets and continues",
+			run:  func(h *streamHarness) { h.live(1, 2, 5, 6) },
+			want: []string{"b1", "b2", "reset:unrepaired_gap", "b5", "b6"},
+		},
+		{
+			name:   "gap repaired by replay, held batches after it, duplicates skipped",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 2, 5, 6, 7) // 5 starts a replay from 3; 6, 7 held
+				h.replay(3, 4, 5, 6)  // 6 also replayed: the held 6 is a duplicate
+			},
+			want:       []string{"b1", "b2", "b3", "b4", "b5", "b6", "b7"},
+			wantStarts: []uint64{3},
+		},
+		{
+			name:   "a live copy arriving after its replayed copy is a duplicate, not a restart",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 3)
+				h.replay(2, 3, 4)
+				h.live(4, 5)
+			},
+			want:       []string{"b1", "b2", "b3", "b4", "b5"},
+			wantStarts: []uint64{2},
+		},
+		{
+			name:   "a restart seen while replaying is applied after the replay",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 3, 0)
+				h.replay(2, 3)
+			},
+			want:       []string{"b1", "b2", "b3", "reset:publisher_restart", "b0"},
+			wantStarts: []uint64{2},
+		},
+		{
+			name:   "replay not starting at cursor+1 resets and continues from the held batch",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 2, 6, 7)
+				h.replay(4, 5, 6) // the buffer lost 3
+			},
+			want:       []string{"b1", "b2", "reset:unrepaired_gap", "b6", "b7"},
+			wantStarts: []uint64{3},
+		},
+		{
+			name:   "replay with only the terminator resets",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 3)
+				h.replay()
+			},
+			want:       []string{"b1", "reset:unrepaired_gap", "b3"},
+			wantStarts: []uint64{2},
+		},
+		{
+			name:   "connect replays from 0 and holds live batches; first replayed sets the cursor",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.s.connected()
+				h.live(5, 6)
+				h.replay(2, 3, 4, 5)
+			},
+			want:       []string{"b2", "b3", "b4", "b5", "b6"},
+			wantStarts: []uint64{0},
+		},
+		{
+			name:   "reconnect with a cursor clears and rebuilds",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.s.connected()
+				h.replay(1)
+				h.s.connected()
+				h.replay(0, 1) // a restarted publisher
+			},
+			want:       []string{"b1", "reset:replay_from_zero", "b0", "b1"},
+			wantStarts: []uint64{0, 0},
+		},
+		{
+			name:   "hole inside the replayed buffer resets at the hole",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.s.connected()
+				h.replay(1, 2, 4)
+			},
+			want:       []string{"b1", "b2", "reset:unrepaired_gap", "b4"},
+			wantStarts: []uint64{0},
+		},
+		{
+			name:   "a truncated replay is continued by a second one",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 5)
+				h.replay(2, 3) // HWM cut the tail
+				h.replay(4)
+			},
+			want:       []string{"b1", "b2", "b3", "b4", "b5"},
+			wantStarts: []uint64{2, 4},
+		},
+		{
+			name:   "late replies of an abandoned replay are ignored",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 3)
+				old := h.reqs[0].gen
+				h.now = h.now.Add(2 * time.Second)
+				h.s.tick(h.now) // timeout: reset, continue from 3
+				h.s.replayMsg(old, 2, payloadFor(2), false)
+				h.live(4)
+			},
+			want:       []string{"b1", "reset:unrepaired_gap", "b3", "b4"},
+			wantStarts: []uint64{2},
+		},
+		{
+			name:   "held overflow drops the newest, and the gap is repaired afterwards",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 3, 4, 5, 6, 7) // 3 starts a replay; held: 3, 4, 5, 6 (max 4); 7 dropped
+				h.replay(2, 3)
+				h.live(8) // shows the gap left by the dropped 7
+				h.replay(7)
+			},
+			want:       []string{"b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"},
+			wantStarts: []uint64{2, 7},
+		},
+		{
+			name:   "unknown parent resyncs at most once per interval",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.c.resyncAt[2], h.c.resyncAt[3] = true, true
+				h.live(1, 2) // resync: reset + replay from 0
+				h.replay(1, 2)
+				h.live(3) // asks again: rate-limited
+				h.now = h.now.Add(31 * time.Second)
+				h.live(4)
+				h.c.resyncAt[4] = true
+				h.live(5)
+				h.live(4) // restart; resync allowed again after 30 s
+			},
+			want: []string{"b1", "b2", "reset:resync", "b1", "b2", "b3", "b4", "b5", "reset:publisher_restart", "b4",
+				"reset:resync"},
+			wantStarts: []uint64{0, 0},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newStreamHarness(tt.replay)
+			tt.run(h)
+			if diff := cmp.Diff(tt.want, h.c.log); diff != "" {
+				t.Errorf("consumer calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantStarts, h.starts()); diff != "" {
+				t.Errorf("replay requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStreamMalformedPayloadAdvancesCursor(t *testing.T) {
+	h := newStreamHarness(true)
+	h.live(1)
+	h.s.live(2, []byte{0xc1})
+	h.live(3)
+	if diff := cmp.Diff([]string{"b1", "b3"}, h.c.log); diff != "" {
+		t.Errorf("consumer calls (-want +got):\n%s", diff)
+	}
+	if len(h.reqs) != 0 {
+		t.Errorf("replay requests: got %v, want none", h.starts())
+	}
+	st := h.s.status()
+	if st.Malformed != 1 || st.Cursor != 3 || st.Applied != 2 {
+		t.Errorf("status: got %+v, want malformed 1, cursor 3, applied 2", st)
+	}
+}

@@ -260,3 +260,22 @@ func TestAppendEventJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestTailGRPCUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	code, stdout, stderr := runCmd(t, "tail", "--grpc", addr, "--runtime", "vllm", "--count", "1", "--timeout", "300ms")
+	if code != exitError {
+		t.Errorf("exit code: got %d, want %d", code, exitError)
+	}
+	if stdout != "" {
+		t.Errorf("stdout: got %q, want nothing", stdout)
+	}
+	if !strings.Contains(stderr, "stream down") || !strings.Contains(stderr, "got 0 of 1 events") {
+		t.Errorf("stderr: got %q, want a stream-down warning and the timeout note", stderr)
+	}
+}

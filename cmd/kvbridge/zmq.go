@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/kvbridge"
@@ -14,11 +12,20 @@ type zmqOptions struct {
 	dpSize                  int
 }
 
-// newZMQSource builds the ZMQ subscriber for o delivering into c, and a func that releases it
-// after Run has returned.
-//
-// TODO(kvbridge): wire kvbridge.NewZMQSource once pkg/kvbridge/zmq_source.go lands; until then
-// the ZMQ paths report that they are unavailable.
+// newZMQSource builds the ZMQ subscriber for o (every DP rank, replay from 0 on connect when a
+// replay endpoint is given) delivering into c, and a func that releases it after Run has
+// returned. The source opens its sockets in Run and closes them before Run returns, so the
+// release func has nothing to do today; it keeps the call sites honest if that changes.
 func newZMQSource(o zmqOptions, c kvbridge.Consumer, log *zap.Logger) (runner, func(), error) {
-	return nil, func() {}, errors.New("ZMQ source not built into this binary yet")
+	src, err := kvbridge.NewZMQSource(kvbridge.ZMQConfig{
+		Worker:   o.endpoint,
+		Endpoint: o.endpoint,
+		Replay:   o.replay,
+		Topic:    o.topic,
+		DPSize:   o.dpSize,
+	}, c, log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return src, func() {}, nil
 }

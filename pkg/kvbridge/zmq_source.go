@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,6 +90,10 @@ type ZMQSource struct {
 	mu sync.Mutex
 	up []bool
 }
+
+// zmqMonitorSeq makes monitor endpoint names unique in the process: libzmq unbinds a stopped
+// monitor's inproc endpoint asynchronously, so names are never reused.
+var zmqMonitorSeq atomic.Uint64
 
 // zmqItemKind tags what a reader queued.
 type zmqItemKind uint8
@@ -320,8 +325,8 @@ func (r *zmqReader) requestReplay(start, gen uint64) {
 // run connects, reads and reconnects with jittered exponential backoff until ctx is done.
 func (r *zmqReader) run(ctx context.Context) {
 	backoff := backoffMin
-	for session := 0; ctx.Err() == nil; session++ {
-		received, err := r.session(ctx, session)
+	for ctx.Err() == nil {
+		received, err := r.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -374,7 +379,7 @@ func (ss *zmqSessionSockets) close() {
 
 // session opens the rank's SUB (with a connection monitor) and reads until ctx is done or a
 // socket fails. received reports whether any message arrived (to reset the backoff).
-func (r *zmqReader) session(ctx context.Context, n int) (received bool, err error) {
+func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
 	var ss zmqSessionSockets
 	defer ss.close()
 	if ss.sub, err = zmq.NewSocket(zmq.SUB); err != nil {
@@ -391,7 +396,7 @@ func (r *zmqReader) session(ctx context.Context, n int) (received bool, err erro
 	}
 	// The monitor reports every TCP (re)connection libzmq makes on its own, so a restarted
 	// publisher triggers the replay from 0 that rebuilds the rank.
-	monEP := fmt.Sprintf("inproc://kvbridge-mon-%p-%d-%d", r, r.rank, n)
+	monEP := fmt.Sprintf("inproc://kvbridge-mon-%d-%d", zmqMonitorSeq.Add(1), r.rank)
 	if err = ss.sub.Monitor(monEP, zmq.EVENT_HANDSHAKE_SUCCEEDED|zmq.EVENT_DISCONNECTED); err != nil {
 		return false, err
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
@@ -459,5 +461,79 @@ func TestZMQSourceQueueDrops(t *testing.T) {
 	checkContiguous(t, calls, 0)
 	if last <= end || calls[len(calls)-1].Seq != last {
 		t.Errorf("last delivered: got %d, want %d (> %d)", calls[len(calls)-1].Seq, last, end)
+	}
+}
+
+// TestZMQSourcePublisherProcessRestart: a publisher process that goes away and comes back on
+// the same ports is rebuilt through a replay from 0 when libzmq reconnects.
+func TestZMQSourcePublisherProcessRestart(t *testing.T) {
+	ports := freePorts(t, 2)
+	cfg := PublisherConfig{Endpoint: tcpEP(ports), Mode: PubBind, Replay: tcpEP(ports + 1)}
+	p1, err := NewPublisher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan struct{})
+	go func() {
+		defer close(done1)
+		p1.Run(ctx1)
+	}()
+	c := newChanConsumer()
+	s := startSource(t, ZMQConfig{Worker: "w", Endpoint: tcpEP(ports), Replay: tcpEP(ports + 1)}, c, nil)
+	syncSource(t, p1, c, s, 0)
+	cancel1()
+	<-done1
+	if err := p1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "source down", func() bool { return s.State() == StreamDown })
+
+	p2 := startPublisher(t, cfg) // a new instance: seq 0 again, empty buffer
+	end := publishN(t, p2, 3)
+	var got []string
+	for {
+		r := c.next(t)
+		if r.Reset != "" {
+			got = append(got, r.Reset)
+			continue
+		}
+		got = append(got, fmt.Sprint(r.Seq))
+		if r.Seq == end {
+			break
+		}
+	}
+	// Batches published before the SUB reconnected come from the replay of the new instance.
+	want := []string{ResetReplayFromZero, "0", "1", "2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("consumer calls after the restart (-want +got):\n%s", diff)
+	}
+	waitUp(t, s)
+}
+
+// TestZMQSourceBackoff: an endpoint that cannot be connected is retried with backoff, never in
+// a busy loop, and the stream shows as down.
+func TestZMQSourceBackoff(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	s, err := NewZMQSource(ZMQConfig{Worker: "w", Endpoint: "tcp://127.0.0.1:notaport", Rand: func() uint64 { return 0 }},
+		newChanConsumer(), zap.New(core), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	waitFor(t, "first failure", func() bool { return logs.Len() > 0 })
+	if got := s.State(); got != StreamDown {
+		t.Errorf("state: got %v, want down", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// Waits of 50, 100, 200, 400 ms (half of 100 ms → 5 s, jitter 0) fit in 700 ms: at most
+	// 5 attempts, where a busy loop would make thousands.
+	if n := logs.FilterMessageSnippet("reconnecting").Len(); n < 2 || n > 5 {
+		t.Errorf("reconnect attempts in 700ms: got %d, want 2..5", n)
 	}
 }

@@ -95,7 +95,7 @@ type zmqStream struct {
 	replayFull   bool // from 0 (connect, resync) rather than from cursor+1 (gap)
 	replayStart  uint64
 	replayGen    uint64
-	replayN      int // data messages received
+	replayN      int  // data messages received
 	replayFailed bool // the first seq did not match: ignore the rest until the terminator
 	replayDL     time.Time
 

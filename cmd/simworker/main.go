@@ -75,7 +75,7 @@ Fault switches (for reliability tests):
   --fault-event-delay D     send each event batch D after its engine step
   --fault-stall-after N     after N finished requests the engine freezes (no tokens, no
                             events) for --fault-stall-for (0 = until shutdown)
-  --fault-exit-after N      exit(3) abruptly after N completed HTTP requests (a crash)
+  --fault-exit-after N      exit(3) abruptly after N completed requests, HTTP or gRPC (a crash)
 
 Flags:
 `)
@@ -256,9 +256,9 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	var completed atomic.Int64
-	scfg := sim.ServerConfig{Model: o.model, Codec: codec, Logger: log}
+	var onCompleted func()
 	if o.faultExitAfter > 0 {
-		scfg.OnCompleted = func() {
+		onCompleted = func() {
 			if completed.Add(1) >= o.faultExitAfter {
 				log.Warn("fault: exiting", zap.Int64("after_requests", o.faultExitAfter))
 				_ = log.Sync()
@@ -266,6 +266,7 @@ func run(ctx context.Context, o *options) error {
 			}
 		}
 	}
+	scfg := sim.ServerConfig{Model: o.model, Codec: codec, Logger: log, OnCompleted: onCompleted}
 	hs, err := sim.NewServer(scfg, ranks, reg)
 	if err != nil {
 		return err
@@ -280,7 +281,7 @@ func run(ctx context.Context, o *options) error {
 	var gl net.Listener
 	if o.grpcPort != 0 {
 		gs, err := sim.NewGRPCServer(sim.GRPCConfig{Runtime: o.runtime, Model: o.model, TokenizerPath: o.tokenizerPath,
-			Codec: codec, BOSTokenID: bos, Logger: log}, ranks, bridge)
+			Codec: codec, BOSTokenID: bos, Logger: log, OnCompleted: onCompleted}, ranks, bridge)
 		if err != nil {
 			hl.Close()
 			return err

@@ -29,6 +29,9 @@ type GRPCConfig struct {
 	Codec TextCodec
 	// BOSTokenID is reported by GetModelInfo (0 = none).
 	BOSTokenID int32
+	// OnCompleted, when set, is called after every Generate call that ran to its end (used
+	// by the exit fault switch).
+	OnCompleted func()
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
@@ -239,6 +242,9 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 			return status.FromContextError(ctx.Err()).Err()
 		case <-ready:
 		}
+	}
+	if s.cfg.OnCompleted != nil {
+		s.cfg.OnCompleted()
 	}
 	return nil
 }

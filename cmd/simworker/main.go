@@ -1,6 +1,3 @@
-// Command simworker is kvgate's CPU-only stand-in for a GPU inference engine (DESIGN.md §8):
-// an OpenAI /v1/completions server, an SMG engine gRPC service and a vLLM-style ZMQ KV-event
-// publisher over pkg/sim's engine model. See --help for the flags.
 package main
 
 import (

@@ -351,3 +351,18 @@ streams, so the index does not degrade as replicas are added.`)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ids))*1000/1e3, "µs/1000tok")
 }
+
+// BenchmarkParseCompletion is decoding and validating a body with a 1000-token token-id prompt,
+// and re-encoding it for a worker.
+func BenchmarkParseCompletion(b *testing.B) {
+	body := tokenPrompts(1)[0]
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		req, err := parseCompletion(body, requestLimits{MaxN: 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = req.upstreamBody(make([]byte, 0, len(body)+64), "m", nil)
+	}
+}

@@ -60,11 +60,13 @@ type requestLimits struct {
 // parseCompletion decodes and validates a completion body. Every failure is an *apiError with
 // status 400 naming the offending parameter.
 func parseCompletion(body []byte, lim requestLimits) (*completionRequest, *apiError) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, badRequest("", "invalid JSON body: "+jsonErrText(err))
-	}
-	if raw == nil {
+	raw := make(map[string]json.RawMessage, 8)
+	if err := scanObject(body, func(k string, v []byte) { raw[k] = v }); err != nil {
+		// Let encoding/json describe what is wrong (it is the slow path only for bad bodies).
+		var probe map[string]json.RawMessage
+		if jerr := json.Unmarshal(body, &probe); jerr != nil {
+			return nil, badRequest("", "invalid JSON body: "+jsonErrText(jerr))
+		}
 		return nil, badRequest("", "request body must be a JSON object")
 	}
 	req := &completionRequest{raw: raw, N: 1, bodyLen: len(body)}

@@ -1,0 +1,255 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+)
+
+// A hand-written JSON scanner for the top level of request bodies. encoding/json validates a
+// body and then scans it again to decode it into a map, which for a 1000-token prompt costs
+// several times the rest of the gateway's per-request work; this scanner validates each byte
+// once and hands out raw value spans (the prompt then takes parseTokenArray's fast path). It
+// accepts exactly what encoding/json accepts (FuzzScanObject checks the two agree).
+
+var errJSON = errors.New("invalid JSON")
+
+// maxJSONDepth bounds nesting, as encoding/json does (10000), far above any real request.
+const maxJSONDepth = 10000
+
+// scanObject splits a JSON object into its top-level members, calling fn with each key
+// (unescaped) and raw value span in order. Whitespace around the object is allowed.
+func scanObject(b []byte, fn func(key string, val []byte)) error {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errJSON
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		if skipWS(b, i+1) != len(b) {
+			return errJSON
+		}
+		return nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return errJSON
+		}
+		kend, esc, err := scanString(b, i)
+		if err != nil {
+			return err
+		}
+		var key string
+		if esc {
+			if err := json.Unmarshal(b[i:kend], &key); err != nil {
+				return errJSON
+			}
+		} else {
+			key = string(b[i+1 : kend-1])
+		}
+		i = skipWS(b, kend)
+		if i >= len(b) || b[i] != ':' {
+			return errJSON
+		}
+		i = skipWS(b, i+1)
+		vend, err := scanValue(b, i, 1)
+		if err != nil {
+			return err
+		}
+		fn(key, b[i:vend])
+		i = skipWS(b, vend)
+		if i >= len(b) {
+			return errJSON
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case '}':
+			if skipWS(b, i+1) != len(b) {
+				return errJSON
+			}
+			return nil
+		default:
+			return errJSON
+		}
+	}
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanValue returns the end of the JSON value starting at b[i].
+func scanValue(b []byte, i, depth int) (int, error) {
+	if i >= len(b) {
+		return 0, errJSON
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _, err := scanString(b, i)
+		return end, err
+	case c == '{':
+		if depth > maxJSONDepth {
+			return 0, errJSON
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, nil
+		}
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return 0, errJSON
+			}
+			end, _, err := scanString(b, i)
+			if err != nil {
+				return 0, err
+			}
+			i = skipWS(b, end)
+			if i >= len(b) || b[i] != ':' {
+				return 0, errJSON
+			}
+			if i, err = scanValue(b, skipWS(b, i+1), depth+1); err != nil {
+				return 0, err
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return 0, errJSON
+			}
+			if b[i] == '}' {
+				return i + 1, nil
+			}
+			if b[i] != ',' {
+				return 0, errJSON
+			}
+			i = skipWS(b, i+1)
+		}
+	case c == '[':
+		if depth > maxJSONDepth {
+			return 0, errJSON
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1, nil
+		}
+		for {
+			var err error
+			if i, err = scanValue(b, i, depth+1); err != nil {
+				return 0, err
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return 0, errJSON
+			}
+			if b[i] == ']' {
+				return i + 1, nil
+			}
+			if b[i] != ',' {
+				return 0, errJSON
+			}
+			i = skipWS(b, i+1)
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		return scanNumber(b, i)
+	case c == 't':
+		return scanLiteral(b, i, "true")
+	case c == 'f':
+		return scanLiteral(b, i, "false")
+	case c == 'n':
+		return scanLiteral(b, i, "null")
+	}
+	return 0, errJSON
+}
+
+func scanLiteral(b []byte, i int, lit string) (int, error) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return 0, errJSON
+	}
+	return i + len(lit), nil
+}
+
+// scanNumber follows the JSON number grammar: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+func scanNumber(b []byte, i int) (int, error) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return 0, errJSON
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		s := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == s {
+			return 0, errJSON
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		s := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == s {
+			return 0, errJSON
+		}
+	}
+	return i, nil
+}
+
+// scanString returns the end (after the closing quote) of the string starting at b[i] and
+// whether it needs unescaping (escapes or non-ASCII bytes). Control characters and bad escapes are errors; invalid UTF-8 is
+// accepted, as encoding/json accepts it (replacing it when decoding).
+func scanString(b []byte, i int) (int, bool, error) {
+	esc := false
+	for i++; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, esc, nil
+		case c < 0x20:
+			return 0, false, errJSON
+		case c == '\\':
+			esc = true
+			i++
+			if i >= len(b) {
+				return 0, false, errJSON
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i < 5 {
+					return 0, false, errJSON
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return 0, false, errJSON
+					}
+				}
+				i += 4
+			default:
+				return 0, false, errJSON
+			}
+		case c >= utf8.RuneSelf:
+			// Multi-byte UTF-8 (valid or not) is accepted, as in encoding/json; report it like
+			// an escape so a key holding it is decoded by encoding/json (which replaces invalid
+			// sequences with U+FFFD).
+			esc = true
+		}
+	}
+	return 0, false, errJSON
+}

@@ -149,10 +149,14 @@ func tailLoop(ctx context.Context, src runner, p *tailPrinter, f *tailFlags, std
 		idle = timer.C
 	}
 	// finish stops the source (unless it already returned with err) and returns the exit code.
-	finish := func(code int, returned bool, err error) int {
+	// It writes to stderr only once the source has returned: the source logs to stderr too.
+	finish := func(code int, returned bool, err error, note string) int {
 		if !returned {
 			cancel()
 			err = <-runErr
+		}
+		if note != "" {
+			fmt.Fprintln(stderr, note)
 		}
 		if werr := p.flush(); werr != nil && code == exitOK {
 			fmt.Fprintf(stderr, "kvbridge tail: write stdout: %v\n", werr)
@@ -175,17 +179,17 @@ func tailLoop(ctx context.Context, src runner, p *tailPrinter, f *tailFlags, std
 				timer.Reset(f.timeout) // Go ≥ 1.23: no stale tick after Reset
 			}
 		case <-p.done:
-			return finish(exitOK, false, nil)
+			return finish(exitOK, false, nil, "")
 		case <-idle:
 			if f.count > 0 {
-				fmt.Fprintf(stderr, "kvbridge tail: no event for %v: got %d of %d events\n", f.timeout, p.printedCount(), f.count)
-				return finish(exitError, false, nil)
+				return finish(exitError, false, nil,
+					fmt.Sprintf("kvbridge tail: no event for %v: got %d of %d events", f.timeout, p.printedCount(), f.count))
 			}
-			return finish(exitOK, false, nil)
+			return finish(exitOK, false, nil, "")
 		case err := <-runErr:
-			return finish(exitOK, true, err)
+			return finish(exitOK, true, err, "")
 		case <-ctx.Done():
-			return finish(exitOK, false, nil)
+			return finish(exitOK, false, nil, "")
 		}
 	}
 }

@@ -780,3 +780,58 @@ func codecSkip(b []byte) ([]byte, error) {
 		}
 	}
 }
+
+// PeekRank returns the DP rank in a batch payload's envelope (data_parallel_rank or
+// attn_dp_rank) without decoding the events; ok is false when the envelope has no rank or a nil
+// one. The bind-mode collector uses it to keep one cursor per (topic, rank). Errors wrap
+// ErrMalformed.
+func PeekRank(payload []byte) (rank int32, ok bool, err error) {
+	var tmp indexer.Batch
+	b := payload
+	if len(b) == 0 {
+		return 0, false, codecErr("peek rank", errCodecShort)
+	}
+	switch {
+	case isArrayLead(b[0]):
+		n, o, err := msgp.ReadArrayHeaderBytes(b)
+		if err != nil {
+			return 0, false, codecErr("peek rank", errCodecShort)
+		}
+		if n < 3 {
+			return 0, false, nil
+		}
+		b = o
+		for range 2 {
+			if b, err = codecSkip(b); err != nil {
+				return 0, false, codecErr("peek rank", err)
+			}
+		}
+		if _, err = codecReadRank(b, &tmp); err != nil {
+			return 0, false, codecErr("peek rank", err)
+		}
+	case isMapLead(b[0]):
+		n, o, err := msgp.ReadMapHeaderBytes(b)
+		if err != nil {
+			return 0, false, codecErr("peek rank", errCodecShort)
+		}
+		b = o
+		for range n {
+			var key []byte
+			if key, b, err = msgp.ReadMapKeyZC(b); err != nil {
+				return 0, false, codecErr("peek rank", errCodecType)
+			}
+			switch string(key) {
+			case "data_parallel_rank", "attn_dp_rank":
+				b, err = codecReadRank(b, &tmp)
+			default:
+				b, err = codecSkip(b)
+			}
+			if err != nil {
+				return 0, false, codecErr("peek rank", err)
+			}
+		}
+	default:
+		return 0, false, codecErr("peek rank", errCodecType)
+	}
+	return tmp.DPRank, tmp.HasDPRank, nil
+}

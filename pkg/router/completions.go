@@ -24,13 +24,14 @@ type call struct {
 	model   string     // requested model (defaulted)
 	tokens  [][]uint32 // per prompt; nil entries when a text prompt was not tokenized
 	arrival time.Time
+	header  http.Header // the client's request headers
 }
 
 // routeTokens returns the tokens the request is routed on: its first prompt's.
 func (c *call) routeTokens() []uint32 { return c.tokens[0] }
 
 func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	c := &call{arrival: time.Now()}
+	c := &call{arrival: time.Now(), header: r.Header}
 	body, aerr := readBody(w, r, rt.cfg.MaxBodyBytes)
 	if aerr != nil {
 		writeError(w, aerr)

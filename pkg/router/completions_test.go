@@ -17,7 +17,20 @@ import (
 func TestCompletionProxyNonStreaming(t *testing.T) {
 	fw := newFakeWorker(t, "engine-name")
 	g := newTestGateway(t, Config{}, fw.url())
-	resp, body := g.post(t, `{"model":"test-model","prompt":"hi there","max_tokens":5,"temperature":0.5,"logprobs":null,"user":"u1"}`)
+	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(`{"model":"test-model","prompt":"hi there","max_tokens":5,"temperature":0.5,"logprobs":null,"user":"u1"}`))
+	req.Header.Set("X-Request-Id", "req-7")
+	req.Header.Set("Authorization", "Bearer client-key")
+	resp, err := g.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(bb)
+	h := <-fw.headers
+	if h.Get("X-Request-Id") != "req-7" || h.Get("Authorization") != "" {
+		t.Errorf("forwarded headers: got request id %q, authorization %q; want req-7 and none", h.Get("X-Request-Id"), h.Get("Authorization"))
+	}
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: got %d, want 200 (body %s)", resp.StatusCode, body)
 	}

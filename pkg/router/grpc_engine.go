@@ -58,6 +58,8 @@ type runtimeClient interface {
 	abort(ctx context.Context, id string) error
 	health(ctx context.Context) (healthy bool, msg string, err error)
 	modelName(ctx context.Context) (string, error)
+	// loads returns running+waiting requests summed over DP ranks (GetLoads).
+	loads(ctx context.Context) (int64, error)
 	// cumulative reports whether chunk completion_tokens are running totals (TokenSpeed,
 	// SGLang) rather than per-chunk counts (vLLM) (wire/smg-grpc.md §7.2).
 	cumulative() bool
@@ -167,6 +169,15 @@ func checkHealthy(ok bool, msg string, err error) error {
 	return nil
 }
 
+// engineLoad returns the engine's running+waiting requests from GetLoads.
+func (e *grpcEngine) engineLoad(ctx context.Context) (int64, error) {
+	c := e.client()
+	if c == nil {
+		return 0, errUndetected
+	}
+	return c.loads(ctx)
+}
+
 func (e *grpcEngine) modelName(ctx context.Context) (string, error) {
 	c := e.client()
 	if c == nil {
@@ -254,6 +265,18 @@ func (v *vllmClient) health(ctx context.Context) (bool, string, error) {
 	return r.Healthy, r.Message, nil
 }
 
+func (v *vllmClient) loads(ctx context.Context) (int64, error) {
+	r, err := v.c.GetLoads(ctx, &vllm.GetLoadsRequest{Include: []string{"core"}})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, l := range r.Loads {
+		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
+	}
+	return n, nil
+}
+
 func (v *vllmClient) modelName(ctx context.Context) (string, error) {
 	r, err := v.c.GetModelInfo(ctx, &vllm.GetModelInfoRequest{})
 	if err != nil {
@@ -335,6 +358,18 @@ func (v *sglangClient) health(ctx context.Context) (bool, string, error) {
 		return false, "", err
 	}
 	return r.Healthy, r.Message, nil
+}
+
+func (v *sglangClient) loads(ctx context.Context) (int64, error) {
+	r, err := v.c.GetLoads(ctx, &sglang.GetLoadsRequest{Include: []string{"core"}})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, l := range r.Loads {
+		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
+	}
+	return n, nil
 }
 
 func (v *sglangClient) modelName(ctx context.Context) (string, error) {
@@ -430,6 +465,18 @@ func (v *tokenspeedClient) health(ctx context.Context) (bool, string, error) {
 		return false, "", err
 	}
 	return r.Healthy, r.Message, nil
+}
+
+func (v *tokenspeedClient) loads(ctx context.Context) (int64, error) {
+	r, err := v.c.GetLoads(ctx, &tokenspeed.GetLoadsRequest{Include: []string{"core"}})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, l := range r.Loads {
+		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
+	}
+	return n, nil
 }
 
 func (v *tokenspeedClient) modelName(ctx context.Context) (string, error) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // OpenAI completion response shapes (non-streaming body and SSE chunks share them).
@@ -124,7 +126,11 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 			topP: req.TopP, n: n, stop: req.Stop, stopTokenIDs: req.StopTokenIDs, seed: req.Seed, ignoreEOS: req.IgnoreEOS,
 		})
 		if err != nil {
-			return false, upstreamError(err)
+			ae := upstreamError(err)
+			if status.Code(err) == codes.Unavailable {
+				ae.cause = &transportError{err: err} // the engine is unreachable: mark it down
+			}
+			return false, ae
 		}
 		streams[i] = st
 	}

@@ -62,6 +62,10 @@ func (f *fakeVLLM) GetModelInfo(context.Context, *vllm.GetModelInfoRequest) (*vl
 	return &vllm.GetModelInfoResponse{ServedModelName: "vllm-model", VocabSize: 256}, nil
 }
 
+func (f *fakeVLLM) GetLoads(context.Context, *vllm.GetLoadsRequest) (*vllm.GetLoadsResponse, error) {
+	return &vllm.GetLoadsResponse{Loads: []*vllm.SchedulerLoad{{NumRunningReqs: 2, NumWaitingReqs: 3}, {DpRank: 1, NumRunningReqs: 1}}}, nil
+}
+
 func (f *fakeVLLM) Abort(_ context.Context, r *vllm.AbortRequest) (*vllm.AbortResponse, error) {
 	f.aborts <- r.RequestIds
 	return &vllm.AbortResponse{}, nil
@@ -189,6 +193,15 @@ func TestGRPCVLLMStreaming(t *testing.T) {
 	if got := g.rt.fleet.Load().members[0].eng.runtimeName(); got != "vllm" {
 		t.Errorf("detected runtime: got %q, want vllm", got)
 	}
+}
+
+func TestGRPCEngineLoadFromGetLoads(t *testing.T) {
+	f := newFakeVLLM()
+	f.gen = echoUpper
+	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
+	g := newTestGateway(t, Config{EngineMetricsInterval: 10 * time.Millisecond}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
+	w := g.rt.Workers()[0]
+	g.waitFor(t, "engine load from GetLoads", func() bool { n, _, ok := w.EngineLoad(); return ok && n == 6 })
 }
 
 func TestGRPCClientDropAborts(t *testing.T) {

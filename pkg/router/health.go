@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // httpClient is the shared client for http:// workers: requests, health checks, model
@@ -47,7 +45,7 @@ func (m *member) healthLoop(ctx context.Context) {
 	tick := time.NewTicker(cfg.HealthInterval)
 	defer tick.Stop()
 	var scrape <-chan time.Time
-	if cfg.EngineMetricsInterval > 0 && m.w.Kind() == worker.KindHTTP {
+	if cfg.EngineMetricsInterval > 0 {
 		st := time.NewTicker(cfg.EngineMetricsInterval)
 		defer st.Stop()
 		scrape = st.C
@@ -169,8 +167,9 @@ var engineLoadNames = []string{
 	"sglang:num_running_reqs", "sglang:num_queue_reqs",
 }
 
-// scrapeEngineLoad reads the worker's /metrics and records running+waiting (summed over every
-// label set, i.e. over DP ranks and model names). A failed scrape marks the load unknown.
+// scrapeEngineLoad reads the engine's own load, running+waiting requests: from an http://
+// worker's /metrics (summed over every label set, i.e. over DP ranks and model names), from a
+// grpc:// worker's GetLoads (summed over ranks). A failed scrape marks the load unknown.
 func (m *member) scrapeEngineLoad(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, m.rt.cfg.HealthTimeout)
 	defer cancel()
@@ -186,6 +185,9 @@ func (m *member) scrapeEngineLoad(ctx context.Context) {
 }
 
 func (m *member) engineLoad(ctx context.Context) (int64, error) {
+	if m.eng != nil {
+		return m.eng.engineLoad(ctx)
+	}
 	resp, err := m.httpGet(ctx, "/metrics")
 	if err != nil {
 		return 0, err

@@ -67,6 +67,7 @@ func (p *fixedPolicy) Pick(_ *policy.Request, cands []policy.Candidate) policy.D
 type fakeWorker struct {
 	srv     *httptest.Server
 	reqs    chan map[string]any
+	headers chan http.Header
 	handle  func(w http.ResponseWriter, r *http.Request, body map[string]any)
 	model   string
 	healthy func() bool
@@ -75,7 +76,7 @@ type fakeWorker struct {
 
 func newFakeWorker(t *testing.T, model string) *fakeWorker {
 	t.Helper()
-	fw := &fakeWorker{reqs: make(chan map[string]any, 64), model: model}
+	fw := &fakeWorker{reqs: make(chan map[string]any, 64), headers: make(chan http.Header, 64), model: model}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 		if fw.healthy != nil && !fw.healthy() {
@@ -98,6 +99,10 @@ func newFakeWorker(t *testing.T, model string) *fakeWorker {
 		}
 		select {
 		case fw.reqs <- body:
+		default:
+		}
+		select {
+		case fw.headers <- r.Header.Clone():
 		default:
 		}
 		if fw.handle != nil {

@@ -130,6 +130,9 @@ func scanValue(b []byte, i, depth int) (int, error) {
 		if depth > maxJSONDepth {
 			return 0, errJSON
 		}
+		if end, ok := scanUintArray(b, i); ok {
+			return end, nil
+		}
 		i = skipWS(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			return i + 1, nil
@@ -252,4 +255,43 @@ func scanString(b []byte, i int) (int, bool, error) {
 		}
 	}
 	return 0, false, errJSON
+}
+
+// scanUintArray is the fast path of scanValue for a flat array of non-negative integers (a
+// token-id prompt): it returns the end of the array and true, or false when the array holds
+// anything else (then the general path decides).
+func scanUintArray(b []byte, i int) (int, bool) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for i < len(b) {
+		// One integer: 0, or [1-9][0-9]*.
+		switch {
+		case b[i] == '0':
+			i++
+		case b[i] >= '1' && b[i] <= '9':
+			i++
+			for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+				i++
+			}
+		default:
+			return 0, false
+		}
+		for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+			i++
+		}
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ']':
+			return i + 1, true
+		case ',':
+			i = skipWS(b, i+1)
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
 }

@@ -48,6 +48,11 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 		return false, upstreamError(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for _, h := range forwardHeaders {
+		if v := c.header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
 	if c.req.Stream {
 		req.Header.Set("Accept", "text/event-stream")
 	} else {
@@ -138,6 +143,11 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 		}
 	}
 }
+
+// forwardHeaders are the client headers passed on to http:// workers: request ids and W3C trace
+// context, so engine logs correlate. Credentials are not forwarded: the gateway's clients are
+// not the workers' clients.
+var forwardHeaders = []string{"X-Request-Id", "Traceparent", "Tracestate"}
 
 // isTimeout reports whether ctx ended by its own deadline (UpstreamTimeout) rather than the
 // client's cancellation.

@@ -72,6 +72,8 @@ type ZMQCollector struct {
 	dropped   atomic.Uint64
 	bound     atomic.Value // string: the endpoint actually bound
 
+	lastMalformedLog time.Time // reader goroutine only
+
 	// mu guards streams (written by the consumer goroutine, read by Status).
 	mu      sync.Mutex
 	streams map[zmqCollectorKey]*zmqCollectorStream
@@ -196,6 +198,7 @@ func (c *ZMQCollector) consume(ctx context.Context) {
 	tick := time.NewTicker(zmqTickInterval)
 	defer tick.Stop()
 	scratch := &indexer.Batch{}
+	var ticking []*zmqCollectorStream
 	var lastLog time.Time
 	for {
 		select {
@@ -228,12 +231,17 @@ func (c *ZMQCollector) consume(ctx context.Context) {
 				s.replayMsg(it.gen, it.seq, it.payload, it.end)
 			}
 		case <-tick.C:
-			now := c.cfg.Now()
+			// Tick outside the lock: a timed-out replay calls Consumer.Reset.
 			c.mu.Lock()
+			ticking = ticking[:0]
 			for _, s := range c.streams {
-				s.tick(now)
+				ticking = append(ticking, s)
 			}
 			c.mu.Unlock()
+			now := c.cfg.Now()
+			for _, s := range ticking {
+				s.tick(now)
+			}
 		}
 	}
 }
@@ -332,6 +340,7 @@ func (c *ZMQCollector) readSession(ctx context.Context) error {
 			select {
 			case req := <-c.reqs:
 				if err := c.sendReplay(dealers, req); err != nil {
+					c.m.Replay(req.key.topic, ReplayError)
 					c.log.Warn("kvbridge: collector: replay request failed", zap.String("topic", req.key.topic), zap.Error(err))
 				}
 			default:
@@ -398,10 +407,17 @@ func (c *ZMQCollector) readLive(sub *zmq.Socket) error {
 	}
 }
 
+// countMalformed counts a malformed message and logs at most once per interval (reader
+// goroutine only, which owns lastMalformedLog).
 func (c *ZMQCollector) countMalformed(err error) {
-	if c.malformed.Add(1) == 1 {
-		c.log.Warn("kvbridge: collector: skipping malformed message", zap.Error(err))
+	n := c.malformed.Add(1)
+	c.m.Batch(c.cfg.Listen, OutcomeMalformed)
+	now := c.cfg.Now()
+	if !c.lastMalformedLog.IsZero() && now.Sub(c.lastMalformedLog) < malformedLogInterval {
+		return
 	}
+	c.lastMalformedLog = now
+	c.log.Warn("kvbridge: collector: skipping malformed message", zap.Error(err), zap.Uint64("malformed_total", n))
 }
 
 func (c *ZMQCollector) sendReplay(dealers map[zmqCollectorKey]*zmqCollectorDealer, req zmqCollectorReq) error {

@@ -417,6 +417,7 @@ func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
 		case req := <-r.reqs:
 			if err := r.sendReplayRequest(&ss, req); err != nil {
 				// The request is lost; the consumer's replay timeout handles it.
+				r.src.m.Replay(r.src.cfg.Worker, ReplayError)
 				r.src.log.Warn("kvbridge: replay request failed", zap.String("worker", r.src.cfg.Worker),
 					zap.Int("rank", r.rank), zap.Error(err))
 			}

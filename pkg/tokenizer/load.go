@@ -349,7 +349,14 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 			}
 		}
 	case "Split":
-		if c.Behavior != "Isolated" || c.Invert {
+		// Isolated keeps matches and the gaps between them as pieces; Removed with invert keeps
+		// only the matches (GPT-4o's file says so for the same pattern).
+		dropGaps := false
+		switch {
+		case c.Behavior == "Isolated" && !c.Invert:
+		case c.Behavior == "Removed" && c.Invert:
+			dropGaps = true
+		default:
 			return fmt.Errorf("%w: Split behavior %q invert=%v", ErrUnsupported, c.Behavior, c.Invert)
 		}
 		if c.Pattern == nil {
@@ -374,7 +381,7 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		default:
 			return fmt.Errorf("%w: Split with an empty pattern", ErrMalformed)
 		}
-		t.stages = append(t.stages, preStage{match: m, find: f})
+		t.stages = append(t.stages, preStage{match: m, find: f, dropGaps: dropGaps})
 	case "ByteLevel":
 		t.byteLevel = true
 		st := preStage{prefixSpace: c.AddPrefixSpace}

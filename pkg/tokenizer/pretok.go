@@ -1,5 +1,7 @@
 package tokenizer
 
+import "strings"
+
 // Pre-tokenizer split patterns, implemented by hand. Each matcher answers "does the pattern match
 // at byte offset i of s, and where does that match end" (-1: no match at i), with the leftmost-first
 // alternation and backtracking semantics of Oniguruma, which Hugging Face tokenizers uses for
@@ -15,6 +17,8 @@ const (
 	patternQwen2 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// Llama 3 / 3.1 / 3.2 / 3.3 (and the OpenAI cl100k pattern it copies).
 	patternLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// o200k (gpt-oss, GPT-4o).
+	patternO200K = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// GPT-2: what the ByteLevel pre-tokenizer uses with use_regex=true.
 	patternGPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 	// DeepSeek V3 / R1 / V2: three Splits in a Sequence.
@@ -76,6 +80,7 @@ var knownPatterns = map[string]matcher{
 	patternQwen2:     matchQwen2,
 	patternLlama3:    matchLlama3,
 	patternGPT2:      matchGPT2,
+	patternO200K:     matchO200K,
 	patternDigits3:   matchDigits3,
 	patternDSCJK:     matchDSCJK,
 	patternDSMain:    matchDSMain,
@@ -83,7 +88,7 @@ var knownPatterns = map[string]matcher{
 }
 
 // runOf returns the end of the run of runes starting at s[i] whose class has any bit of mask.
-func runOf(s string, i int, mask uint8) int {
+func runOf(s string, i int, mask class) int {
 	for i < len(s) {
 		c, n := classAt(s, i)
 		if c&mask == 0 {
@@ -95,7 +100,7 @@ func runOf(s string, i int, mask uint8) int {
 }
 
 // runNot returns the end of the run of runes starting at s[i] whose class has no bit of mask.
-func runNot(s string, i int, mask uint8) int {
+func runNot(s string, i int, mask class) int {
 	for i < len(s) {
 		c, n := classAt(s, i)
 		if c&mask != 0 {
@@ -114,12 +119,16 @@ func crlfRun(s string, i int) int {
 	return i
 }
 
-// contraction matches 's|'t|'re|'ve|'m|'ll|'d after the apostrophe at s[i-1]. With fold, ASCII
-// letters match either case: onig's (?i) in tokenizers does not fold U+017F to 's' (checked
-// against the reference, see the "'ſ" golden cases).
+// contraction matches 's|'t|'re|'ve|'m|'ll|'d after the apostrophe at s[i-1]. With fold (the
+// (?i:...) form), letters match under Unicode simple case folding as Oniguruma does it: either
+// ASCII case, and U+017F LATIN SMALL LETTER LONG S for 's' (it folds to "s"; no other code point
+// folds to a letter of these suffixes). Checked against the reference by the "'ſ" golden cases.
 func contraction(s string, i int, fold bool) int {
 	if i >= len(s) {
 		return -1
+	}
+	if fold && strings.HasPrefix(s[i:], "\u017f") {
+		return i + 2
 	}
 	lower := func(b byte) byte {
 		if fold && b >= 'A' && b <= 'Z' {
@@ -332,6 +341,85 @@ func matchDSMain(s string, i int) int {
 	if j < len(s) {
 		if c2, n2 := classAt(s, j); c2&(cPunct|cSymbol) != 0 {
 			return crlfRun(s, runOf(s, j+n2, cPunct|cSymbol))
+		}
+	}
+	if c&cSpace != 0 {
+		return matchSpaces(s, i)
+	}
+	return -1
+}
+
+// o200kLower1 matches `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+` at s[j]:
+// the greedy upper run backtracks to the last rune that can start the lower run.
+func o200kLower1(s string, j int) int {
+	u := runOf(s, j, cUpperish)
+	if u < len(s) {
+		if c, _ := classAt(s, u); c&cLowerish != 0 {
+			return runOf(s, u, cLowerish)
+		}
+	}
+	// Backtrack: the lower run starts at the last rune of [j, u) that is lower-ish, and cannot
+	// extend past it (the runes after it up to u are not lower-ish, nor is s[u]).
+	end := -1
+	for k := j; k < u; {
+		c, n := classAt(s, k)
+		if c&cLowerish != 0 {
+			end = k + n
+		}
+		k += n
+	}
+	return end
+}
+
+// o200kUpper matches `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*` at s[j].
+func o200kUpper(s string, j int) int {
+	u := runOf(s, j, cUpperish)
+	if u == j {
+		return -1
+	}
+	return runOf(s, u, cLowerish)
+}
+
+// optContraction matches `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` at s[e].
+func optContraction(s string, e int) int {
+	if e < len(s) && s[e] == '\'' {
+		if c := contraction(s, e+1, true); c >= 0 {
+			return c
+		}
+	}
+	return e
+}
+
+// matchO200K implements patternO200K.
+func matchO200K(s string, i int) int {
+	c, n := classAt(s, i)
+	optPrefix := c&(cLetter|cNumber|cCRLF) == 0 // [^\r\n\p{L}\p{N}]
+	for _, word := range [2]func(string, int) int{o200kLower1, o200kUpper} {
+		if optPrefix && i+n < len(s) {
+			if e := word(s, i+n); e >= 0 {
+				return optContraction(s, e)
+			}
+		}
+		if e := word(s, i); e >= 0 {
+			return optContraction(s, e)
+		}
+	}
+	// \p{N}{1,3}
+	if c&cNumber != 0 {
+		return matchDigits3(s, i)
+	}
+	// ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+	j := i
+	if s[i] == ' ' {
+		j++
+	}
+	if j < len(s) {
+		if c2, n2 := classAt(s, j); c2&(cSpace|cLetter|cNumber) == 0 {
+			e := runNot(s, j+n2, cSpace|cLetter|cNumber)
+			for e < len(s) && (s[e] == '\r' || s[e] == '\n' || s[e] == '/') {
+				e++
+			}
+			return e
 		}
 	}
 	if c&cSpace != 0 {

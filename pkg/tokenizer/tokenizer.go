@@ -69,6 +69,7 @@ type Tokenizer struct {
 type preStage struct {
 	match       matcher
 	find        finder // optional fast path for match
+	dropGaps    bool   // drop the text between matches instead of keeping it as pieces
 	prefixSpace bool
 }
 
@@ -178,13 +179,13 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 			if i < 0 {
 				break
 			}
-			if gap < i {
+			if gap < i && !stage.dropGaps {
 				t.preTokenize(st, k+1, s[gap:i])
 			}
 			t.preTokenize(st, k+1, s[i:e])
 			gap = e
 		}
-		if gap < len(s) {
+		if gap < len(s) && !stage.dropGaps {
 			t.preTokenize(st, k+1, s[gap:])
 		}
 		return
@@ -197,13 +198,13 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 			i += n
 			continue
 		}
-		if gap < i {
+		if gap < i && !stage.dropGaps {
 			t.preTokenize(st, k+1, s[gap:i])
 		}
 		t.preTokenize(st, k+1, s[i:e])
 		i, gap = e, e
 	}
-	if gap < len(s) {
+	if gap < len(s) && !stage.dropGaps {
 		t.preTokenize(st, k+1, s[gap:])
 	}
 }

@@ -122,6 +122,8 @@ func TestAccessors(t *testing.T) {
 	}{
 		{fam: "qwen3", eos: "<|im_end|>", vocab: 151669, chatTemplate: true},
 		{fam: "llama3", bos: "<|begin_of_text|>", hasBOS: true, eos: "<|end_of_text|>", vocab: 128256, chatTemplate: true},
+		{fam: "llama3_1", bos: "<|begin_of_text|>", hasBOS: true, eos: "<|eot_id|>", prefix: []uint32{128000}, vocab: 128256, chatTemplate: true},
+		{fam: "gptoss", bos: "<|startoftext|>", hasBOS: true, eos: "<|return|>", vocab: 200019},
 		{fam: "deepseek_v3", bos: "<｜begin▁of▁sentence｜>", hasBOS: true, eos: "<｜end▁of▁sentence｜>", prefix: []uint32{0}, vocab: 128815, chatTemplate: true},
 	}
 	for _, tt := range tests {
@@ -206,39 +208,42 @@ func TestBadInput(t *testing.T) {
 	})
 	// 10 MB inputs of the shapes that stress a tokenizer: one huge word (BPE on 10M symbols, about
 	// 1 s per MB; the Rust library takes 3-5x longer), one whitespace run (the lookahead
-	// backtracks), and ordinary text. Each must finish and decode back to the input. Under the race
-	// detector the two pathological shapes are cut to 1 MB to keep the test quick.
+	// backtracks), and ordinary text. Each must finish and decode back to the input. The two
+	// pathological shapes exercise code shared by every family, so they run on one (at 1 MB under
+	// the race detector, to keep the test quick).
 	worst := 10 << 20
 	if raceEnabled {
 		worst = 1 << 20
 	}
-	big := map[string]string{
-		"one word":   strings.Repeat("a", worst),
-		"whitespace": strings.Repeat(" ", worst-1) + "x",
-		"prose":      strings.Repeat("The quick brown fox jumps over the lazy dog; 12345! ", 10<<20/52),
-		"digits":     strings.Repeat("9", 10<<20),
+	type bigCase struct{ fam, name, text string }
+	cases := []bigCase{
+		{"qwen3", "one word", strings.Repeat("a", worst)},
+		{"deepseek_v3", "whitespace", strings.Repeat(" ", worst-1) + "x"},
 	}
 	for _, fam := range families {
-		tk := loadFamily(t, fam)
-		for name, text := range big {
-			t.Run(fam+"/"+name, func(t *testing.T) {
-				start := time.Now()
-				ids, err := tk.Encode(nil, text, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if el := time.Since(start); el > 60*time.Second {
-					t.Errorf("took %v", el)
-				}
-				back, err := tk.Decode(ids, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if back != text {
-					t.Errorf("round trip differs (len %d vs %d)", len(back), len(text))
-				}
-			})
-		}
+		cases = append(cases,
+			bigCase{fam, "prose", strings.Repeat("The quick brown fox jumps over the lazy dog; 12345! ", 10<<20/52)},
+			bigCase{fam, "digits and CJK", strings.Repeat("9", 5<<20) + strings.Repeat("漢字かな", 5<<20/12)})
+	}
+	for _, c := range cases {
+		t.Run(c.fam+"/"+c.name, func(t *testing.T) {
+			tk := loadFamily(t, c.fam)
+			start := time.Now()
+			ids, err := tk.Encode(nil, c.text, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if el := time.Since(start); el > 60*time.Second {
+				t.Errorf("took %v", el)
+			}
+			back, err := tk.Decode(ids, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back != c.text {
+				t.Errorf("round trip differs (len %d vs %d)", len(back), len(c.text))
+			}
+		})
 	}
 }
 

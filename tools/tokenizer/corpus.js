@@ -83,6 +83,11 @@ const fixed = [
   '\ud83d\ude00 surrogate pair written as escapes',
   'lone surrogate replaced: \ufffd and \ufffdabc',
   'The year 2024 had 366 days; 1,000,000 people; v1.2.3-beta+build.45',
+  'HelloWorld camelCase XMLHttpRequest ABCdef getHTTPResponseCode ǄǅǆDž ÀB́c ﬁne ʰʲ ˢuper',
+  "path/to/file/ a//b ///x \\n\\r /\n// */ DON'T WE'LL You'Re they'D HE'S",
+  "long s folds to s in (?i:'s): 龦'ſ'tion a'ſ'll x'ſtion 'ſa 'ſ's a'ſtring don'ſt 'ſſ 'Sſ ''ſ 'ﬅ 'ß 'K 'ſ\u0301",
+  'Σ̈a ÉCOLE école Éc\u0301ole MacDonald McDONALD iPhone eBay',
+  '<|start|>system<|message|>You are ChatGPT.<|end|><|start|>assistant<|channel|>analysis<|message|>think<|return|>',
 ];
 
 // Prose and code paragraphs used for both golden pairs and the benchmark corpus.
@@ -124,6 +129,7 @@ const pool = [
   '😀', '👍', '🏽', '👨\u200d👩\u200d👧', '❤️', '\ufe0f', '🇫🇷', '✨', '🔥',
   '\ue000', '\u{f0000}', '\ufffd', '\ufdd0', '\u0000', '\u0001', '\u001f', '\u007f', '\u0080', '\u009f', '\u00ad', '\u2066', '\u202e',
   'the', ' the', 'The', 'hello', ' world', 'ing', 'tion', 'http', '://', 'www', '.com', 'func', 'return', ' if', 'x', 'y', 'self',
+  'A', 'Q', 'Ǆ', 'ǅ', 'ʰ', 'ª', 'Éc', 'MacD', 'XML', 'Http', '/', '//', '<|start|>', '<|message|>',
   '<|endoftext|>', '<|im_start|>', '<|im_end|>', '<think>', '</think>', '<|begin_of_text|>', '<|eot_id|>', '<｜begin▁of▁sentence｜>', '<｜User｜>', '<｜tool▁sep｜>', '<|', '|>', '<｜', '｜>',
 ];
 function randomTexts(n, seed) {

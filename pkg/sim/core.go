@@ -325,6 +325,14 @@ func (c *Core) NumRunning() int { return len(c.running) }
 // NumWaiting returns the number of requests waiting to be admitted (including preempted ones).
 func (c *Core) NumWaiting() int { return len(c.waiting) }
 
+// NextArrival returns the arrival time of the request at the head of the waiting queue.
+func (c *Core) NextArrival() (time.Duration, bool) {
+	if len(c.waiting) == 0 {
+		return 0, false
+	}
+	return c.waiting[0].Arrival, true
+}
+
 // Stats returns the cumulative counters.
 func (c *Core) Stats() Stats { return c.stats }
 
@@ -345,7 +353,8 @@ func (c *Core) Validate(r *Request) error {
 	return nil
 }
 
-// Add queues r at simulated time now. The prompt's block digests are computed here unless
+// Add queues r, arriving at simulated time now. Requests must be added in arrival order;
+// Schedule only admits those that arrived by its own time. The prompt's block digests are computed here unless
 // PrepareHashes already did.
 func (c *Core) Add(r *Request, now time.Duration) error {
 	if err := c.Validate(r); err != nil {
@@ -461,6 +470,9 @@ func (c *Core) Schedule(now time.Duration) (d time.Duration, ok bool) {
 	// Then admit waiting requests while there is room, unless this step had to preempt.
 	for !preempted && len(c.waiting) > 0 && len(c.running) < c.cfg.MaxRunning && budget > 0 {
 		r := c.waiting[0]
+		if r.Arrival > now {
+			break // not arrived yet at the scheduler's time (arrivals are queued in order)
+		}
 		maxHit := min((len(r.tokens)-1)/bs, len(r.hashes))
 		hit := c.cache.Match(r.hashes[:maxHit])
 		cached := hit * bs

@@ -85,13 +85,14 @@ type Engine struct {
 	mu      sync.Mutex
 	core    *Core
 	stopped bool
+	v       time.Duration // the engine's simulated clock (see Run)
 	last    Stats
 
 	// Queue lengths and usage, refreshed after every step for lock-free readers.
 	numRunning, numWaiting atomic.Int64
 	usageBits              atomic.Uint64
 	finished               atomic.Int64
-	overrun                atomic.Int64 // simulated ns steps ran past their modelled end
+	lag, maxLag            atomic.Int64 // simulated ns the engine clock is (was at most) behind the wall
 
 	// Loop-owned scratch.
 	deliveries []delivery
@@ -148,9 +149,14 @@ func (e *Engine) NumWaiting() int { return int(e.numWaiting.Load()) }
 // Load returns running + waiting, for spreading requests over ranks.
 func (e *Engine) Load() int { return e.NumRunning() + e.NumWaiting() }
 
-// Overrun returns how much simulated time the engine's steps ran past their modelled
-// durations because the process was late; near zero when the time scale leaves enough CPU.
-func (e *Engine) Overrun() time.Duration { return time.Duration(e.overrun.Load()) }
+// Lag returns how far (in simulated time) the engine's clock was behind the wall clock at
+// its latest step: how late tokens reach clients because the process lacked CPU. Simulated
+// latencies do not include it.
+func (e *Engine) Lag() time.Duration { return time.Duration(e.lag.Load()) }
+
+// MaxLag returns the largest Lag seen since the engine started; keep it small (raise the
+// time scale) when clients measure latencies in wall time.
+func (e *Engine) MaxLag() time.Duration { return time.Duration(e.maxLag.Load()) }
 
 // Usage returns the KV-cache usage fraction after the last step (lock-free).
 func (e *Engine) Usage() float64 { return math.Float64frombits(e.usageBits.Load()) }
@@ -168,7 +174,8 @@ func (e *Engine) wallAt(t time.Duration) time.Time {
 // Validate checks r against the engine's limits without queueing it.
 func (e *Engine) Validate(r *Request) error { return e.core.Validate(r) }
 
-// Submit queues r and returns the stream its tokens arrive on. With wantTokens false the
+// Submit stamps r's arrival with the current (wall-derived) simulated time, queues it and
+// returns the stream its tokens arrive on. With wantTokens false the
 // stream is only signalled when the request ends (cheaper for non-streaming clients). ready,
 // when not nil, is the channel signalled instead of a private one (capacity ≥ 1; several
 // streams may share it, e.g. the n choices of one HTTP request). The caller must eventually
@@ -188,7 +195,9 @@ func (e *Engine) Submit(r *Request, wantTokens bool, ready chan struct{}) (*Stre
 		e.mu.Unlock()
 		return nil, ErrStopped
 	}
-	err := e.core.Add(r, e.simNow())
+	// Never stamp an arrival before the engine's clock: it runs ahead of the wall clock by
+	// the rounding of scaled timers.
+	err := e.core.Add(r, max(e.simNow(), e.v))
 	if err == nil {
 		e.numWaiting.Store(int64(e.core.NumWaiting()))
 	}
@@ -271,15 +280,15 @@ type delivery struct {
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.shutdown()
 	stalled := false
-	// plannedEnd is the modelled end of the previous step, or -1 after an idle wait: when
-	// the next step starts later than that, the process was late (CPU starved) and, since
-	// simulated time follows the wall clock, latencies include the lateness. Counted in
-	// overrun so benchmarks can check their time scale left enough CPU.
-	plannedEnd := time.Duration(-1)
+	// e.v is the engine's own simulated clock. It advances by exactly each step's modelled
+	// duration, and jumps forward only when the engine has nothing to do (to the next
+	// arrival, or past a stall). When the process is late (CPU starved), v falls behind the
+	// wall clock and the loop runs steps back to back until it catches up, so lateness never
+	// turns into simulated queueing: simulated latencies stay exact and only the wall-clock
+	// delivery is late, by Lag (exported so benchmarks can check their time scale).
 	for {
 		if !stalled && e.stallAfter > 0 && e.finished.Load() >= e.stallAfter {
 			stalled = true
-			plannedEnd = -1
 			var until <-chan time.Time
 			if e.stallFor > 0 {
 				until = e.clock.After(e.stallFor)
@@ -289,15 +298,19 @@ func (e *Engine) Run(ctx context.Context) error {
 				return nil
 			case <-until:
 			}
+			e.mu.Lock()
+			e.v = max(e.v, e.simNow()) // a frozen engine's time passes too
+			e.mu.Unlock()
 		}
 		e.mu.Lock()
-		now := e.simNow()
-		d, ok := e.core.Schedule(now)
-		if ok && plannedEnd >= 0 && now > plannedEnd {
-			e.overrun.Add(int64(now - plannedEnd))
-		}
+		v := e.v
+		d, ok := e.core.Schedule(v)
 		if !ok {
-			plannedEnd = -1
+			if at, pending := e.core.NextArrival(); pending && at > v {
+				e.v = at // idle until the next request arrived (it already has, in wall time)
+				e.mu.Unlock()
+				continue
+			}
 			ev := e.core.TakeEvents()
 			e.refreshLocked()
 			e.mu.Unlock()
@@ -312,7 +325,15 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.refreshLocked()
 		e.mu.Unlock()
 
-		if wait := e.wallAt(now + d).Sub(e.clock.Now()); wait > 0 {
+		if lag := e.simNow() - v; lag > 0 {
+			e.lag.Store(int64(lag))
+			if lag > time.Duration(e.maxLag.Load()) {
+				e.maxLag.Store(int64(lag))
+			}
+		} else {
+			e.lag.Store(0)
+		}
+		if wait := e.wallAt(v + d).Sub(e.clock.Now()); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -321,8 +342,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 
 		e.mu.Lock()
-		end := max(e.simNow(), now+d)
-		plannedEnd = now + d
+		e.v = v + d
+		end := e.v
 		updated := e.core.Finish(end)
 		e.deliveries = e.deliveries[:0]
 		for _, r := range updated {

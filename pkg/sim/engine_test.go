@@ -122,25 +122,30 @@ func TestEngineFakeClockExactTTFT(t *testing.T) {
 	}
 }
 
-func TestEngineOverrun(t *testing.T) {
+func TestEngineLag(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		clock Clock
-		want  time.Duration // per step after the first
+		want  time.Duration
 	}{
 		{"punctual", newInstantClock(), 0},
 		{"timers 5 ms late", lateClock{newInstantClock(), 5 * time.Millisecond}, 5 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := runEngine(t, EngineConfig{}, tc.clock, nil)
+			rec := newTTFTRecorder()
+			e := runEngine(t, EngineConfig{}, tc.clock, rec)
 			s, err := e.Submit(newReq("a", seqTokens(1, 20), 5), false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			waitStream(t, s)
-			// 5 steps; every timer but the last one's lateness shows in the next step's start.
-			if got, want := e.Overrun(), 4*tc.want; got != want {
-				t.Errorf("Overrun: got %v, want %v", got, want)
+			if got := e.MaxLag(); got != tc.want {
+				t.Errorf("MaxLag: got %v, want %v", got, tc.want)
+			}
+			// Lateness never becomes simulated latency.
+			cfg := e.Config()
+			if got, want := <-rec.ttft, cfg.StepOverhead+20*cfg.PrefillPerToken+cfg.DecodePerSeq; got != want {
+				t.Errorf("TTFT: got %v, want %v", got, want)
 			}
 		})
 	}

@@ -26,7 +26,8 @@ type Gauges interface {
 	NumRunning() int
 	NumWaiting() int
 	Usage() float64
-	Overrun() time.Duration
+	Lag() time.Duration
+	MaxLag() time.Duration
 }
 
 // vLLM's bucket boundaries (vllm/v1/metrics/loggers.py).
@@ -72,11 +73,16 @@ func NewMetrics(reg prometheus.Registerer, model string, cacheCfg Config, g Gaug
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vllm:kv_cache_usage_perc", Help: "KV-cache usage. 1 means 100 percent usage.", ConstLabels: labels,
 		}, g.Usage),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "simworker_step_overrun_seconds_total",
-			Help:        "Simulated seconds engine steps ran past their modelled duration because the process was late (CPU starvation); latencies include it. Keep it near zero by raising --time-scale.",
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "simworker_engine_lag_seconds",
+			Help:        "Simulated seconds the slowest rank's clock is behind the wall clock (process lacking CPU): how late tokens reach clients. Simulated latencies exclude it.",
 			ConstLabels: labels,
-		}, func() float64 { return g.Overrun().Seconds() }),
+		}, func() float64 { return g.Lag().Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "simworker_engine_lag_max_seconds",
+			Help:        "Largest simworker_engine_lag_seconds seen; keep it small (raise --time-scale) when clients measure latency in wall time.",
+			ConstLabels: labels,
+		}, func() float64 { return g.MaxLag().Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig.",
 			ConstLabels: prometheus.Labels{
@@ -161,11 +167,20 @@ func (rs Ranks) Usage() float64 {
 	return u / float64(len(rs))
 }
 
-// Overrun sums the ranks' step overruns.
-func (rs Ranks) Overrun() time.Duration {
+// Lag returns the largest current lag over the ranks.
+func (rs Ranks) Lag() time.Duration {
 	var d time.Duration
 	for _, e := range rs {
-		d += e.Overrun()
+		d = max(d, e.Lag())
+	}
+	return d
+}
+
+// MaxLag returns the largest lag any rank has seen.
+func (rs Ranks) MaxLag() time.Duration {
+	var d time.Duration
+	for _, e := range rs {
+		d = max(d, e.MaxLag())
 	}
 	return d
 }

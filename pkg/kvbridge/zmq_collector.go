@@ -28,9 +28,11 @@ type CollectorConfig struct {
 	// mode cannot learn a publisher's replay endpoint from the wire, so it must be configured
 	// per worker (e.g. from the worker spec's replay=).
 	Replay func(topic string) string
-	// QueueSize, RcvHWM, ReplayTimeout, ResyncInterval and MaxHeld are as in ZMQConfig.
+	// QueueSize, RcvHWM, MaxMsgSize, ReplayTimeout, ResyncInterval and MaxHeld are as in
+	// ZMQConfig.
 	QueueSize      int
 	RcvHWM         int
+	MaxMsgSize     int64
 	ReplayTimeout  time.Duration
 	ResyncInterval time.Duration
 	MaxHeld        int
@@ -109,6 +111,9 @@ func NewZMQCollector(cfg CollectorConfig, route CollectorRoute, log *zap.Logger,
 	}
 	if cfg.RcvHWM <= 0 {
 		cfg.RcvHWM = DefaultRcvHWM
+	}
+	if cfg.MaxMsgSize <= 0 {
+		cfg.MaxMsgSize = DefaultMaxMsgSize
 	}
 	if cfg.ReplayTimeout <= 0 {
 		cfg.ReplayTimeout = DefaultReplayTimeout
@@ -324,6 +329,9 @@ func (c *ZMQCollector) readSession(ctx context.Context) error {
 	if err = sub.SetRcvhwm(c.cfg.RcvHWM); err != nil {
 		return err
 	}
+	if err = sub.SetMaxmsgsize(c.cfg.MaxMsgSize); err != nil {
+		return err
+	}
 	if err = sub.SetSubscribe(c.cfg.Topic); err != nil {
 		return err
 	}
@@ -430,6 +438,9 @@ func (c *ZMQCollector) sendReplay(dealers map[zmqCollectorKey]*zmqCollectorDeale
 		return err
 	}
 	if err = d.SetLinger(0); err == nil {
+		err = d.SetMaxmsgsize(c.cfg.MaxMsgSize)
+	}
+	if err == nil {
 		err = d.Connect(req.endpoint)
 	}
 	if err == nil {

@@ -23,11 +23,18 @@ const (
 	DefaultQueueSize = 4096
 	// DefaultRcvHWM is the SUB receive high-water mark.
 	DefaultRcvHWM = 100000
-	backoffMin    = 100 * time.Millisecond
-	backoffMax    = 5 * time.Second
+	// DefaultMaxMsgSize bounds one received frame (ZMQ_MAXMSGSIZE): libzmq drops a peer that
+	// sends a larger one instead of allocating for it. Real batches are a few MB at most.
+	DefaultMaxMsgSize = 64 << 20
+	backoffMin        = 100 * time.Millisecond
+	backoffMax        = 5 * time.Second
 	// zmqPollInterval bounds how long a reader blocks in zmq_poll, so Run notices cancellation
 	// and replay requests promptly.
 	zmqPollInterval = 50 * time.Millisecond
+	// DefaultReconnectGrace is how long a disconnected SUB may wait for libzmq's own
+	// reconnection before the reader recreates its sockets: longer than libzmq's reconnect
+	// interval cap (5 s), so it only acts when libzmq gave up.
+	DefaultReconnectGrace = backoffMax + time.Second
 	// zmqTickInterval is how often the consumer checks replay deadlines.
 	zmqTickInterval = 50 * time.Millisecond
 )
@@ -51,6 +58,11 @@ type ZMQConfig struct {
 	QueueSize int
 	// RcvHWM is the SUB receive high-water mark; 0 means DefaultRcvHWM.
 	RcvHWM int
+	// MaxMsgSize bounds one received frame in bytes; 0 means DefaultMaxMsgSize.
+	MaxMsgSize int64
+	// ReconnectGrace is how long a rank may stay disconnected while libzmq reconnects on its
+	// own before the source recreates the rank's sockets; 0 means DefaultReconnectGrace.
+	ReconnectGrace time.Duration
 	// ReplayTimeout bounds one replay; 0 means DefaultReplayTimeout.
 	ReplayTimeout time.Duration
 	// ResyncInterval is the minimum time between unknown-parent resyncs of a rank; 0 means
@@ -134,6 +146,12 @@ func NewZMQSource(cfg ZMQConfig, c Consumer, log *zap.Logger, m *Metrics) (*ZMQS
 	}
 	if cfg.RcvHWM <= 0 {
 		cfg.RcvHWM = DefaultRcvHWM
+	}
+	if cfg.MaxMsgSize <= 0 {
+		cfg.MaxMsgSize = DefaultMaxMsgSize
+	}
+	if cfg.ReconnectGrace <= 0 {
+		cfg.ReconnectGrace = DefaultReconnectGrace
 	}
 	if cfg.ReplayTimeout <= 0 {
 		cfg.ReplayTimeout = DefaultReplayTimeout
@@ -361,6 +379,8 @@ func jitter(d time.Duration, rnd func() uint64) time.Duration {
 type zmqSessionSockets struct {
 	sub, mon, dealer *zmq.Socket
 	dealerGen        uint64
+	// downSince is when the SUB lost its connection (zero while connected or never connected).
+	downSince time.Time
 }
 
 func (ss *zmqSessionSockets) close() {
@@ -389,6 +409,16 @@ func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
 		return false, err
 	}
 	if err = ss.sub.SetRcvhwm(r.src.cfg.RcvHWM); err != nil {
+		return false, err
+	}
+	if err = ss.sub.SetMaxmsgsize(r.src.cfg.MaxMsgSize); err != nil {
+		return false, err
+	}
+	// libzmq's own TCP reconnection, made exponential up to the same 5 s cap.
+	if err = ss.sub.SetReconnectIvl(backoffMin); err != nil {
+		return false, err
+	}
+	if err = ss.sub.SetReconnectIvlMax(backoffMax); err != nil {
 		return false, err
 	}
 	if err = ss.sub.SetSubscribe(r.src.cfg.Topic); err != nil {
@@ -435,6 +465,11 @@ func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
 		if err != nil {
 			return received, fmt.Errorf("kvbridge: poll %s: %w", r.sub, err)
 		}
+		if grace := r.src.cfg.ReconnectGrace; !ss.downSince.IsZero() && r.src.cfg.Now().Sub(ss.downSince) > grace {
+			// libzmq does not reconnect after some failures (e.g. a frame above MaxMsgSize):
+			// start over with fresh sockets, after the backoff.
+			return received, fmt.Errorf("kvbridge: %s: disconnected for over %v", r.sub, grace)
+		}
 		for _, p := range polled {
 			switch p.Socket {
 			case ss.mon:
@@ -468,9 +503,11 @@ func (r *zmqReader) readMonitor(ctx context.Context, ss *zmqSessionSockets) erro
 		}
 		switch {
 		case ev&zmq.EVENT_HANDSHAKE_SUCCEEDED != 0:
+			ss.downSince = time.Time{}
 			r.src.setUp(r.rank, true)
 			r.src.enqueue(ctx, zmqItem{kind: zmqItemConnected, rank: r.rank})
 		case ev&zmq.EVENT_DISCONNECTED != 0:
+			ss.downSince = r.src.cfg.Now()
 			r.src.setUp(r.rank, false)
 		}
 	}
@@ -520,6 +557,9 @@ func (r *zmqReader) sendReplayRequest(ss *zmqSessionSockets, req zmqReplayReq) e
 		return err
 	}
 	if err = d.SetLinger(0); err == nil {
+		err = d.SetMaxmsgsize(r.src.cfg.MaxMsgSize)
+	}
+	if err == nil {
 		err = d.Connect(r.replay)
 	}
 	if err == nil {

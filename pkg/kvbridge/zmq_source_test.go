@@ -595,3 +595,23 @@ func TestZMQSourceResync(t *testing.T) {
 		}
 	}
 }
+
+// TestZMQSourceOversizedFrame: a frame above MaxMsgSize is refused by libzmq instead of being
+// allocated; libzmq then drops the connection for good, so the source recreates its sockets
+// after ReconnectGrace and the stream carries on.
+func TestZMQSourceOversizedFrame(t *testing.T) {
+	p := startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*"})
+	pubEP, _ := p.Endpoints()
+	c := newChanConsumer()
+	s := startSource(t, ZMQConfig{Worker: "w", Endpoint: pubEP, MaxMsgSize: 4096, ReconnectGrace: 300 * time.Millisecond}, c, nil)
+	_, before := syncSource(t, p, c, s, 0)
+	if err := p.SendRaw([]byte{}, AppendSeq(nil, before+1), make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	calls, _ := syncSource(t, p, c, s, 0)
+	for _, r := range calls {
+		if r.Reset == "" && r.Seq == before+1 {
+			t.Fatalf("the oversized message was delivered: %+v", r)
+		}
+	}
+}

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,6 +22,7 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	defer cleanup()
 	start := time.Now()
+	load0 := loadAvg()
 	var results []result
 	for _, gw := range o.replicas {
 		for _, p := range policies {
@@ -30,7 +36,19 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		}
 	}
 	elapsed := time.Since(start)
+	o.note = fmt.Sprintf("Load average (1 min) of the machine: %s at the start, %s at the end.", load0, loadAvg())
 	printTable(stdout, results)
+	if err := writeReport(o, results, elapsed, stderr); err != nil {
+		return err
+	}
+	for _, res := range results {
+		fmt.Fprintln(stdout, res.ResultLine)
+	}
+	return nil
+}
+
+// writeReport writes the markdown and the plot for results.
+func writeReport(o *options, results []result, elapsed time.Duration, stderr io.Writer) error {
 	if o.png != "" {
 		img, err := plotPNG(results, plotPanels(results))
 		if err != nil {
@@ -49,6 +67,79 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "bench: wrote %s and %s\n", o.out, o.png)
+	}
+	return nil
+}
+
+// loadAvg returns the 1-minute load average from /proc/loadavg, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return f[0]
+}
+
+// runReport re-renders the report from a kept logs directory (-keep-logs of an earlier run):
+// the loadgen JSON reports and RESULT lines saved there, with the flags given now describing
+// the run (pass the same flags as the run).
+func runReport(o *options, stdout, stderr io.Writer) error {
+	if o.logDir == "" {
+		return fmt.Errorf("report needs -logs DIR of a kept run")
+	}
+	files, err := filepath.Glob(filepath.Join(o.logDir, "*gw.json"))
+	if err != nil {
+		return err
+	}
+	var results []result
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var res result
+		var labels struct {
+			Labels map[string]string `json:"labels"`
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if err := json.Unmarshal(b, &labels); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		res.Policy, res.Index = labels.Labels["policy"], labels.Labels["index"]
+		res.Gateways, _ = strconv.Atoi(labels.Labels["gateways"])
+		txt, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".loadgen.txt")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(txt), "\n") {
+			if strings.HasPrefix(line, "RESULT ") {
+				res.ResultLine = strings.TrimSpace(line)
+			}
+		}
+		results = append(results, res)
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("no *gw.json reports in %s", o.logDir)
+	}
+	order := map[string]int{}
+	for i, p := range policies {
+		order[p.Index] = i
+	}
+	slices.SortFunc(results, func(a, b result) int {
+		if a.Gateways != b.Gateways {
+			return a.Gateways - b.Gateways
+		}
+		return order[a.Index] - order[b.Index]
+	})
+	printTable(stdout, results)
+	if err := writeReport(o, results, 0, stderr); err != nil {
+		return err
 	}
 	for _, res := range results {
 		fmt.Fprintln(stdout, res.ResultLine)

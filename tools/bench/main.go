@@ -27,6 +27,7 @@ func main() {
 }
 
 const usage = `usage: bench demo|bench [flags]   (see -h of each)
+       bench report -logs DIR [bench flags]   (re-render docs from a -keep-logs run)
        bench nginx-conf [-listen ADDR] [-standalone -prefix DIR] HOST:PORT...`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,6 +48,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return runBench(ctx, o, stdout, stderr)
+	case "report":
+		o, err := parseOptions("report", args[1:], benchDefaults, stderr)
+		if err != nil {
+			return err
+		}
+		return runReport(o, stdout, stderr)
 	case "nginx-conf":
 		return nginxConf(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

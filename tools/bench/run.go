@@ -43,6 +43,8 @@ type options struct {
 	progress   string
 
 	out, png string // bench: docs files
+	// note is a free-text line for the report (set by runBench: the machine's load).
+	note string
 }
 
 var demoDefaults = options{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	zmq "github.com/pebbe/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -613,5 +614,85 @@ func TestZMQSourceOversizedFrame(t *testing.T) {
 		if r.Reset == "" && r.Seq == before+1 {
 			t.Fatalf("the oversized message was delivered: %+v", r)
 		}
+	}
+}
+
+// countingConsumer tallies delivered events by kind for batches with seq >= from.
+type countingConsumer struct {
+	from   uint64
+	mu     sync.Mutex
+	counts eventCounts
+	seqs   []uint64
+	seen   chan uint64
+}
+
+func (c *countingConsumer) Batch(rank int, b *indexer.Batch) bool {
+	c.mu.Lock()
+	if b.Seq >= c.from {
+		countEvents(&c.counts, b)
+		c.seqs = append(c.seqs, b.Seq)
+	}
+	c.mu.Unlock()
+	c.seen <- b.Seq
+	return false
+}
+
+func (c *countingConsumer) Reset(int, string) {}
+
+// TestZMQSourceFixtureFrames sends the captured llm-d-inference-sim frames over a real PUB and
+// checks that the source delivers the README's event counts.
+func TestZMQSourceFixtureFrames(t *testing.T) {
+	for _, file := range []string{"sim-array-live.jsonl", "sim-map-live.jsonl"} {
+		t.Run(file, func(t *testing.T) {
+			msgs := loadFixture(t, file)
+			pub := testSocket(t, zmq.PUB)
+			if err := pub.Bind("tcp://127.0.0.1:*"); err != nil {
+				t.Fatal(err)
+			}
+			ep, err := pub.GetLastEndpoint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &countingConsumer{from: 2, seen: make(chan uint64, 1000)}
+			startSource(t, ZMQConfig{Worker: "sim", Endpoint: ep, Topic: "kv@127.0.0.1:"}, c, nil)
+			send := func(frames [][]byte) {
+				if _, err := pub.SendMessage(frames[0], frames[1], frames[2]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Slow joiner: repeat message 1 until it arrives, then send the rest once.
+			deadline := time.Now().Add(defaultTestTimeout)
+		sync:
+			for {
+				if time.Now().After(deadline) {
+					t.Fatal("message 1 never arrived")
+				}
+				send(msgs[0])
+				select {
+				case <-c.seen:
+					break sync
+				case <-time.After(30 * time.Millisecond):
+				}
+			}
+			for _, m := range msgs[1:] {
+				send(m)
+			}
+			for seq := uint64(0); seq != 8; {
+				select {
+				case seq = <-c.seen:
+				case <-time.After(defaultTestTimeout):
+					t.Fatal("batch 8 never arrived")
+				}
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			// The README's totals minus batch 1 (two BlockStored events, 4 blocks).
+			if diff := cmp.Diff(eventCounts{Stored: 16, Removed: 5, Cleared: 1, StoredHashes: 36}, c.counts); diff != "" {
+				t.Errorf("event counts of batches 2..8 (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]uint64{2, 3, 4, 5, 6, 7, 8}, c.seqs); diff != "" {
+				t.Errorf("seqs (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

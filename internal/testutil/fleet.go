@@ -47,6 +47,9 @@ type SimOptions struct {
 	TimeScale float64
 	// Args are extra simworker flags.
 	Args []string
+	// Port, EventsPort and ReplayPort fix the HTTP, ZMQ PUB and replay ports (0: a free port),
+	// e.g. to restart a simulator where a gateway expects it.
+	Port, EventsPort, ReplayPort int
 }
 
 // Sim is a running simulator.
@@ -77,6 +80,11 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 	ports, err := FreeTCPPorts(3)
 	if err != nil {
 		return nil, err
+	}
+	for i, fixed := range []int{o.Port, o.EventsPort, o.ReplayPort} {
+		if fixed != 0 {
+			ports[i] = fixed
+		}
 	}
 	s := &Sim{Port: ports[0], URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
 	args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(s.Port), "--tokenizer", l.Tokenizer, "--model", l.Model}

@@ -10,7 +10,8 @@ import (
 // Metrics exports the engine's state under vLLM's metric names and label (model_name), so
 // dashboards and the gateway's load scraper treat the simulator like a vLLM server.
 // Latencies are in simulated seconds: what the modelled GPU would show. Multiply by the time
-// scale for wall seconds.
+// scale for wall seconds. With several DP ranks the values are aggregated (counters summed,
+// queue gauges summed, KV usage averaged) under one model_name label.
 //
 // Metrics is safe for concurrent use; several engine ranks share one.
 type Metrics struct {

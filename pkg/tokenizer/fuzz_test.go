@@ -40,7 +40,10 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 			if fam == "qwen3" {
 				want = norm.NFC.String(text)
 			}
-			if got != want {
+			// SentencePiece-style families do not round-trip exactly ("▁" is prepended to each
+			// piece between special tokens, text with U+2581 decodes as a space), nor does
+			// gpt2style (its ByteLevel add_prefix_space adds a space to each such piece).
+			if !tk.sp && fam != "gpt2style" && got != want {
 				t.Fatalf("%s: Decode(Encode(%q)) = %q", fam, text, got)
 			}
 			withSpecial, err := tk.Encode(nil, text, true)

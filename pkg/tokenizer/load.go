@@ -93,6 +93,8 @@ type modelJSON struct {
 	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
 	ByteFallback            bool              `json:"byte_fallback"`
+	FuseUnk                 bool              `json:"fuse_unk"`
+	UnkToken                *string           `json:"unk_token"`
 	IgnoreMerges            bool              `json:"ignore_merges"`
 	Vocab                   map[string]uint32 `json:"vocab"`
 	Merges                  json.RawMessage   `json:"merges"`
@@ -111,6 +113,10 @@ type component struct {
 	AddPrefixSpace bool              `json:"add_prefix_space"`
 	UseRegex       *bool             `json:"use_regex"`
 	Single         []templatePiece   `json:"single"`
+	Prepend        string            `json:"prepend"`
+	Content        string            `json:"content"`
+	Start          int               `json:"start"`
+	Stop           int               `json:"stop"`
 	SpecialTokens  map[string]struct {
 		IDs []uint32 `json:"ids"`
 	} `json:"special_tokens"`
@@ -174,9 +180,9 @@ func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 	if err := t.loadPreTokenizer(f.PreTokenizer); err != nil {
 		return nil, err
 	}
-	if !t.byteLevel {
-		return nil, fmt.Errorf("%w: only byte-level BPE is implemented (no ByteLevel pre-tokenizer)", ErrUnsupported)
-	}
+	// Without a ByteLevel pre-tokenizer the BPE vocabulary is over characters (SentencePiece
+	// style, e.g. Llama 2 and Gemma), usually with byte fallback.
+	t.sp = !t.byteLevel
 	if err := t.loadModel(&model); err != nil {
 		return nil, err
 	}
@@ -260,6 +266,10 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 	for s, id := range m.Vocab {
 		t.idTokens[id] = s
 		t.idKnown[id] = true
+		if t.sp {
+			t.vocab[s] = id
+			continue
+		}
 		raw, ok := byteLevelDecode(s)
 		if !ok {
 			// Not reachable from bytes; kept for TokenID and decoding only.
@@ -268,8 +278,23 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		}
 		t.vocab[string(raw)] = id
 	}
+	t.unkID = -1
+	if m.UnkToken != nil {
+		if id, ok := m.Vocab[*m.UnkToken]; ok {
+			t.unkID = int32(id)
+		}
+	}
+	t.fuseUnk = m.FuseUnk
+	t.byteFallback = m.ByteFallback
 	for b := range 256 {
 		t.byteID[b] = -1
+		if t.sp {
+			// Byte fallback tokens are spelled "<0x0A>" (Rust's format!("<{b:#04X}>")).
+			if id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
+				t.byteID[b] = int32(id)
+			}
+			continue
+		}
 		if id, ok := t.vocab[string([]byte{byte(b)})]; ok {
 			t.byteID[b] = int32(id)
 		}
@@ -320,13 +345,20 @@ func (t *Tokenizer) loadNormalizer(raw json.RawMessage) error {
 			}
 		}
 	case "NFC":
-		t.norms = append(t.norms, norm.NFC)
+		t.norms = append(t.norms, normOp{form: norm.NFC, isForm: true})
 	case "NFD":
-		t.norms = append(t.norms, norm.NFD)
+		t.norms = append(t.norms, normOp{form: norm.NFD, isForm: true})
 	case "NFKC":
-		t.norms = append(t.norms, norm.NFKC)
+		t.norms = append(t.norms, normOp{form: norm.NFKC, isForm: true})
 	case "NFKD":
-		t.norms = append(t.norms, norm.NFKD)
+		t.norms = append(t.norms, normOp{form: norm.NFKD, isForm: true})
+	case "Prepend":
+		t.norms = append(t.norms, normOp{prepend: c.Prepend})
+	case "Replace":
+		if c.Pattern == nil || c.Pattern.String == nil || *c.Pattern.String == "" {
+			return fmt.Errorf("%w: Replace normalizer with a regex pattern", ErrUnsupported)
+		}
+		t.norms = append(t.norms, normOp{from: *c.Pattern.String, to: c.Content})
 	default:
 		return fmt.Errorf("%w: normalizer %q", ErrUnsupported, c.Type)
 	}
@@ -351,11 +383,13 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 	case "Split":
 		// Isolated keeps matches and the gaps between them as pieces; Removed with invert keeps
 		// only the matches (GPT-4o's file says so for the same pattern).
-		dropGaps := false
+		dropGaps, mergePrev := false, false
 		switch {
 		case c.Behavior == "Isolated" && !c.Invert:
 		case c.Behavior == "Removed" && c.Invert:
 			dropGaps = true
+		case c.Behavior == "MergedWithPrevious" && !c.Invert:
+			mergePrev = true
 		default:
 			return fmt.Errorf("%w: Split behavior %q invert=%v", ErrUnsupported, c.Behavior, c.Invert)
 		}
@@ -381,7 +415,7 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		default:
 			return fmt.Errorf("%w: Split with an empty pattern", ErrMalformed)
 		}
-		t.stages = append(t.stages, preStage{match: m, find: f, dropGaps: dropGaps})
+		t.stages = append(t.stages, preStage{match: m, find: f, dropGaps: dropGaps, mergePrev: mergePrev})
 	case "ByteLevel":
 		t.byteLevel = true
 		st := preStage{prefixSpace: c.AddPrefixSpace}
@@ -408,6 +442,21 @@ func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
 	switch c.Type {
 	case "ByteLevel":
 		t.byteLevelDecoder = true
+	case "Replace":
+		if c.Pattern == nil || c.Pattern.String == nil {
+			t.decoderUnsupported = "Replace with a regex"
+			break
+		}
+		t.decReplaceFrom, t.decReplaceTo = *c.Pattern.String, c.Content
+	case "ByteFallback":
+		t.decByteFallback = true
+	case "Fuse":
+	case "Strip":
+		if c.Content != " " || c.Stop != 0 {
+			t.decoderUnsupported = "Strip other than leading spaces"
+			break
+		}
+		t.decStripStart = c.Start
 	case "Sequence":
 		for _, d := range c.Decoders {
 			if err := t.loadDecoder(d); err != nil {
@@ -453,12 +502,29 @@ func (t *Tokenizer) loadAdded(added []addedTokenJSON) error {
 	// Decoding table: the ByteLevel decoder maps each token's runes back to bytes, or keeps the
 	// token's UTF-8 when some rune is outside the byte alphabet.
 	t.special = make([]bool, len(t.idTokens))
+	t.byteTok = make([]int16, len(t.idTokens))
+	if t.sp && t.decByteFallback {
+		addedIDs := map[uint32]bool{}
+		for _, a := range t.added {
+			addedIDs[a.id] = true
+		}
+		for b, id := range t.byteID {
+			if id >= 0 && !addedIDs[uint32(id)] {
+				t.byteTok[id] = int16(b) + 1
+			}
+		}
+	}
 	for _, a := range t.added {
 		t.special[a.id] = a.special
 	}
 	t.decOff = make([]uint32, len(t.idTokens)+1)
 	for id, s := range t.idTokens {
-		if raw, ok := byteLevelDecode(s); ok {
+		if t.sp {
+			if t.decReplaceFrom != "" {
+				s = strings.ReplaceAll(s, t.decReplaceFrom, t.decReplaceTo)
+			}
+			t.decBytes = append(t.decBytes, s...)
+		} else if raw, ok := byteLevelDecode(s); ok {
 			t.decBytes = append(t.decBytes, raw...)
 		} else {
 			t.decBytes = append(t.decBytes, s...)
@@ -469,10 +535,10 @@ func (t *Tokenizer) loadAdded(added []addedTokenJSON) error {
 }
 
 func (t *Tokenizer) normalize(s string) string {
-	for _, f := range t.norms {
-		s = f.String(s)
+	if t.isNormalized(s) {
+		return s
 	}
-	return s
+	return string(t.appendNormalized(nil, s))
 }
 
 func (t *Tokenizer) loadPostProcessor(raw json.RawMessage) error {

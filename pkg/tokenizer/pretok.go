@@ -231,7 +231,7 @@ func matchCL100K(s string, i int, maxDigits int) int {
 func matchGPT2(s string, i int) int {
 	b := s[i]
 	if b == '\'' {
-		if e := contraction(s, i+1, true); e >= 0 {
+		if e := contraction(s, i+1, false); e >= 0 {
 			return e
 		}
 	}

@@ -11,20 +11,21 @@ package tokenizer
 type StreamDecoder struct {
 	t           *Tokenizer
 	skipSpecial bool
-	pending     []byte // bytes of an incomplete UTF-8 sequence (at most 3)
+	pending     []byte // bytes of an incomplete UTF-8 sequence, or a run of byte-fallback tokens
 	buf         []byte
+	stripLeft   int // leading spaces still to strip (SentencePiece-style decoders)
 }
 
 // NewStreamDecoder returns a StreamDecoder that skips special tokens (as vLLM and the OpenAI API
 // do by default: skip_special_tokens=true). Use NewStreamDecoderSpecial to keep them.
 func (t *Tokenizer) NewStreamDecoder() *StreamDecoder {
-	return &StreamDecoder{t: t, skipSpecial: true}
+	return t.NewStreamDecoderSpecial(true)
 }
 
 // NewStreamDecoderSpecial returns a StreamDecoder that keeps special tokens when skipSpecial is
 // false (or skips them when true).
 func (t *Tokenizer) NewStreamDecoderSpecial(skipSpecial bool) *StreamDecoder {
-	return &StreamDecoder{t: t, skipSpecial: skipSpecial}
+	return &StreamDecoder{t: t, skipSpecial: skipSpecial, stripLeft: t.decStripStart}
 }
 
 // Add decodes one more token and returns the text that became complete ("" when the token ends
@@ -35,13 +36,23 @@ func (d *StreamDecoder) Add(id uint32) string {
 	if t.decoderUnsupported != "" || int(id) >= len(t.idKnown) {
 		return ""
 	}
+	if t.sp {
+		return d.addSP(id)
+	}
 	d.pending = t.appendToken(d.pending, id, d.skipSpecial)
 	return d.drain(false)
 }
 
 // Flush returns what is still held back (an incomplete character becomes U+FFFD) and resets the
 // decoder for reuse.
-func (d *StreamDecoder) Flush() string { return d.drain(true) }
+func (d *StreamDecoder) Flush() string {
+	if d.t.sp {
+		out := d.strip(d.flushByteRun(d.buf[:0]))
+		d.stripLeft = d.t.decStripStart
+		return out
+	}
+	return d.drain(true)
+}
 
 func (d *StreamDecoder) drain(final bool) string {
 	if len(d.pending) == 0 {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // Errors reported by this package; test with errors.Is.
@@ -25,6 +23,11 @@ var (
 	ErrUnknownID = errors.New("tokenizer: unknown token id")
 )
 
+type unknownIDError struct{ id uint32 }
+
+func (e *unknownIDError) Error() string { return fmt.Sprintf("%v: %d", ErrUnknownID, e.id) }
+func (e *unknownIDError) Unwrap() error { return ErrUnknownID }
+
 // Tokenizer encodes and decodes text with a Hugging Face tokenizer.json. It is immutable after
 // LoadFile/LoadDir/Load returned it and safe for concurrent use by any number of goroutines; the
 // zero value is not usable.
@@ -32,13 +35,17 @@ type Tokenizer struct {
 	// Model.
 	vocab        map[string]uint32 // raw bytes of a token -> id (byte-level tokens only)
 	oddVocab     map[string]uint32 // vocab strings outside the byte-level alphabet
-	byteID       [256]int32        // id of each single byte, or -1
+	byteID       [256]int32        // id of each single byte (byte-fallback token in sp mode), or -1
+	sp           bool              // character-level BPE (SentencePiece style) instead of byte-level
+	unkID        int32             // sp mode: id of unk_token, or -1
+	fuseUnk      bool
+	byteFallback bool
 	merges       *mergeTable
 	ignoreMerges bool
 	cache        *wordCache
 
 	// Pipeline.
-	norms     []norm.Form
+	norms     []normOp
 	stages    []preStage
 	byteLevel bool
 
@@ -60,6 +67,11 @@ type Tokenizer struct {
 	decOff             []uint32
 	byteLevelDecoder   bool
 	decoderUnsupported string
+	// SentencePiece-style decoder: Replace(from -> to), ByteFallback, Fuse, Strip(start spaces).
+	decReplaceFrom, decReplaceTo string
+	decByteFallback              bool
+	decStripStart                int
+	byteTok                      []int16 // byte+1 for byte-fallback tokens when decByteFallback
 
 	chatTemplate string
 }
@@ -70,6 +82,7 @@ type preStage struct {
 	match       matcher
 	find        finder // optional fast path for match
 	dropGaps    bool   // drop the text between matches instead of keeping it as pieces
+	mergePrev   bool   // each match ends the piece that precedes it (MergedWithPrevious)
 	prefixSpace bool
 }
 
@@ -132,14 +145,9 @@ func (t *Tokenizer) Encode(dst []uint32, text string, addSpecial bool) ([]uint32
 // encodeNormalizing normalizes a piece of text between non-normalized added tokens, then splits
 // it on normalized added tokens and encodes the rest.
 func (t *Tokenizer) encodeNormalizing(st *encState, s string) {
-	if len(t.norms) > 0 {
-		for _, f := range t.norms {
-			if f.QuickSpanString(s) == len(s) {
-				continue
-			}
-			st.norm = f.AppendString(st.norm[:0], s)
-			s = string(st.norm) // rare path: text that is not already normalized
-		}
+	if len(t.norms) > 0 && !t.isNormalized(s) {
+		st.norm = t.appendNormalized(st.norm[:0], s)
+		s = string(st.norm) // a copy: st.norm is reused by later pieces
 	}
 	if t.trieNorm.empty() {
 		t.preTokenize(st, 0, s)
@@ -190,6 +198,23 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 		}
 		return
 	}
+	if stage.mergePrev {
+		from := 0
+		for i := 0; i < len(s); {
+			e := stage.match(s, i)
+			if e < 0 {
+				_, n := decodeRune(s, i)
+				i += n
+				continue
+			}
+			t.preTokenize(st, k+1, s[from:e])
+			i, from = e, e
+		}
+		if from < len(s) {
+			t.preTokenize(st, k+1, s[from:])
+		}
+		return
+	}
 	gap := 0
 	for i := 0; i < len(s); {
 		e := stage.match(s, i)
@@ -211,6 +236,10 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 
 // encodeWord appends the BPE ids of one pre-tokenized word (raw bytes).
 func (t *Tokenizer) encodeWord(st *encState, w string) {
+	if t.sp {
+		t.encodeSPWord(st, w)
+		return
+	}
 	if len(w) == 1 {
 		if id := t.byteID[w[0]]; id >= 0 {
 			st.out = append(st.out, uint32(id))
@@ -245,10 +274,13 @@ func (t *Tokenizer) Decode(ids []uint32, skipSpecial bool) (string, error) {
 	if err := t.checkDecoder(); err != nil {
 		return "", err
 	}
+	if t.sp {
+		return t.decodeSP(ids, skipSpecial)
+	}
 	n := 0
 	for _, id := range ids {
 		if int(id) >= len(t.idKnown) {
-			return "", fmt.Errorf("%w: %d", ErrUnknownID, id)
+			return "", &unknownIDError{id}
 		}
 		n += int(t.decOff[id+1] - t.decOff[id])
 	}
@@ -287,6 +319,10 @@ func (t *Tokenizer) VocabSize() int { return len(t.idKnown) }
 func (t *Tokenizer) TokenID(s string) (uint32, bool) {
 	if id, ok := t.addedByContent[s]; ok {
 		return id, true
+	}
+	if t.sp {
+		id, ok := t.vocab[s]
+		return id, ok
 	}
 	if raw, ok := byteLevelDecode(s); ok {
 		if id, ok := t.vocab[string(raw)]; ok {

@@ -18,6 +18,9 @@ const (
 	HeaderReason        = "X-Kvgate-Route-Reason"
 )
 
+// statusClientClosed is recorded for requests whose client went away before an answer.
+const statusClientClosed = 499
+
 // call is one completion request in flight through the gateway.
 type call struct {
 	req     *completionRequest
@@ -68,7 +71,9 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if ctx.Err() != nil {
-			// The client left before anything was sent: nothing to answer, not an error.
+			// The client left before anything was sent: not an error. 499 (nginx's "client
+			// closed request") only labels the metric; nobody reads it.
+			w.WriteHeader(statusClientClosed)
 			return
 		}
 		rt.met.upstream.WithLabelValues(dec.m.w.URL(), "before_first_byte").Inc()

@@ -243,3 +243,21 @@ func TestTopicHost(t *testing.T) {
 		}
 	}
 }
+
+func TestSidecarGRPCEvents(t *testing.T) {
+	a := newFakeWorker(t, "m")
+	bridge, err := kvbridge.NewBridgeServer(kvbridge.BridgeConfig{Runtime: kvbridge.RuntimeVLLM}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startGRPC(t, func(s *grpc.Server) { bridge.Register(s) })
+	t.Cleanup(bridge.Close)
+	g := newTestGateway(t, Config{}, "url="+a.url()+",kv_events=grpc://"+addr)
+	m := g.rt.members()[0]
+	g.waitFor(t, "sidecar stream up", func() bool { st, _ := m.streamState(); return st == kvbridge.StreamUp })
+	bridge.Batch(0, storedBatch(bytesOf(strings.Repeat("s", 48)), 16, 7))
+	g.waitFor(t, "blocks from the sidecar", func() bool { return m.indexBlocks() == 3 })
+	if !m.eventFed() {
+		t.Error("worker fed by a sidecar is not event-fed")
+	}
+}

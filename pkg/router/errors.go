@@ -12,14 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Sentinel errors of the router, checked with errors.Is.
-var (
-	// ErrNoWorker: no healthy worker serves the requested model (HTTP 503).
-	ErrNoWorker = errors.New("router: no healthy worker")
-	// ErrNoCapacity: every candidate is at its in-flight limit (HTTP 429).
-	ErrNoCapacity = errors.New("router: no capacity")
-)
-
 // apiError is an error with the OpenAI error shape and an HTTP status. Handlers classify every
 // failure into one before writing anything (STYLE.md rule 14).
 type apiError struct {

@@ -81,7 +81,7 @@ func (rt *Router) newEventSource(m *member) (eventSource, error) {
 }
 
 // deferredSource builds its source inside Run (e.g. after a gRPC worker's runtime has been
-// detected); until then it reports StreamConnecting.
+// detected); until then it reports StreamConnecting. It must not be copied.
 type deferredSource struct {
 	build func(ctx context.Context) (eventSource, error)
 	inner atomic.Pointer[sourceBox]
@@ -124,3 +124,10 @@ func (c *closingSource) Run(ctx context.Context) error {
 
 // isUnimplemented reports whether a source ended because the worker has no event stream.
 func isUnimplemented(err error) bool { return errors.Is(err, kvbridge.ErrUnimplemented) }
+
+var (
+	_ kvbridge.Consumer = (*indexConsumer)(nil)
+	_ eventSource       = (*kvbridge.GRPCSource)(nil)
+	_ eventSource       = (*deferredSource)(nil)
+	_ eventSource       = (*closingSource)(nil)
+)

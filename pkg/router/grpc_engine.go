@@ -495,3 +495,12 @@ func firstNonEmpty(ss ...string) string {
 	}
 	return ""
 }
+
+var (
+	_ runtimeClient = (*vllmClient)(nil)
+	_ runtimeClient = (*sglangClient)(nil)
+	_ runtimeClient = (*tokenspeedClient)(nil)
+	_ genStream     = vllmStream{}
+	_ genStream     = sglangStream{}
+	_ genStream     = tokenspeedStream{}
+)

@@ -295,3 +295,9 @@ func growScores(c []candScore, n int) []candScore {
 	}
 	return c[:n]
 }
+
+var (
+	_ EventIndex     = (*indexer.Index)(nil)
+	_ ApproxTree     = (*indexer.Tree)(nil)
+	_ PendingOverlay = (*indexer.Pending)(nil)
+)

@@ -34,3 +34,8 @@ func (h hfTokenizer) Encode(dst []uint32, text string, addSpecial bool) ([]uint3
 func (h hfTokenizer) VocabSize() int { return h.t.VocabSize() }
 
 func (h hfTokenizer) NewDecoder() StreamDecoder { return h.t.NewStreamDecoder() }
+
+var (
+	_ Tokenizer     = hfTokenizer{}
+	_ StreamDecoder = (*tokenizer.StreamDecoder)(nil)
+)

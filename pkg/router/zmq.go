@@ -112,3 +112,9 @@ func (c *collectorConsumer) Reset(rank int, reason string) {
 		newIndexConsumer(m).Reset(rank, reason)
 	}
 }
+
+var (
+	_ eventSource       = (*kvbridge.ZMQSource)(nil)
+	_ eventSource       = (*kvbridge.ZMQCollector)(nil)
+	_ kvbridge.Consumer = (*collectorConsumer)(nil)
+)

@@ -74,7 +74,6 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
-	Model         json.RawMessage  `json:"model"`
 }
 
 type addedTokenJSON struct {
@@ -88,16 +87,19 @@ type addedTokenJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string            `json:"type"`
-	Dropout                 *float64          `json:"dropout"`
-	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-	ByteFallback            bool              `json:"byte_fallback"`
-	FuseUnk                 bool              `json:"fuse_unk"`
-	UnkToken                *string           `json:"unk_token"`
-	IgnoreMerges            bool              `json:"ignore_merges"`
-	Vocab                   map[string]uint32 `json:"vocab"`
-	Merges                  json.RawMessage   `json:"merges"`
+	Type                    string   `json:"type"`
+	Dropout                 *float64 `json:"dropout"`
+	ContinuingSubwordPrefix *string  `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string  `json:"end_of_word_suffix"`
+	ByteFallback            bool     `json:"byte_fallback"`
+	FuseUnk                 bool     `json:"fuse_unk"`
+	UnkToken                *string  `json:"unk_token"`
+	IgnoreMerges            bool     `json:"ignore_merges"`
+	Vocab                   map[string]uint32
+	rawVocab                []byte // the vocab when it is not an object (other model types)
+	hasMerges               bool
+	mergeLines              []string    // "a b" form
+	mergePairs              [][2]string // ["a", "b"] form
 }
 
 // component is the common shape of normalizers, pre-tokenizers, post-processors and decoders.
@@ -156,25 +158,15 @@ func isNull(m json.RawMessage) bool {
 // tokenizer_config.json.
 func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 	initClasses()
-	var f fileJSON
-	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	f, model, err := parseTokenizerJSON(tokenizerJSON)
+	if err != nil {
+		return nil, err
 	}
-	if isNull(f.Model) {
+	if model == nil {
 		return nil, fmt.Errorf("%w: no model", ErrMalformed)
 	}
-	var mtype struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(f.Model, &mtype); err != nil {
-		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)
-	}
-	if mtype.Type != "" && mtype.Type != "BPE" {
-		return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, mtype.Type)
-	}
-	var model modelJSON
-	if err := json.Unmarshal(f.Model, &model); err != nil {
-		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)
+	if model.Type != "" && model.Type != "BPE" {
+		return nil, fmt.Errorf("%w: model type %q", ErrUnsupported, model.Type)
 	}
 	t := &Tokenizer{bos: -1, eos: -1}
 	if err := t.loadPreTokenizer(f.PreTokenizer); err != nil {
@@ -183,7 +175,7 @@ func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 	// Without a ByteLevel pre-tokenizer the BPE vocabulary is over characters (SentencePiece
 	// style, e.g. Llama 2 and Gemma), usually with byte fallback.
 	t.sp = !t.byteLevel
-	if err := t.loadModel(&model); err != nil {
+	if err := t.loadModel(model); err != nil {
 		return nil, err
 	}
 	if err := t.loadNormalizer(f.Normalizer); err != nil {
@@ -239,7 +231,7 @@ func Load(tokenizerJSON, configJSONData []byte) (*Tokenizer, error) {
 }
 
 func (t *Tokenizer) loadModel(m *modelJSON) error {
-	if m.Vocab == nil || isNull(m.Merges) {
+	if m.Vocab == nil || !m.hasMerges {
 		return fmt.Errorf("%w: BPE model without vocab or merges", ErrMalformed)
 	}
 	if m.Dropout != nil && *m.Dropout > 0 {
@@ -261,13 +253,16 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 	}
 	t.idTokens = make([]string, maxID+1)
 	t.idKnown = make([]bool, maxID+1)
-	t.vocab = make(map[string]uint32, len(m.Vocab))
+	if t.sp {
+		t.vocab = m.Vocab // the vocabulary is used as spelled
+	} else {
+		t.vocab = make(map[string]uint32, len(m.Vocab))
+	}
 	t.oddVocab = map[string]uint32{}
 	for s, id := range m.Vocab {
 		t.idTokens[id] = s
 		t.idKnown[id] = true
 		if t.sp {
-			t.vocab[s] = id
 			continue
 		}
 		raw, ok := byteLevelDecode(s)
@@ -300,27 +295,24 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		}
 	}
 	// Merges: either ["a b", ...] (older files) or [["a", "b"], ...].
-	var strs []string
-	var pairs [][2]string
-	if err := json.Unmarshal(m.Merges, &strs); err != nil {
-		if err2 := json.Unmarshal(m.Merges, &pairs); err2 != nil {
-			return fmt.Errorf("%w: merges: %w", ErrMalformed, err)
+	if len(m.mergePairs) > 0 && len(m.mergeLines) > 0 {
+		return fmt.Errorf("%w: merges mix the \"a b\" and [\"a\", \"b\"] forms", ErrMalformed)
+	}
+	pairs := m.mergePairs
+	for i, s := range m.mergeLines {
+		a, b, ok := strings.Cut(s, " ")
+		if !ok || strings.Contains(b, " ") {
+			return fmt.Errorf("%w: merge %d %q is not two tokens", ErrMalformed, i, s)
 		}
-	} else {
-		pairs = make([][2]string, len(strs))
-		for i, s := range strs {
-			a, b, ok := strings.Cut(s, " ")
-			if !ok || strings.Contains(b, " ") {
-				return fmt.Errorf("%w: merge %d %q is not two tokens", ErrMalformed, i, s)
-			}
-			pairs[i] = [2]string{a, b}
-		}
+		pairs = append(pairs, [2]string{a, b})
 	}
 	t.merges = newMergeTable(len(pairs))
+	var cat []byte
 	for i, p := range pairs {
 		a, okA := m.Vocab[p[0]]
 		b, okB := m.Vocab[p[1]]
-		c, okC := m.Vocab[p[0]+p[1]]
+		cat = append(append(cat[:0], p[0]...), p[1]...)
+		c, okC := m.Vocab[string(cat)]
 		if !okA || !okB || !okC {
 			return fmt.Errorf("%w: merge %d (%q, %q) uses a token missing from the vocab", ErrMalformed, i, p[0], p[1])
 		}

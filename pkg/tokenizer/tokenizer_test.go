@@ -419,3 +419,41 @@ func TestEncodeAllocs(t *testing.T) {
 		t.Errorf("Encode allocates %.1f times per call with a buffer, want <= 1", allocs)
 	}
 }
+
+// TestLoadTruncated feeds every prefix of a valid tokenizer.json (and some hostile inputs) to
+// Load: each must fail cleanly with ErrMalformed, never panic or hang.
+func TestLoadTruncated(t *testing.T) {
+	valid := `{"version":"1.0","added_tokens":[{"id":3,"content":"<s>","special":true}],"normalizer":{"type":"NFC"},` +
+		`"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},"post_processor":null,` +
+		`"decoder":{"type":"ByteLevel"},"model":{"type":"BPE","dropout":null,"unk_token":null,` +
+		`"vocab":{"a":0,"b":1,"ab":2,"\u0120":4},"merges":[["a","b"]]}}`
+	tk, err := Load([]byte(valid), nil)
+	if err != nil {
+		t.Fatalf("valid input: %v", err)
+	}
+	if got, err := tk.Encode(nil, "ab<s>", false); err != nil || !cmp.Equal(got, []uint32{2, 3}) {
+		t.Fatalf("Encode = %v, %v, want [2 3]", got, err)
+	}
+	for n := range len(valid) - 1 {
+		if _, err := Load([]byte(valid[:n]), nil); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("prefix of %d bytes: err = %v, want ErrMalformed", n, err)
+		}
+	}
+	hostile := []string{
+		strings.Repeat("[", 100000),
+		`{"model":{"type":"BPE","vocab":` + strings.Repeat(`{"a":`, 1000) + `}}`,
+		`{"model":{"type":"BPE","vocab":{"a":-1},"merges":[]}}`,
+		`{"model":{"type":"BPE","vocab":{"a":1.5},"merges":[]}}`,
+		`{"model":{"type":"BPE","vocab":{"a":99999999999},"merges":[]}}`,
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[["a","a","a"]]}}`,
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":["a"]}}`,
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}} trailing`,
+		"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\x01\":0},\"merges\":[]}}",
+		`{"added_tokens":"no","model":{"type":"BPE","vocab":{},"merges":[]}}`,
+	}
+	for i, h := range hostile {
+		if _, err := Load([]byte(h), nil); !errors.Is(err, ErrMalformed) {
+			t.Errorf("hostile input %d: err = %v, want ErrMalformed", i, err)
+		}
+	}
+}

@@ -115,10 +115,10 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
   the ideal is within reach; the published fleet evidently had less cache room per prefix. The comparison
   between policies and replica counts is what carries over.
 - Noise: the machine is small and was shared with other work while this ran. Hit rates are stable from run
-  to run (about ±1 point between repeated runs here); TTFT at a saturating rate is not: every CPU stall of
+  to run (within about 2 points between repeated runs here); TTFT at a saturating rate is not: every CPU stall of
   the simulators' real timers is multiplied by 1/F in simulated time, and the round-robin rows run over
-  capacity, so their queue (and TTFT) depends on how far behind they fell. Repeated runs of the 1-gateway
-  rows on this machine moved TTFT means by up to 2×; compare orders of magnitude, not digits.
+  capacity, so their queue (and TTFT) depends on how far behind they fell. Repeated runs on this machine moved
+  individual TTFT means by up to 2–3×; compare orders of magnitude and trends, not digits.
 - The published measurement being reproduced (3 × TP2 H100, DESIGN.md §9): round robin 17.4%% hit, mean TTFT
   15 s; approximate 26.5%% / 1.7 s and events 24.6%% / 1.8 s with one gateway; with two gateways approximate
   21.6%% / 1.9 s vs events 23.7%% / 1.3 s. Absolute numbers differ here (the simulator's latency model and

@@ -66,17 +66,17 @@ func benchGateway(b *testing.B, urls ...string) *httptest.Server {
 	go func() { defer close(done); _ = rt.Run(ctx) }()
 	srv := httptest.NewServer(rt.Handler())
 	b.Cleanup(func() { srv.Close(); cancel(); <-done })
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	deadline := time.Now().Add(defaultTestTimeout)
 	for ok, _ := rt.Ready(); !ok; ok, _ = rt.Ready() {
 		if time.Now().After(deadline) {
 			b.Fatal("gateway not ready")
 		}
-		runtimeGosched()
+		<-tick.C
 	}
 	return srv
 }
-
-func runtimeGosched() { time.Sleep(time.Millisecond) } // bench set-up only: waiting on a background health check
 
 // tokenPrompts returns n request bodies with 1000-token token-id prompts: a shared 800-token
 // prefix and a 200-token unique suffix, the shape of the reference workload.
@@ -164,13 +164,14 @@ http {
 		return ""
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	for ; time.Now().Before(deadline); <-tick.C {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
 			return "http://" + addr
 		}
-		time.Sleep(10 * time.Millisecond) // waiting for an external process to listen
 	}
 	return ""
 }

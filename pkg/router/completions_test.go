@@ -194,6 +194,13 @@ func TestCompletionRetryOnNextWorker(t *testing.T) {
 		t.Errorf("reason: got %q, want retry", got)
 	}
 	good.nextReq(t)
+	p.mu.Lock()
+	calls := len(p.calls)
+	retryCands := len(p.calls[calls-1])
+	p.mu.Unlock()
+	if calls != 2 || retryCands != 1 {
+		t.Errorf("policy calls: got %d (last with %d candidates), want 2, the retry without the failed worker", calls, retryCands)
+	}
 	// The refused worker is marked down at once, so the next request goes straight to the good one.
 	if g.rt.Workers()[0].Healthy() {
 		t.Errorf("refused worker still healthy")

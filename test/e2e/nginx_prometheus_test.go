@@ -190,6 +190,34 @@ func TestNginxAndPrometheus(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the event-stream alert fires for a dead engine", func(t *testing.T) {
+		sims[1].Kill()
+		var last string
+		ok := testutil.Eventually(45*time.Second, func() bool {
+			var alerts struct {
+				Data struct {
+					Alerts []struct {
+						Labels map[string]string `json:"labels"`
+						State  string            `json:"state"`
+					} `json:"alerts"`
+				} `json:"data"`
+			}
+			getJSON(t, prom.URL+"/api/v1/alerts", &alerts)
+			b, _ := json.Marshal(alerts.Data.Alerts)
+			last = string(b)
+			replicas := map[string]bool{}
+			for _, a := range alerts.Data.Alerts {
+				if a.Labels["alertname"] == "KvgateEventStreamDown" && a.Labels["worker"] == sims[1].URL && (a.State == "pending" || a.State == "firing") {
+					replicas[a.Labels["instance"]] = true
+				}
+			}
+			return len(replicas) == 2
+		})
+		mustf(t, ok, "KvgateEventStreamDown not pending/firing for %s on both replicas; alerts: %s", sims[1].URL, last)
+		// The fleet still has a healthy worker: requests through nginx keep working.
+		c := postCompletion(t, nginx.URL, map[string]any{"model": testModel, "prompt": text("after-engine-death", 40), "max_tokens": 2})
+		mustf(t, c.Status == http.StatusOK && c.worker() == sims[0].URL, "after the engine died: status %d worker %s, want 200 from %s", c.Status, c.worker(), sims[0].URL)
+	})
 }
 
 type promSample struct {

@@ -35,7 +35,8 @@ func (c *call) routeTokens() []uint32 { return c.tokens[0] }
 
 func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	c := &call{arrival: time.Now(), header: r.Header}
-	body, aerr := readBody(w, r, rt.cfg.MaxBodyBytes)
+	body, release, aerr := readBody(w, r, rt.cfg.MaxBodyBytes)
+	defer release() // the parsed request refers into body until the handler returns
 	if aerr != nil {
 		writeError(w, aerr)
 		return

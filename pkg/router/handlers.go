@@ -245,7 +245,8 @@ func (rt *Router) handleListWorkers(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
-	body, aerr := readBody(w, r, 64<<10)
+	body, release, aerr := readBody(w, r, 64<<10)
+	defer release()
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -283,7 +284,8 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) handleRemoveWorker(w http.ResponseWriter, r *http.Request) {
 	url := r.URL.Query().Get("url")
 	if url == "" {
-		body, aerr := readBody(w, r, 64<<10)
+		body, release, aerr := readBody(w, r, 64<<10)
+		defer release()
 		if aerr != nil {
 			writeError(w, aerr)
 			return

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // Limits of the OpenAI request handling that are not user-configurable.
@@ -398,21 +399,37 @@ func (r *completionRequest) upstreamBody(dst []byte, model string, tokens [][]ui
 	return append(dst, '}')
 }
 
-// readBody reads at most limit bytes of r's body; a larger body is a 413.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+// bodyPool recycles request-body buffers; buffers that grew past maxPooledBody are dropped.
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBody = 1 << 20
+
+// readBody reads at most limit bytes of r's body; a larger body is a 413. The body is valid until
+// release is called (release is never nil).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, release func(), aerr *apiError) {
+	release = func() {}
+	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body larger than %d bytes", limit), Type: typeInvalidRequest, Code: "request_too_large"}
 	if r.ContentLength > limit {
-		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body larger than %d bytes", limit), Type: typeInvalidRequest, Code: "request_too_large"}
+		return nil, release, tooLarge
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	buf := bytes.NewBuffer(make([]byte, 0, max(min(r.ContentLength, limit), 512)+1))
-	if _, err := buf.ReadFrom(body); err != nil {
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead + 1) // ReadFrom wants MinRead spare bytes
+	}
+	release = func() {
+		if buf.Cap() <= maxPooledBody {
+			bodyPool.Put(buf)
+		}
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body larger than %d bytes", limit), Type: typeInvalidRequest, Code: "request_too_large"}
+			return nil, release, tooLarge
 		}
-		return nil, badRequest("", "could not read request body")
+		return nil, release, badRequest("", "could not read request body")
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), release, nil
 }
 
 // appendJSONString appends s as a JSON string literal.

@@ -105,7 +105,7 @@ func grpcStatusError(st *status.Status) *apiError {
 	case codes.ResourceExhausted:
 		e.Status, e.Type = http.StatusTooManyRequests, typeRateLimit
 	case codes.DeadlineExceeded:
-		e.Status = http.StatusGatewayTimeout
+		e.Status, e.Code = http.StatusGatewayTimeout, "upstream_timeout" // as for an HTTP worker's timeout
 	case codes.Unavailable:
 		// The engine is down: from the client's view the gateway's upstream failed.
 		e.Status = http.StatusBadGateway

@@ -179,10 +179,14 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 		}
 		if ctx.Err() != nil {
 			rt.abortAll(cl, ids, dec.m)
-			if sw.started {
-				return true, nil
+			switch {
+			case !sw.started:
+				return false, upstreamError(ctx.Err())
+			case isTimeout(ctx):
+				// UpstreamTimeout, not the client: tell the client why its stream ends.
+				_ = sw.raw([]byte("data: " + string(upstreamError(ctx.Err()).body()) + "\n\n"))
 			}
-			return false, upstreamError(ctx.Err())
+			return true, nil
 		}
 		if ev.err != nil {
 			open--

@@ -370,3 +370,43 @@ func TestGRPCUnimplementedEventsFallBackToTree(t *testing.T) {
 		t.Errorf("readiness with an unavailable stream: got not ready (%s), want ready", reason)
 	}
 }
+
+func TestUpstreamTimeoutMidStream(t *testing.T) {
+	t.Run("grpc", func(t *testing.T) {
+		f := newFakeVLLM()
+		f.gen = func(r *vllm.GenerateRequest, s grpc.ServerStreamingServer[vllm.GenerateResponse]) error {
+			if err := s.Send(vChunk(0, 1, 0, 'a')); err != nil {
+				return err
+			}
+			<-s.Context().Done() // stalls until the gateway gives up
+			return s.Context().Err()
+		}
+		addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
+		g := newTestGateway(t, Config{UpstreamTimeout: 200 * time.Millisecond}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
+		_, body := g.post(t, `{"prompt":"a","stream":true}`)
+		data := sseData(body)
+		if len(data) != 2 || openAIError(t, data[1]).Code == nil || *openAIError(t, data[1]).Code != "upstream_timeout" {
+			t.Errorf("events: got %q, want a chunk then an upstream_timeout error", data)
+		}
+		select {
+		case <-f.aborts:
+		case <-time.After(defaultTestTimeout):
+			t.Error("no Abort after the timeout")
+		}
+	})
+	t.Run("http", func(t *testing.T) {
+		fw := newFakeWorker(t, "m")
+		fw.handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("data: {}\n\n"))
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+		}
+		g := newTestGateway(t, Config{UpstreamTimeout: 200 * time.Millisecond}, fw.url())
+		_, body := g.post(t, `{"prompt":"a","stream":true}`)
+		data := sseData(body)
+		if len(data) != 2 || *openAIError(t, data[1]).Code != "upstream_timeout" {
+			t.Errorf("events: got %q, want a chunk then an upstream_timeout error", data)
+		}
+	})
+}

@@ -56,7 +56,9 @@ func sourceName(s policy.Source) string {
 }
 
 // handleDebugRoute explains the routing decision for a prompt without sending it or recording
-// anything: ?prompt=text (tokenized like a request) or ?tokens=1,2,3, and optionally &model=.
+// anything in the tree, the pending overlay or the metrics: ?prompt=text (tokenized like a
+// request) or ?tokens=1,2,3, and optionally &model=. It does call the policy, so a stateful one
+// (round_robin) advances as if a request had been routed.
 func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	model := q.Get("model")

@@ -127,7 +127,9 @@ type Router struct {
 	fleet atomic.Pointer[fleet]
 
 	// mu guards the fields below and serialises fleet changes. It is never held while
-	// calling a worker, a source or the index.
+	// calling a worker, running a source or updating the index; starting a worker's
+	// goroutines (which builds its event source: constructors only, no I/O) happens under it
+	// so that Run and AddWorker cannot both start or both miss a worker.
 	mu      sync.Mutex
 	nextID  indexer.WorkerID
 	freeIDs []indexer.WorkerID

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,40 +13,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 )
 
-// freePortBase returns p such that ports p..p+n-1 were free on 127.0.0.1 a moment ago (DP rank r
-// of a ZMQ publisher uses base port + r).
-func freePortBase(t *testing.T, n int) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		ls := []net.Listener{l}
-		ok := base+n <= 65535
-		for i := 1; ok && i < n; i++ {
-			li, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			ls = append(ls, li)
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
-}
+// freePortBase returns a base port p such that p..p+n-1 were free a moment ago.
+func freePortBase(t *testing.T, n int) int { return testutil.FreePortBlock(t, n) }
 
 // zmqEngine is a fake engine: one vLLM-faithful Publisher (PUB + ROUTER replay) per DP rank.
 type zmqEngine struct {

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -14,30 +15,66 @@ var (
 	handedOut = map[int]bool{}
 )
 
-// FreeTCPPort returns a TCP port on 127.0.0.1 that was free a moment ago and has not been
-// returned before by this process. The port is closed again before returning, so another
-// program may in principle take it before the caller binds it; on loopback in a test that race
-// is rare enough, and the caller sees a clear bind error when it happens.
-func FreeTCPPort() (int, error) {
-	for range 64 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("testutil: free port: %w", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if err := l.Close(); err != nil {
-			return 0, fmt.Errorf("testutil: free port: %w", err)
-		}
-		portsMu.Lock()
-		dup := handedOut[port]
-		handedOut[port] = true
-		portsMu.Unlock()
-		if !dup {
-			return port, nil
+// Test ports are drawn from [portLow, portHigh): below Linux's default ephemeral range
+// (32768-60999), so the kernel never hands one of them out as the source port of an outgoing
+// connection, and a port picked here cannot be taken by another test's client socket between
+// the check and the caller's bind. Asking the kernel for port 0 instead returns an ephemeral
+// port, which busy parallel test runs reuse often enough to make tests flaky.
+const (
+	portLow  = 20000
+	portHigh = 32700
+)
+
+// FreeTCPPortBlock returns the first of n consecutive TCP ports on 127.0.0.1 that were all
+// free a moment ago and have not been returned before by this process (callers that need
+// rank r on port+r, as ZMQ data-parallel endpoints do, ask for a block). The ports are closed
+// again before returning, so another program may still take one before the caller binds it;
+// the caller then sees a clear bind error.
+func FreeTCPPortBlock(n int) (int, error) {
+	if n < 1 || n > 64 {
+		return 0, fmt.Errorf("testutil: free port block: n=%d out of range", n)
+	}
+	span := portHigh - portLow - n
+	for range 256 {
+		base := portLow + rand.IntN(span)
+		if blockFree(base, n) {
+			return base, nil
 		}
 	}
-	return 0, fmt.Errorf("testutil: free port: no unused port after 64 tries")
+	return 0, fmt.Errorf("testutil: free port block: no %d free consecutive ports after 256 tries", n)
 }
+
+// blockFree claims base..base+n-1 for this process when none was handed out before and all
+// can be bound right now.
+func blockFree(base, n int) bool {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for p := base; p < base+n; p++ {
+		if handedOut[p] {
+			return false
+		}
+	}
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for p := base; p < base+n; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return false
+		}
+		ls = append(ls, l)
+	}
+	for p := base; p < base+n; p++ {
+		handedOut[p] = true
+	}
+	return true
+}
+
+// FreeTCPPort returns one port as FreeTCPPortBlock does.
+func FreeTCPPort() (int, error) { return FreeTCPPortBlock(1) }
 
 // FreeTCPPorts returns n distinct ports as FreeTCPPort does.
 func FreeTCPPorts(n int) ([]int, error) {
@@ -70,4 +107,14 @@ func FreePorts(t testing.TB, n int) []int {
 		t.Fatal(err)
 	}
 	return ps
+}
+
+// FreePortBlock is FreeTCPPortBlock for tests.
+func FreePortBlock(t testing.TB, n int) int {
+	t.Helper()
+	p, err := FreeTCPPortBlock(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

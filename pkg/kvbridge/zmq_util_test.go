@@ -3,13 +3,13 @@ package kvbridge
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
 
+	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
@@ -17,34 +17,7 @@ import (
 const defaultTestTimeout = 10 * time.Second
 
 // freePorts returns a base port p such that p..p+n-1 were free on 127.0.0.1 a moment ago.
-func freePorts(t testing.TB, n int) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		ls := []net.Listener{l}
-		ok := base+n <= 65535
-		for i := 1; ok && i < n; i++ {
-			li, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			ls = append(ls, li)
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
-}
+func freePorts(t testing.TB, n int) int { return testutil.FreePortBlock(t, n) }
 
 func tcpEP(port int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", port) }
 

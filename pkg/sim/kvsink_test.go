@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -18,44 +17,18 @@ import (
 	zmq "github.com/pebbe/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 )
 
-const fixtureDir = "../../../shared/fixtures/kvevents"
+const fixtureDir = "../../testdata/fixtures/kvevents"
 
 // freePorts returns a base port p such that p..p+n-1 were free a moment ago.
-func freePorts(t *testing.T, n int) int {
-	t.Helper()
-	for range 50 {
-		base := freePort(t)
-		ok := true
-		for i := 1; i < n && ok; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
-}
+func freePorts(t *testing.T, n int) int { return testutil.FreePortBlock(t, n) }
 
 // freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }
 
 func zsocket(t *testing.T, typ zmq.Type) *zmq.Socket {
 	t.Helper()

@@ -10,7 +10,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-const fixtureDir = "../../../shared/fixtures/kvevents/"
+const fixtureDir = "../../testdata/fixtures/kvevents/"
 
 // decodeArrayBatch decodes one array-format msgpack payload of the simulator fixtures
 // (README "Wire layout") into engine-neutral events. It is a test helper, not the product

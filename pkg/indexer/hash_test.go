@@ -19,7 +19,7 @@ type keyVector struct {
 
 func loadKeyVectors(t *testing.T) []keyVector {
 	t.Helper()
-	raw, err := os.ReadFile("../../../shared/fixtures/hashes/block_keys.json")
+	raw, err := os.ReadFile("../../testdata/fixtures/hashes/block_keys.json")
 	if err != nil {
 		t.Fatalf("read golden vectors: %v", err)
 	}

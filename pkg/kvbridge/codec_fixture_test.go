@@ -16,8 +16,8 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
-// fixtureDir holds a copy of /shared/fixtures/kvevents (llm-d-inference-sim captures; see its README.md).
-const fixtureDir = "testdata/kvevents"
+// fixtureDir holds the repository copy of the shared fixtures (llm-d-inference-sim captures; see its README.md).
+const fixtureDir = "../../testdata/fixtures/kvevents"
 
 // loadFixture returns the multipart messages of one *.jsonl capture.
 func loadFixture(t testing.TB, name string) [][][]byte {

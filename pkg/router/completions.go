@@ -81,6 +81,7 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		var te *transportError
 		if errors.As(err, &te) && dec.m.w.SetHealth(false, "request failed: "+te.Error()) {
 			rt.log.Warn("worker marked down after a failed request", zapWorker(dec.m), zapErr(te))
+			dec.m.forgetCache()
 		}
 		if attempt == 0 && retryable(err) {
 			if next, rerr := rt.route(s, c.model, c.routeTokens(), dec.m); rerr == nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,4 +261,37 @@ func TestSidecarGRPCEvents(t *testing.T) {
 	if !m.eventFed() {
 		t.Error("worker fed by a sidecar is not event-fed")
 	}
+}
+
+// A worker that goes down loses its blocks in the index (a crashed engine comes back empty);
+// when it comes back with its cache intact, the next batch whose parent was cleared makes the
+// stream resync from the replay buffer, so the index holds the whole cache again.
+func TestDownWorkerLeavesIndexAndRebuildsOnReturn(t *testing.T) {
+	w := newFakeWorker(t, "m")
+	var down atomic.Bool
+	w.healthy = func() bool { return !down.Load() }
+	p, pub, rep := startPublisher(t)
+	g := newTestGateway(t, Config{}, "url="+w.url()+",kv_events="+pub+",replay="+rep)
+	g.waitFor(t, "event stream up", func() bool { ok, _ := g.rt.Ready(); return ok })
+	m := g.rt.fleet.Load().byURL[w.url()]
+	prefix := bytesOf(strings.Repeat("cached prefix! ", 8)) // 120 tokens = 15 blocks of 8
+	if _, err := p.Publish(storedBatch(prefix, 8, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor(t, "blocks in the index", func() bool { return m.indexBlocks() == 15 })
+
+	down.Store(true)
+	g.waitFor(t, "worker marked down", func() bool { return !m.w.Healthy() })
+	g.waitFor(t, "down worker's blocks gone", func() bool { return m.indexBlocks() == 0 })
+
+	down.Store(false)
+	g.waitFor(t, "worker back", func() bool { return m.w.Healthy() })
+	// The engine kept its cache and extends the cached chain: the unknown parent triggers a
+	// replay from 0, which restores the 15 blocks next to the new one.
+	next := &indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, Hashes: []uint64{2000}, Parent: 1014, HasParent: true,
+		Tokens: bytesOf("one more block!!")[:8], BlockSize: 8, Medium: "GPU"}}}
+	if _, err := p.Publish(next); err != nil {
+		t.Fatal(err)
+	}
+	g.waitFor(t, "index rebuilt by the resync", func() bool { return m.indexBlocks() == 16 })
 }

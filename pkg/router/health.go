@@ -98,7 +98,8 @@ func (m *member) checkHealth(ctx context.Context) {
 		if err == nil {
 			m.rt.log.Info("worker healthy", zap.String("worker", m.w.URL()))
 		} else {
-			m.rt.log.Warn("worker unhealthy", zap.String("worker", m.w.URL()), zap.String("reason", msg))
+			m.rt.log.Warn("worker unhealthy; its cached blocks leave the index", zap.String("worker", m.w.URL()), zap.String("reason", msg))
+			m.forgetCache()
 		}
 	}
 }

@@ -166,6 +166,24 @@ func (m *member) streamSettled() bool {
 	return !ok || st == kvbridge.StreamUp || st == kvbridge.StreamUnavailable
 }
 
+// forgetCache clears what the router believes the worker caches: its blocks in the event index
+// (every DP rank), the approximate tree and the pending overlay. Called when the worker goes
+// down: a crashed engine comes back with an empty cache, and routing on its old blocks would
+// send requests to a worker that no longer has them. A worker that was only briefly unreachable
+// rebuilds its view from its event stream: on reconnect the stream replays from 0, and a batch
+// whose parent was cleared makes the stream resync (kvbridge.Consumer's contract).
+func (m *member) forgetCache() {
+	for _, id := range m.ids {
+		m.rt.cfg.Index.ResetWorker(id)
+		if m.rt.cfg.Tree != nil {
+			m.rt.cfg.Tree.RemoveWorker(id)
+		}
+		if m.rt.cfg.Pending != nil {
+			m.rt.cfg.Pending.RemoveWorker(id)
+		}
+	}
+}
+
 // indexBlocks returns the blocks the index holds for the worker, over its DP ranks.
 func (m *member) indexBlocks() int {
 	n := 0

@@ -45,6 +45,29 @@ if [ ! -s .cache/tokenizers/gpt2style/tokenizer.json ]; then
   mv .cache/tokenizers/gpt2style/tokenizer.json.tmp .cache/tokenizers/gpt2style/tokenizer.json
 fi
 
+# A synthetic Qwen3 whose added tokens use the lstrip/rstrip/single_word/normalized flags that no
+# shipped family uses, so their handling is checked against the reference too.
+if [ ! -s .cache/tokenizers/addedflags/tokenizer.json ]; then
+  mkdir -p .cache/tokenizers/addedflags
+  node -e '
+    const fs = require("fs");
+    const t = JSON.parse(fs.readFileSync(".cache/tokenizers/qwen3/tokenizer.json", "utf8"));
+    const flags = {
+      "<|im_end|>": { lstrip: true, rstrip: true },
+      "<|im_start|>": { single_word: true },
+      "<think>": { normalized: true },
+      "</think>": { lstrip: true },
+      "<|endoftext|>": { rstrip: true },
+    };
+    for (const a of t.added_tokens) Object.assign(a, flags[a.content] || {});
+    const extra = [["café", true, false], ["naïve", false, false], ["word", false, true]];
+    extra.forEach(([content, normalized, single_word], i) => t.added_tokens.push(
+      { id: 151669 + i, content, single_word, lstrip: false, rstrip: false, normalized, special: false }));
+    fs.writeFileSync(".cache/tokenizers/addedflags/tokenizer.json.tmp", JSON.stringify(t));
+  '
+  mv .cache/tokenizers/addedflags/tokenizer.json.tmp .cache/tokenizers/addedflags/tokenizer.json
+fi
+
 # Reference implementation (only needed to regenerate golden files and for the speed comparison).
 if ! cmp -s tools/tokenizer/package-lock.json .cache/node/package-lock.json ||
   [ ! -d .cache/node/node_modules/@anush008/tokenizers ]; then

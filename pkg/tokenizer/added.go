@@ -100,10 +100,11 @@ func (t *trie) find(s string, from int) (tok int32, start, end int) {
 }
 
 // isWordRune is a rune matched by `\w` in Rust's regex crate, which tokenizers uses for
-// single_word boundaries: alphabetic, marks, decimal digits, connector punctuation, join controls.
+// single_word boundaries: Alphabetic (letters, letter numbers such as Ⅻ, Other_Alphabetic),
+// marks, decimal digits, connector punctuation, join controls.
 func isWordRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.Is(unicode.Nd, r) ||
-		unicode.Is(unicode.Pc, r) || r == 0x200C || r == 0x200D || unicode.Is(unicode.Other_Alphabetic, r)
+	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.In(r, unicode.Nd, unicode.Nl, unicode.Pc) ||
+		r == 0x200C || r == 0x200D || unicode.Is(unicode.Other_Alphabetic, r)
 }
 
 // splitAdded calls emit for each piece of s in order: (token index, "") for an added token, or

@@ -15,7 +15,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // families are the tokenizers fetched by `make testdata` into .cache/tokenizers/<family>/.
-var families = []string{"qwen3", "llama3", "llama3_1", "deepseek_v3", "gptoss", "llama2", "gemma3", "gpt2style"}
+var families = []string{"qwen3", "llama3", "llama3_1", "deepseek_v3", "gptoss", "llama2", "gemma3", "gpt2style", "addedflags"}
 
 func moduleRoot(t testing.TB) string {
 	t.Helper()

@@ -462,14 +462,48 @@ func (t *Tokenizer) loadDecoder(raw json.RawMessage) error {
 	return nil
 }
 
+// modelTokenID is the model vocabulary's id of a token spelled as in tokenizer.json.
+func (t *Tokenizer) modelTokenID(s string) (uint32, bool) {
+	if t.sp {
+		id, ok := t.vocab[s]
+		return id, ok
+	}
+	if raw, ok := byteLevelDecode(s); ok {
+		if id, ok := t.vocab[string(raw)]; ok {
+			return id, true
+		}
+	}
+	id, ok := t.oddVocab[s]
+	return id, ok
+}
+
 func (t *Tokenizer) loadAdded(added []addedTokenJSON) error {
 	t.trieRaw, t.trieNorm = newTrie(), newTrie()
 	t.addedByContent = map[string]uint32{}
-	for _, a := range added {
-		if a.ID == nil {
-			return fmt.Errorf("%w: added token %q without id", ErrMalformed, a.Content)
+	// tokenizers does not take added token ids from the file: it re-adds the tokens on load, one
+	// by one in file order (TokenizerVisitor::visit_map, AddedVocabulary::add_tokens). A token
+	// whose content is in the model vocabulary gets the model's id, any other the next id after
+	// the largest added so far (at least the model's vocabulary size). Real files agree with
+	// that; when one does not, tokenizers only logs a warning and its ids are what engines use.
+	vocabLen := int64(len(t.vocab) + len(t.oddVocab))
+	ordered := added
+	maxAdded := int64(-1)
+	for _, a := range ordered {
+		if a.Content == "" {
+			continue
 		}
-		id := *a.ID
+		if _, dup := t.addedByContent[a.Content]; dup {
+			continue
+		}
+		var id uint32
+		if mid, ok := t.modelTokenID(a.Content); ok {
+			id = mid
+		} else if maxAdded < 0 {
+			id = uint32(vocabLen)
+		} else {
+			id = uint32(max(maxAdded, vocabLen-1) + 1)
+		}
+		maxAdded = max(maxAdded, int64(id))
 		if id >= 1<<26 {
 			return fmt.Errorf("%w: added token id %d out of range", ErrMalformed, id)
 		}
@@ -482,9 +516,7 @@ func (t *Tokenizer) loadAdded(added []addedTokenJSON) error {
 		k := int32(len(t.added))
 		t.added = append(t.added, addedToken{id: id, content: a.Content, special: a.Special, lstrip: a.LStrip,
 			rstrip: a.RStrip, normalized: a.Normalized, singleWord: a.SingleWord})
-		if _, dup := t.addedByContent[a.Content]; !dup {
-			t.addedByContent[a.Content] = id
-		}
+		t.addedByContent[a.Content] = id
 		if a.Normalized {
 			t.trieNorm.insert(t.normalize(a.Content), k)
 		} else {

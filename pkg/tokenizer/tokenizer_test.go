@@ -266,11 +266,11 @@ func TestBadInput(t *testing.T) {
 	// 10 MB inputs of the shapes that stress a tokenizer: one huge word (BPE on 10M symbols, about
 	// 1 s per MB; the Rust library takes 3-5x longer), one whitespace run (the lookahead
 	// backtracks), and ordinary text. Each must finish and decode back to the input. The two
-	// pathological shapes exercise code shared by every family, so they run on one (at 1 MB under
-	// the race detector, to keep the test quick).
-	worst := 10 << 20
+	// pathological shapes exercise code shared by every family, so they run on one. Under the race
+	// detector every input is cut to 1 MB to keep the test quick.
+	worst, size := 10<<20, 10<<20
 	if raceEnabled {
-		worst = 1 << 20
+		worst, size = 1<<20, 1<<20
 	}
 	type bigCase struct{ fam, name, text string }
 	cases := []bigCase{
@@ -279,8 +279,8 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, fam := range families {
 		cases = append(cases,
-			bigCase{fam, "prose", strings.Repeat("The quick brown fox jumps over the lazy dog; 12345! ", 10<<20/52)},
-			bigCase{fam, "digits and CJK", strings.Repeat("9", 5<<20) + strings.Repeat("漢字かな", 5<<20/12)})
+			bigCase{fam, "prose", strings.Repeat("The quick brown fox jumps over the lazy dog; 12345! ", size/52)},
+			bigCase{fam, "digits and CJK", strings.Repeat("9", size/2) + strings.Repeat("漢字かな", size/2/12)})
 	}
 	for _, c := range cases {
 		t.Run(c.fam+"/"+c.name, func(t *testing.T) {

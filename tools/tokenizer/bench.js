@@ -49,7 +49,7 @@ async function main() {
     .split('\n').filter((l) => l).map((l) => JSON.parse(l));
   const bytes = chunks.reduce((n, c) => n + Buffer.byteLength(c), 0);
   const digest = {};
-  for (const fam of ['qwen3', 'llama3', 'llama3_1', 'deepseek_v3', 'gptoss', 'llama2', 'gemma3', 'gpt2style']) {
+  for (const fam of ['qwen3', 'llama3', 'llama3_1', 'deepseek_v3', 'gptoss', 'llama2', 'gemma3', 'gpt2style', 'addedflags']) {
     const tok = Tokenizer.fromFile(path.join(root, '.cache', 'tokenizers', fam, 'tokenizer.json'));
     const warm = await tok.encodeBatch(chunks, { addSpecialTokens: false });
     const tokens = warm.reduce((n, e) => n + e.getLength(), 0);

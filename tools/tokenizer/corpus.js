@@ -86,6 +86,9 @@ const fixed = [
   'HelloWorld camelCase XMLHttpRequest ABCdef getHTTPResponseCode ǄǅǆDž ÀB́c ﬁne ʰʲ ˢuper',
   "path/to/file/ a//b ///x \\n\\r /\n// */ DON'T WE'LL You'Re they'D HE'S",
   "long s folds to s in (?i:'s): 龦'ſ'tion a'ſ'll x'ſtion 'ſa 'ſ's a'ſtring don'ſt 'ſſ 'Sſ ''ſ 'ﬅ 'ß 'K 'ſ\u0301",
+  'flags: x <|im_end|>  y\t<|im_end|>\nz <|endoftext|>   w  </think> a<|im_start|>b <|im_start|> c',
+  'single word after a letter number: Ⅻ<|im_start|> 中<|im_start|> _word word_ ١word',
+  'normalized added tokens: café cafe\u0301 naïve nai\u0308ve <think> words word sword word_ word. 1word',
   'Σ̈a ÉCOLE école Éc\u0301ole MacDonald McDONALD iPhone eBay',
   '<|start|>system<|message|>You are ChatGPT.<|end|><|start|>assistant<|channel|>analysis<|message|>think<|return|>',
 ];

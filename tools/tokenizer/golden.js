@@ -14,7 +14,7 @@ const { fixed, prose, code, randomTexts } = require('./corpus');
 
 const root = path.resolve(__dirname, '..', '..');
 const { Tokenizer } = require(path.join(root, '.cache', 'node', 'node_modules', '@anush008', 'tokenizers'));
-const families = ['qwen3', 'llama3', 'llama3_1', 'deepseek_v3', 'gptoss', 'llama2', 'gemma3', 'gpt2style'];
+const families = ['qwen3', 'llama3', 'llama3_1', 'deepseek_v3', 'gptoss', 'llama2', 'gemma3', 'gpt2style', 'addedflags'];
 
 // Options (for ad-hoc differential runs; the committed files use the defaults):
 //   --out DIR     write golden_<family>.jsonl there instead of pkg/tokenizer/testdata

@@ -41,9 +41,10 @@ func FuzzEncodeRoundTrip(f *testing.F) {
 				want = norm.NFC.String(text)
 			}
 			// SentencePiece-style families do not round-trip exactly ("▁" is prepended to each
-			// piece between special tokens, text with U+2581 decodes as a space), nor does
-			// gpt2style (its ByteLevel add_prefix_space adds a space to each such piece).
-			if !tk.sp && fam != "gpt2style" && got != want {
+			// piece between special tokens, text with U+2581 decodes as a space), nor do
+			// gpt2style (its ByteLevel add_prefix_space adds a space to each such piece) and
+			// addedflags (lstrip/rstrip tokens swallow the whitespace next to them).
+			if !tk.sp && fam != "gpt2style" && fam != "addedflags" && got != want {
 				t.Fatalf("%s: Decode(Encode(%q)) = %q", fam, text, got)
 			}
 			withSpecial, err := tk.Encode(nil, text, true)

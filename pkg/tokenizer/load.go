@@ -307,6 +307,9 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 		pairs = append(pairs, [2]string{a, b})
 	}
 	t.merges = newMergeTable(len(pairs))
+	if t.sp {
+		t.spSplitPlan(m.Vocab)
+	}
 	var cat []byte
 	for i, p := range pairs {
 		a, okA := m.Vocab[p[0]]
@@ -562,7 +565,8 @@ func (t *Tokenizer) normalize(s string) string {
 	if t.isNormalized(s) {
 		return s
 	}
-	return string(t.appendNormalized(nil, s))
+	out, _ := t.appendNormalized(nil, nil, s)
+	return string(out)
 }
 
 func (t *Tokenizer) loadPostProcessor(raw json.RawMessage) error {

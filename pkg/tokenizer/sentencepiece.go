@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -43,13 +44,14 @@ func (t *Tokenizer) isNormalized(s string) bool {
 	return true
 }
 
-// appendNormalized appends the normalized s to dst. Steps after the first work on a copy.
-func (t *Tokenizer) appendNormalized(dst []byte, s string) []byte {
-	start := len(dst)
-	dst = append(dst, s...)
+// appendNormalized appends the normalized s to dst, using tmp as scratch space between steps,
+// and returns both buffers (grown as needed) for reuse.
+func (t *Tokenizer) appendNormalized(dst, tmp []byte, s string) ([]byte, []byte) {
+	dst = append(dst[:0], s...)
 	for _, op := range t.norms {
-		cur := string(dst[start:])
-		dst = dst[:start]
+		tmp = append(tmp[:0], dst...)
+		cur := unsafe.String(unsafe.SliceData(tmp), len(tmp)) // read-only view for this step
+		dst = dst[:0]
 		switch {
 		case op.isForm:
 			dst = op.form.AppendString(dst, cur)
@@ -59,10 +61,18 @@ func (t *Tokenizer) appendNormalized(dst []byte, s string) []byte {
 			}
 			dst = append(dst, cur...)
 		default:
-			dst = append(dst, strings.ReplaceAll(cur, op.from, op.to)...)
+			for {
+				i := strings.Index(cur, op.from)
+				if i < 0 {
+					break
+				}
+				dst = append(append(dst, cur[:i]...), op.to...)
+				cur = cur[i+len(op.from):]
+			}
+			dst = append(dst, cur...)
 		}
 	}
-	return dst
+	return dst, tmp
 }
 
 // encodeSPWord is BPE::merge_word of tokenizers for a character vocabulary: each character is a
@@ -70,6 +80,54 @@ func (t *Tokenizer) appendNormalized(dst []byte, s string) []byte {
 // preceding unk when fuse_unk). Characters the model cannot represent at all are dropped, as
 // there.
 func (t *Tokenizer) encodeSPWord(st *encState, w string) {
+	if !t.spSplit {
+		t.encodeSPPart(st, w)
+		return
+	}
+	// Split before each "▁" that follows another character, unless a vocabulary token spans such
+	// a boundary (see spSplitPlan): no merge can then join the parts, so BPE of the whole equals
+	// BPE of the parts, which are short and cacheable.
+	from, prev := 0, rune(-1)
+	for i, r := range w {
+		if r == spaceMark && i > from && prev != spaceMark && !t.spNoSplitAfter[prev] {
+			t.encodeSPPart(st, w[from:i])
+			from = i
+		}
+		prev = r
+	}
+	t.encodeSPPart(st, w[from:])
+}
+
+// spaceMark is the character SentencePiece models use for a space.
+const spaceMark = '\u2581'
+
+// spSplitPlan decides whether encodeSPWord may split words at "▁" boundaries: only with byte
+// fallback for every byte (so no unk can be fused across a boundary) and without ignore_merges,
+// and never after a character X for which some vocabulary token contains "X▁".
+func (t *Tokenizer) spSplitPlan(vocab map[string]uint32) {
+	if t.ignoreMerges {
+		return
+	}
+	for _, id := range t.byteID {
+		if id < 0 {
+			return
+		}
+	}
+	t.spNoSplitAfter = map[rune]bool{}
+	for tok := range vocab {
+		prev := rune(-1)
+		for _, r := range tok {
+			if r == spaceMark && prev >= 0 && prev != spaceMark {
+				t.spNoSplitAfter[prev] = true
+			}
+			prev = r
+		}
+	}
+	t.spSplit = true
+}
+
+// encodeSPPart encodes one part of a word (see encodeSPWord).
+func (t *Tokenizer) encodeSPPart(st *encState, w string) {
 	if t.ignoreMerges {
 		if id, ok := t.vocab[w]; ok {
 			st.out = append(st.out, id)

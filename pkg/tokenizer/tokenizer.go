@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Errors reported by this package; test with errors.Is.
@@ -40,9 +41,12 @@ type Tokenizer struct {
 	unkID        int32             // sp mode: id of unk_token, or -1
 	fuseUnk      bool
 	byteFallback bool
-	merges       *mergeTable
-	ignoreMerges bool
-	cache        *wordCache
+	// spSplit: sp words may be split before "▁" except after the runes in spNoSplitAfter.
+	spSplit        bool
+	spNoSplitAfter map[rune]bool
+	merges         *mergeTable
+	ignoreMerges   bool
+	cache          *wordCache
 
 	// Pipeline.
 	norms     []normOp
@@ -96,6 +100,7 @@ type encState struct {
 	alive []bool
 	heap  []uint64
 	norm  []byte
+	norm2 []byte
 }
 
 var statePool = sync.Pool{New: func() any { return new(encState) }}
@@ -135,7 +140,7 @@ func (t *Tokenizer) Encode(dst []uint32, text string, addSpecial bool) ([]uint32
 	}
 	out := st.out
 	st.out = nil
-	if cap(st.ids) > maxScratch || cap(st.heap) > maxScratch || cap(st.norm) > maxScratch {
+	if cap(st.ids) > maxScratch || cap(st.heap) > maxScratch || cap(st.norm) > maxScratch || cap(st.norm2) > maxScratch {
 		*st = encState{}
 	}
 	statePool.Put(st)
@@ -146,8 +151,10 @@ func (t *Tokenizer) Encode(dst []uint32, text string, addSpecial bool) ([]uint32
 // it on normalized added tokens and encodes the rest.
 func (t *Tokenizer) encodeNormalizing(st *encState, s string) {
 	if len(t.norms) > 0 && !t.isNormalized(s) {
-		st.norm = t.appendNormalized(st.norm[:0], s)
-		s = string(st.norm) // a copy: st.norm is reused by later pieces
+		st.norm, st.norm2 = t.appendNormalized(st.norm[:0], st.norm2, s)
+		// s aliases st.norm, which is not written again until this piece is fully encoded;
+		// nothing below retains s (the word cache copies its keys).
+		s = unsafe.String(unsafe.SliceData(st.norm), len(st.norm))
 	}
 	if t.trieNorm.empty() {
 		t.preTokenize(st, 0, s)

@@ -24,6 +24,17 @@
 //   - Decode turns a whole id sequence back into text; StreamDecoder does it incrementally for
 //     streamed responses and never emits a broken UTF-8 sequence.
 //
-// A *Tokenizer is immutable after loading and safe for concurrent use; its word cache is
-// lock-free (a direct-mapped table of atomic pointers).
+// A *Tokenizer is immutable after loading and safe for concurrent use; its word cache (256K
+// entries, about 2 MB of slots) is a lock-free 4-way set-associative table of atomic pointers, and
+// per-call scratch space comes from a sync.Pool, so Encode takes no lock and, with a warm cache
+// and a dst with room, allocates nothing.
+//
+// Input rules: Encode rejects text that is not valid UTF-8 with ErrInvalidUTF8 (JSON decoding has
+// already turned invalid bytes into U+FFFD for gateway requests); NUL and every other code point
+// are ordinary text. Work and memory are linear in the input (the BPE of a single 10 MB word
+// uses a heap, not the quadratic scan).
+//
+// Exactness is tested against the Hugging Face library: testdata/golden_<family>.jsonl (made by
+// tools/tokenizer/golden.js from a hard corpus) and a digest of the whole benchmark corpus
+// (tools/tokenizer/bench.js --digest). `make testdata` fetches the tokenizers.
 package tokenizer

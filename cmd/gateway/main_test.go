@@ -77,6 +77,25 @@ func TestParseOptionsErrors(t *testing.T) {
 	}
 }
 
+// A --worker with credentials is refused without the password appearing in the error or on
+// stderr (the flag package would quote the raw value).
+func TestBadWorkerFlagDoesNotEchoCredentials(t *testing.T) {
+	const secret = "S3cretPassw0rd"
+	for _, spec := range []string{"url=http://admin:" + secret + "@10.0.0.1:8000", "url=http://10.0.0.1:8000,kv_events=tcp://u:" + secret + "@10.0.0.1:5557"} {
+		var stderr strings.Builder
+		_, err := parseOptions([]string{"--worker", "url=http://ok:1", "--worker", spec}, &stderr)
+		if err == nil {
+			t.Fatalf("parseOptions(%q): got nil error", spec)
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(stderr.String(), secret) {
+			t.Errorf("password echoed: error %q, stderr %q", err, stderr.String())
+		}
+		if !strings.Contains(err.Error(), "--worker #2") {
+			t.Errorf("error %q does not say which --worker is wrong", err)
+		}
+	}
+}
+
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
 	if code := run([]string{"--help"}, nil, io.Discard, &out); code != 0 {

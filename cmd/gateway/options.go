@@ -58,6 +58,10 @@ type options struct {
 	DrainTimeout          time.Duration `yaml:"drain_timeout"`
 
 	LogLevel string `yaml:"log_level"`
+
+	// workerErr is the first invalid --worker: the flag package would quote the raw value in
+	// its message, and a spec may carry a password, so Set keeps the error here instead.
+	workerErr error
 }
 
 // workerEntry is one worker of the YAML file: a --worker string or a mapping of the same keys.
@@ -117,7 +121,12 @@ func (f workerFlag) String() string { return "" }
 func (f workerFlag) Set(s string) error {
 	sp, err := worker.ParseSpec(s)
 	if err != nil {
-		return err
+		// Not returned: flag would print `invalid value "<spec>"`, echoing credentials.
+		// ParseSpec's errors name the field, never the value.
+		if f.o.workerErr == nil {
+			f.o.workerErr = fmt.Errorf("gateway: --worker #%d: %w", len(f.o.Workers)+1, err)
+		}
+		return nil
 	}
 	f.o.Workers = append(f.o.Workers, workerEntry{sp})
 	return nil
@@ -202,6 +211,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		_ = newFlagSet(&probe, stderr).Parse(args)
 		return probe, err
 	}
+	if probe.workerErr != nil {
+		return probe, probe.workerErr
+	}
 	if pfs.NArg() > 0 {
 		return probe, fmt.Errorf("gateway: unexpected arguments %q", pfs.Args())
 	}
@@ -219,6 +231,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := newFlagSet(&o, stderr).Parse(args); err != nil {
 		return o, err
+	}
+	if o.workerErr != nil {
+		return o, o.workerErr
 	}
 	if o.AdminToken == "" {
 		o.AdminToken = os.Getenv("KVGATE_ADMIN_TOKEN")

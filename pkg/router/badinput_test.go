@@ -49,6 +49,8 @@ func TestBadInput(t *testing.T) {
 		{"user type", `{"prompt":"a","user":1}`, 400, "user"},
 		{"prompt over max tokens", `{"prompt":"123456789"}`, 413, "prompt"},
 		{"token prompt over max tokens", `{"prompt":[1,2,3,4,5,6,7,8,9]}`, 413, "prompt"},
+		{"invalid UTF-8 in the prompt", "{\"prompt\":\"ab\xff\xfe\"}", 400, ""},
+		{"invalid UTF-8 in a key", "{\"prompt\":\"ab\",\"\xc3\":1}", 400, ""},
 		{"body over max bytes", `{"prompt":"` + strings.Repeat("a", 2000) + `"}`, 413, ""},
 	}
 	for _, tt := range tests {

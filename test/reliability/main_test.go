@@ -92,6 +92,7 @@ func run(m *testing.M) (int, error) {
 // docs/reliability.md can quote measured numbers.
 func report(t *testing.T, scenario string, kv ...any) {
 	t.Helper()
+	_ = t // the line goes to stdout (shown by go test -v) rather than t.Log, so it is printed once
 	var b strings.Builder
 	fmt.Fprintf(&b, "RELIABILITY scenario=%s", scenario)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -101,7 +102,6 @@ func report(t *testing.T, scenario string, kv ...any) {
 	reportMu.Lock()
 	defer reportMu.Unlock()
 	fmt.Println(line)
-	t.Log(line)
 	if p := os.Getenv("RELIABILITY_REPORT"); p != "" {
 		if f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
 			fmt.Fprintln(f, line)

@@ -4,10 +4,10 @@ package reliability
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"net/http"
-	"context"
 	"testing"
 	"time"
 
@@ -18,7 +18,11 @@ import (
 // hostilePayloads are msgpack payloads an attacker on the event port could send: length
 // headers claiming gigabytes, deep nesting, wrong types, truncation and noise.
 func hostilePayloads() map[string][]byte {
-	u32 := func(tag byte, n uint32) []byte { b := []byte{tag, 0, 0, 0, 0}; binary.BigEndian.PutUint32(b[1:], n); return b }
+	u32 := func(tag byte, n uint32) []byte {
+		b := []byte{tag, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(b[1:], n)
+		return b
+	}
 	env := func(events []byte) []byte {
 		b := []byte{0x93, 0xcb, 0x41, 0xd9, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00} // [float64 ts,
 		b = append(b, events...)
@@ -99,7 +103,7 @@ func TestHostileEventStream(t *testing.T) {
 			sendSeq(p)
 		}
 		// Bad frame layouts.
-		send(nil, kvbridge.AppendSeq(nil, seq))                          // 2 frames
+		send(nil, kvbridge.AppendSeq(nil, seq))                           // 2 frames
 		send(nil, []byte{1, 2, 3}, good[1])                               // short seq frame
 		send(nil, kvbridge.AppendSeq(nil, seq), good[1], []byte("extra")) // 4 frames
 		send([]byte("only one frame"))

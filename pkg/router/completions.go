@@ -64,11 +64,18 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	ctx := r.Context()
+	// The request also ends when AbortInFlight is called (a shutdown past its drain deadline).
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(rt.aborted, func() { cancel(errShutdown) })()
 	for attempt := 0; ; attempt++ {
 		rt.commit(dec, c.routeTokens())
 		started, err := rt.send(ctx, w, dec, c)
 		if err == nil || started {
+			return
+		}
+		if shuttingDown(ctx) {
+			writeError(w, ctxError(ctx))
 			return
 		}
 		if ctx.Err() != nil {

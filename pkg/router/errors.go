@@ -122,3 +122,13 @@ func grpcStatusError(st *status.Status) *apiError {
 func retryable(e *apiError) bool {
 	return e.Status >= 500
 }
+
+// ctxError is the answer for a request whose context ended: 503 during a shutdown, otherwise
+// the upstream classification (504 for UpstreamTimeout).
+func ctxError(ctx context.Context) *apiError {
+	if shuttingDown(ctx) {
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: "gateway_shutting_down",
+			Message: "the gateway is shutting down; retry the request"}
+	}
+	return upstreamError(ctx.Err())
+}

@@ -181,10 +181,10 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 			rt.abortAll(cl, ids, dec.m)
 			switch {
 			case !sw.started:
-				return false, upstreamError(ctx.Err())
-			case isTimeout(ctx):
-				// UpstreamTimeout, not the client: tell the client why its stream ends.
-				_ = sw.raw([]byte("data: " + string(upstreamError(ctx.Err()).body()) + "\n\n"))
+				return false, ctxError(ctx)
+			case isTimeout(ctx) || shuttingDown(ctx):
+				// UpstreamTimeout or a shutdown, not the client: tell the client why its stream ends.
+				_ = sw.raw([]byte("data: " + string(ctxError(ctx).body()) + "\n\n"))
 			}
 			return true, nil
 		}

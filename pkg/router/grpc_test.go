@@ -1,8 +1,10 @@
 package router
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -407,6 +409,128 @@ func TestUpstreamTimeoutMidStream(t *testing.T) {
 		data := sseData(body)
 		if len(data) != 2 || *openAIError(t, data[1]).Code != "upstream_timeout" {
 			t.Errorf("events: got %q, want a chunk then an upstream_timeout error", data)
+		}
+	})
+}
+
+// AbortInFlight (a shutdown past its drain deadline) ends started streams with one
+// gateway_shutting_down error event and answers unanswered requests with 503.
+func TestAbortInFlight(t *testing.T) {
+	type answer struct {
+		status int
+		body   string
+	}
+	// run posts body in the background, aborts once the worker has started (for a stream: once
+	// the client has its first event), and returns the gateway's answer.
+	run := func(t *testing.T, g *testGateway, body string, started <-chan struct{}) answer {
+		t.Helper()
+		stream := strings.Contains(body, `"stream":true`)
+		first := make(chan struct{})
+		done := make(chan answer, 1)
+		go func() {
+			defer close(first)
+			resp, err := g.srv.Client().Post(g.srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				done <- answer{status: -1, body: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			var b strings.Builder
+			if stream {
+				br := bufio.NewReader(resp.Body)
+				line, _ := br.ReadString('\n')
+				b.WriteString(line)
+				first <- struct{}{}
+				rest, _ := io.ReadAll(br)
+				b.Write(rest)
+			} else {
+				rest, _ := io.ReadAll(resp.Body)
+				b.Write(rest)
+			}
+			done <- answer{status: resp.StatusCode, body: b.String()}
+		}()
+		wait := started
+		if stream {
+			wait = first
+		}
+		select {
+		case <-wait:
+		case <-time.After(defaultTestTimeout):
+			t.Fatal("request never started")
+		}
+		g.rt.AbortInFlight()
+		select {
+		case a := <-done:
+			return a
+		case <-time.After(defaultTestTimeout):
+			t.Fatal("request still running after AbortInFlight")
+		}
+		return answer{}
+	}
+	wantShutdownEvent := func(t *testing.T, a answer) {
+		t.Helper()
+		data := sseData(a.body)
+		if a.status != http.StatusOK || len(data) != 2 {
+			t.Fatalf("got %d %q, want 200 with a chunk then an error event", a.status, data)
+		}
+		if c := openAIError(t, data[1]).Code; c == nil || *c != "gateway_shutting_down" {
+			t.Errorf("error event %q: want code gateway_shutting_down", data[1])
+		}
+	}
+	stalledHTTP := func(stream bool, started chan struct{}) func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		return func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+			if stream {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write([]byte("data: {}\n\n"))
+				http.NewResponseController(w).Flush()
+			}
+			close(started)
+			<-r.Context().Done()
+		}
+	}
+	t.Run("http stream", func(t *testing.T) {
+		fw := newFakeWorker(t, "m")
+		started := make(chan struct{})
+		fw.handle = stalledHTTP(true, started)
+		g := newTestGateway(t, Config{}, fw.url())
+		wantShutdownEvent(t, run(t, g, `{"prompt":"a","stream":true}`, started))
+		// Requests after the abort are refused the same way.
+		resp, body := g.post(t, `{"prompt":"a"}`)
+		if resp.StatusCode != http.StatusServiceUnavailable || *openAIError(t, body).Code != "gateway_shutting_down" {
+			t.Errorf("request after the abort: got %d %s, want 503 gateway_shutting_down", resp.StatusCode, body)
+		}
+	})
+	t.Run("http not answered yet", func(t *testing.T) {
+		fw := newFakeWorker(t, "m")
+		started := make(chan struct{})
+		fw.handle = stalledHTTP(false, started)
+		g := newTestGateway(t, Config{}, fw.url())
+		a := run(t, g, `{"prompt":"a"}`, started)
+		if a.status != http.StatusServiceUnavailable || *openAIError(t, a.body).Code != "gateway_shutting_down" {
+			t.Errorf("got %d %s, want 503 gateway_shutting_down", a.status, a.body)
+		}
+		if !g.rt.Workers()[0].Healthy() {
+			t.Error("the worker was marked down by the gateway's own shutdown")
+		}
+	})
+	t.Run("grpc stream", func(t *testing.T) {
+		f := newFakeVLLM()
+		started := make(chan struct{})
+		f.gen = func(r *vllm.GenerateRequest, s grpc.ServerStreamingServer[vllm.GenerateResponse]) error {
+			if err := s.Send(vChunk(0, 1, 0, 'a')); err != nil {
+				return err
+			}
+			close(started)
+			<-s.Context().Done()
+			return s.Context().Err()
+		}
+		addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
+		g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
+		wantShutdownEvent(t, run(t, g, `{"prompt":"a","stream":true}`, started))
+		select {
+		case <-f.aborts:
+		case <-time.After(defaultTestTimeout):
+			t.Error("no Abort sent to the engine")
 		}
 	})
 }

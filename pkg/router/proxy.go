@@ -61,7 +61,7 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 	resp, err := rt.httpc.tr.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return false, upstreamError(ctx.Err())
+			return false, ctxError(ctx)
 		}
 		return false, &apiError{Status: http.StatusBadGateway, Message: "worker unreachable: " + err.Error(), Type: typeUpstream, Code: "upstream_unreachable", cause: &transportError{err: err}}
 	}
@@ -118,17 +118,19 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 			return true, nil
 		}
 		if rerr != nil {
-			if ctx.Err() != nil && !isTimeout(ctx) {
+			if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) {
 				return true, nil // the client went away
 			}
-			rt.met.upstream.WithLabelValues(dec.m.w.URL(), "mid_stream").Inc()
-			rt.log.Warn("worker stream failed", zapWorker(dec.m), zapErr(rerr))
+			if !shuttingDown(ctx) { // the gateway's own shutdown is not the worker's failure
+				rt.met.upstream.WithLabelValues(dec.m.w.URL(), "mid_stream").Inc()
+				rt.log.Warn("worker stream failed", zapWorker(dec.m), zapErr(rerr))
+			}
 			if !sse {
 				panic(http.ErrAbortHandler)
 			}
 			ae := upstreamError(rerr)
 			if ctx.Err() != nil {
-				ae = upstreamError(ctx.Err())
+				ae = ctxError(ctx)
 			}
 			var out []byte
 			if last2 != [2]byte{'\n', '\n'} && !first {

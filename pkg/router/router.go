@@ -139,6 +139,11 @@ type Router struct {
 
 	// collector is the --kv-listen source (nil without one); set once by Run.
 	collector atomic.Pointer[sourceBox]
+
+	// aborted is cancelled (cause errShutdown) by AbortInFlight; every completion request's
+	// context follows it.
+	aborted context.Context
+	abort   context.CancelCauseFunc
 }
 
 // fleet is one immutable snapshot of the workers.
@@ -209,6 +214,7 @@ func New(cfg Config) (*Router, error) {
 		cfg.Now = time.Now
 	}
 	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, httpc: newHTTPClient()}
+	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
 	rt.fleet.Store(newFleet(nil))
 	var err error
 	if rt.met, err = newMetrics(cfg.Registerer, rt.members); err != nil {
@@ -372,3 +378,17 @@ func (rt *Router) startLocked(m *member) {
 	ctx, cancel := context.WithCancel(rt.runCtx)
 	m.start(ctx, cancel, &rt.wg)
 }
+
+// errShutdown is the cancellation cause of the requests AbortInFlight ends.
+var errShutdown = errors.New("router: gateway shutting down")
+
+// AbortInFlight ends every completion request still running, for a shutdown whose drain
+// deadline has passed: a stream that has started gets one OpenAI error event (code
+// gateway_shutting_down) and ends; a request not answered yet gets a 503 with that code; new
+// requests fail the same way. Call it before closing the server's connections, so clients
+// learn why their stream ended instead of seeing a bare disconnect. Safe for concurrent use;
+// later calls do nothing.
+func (rt *Router) AbortInFlight() { rt.abort(errShutdown) }
+
+// shuttingDown reports whether ctx ended because of AbortInFlight.
+func shuttingDown(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errShutdown) }

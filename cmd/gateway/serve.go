@@ -25,6 +25,10 @@ import (
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
 
+// abortGrace bounds how long, after the drain deadline, handlers may take to send their
+// shutdown error before the remaining connections are closed.
+const abortGrace = time.Second
+
 // listening receives the bound API and metrics addresses once both listeners are up (tests use
 // it with --port 0); nil is fine.
 type listening func(api, metrics net.Addr)
@@ -125,8 +129,15 @@ func serve(ctx context.Context, o options, stderr io.Writer, up listening) error
 	dctx, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
 	defer cancel()
 	if err := api.Shutdown(dctx); err != nil {
-		log.Warn("drain deadline passed; closing remaining connections", zap.Error(err))
-		_ = api.Close()
+		// Streams still running get an OpenAI error event (gateway_shutting_down) rather than
+		// a bare disconnect; a short grace lets the handlers write it before the connections go.
+		log.Warn("drain deadline passed; ending in-flight requests with an error", zap.Error(err))
+		rt.AbortInFlight()
+		gctx, gcancel := context.WithTimeout(context.Background(), abortGrace)
+		if err := api.Shutdown(gctx); err != nil {
+			_ = api.Close()
+		}
+		gcancel()
 	}
 	if msrv != nil {
 		_ = msrv.Close()

@@ -72,7 +72,8 @@ func TestAllWorkersDown(t *testing.T) {
 
 // TestGracefulShutdown: SIGTERM stops accepting connections at once, lets every in-flight
 // stream finish with [DONE] within --drain-timeout, and the process exits 0. A stream longer
-// than the drain deadline is cut at the deadline and the process still exits 0.
+// than the drain deadline ends at the deadline with a gateway_shutting_down error event, and
+// the process still exits 0.
 func TestGracefulShutdown(t *testing.T) {
 	l := newLauncher(t)
 	s := startSim(t, l, testutil.SimOptions{Name: "sim", Events: true, TimeScale: simScale})
@@ -139,6 +140,11 @@ func TestGracefulShutdown(t *testing.T) {
 		})
 		mustf(t, !sigAt.IsZero(), "stream never started: %d %q", r.Status, r.Events)
 		mustf(t, !r.done(), "a 4000-token stream completed within a 500 ms drain deadline")
+		// The cut stream learns why: one OpenAI error event, not a bare disconnect.
+		ev := r.errorEvent()
+		_, code, _, _ := apiErr([]byte(ev))
+		mustf(t, code == "gateway_shutting_down" && r.Events[len(r.Events)-1] == ev,
+			"stream cut by the drain deadline: last event %q (err %v), want a gateway_shutting_down error event", r.Events[len(r.Events)-1], r.Err)
 		select {
 		case <-gw.Done():
 		case <-time.After(10 * time.Second):
@@ -148,6 +154,6 @@ func TestGracefulShutdown(t *testing.T) {
 		_, werr := gw.Exited()
 		mustf(t, werr == nil, "gateway exit after the drain deadline: %v, want status 0", werr)
 		mustf(t, exit < 5*time.Second, "exit took %v with a 500 ms drain deadline", exit)
-		report(t, "graceful_shutdown_deadline", "drain_timeout_ms", 500, "exit_after_sigterm_ms", ms(exit), "stream_events_before_cut", len(r.Events))
+		report(t, "graceful_shutdown_deadline", "drain_timeout_ms", 500, "exit_after_sigterm_ms", ms(exit), "stream_events_before_cut", len(r.Events), "error_code", code)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -96,7 +97,11 @@ func report(t *testing.T, scenario string, kv ...any) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "RELIABILITY scenario=%s", scenario)
 	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(&b, " %v=%v", kv[i], kv[i+1])
+		v := kv[i+1]
+		if f, ok := v.(float64); ok { // counters come from Prometheus as floats: no exponents
+			v = strconv.FormatFloat(f, 'f', -1, 64)
+		}
+		fmt.Fprintf(&b, " %v=%v", kv[i], v)
 	}
 	line := b.String()
 	reportMu.Lock()

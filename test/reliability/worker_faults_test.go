@@ -129,13 +129,16 @@ func TestWorkerKilled(t *testing.T) {
 		fresh := text("after-restart-"+victim.Name, 200)
 		warm(t, back, fresh)
 		sims[back.URL] = back
+		// Its event stream reconnects: the index learns the restarted engine's cache.
+		_, idx, real, ok := indexAgrees(t, gw.URL, back, 20*time.Second)
+		mustf(t, ok, "restarted worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.URL)[back.URL].EventStream)
 		var got string
 		recover, ok := poll(20*time.Second, func() bool {
 			r := completion(t, gw.URL, map[string]any{"model": testModel, "prompt": fresh + " again", "max_tokens": 2})
 			got = r.worker()
 			return r.Status == http.StatusOK && got == back.URL
 		})
-		mustf(t, ok, "restarted worker never used again: last request went to %s", got)
+		mustf(t, ok, "restarted worker never used again: last request went to %s; /debug/route: %+v", got, debugRoute(t, gw.URL, fresh+" again"))
 		_ = restartedAt
 		report(t, "worker_killed_mid_stream", "stream_error_type", typ, "stream_error_code", code,
 			"stream_end_ms", ms(endedAfter), "detect_ms", ms(detect), "index_cleared_after_detect_ms", ms(clearT),
@@ -190,11 +193,13 @@ func TestWorkerKilled(t *testing.T) {
 		fresh := text("after-idle-restart", 200)
 		warm(t, back, fresh)
 		sims[back.URL] = back
+		_, idx, real, ok := indexAgrees(t, gw.URL, back, 20*time.Second)
+		mustf(t, ok, "restarted idle worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.URL)[back.URL].EventStream)
 		_, ok = poll(20*time.Second, func() bool {
 			r := completion(t, gw.URL, map[string]any{"model": testModel, "prompt": fresh + " again", "max_tokens": 2})
 			return r.Status == http.StatusOK && r.worker() == back.URL
 		})
-		mustf(t, ok, "restarted idle worker never used again")
+		mustf(t, ok, "restarted idle worker never used again; /debug/route: %+v", debugRoute(t, gw.URL, fresh+" again"))
 		report(t, "worker_killed_idle", "requests", n, "lost", lost, "detect_ms", ms(detect),
 			"index_cleared_after_detect_ms", ms(clearT), "recover_ms", ms(time.Since(restartedAt)))
 	})

@@ -84,7 +84,8 @@ func TestWorkerKilled(t *testing.T) {
 		stop := make(chan struct{})
 		var load loadResult
 		wait := backgroundLoad(gw.URL, 4, 2000, stop, &load)
-		defer func() { close(stop); wait() }()
+		stopLoad := sync.OnceFunc(func() { close(stop); wait() })
+		defer stopLoad()
 
 		var killedAt time.Time
 		var victim *testutil.Sim
@@ -122,6 +123,9 @@ func TestWorkerKilled(t *testing.T) {
 		failures := append([]string(nil), load.failures...)
 		load.mu.Unlock()
 		mustf(t, lostAfter == 0, "requests failed after the health check noticed the kill: %d (%v)", lostAfter, failures)
+		// The load stops here: under load the policy may pick the least-loaded worker over a
+		// cache hit (imbalance), which would make the reuse check below depend on timing.
+		stopLoad()
 
 		// Restart on the same ports: the gateway must use it again.
 		restartedAt := time.Now()
@@ -129,21 +133,39 @@ func TestWorkerKilled(t *testing.T) {
 		fresh := text("after-restart-"+victim.Name, 200)
 		warm(t, back, fresh)
 		sims[back.URL] = back
-		// Its event stream reconnects: the index learns the restarted engine's cache.
+		// The health check sees it again, and its event stream reconnects: the index learns the
+		// restarted engine's cache.
+		upAgain, ok := poll(10*time.Second, func() bool { return workers(t, gw.URL)[back.URL].Healthy })
+		mustf(t, ok, "restarted worker never marked healthy")
+		upAgain = time.Since(restartedAt)
 		_, idx, real, ok := indexAgrees(t, gw.URL, back, 20*time.Second)
 		mustf(t, ok, "restarted worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.URL)[back.URL].EventStream)
+		// A prefix only the restarted worker holds must be routed there. Each attempt uses a new
+		// prefix, so one misrouted attempt (which caches the prompt elsewhere) cannot decide
+		// the next.
 		var got string
+		attempt := 0
 		recover, ok := poll(20*time.Second, func() bool {
-			r := completion(t, gw.URL, map[string]any{"model": testModel, "prompt": fresh + " again", "max_tokens": 2})
+			p := fresh
+			if attempt > 0 {
+				p = text(fmt.Sprintf("after-restart-%s-%d", victim.Name, attempt), 200)
+				warm(t, back, p)
+				_, _, _, _ = indexAgrees(t, gw.URL, back, 10*time.Second)
+			}
+			attempt++
+			r := completion(t, gw.URL, map[string]any{"model": testModel, "prompt": p + " again", "max_tokens": 2})
 			got = r.worker()
+			if got != back.URL {
+				t.Logf("reuse attempt %d went to %s (reason %s, matched %s)", attempt, got, r.Header.Get("X-Kvgate-Route-Reason"), r.Header.Get("X-Kvgate-Matched-Blocks"))
+			}
 			return r.Status == http.StatusOK && got == back.URL
 		})
 		mustf(t, ok, "restarted worker never used again: last request went to %s; /debug/route: %+v", got, debugRoute(t, gw.URL, fresh+" again"))
 		_ = restartedAt
 		report(t, "worker_killed_mid_stream", "stream_error_type", typ, "stream_error_code", code,
 			"stream_end_ms", ms(endedAfter), "detect_ms", ms(detect), "index_cleared_after_detect_ms", ms(clearT),
-			"recover_ms", ms(time.Since(restartedAt)), "reuse_poll_ms", ms(recover),
-			"load_ok", load.ok.Load(), "load_failed_total", load.failed.Load(), "lost_after_detect", lostAfter)
+			"healthy_again_ms", ms(upAgain), "recover_ms", ms(time.Since(restartedAt)), "reuse_poll_ms", ms(recover),
+			"reuse_attempts", attempt, "load_ok", load.ok.Load(), "load_failed_total", load.failed.Load(), "lost_after_detect", lostAfter)
 	})
 
 	t.Run("mid-idle", func(t *testing.T) {
@@ -193,6 +215,8 @@ func TestWorkerKilled(t *testing.T) {
 		fresh := text("after-idle-restart", 200)
 		warm(t, back, fresh)
 		sims[back.URL] = back
+		_, ok = poll(10*time.Second, func() bool { return workers(t, gw.URL)[back.URL].Healthy })
+		mustf(t, ok, "restarted idle worker never marked healthy")
 		_, idx, real, ok := indexAgrees(t, gw.URL, back, 20*time.Second)
 		mustf(t, ok, "restarted idle worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.URL)[back.URL].EventStream)
 		_, ok = poll(20*time.Second, func() bool {

@@ -31,14 +31,14 @@ testdata:
 test: deps-test testdata build
 	$(GO) vet ./...
 	$(GO) test -race -shuffle=on -count=1 ./...
-	$(GO) test -tags e2e -count=1 -timeout 15m ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m ./test/e2e/... ./test/reliability/...
 
 test-unit: deps
 	$(GO) test -race -count=1 ./...
 
 e2e: deps-test testdata build
 	@tools/e2e-npm.sh
-	$(GO) test -tags e2e -count=1 -timeout 15m -v ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m -v ./test/e2e/... ./test/reliability/...
 
 generate:
 	@tools/deps.sh generate
@@ -60,3 +60,14 @@ reliability: deps-test testdata build
 
 clean:
 	rm -rf $(BIN)
+
+# Every native fuzz target for FUZZTIME each (seeds and crashers live in testdata/fuzz/).
+FUZZTIME ?= 30s
+fuzz: deps testdata
+	@set -e; for t in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg cmd); do \
+	  d=./$$(dirname $$t); \
+	  for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$t); do \
+	    echo "fuzz: $$d $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d; \
+	  done; \
+	done

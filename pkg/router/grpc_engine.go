@@ -227,29 +227,7 @@ func (v *vllmClient) generate(ctx context.Context, r *genRequest) (genStream, er
 	if err != nil {
 		return nil, err
 	}
-	return vllmStream{st}, nil
-}
-
-type vllmStream struct {
-	s grpc.ServerStreamingClient[vllm.GenerateResponse]
-}
-
-func (s vllmStream) Recv() (genMsg, error) {
-	for {
-		m, err := s.s.Recv()
-		if err != nil {
-			return genMsg{}, err
-		}
-		switch {
-		case m.GetChunk() != nil:
-			c := m.GetChunk()
-			return genMsg{index: int(c.Index), tokens: c.TokenIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens)}, nil
-		case m.GetComplete() != nil:
-			c := m.GetComplete()
-			return genMsg{complete: true, index: int(c.Index), tokens: c.OutputIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens), finishReason: c.FinishReason}, nil
-		}
-		// An empty message carries nothing: skip it.
-	}
+	return newEngineStream(st.Recv), nil
 }
 
 func (v *vllmClient) abort(ctx context.Context, id string) error {
@@ -270,11 +248,7 @@ func (v *vllmClient) loads(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, l := range r.Loads {
-		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
-	}
-	return n, nil
+	return sumLoads(r.Loads), nil
 }
 
 func (v *vllmClient) modelName(ctx context.Context) (string, error) {
@@ -323,28 +297,7 @@ func (v *sglangClient) generate(ctx context.Context, r *genRequest) (genStream, 
 	if err != nil {
 		return nil, err
 	}
-	return sglangStream{st}, nil
-}
-
-type sglangStream struct {
-	s grpc.ServerStreamingClient[sglang.GenerateResponse]
-}
-
-func (s sglangStream) Recv() (genMsg, error) {
-	for {
-		m, err := s.s.Recv()
-		if err != nil {
-			return genMsg{}, err
-		}
-		switch {
-		case m.GetChunk() != nil:
-			c := m.GetChunk()
-			return genMsg{index: int(c.Index), tokens: c.TokenIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens)}, nil
-		case m.GetComplete() != nil:
-			c := m.GetComplete()
-			return genMsg{complete: true, index: int(c.Index), tokens: c.OutputIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens), finishReason: c.FinishReason}, nil
-		}
-	}
+	return newEngineStream(st.Recv), nil
 }
 
 func (v *sglangClient) abort(ctx context.Context, id string) error {
@@ -365,11 +318,7 @@ func (v *sglangClient) loads(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, l := range r.Loads {
-		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
-	}
-	return n, nil
+	return sumLoads(r.Loads), nil
 }
 
 func (v *sglangClient) modelName(ctx context.Context) (string, error) {
@@ -430,28 +379,7 @@ func (v *tokenspeedClient) generate(ctx context.Context, r *genRequest) (genStre
 	if err != nil {
 		return nil, err
 	}
-	return tokenspeedStream{st}, nil
-}
-
-type tokenspeedStream struct {
-	s grpc.ServerStreamingClient[tokenspeed.GenerateResponse]
-}
-
-func (s tokenspeedStream) Recv() (genMsg, error) {
-	for {
-		m, err := s.s.Recv()
-		if err != nil {
-			return genMsg{}, err
-		}
-		switch {
-		case m.GetChunk() != nil:
-			c := m.GetChunk()
-			return genMsg{index: int(c.Index), tokens: c.TokenIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens)}, nil
-		case m.GetComplete() != nil:
-			c := m.GetComplete()
-			return genMsg{complete: true, index: int(c.Index), tokens: c.OutputIds, promptTokens: int(c.PromptTokens), completionTokens: int(c.CompletionTokens), cachedTokens: int(c.CachedTokens), finishReason: c.FinishReason}, nil
-		}
-	}
+	return newEngineStream(st.Recv), nil
 }
 
 func (v *tokenspeedClient) abort(ctx context.Context, id string) error {
@@ -472,11 +400,7 @@ func (v *tokenspeedClient) loads(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, l := range r.Loads {
-		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
-	}
-	return n, nil
+	return sumLoads(r.Loads), nil
 }
 
 func (v *tokenspeedClient) modelName(ctx context.Context) (string, error) {
@@ -485,6 +409,75 @@ func (v *tokenspeedClient) modelName(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return firstNonEmpty(r.ServedModelName, r.ModelPath), nil
+}
+
+// engineChunk and engineComplete are the getters the three engines' generated
+// GenerateStreamChunk and GenerateComplete messages have in common (same names and types in
+// vllm, sglang and tokenspeed); comparable so a nil (absent) message can be recognised.
+type engineChunk interface {
+	comparable
+	GetIndex() uint32
+	GetTokenIds() []uint32
+	GetPromptTokens() uint32
+	GetCompletionTokens() uint32
+	GetCachedTokens() uint32
+}
+
+type engineComplete interface {
+	comparable
+	GetIndex() uint32
+	GetOutputIds() []uint32
+	GetPromptTokens() uint32
+	GetCompletionTokens() uint32
+	GetCachedTokens() uint32
+	GetFinishReason() string
+}
+
+// engineResponse is a generated GenerateResponse: a oneof of a chunk and a complete.
+type engineResponse[C engineChunk, D engineComplete] interface {
+	GetChunk() C
+	GetComplete() D
+}
+
+// engineStream adapts one engine's Generate stream (its Recv method) to genStream. The three
+// engines' responses differ only in Go type, so one conversion serves all of them.
+type engineStream[M engineResponse[C, D], C engineChunk, D engineComplete] struct {
+	recv func() (M, error)
+}
+
+// newEngineStream returns the genStream reading recv; the type arguments are inferred from it.
+func newEngineStream[M engineResponse[C, D], C engineChunk, D engineComplete](recv func() (M, error)) genStream {
+	return engineStream[M, C, D]{recv: recv}
+}
+
+func (s engineStream[M, C, D]) Recv() (genMsg, error) {
+	var noChunk C
+	var noComplete D
+	for {
+		m, err := s.recv()
+		if err != nil {
+			return genMsg{}, err
+		}
+		if c := m.GetChunk(); c != noChunk {
+			return genMsg{index: int(c.GetIndex()), tokens: c.GetTokenIds(), promptTokens: int(c.GetPromptTokens()), completionTokens: int(c.GetCompletionTokens()), cachedTokens: int(c.GetCachedTokens())}, nil
+		}
+		if c := m.GetComplete(); c != noComplete {
+			return genMsg{complete: true, index: int(c.GetIndex()), tokens: c.GetOutputIds(), promptTokens: int(c.GetPromptTokens()), completionTokens: int(c.GetCompletionTokens()), cachedTokens: int(c.GetCachedTokens()), finishReason: c.GetFinishReason()}, nil
+		}
+		// An empty message carries nothing: skip it.
+	}
+}
+
+// sumLoads is the running plus waiting requests over an engine's GetLoads entries.
+func sumLoads[L interface {
+	GetNumRunningReqs() int32
+	GetNumWaitingReqs() int32
+}](loads []L) int64 {
+	var n int64
+	for _, l := range loads {
+		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
+	}
+	return n
 }
 
 func firstNonEmpty(ss ...string) string {
@@ -500,7 +493,4 @@ var (
 	_ runtimeClient = (*vllmClient)(nil)
 	_ runtimeClient = (*sglangClient)(nil)
 	_ runtimeClient = (*tokenspeedClient)(nil)
-	_ genStream     = vllmStream{}
-	_ genStream     = sglangStream{}
-	_ genStream     = tokenspeedStream{}
 )

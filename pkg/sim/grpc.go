@@ -136,6 +136,26 @@ type genOut struct {
 	finish string // set on the last genOut of the index
 }
 
+// sendFrames sends one genOut as the engines' Generate streams do: a chunk of the new tokens
+// while the index runs; at its end, when streaming, a last chunk of the final delta (if any)
+// and then complete with output_ids = that delta, otherwise complete with every token.
+// chunk and complete build and send the engine's own messages.
+func sendFrames(o *genOut, stream bool, chunk, complete func(toks []uint32) error) error {
+	if o.finish == "" {
+		return chunk(o.delta)
+	}
+	out := o.all
+	if stream {
+		if len(o.delta) > 0 {
+			if err := chunk(o.delta); err != nil {
+				return err
+			}
+		}
+		out = o.delta
+	}
+	return complete(out)
+}
+
 func (s *GRPCServer) healthy() bool {
 	for _, e := range s.ranks {
 		e.mu.Lock()

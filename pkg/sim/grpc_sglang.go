@@ -41,27 +41,17 @@ func (t *sglangService) Generate(req *sglang.GenerateRequest, stream grpc.Server
 				TokenIds: toks, PromptTokens: prompt, CompletionTokens: uint32(len(o.all)), CachedTokens: cached, Index: uint32(o.index),
 			}}})
 		}
-		switch {
-		case o.finish == "":
-			return chunk(o.delta)
-		case o.finish == "abort":
+		if o.finish == "abort" {
 			return status.Error(codes.Internal, "request aborted")
 		}
-		out := o.all
-		if g.stream {
-			if len(o.delta) > 0 {
-				if err := chunk(o.delta); err != nil {
-					return err
-				}
+		return sendFrames(o, g.stream, chunk, func(out []uint32) error {
+			c := &sglang.GenerateComplete{OutputIds: out, FinishReason: o.finish, PromptTokens: prompt,
+				CompletionTokens: uint32(len(o.all)), CachedTokens: cached, Index: uint32(o.index)}
+			if tok, ok := matchedStopToken(o, g.stopIDs); ok {
+				c.MatchedStop = &sglang.GenerateComplete_MatchedTokenId{MatchedTokenId: tok}
 			}
-			out = o.delta
-		}
-		c := &sglang.GenerateComplete{OutputIds: out, FinishReason: o.finish, PromptTokens: prompt,
-			CompletionTokens: uint32(len(o.all)), CachedTokens: cached, Index: uint32(o.index)}
-		if tok, ok := matchedStopToken(o, g.stopIDs); ok {
-			c.MatchedStop = &sglang.GenerateComplete_MatchedTokenId{MatchedTokenId: tok}
-		}
-		return stream.Send(&sglang.GenerateResponse{RequestId: id, Response: &sglang.GenerateResponse_Complete{Complete: c}})
+			return stream.Send(&sglang.GenerateResponse{RequestId: id, Response: &sglang.GenerateResponse_Complete{Complete: c}})
+		})
 	})
 }
 

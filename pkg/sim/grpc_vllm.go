@@ -50,24 +50,14 @@ func (v *vllmService) Generate(req *vllm.GenerateRequest, stream grpc.ServerStre
 				TokenIds: toks, PromptTokens: prompt, CompletionTokens: uint32(len(toks)), CachedTokens: cached, Index: uint32(o.index),
 			}}})
 		}
-		if o.finish == "" {
-			return chunk(o.delta)
-		}
-		out := o.all
-		if g.stream {
-			if len(o.delta) > 0 {
-				if err := chunk(o.delta); err != nil {
-					return err
-				}
+		return sendFrames(o, g.stream, chunk, func(out []uint32) error {
+			c := &vllm.GenerateComplete{OutputIds: out, FinishReason: o.finish, PromptTokens: prompt,
+				CompletionTokens: uint32(len(out)), CachedTokens: cached, Index: uint32(o.index)}
+			if tok, ok := matchedStopToken(o, g.stopIDs); ok {
+				c.MatchedStop = &vllm.GenerateComplete_MatchedTokenId{MatchedTokenId: tok}
 			}
-			out = o.delta
-		}
-		c := &vllm.GenerateComplete{OutputIds: out, FinishReason: o.finish, PromptTokens: prompt,
-			CompletionTokens: uint32(len(out)), CachedTokens: cached, Index: uint32(o.index)}
-		if tok, ok := matchedStopToken(o, g.stopIDs); ok {
-			c.MatchedStop = &vllm.GenerateComplete_MatchedTokenId{MatchedTokenId: tok}
-		}
-		return stream.Send(&vllm.GenerateResponse{Response: &vllm.GenerateResponse_Complete{Complete: c}})
+			return stream.Send(&vllm.GenerateResponse{Response: &vllm.GenerateResponse_Complete{Complete: c}})
+		})
 	})
 }
 

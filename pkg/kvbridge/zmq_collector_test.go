@@ -1,7 +1,6 @@
 package kvbridge
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -23,19 +22,7 @@ func startCollector(t *testing.T, cfg CollectorConfig, route CollectorRoute) *ZM
 	if err != nil {
 		t.Fatalf("NewZMQCollector: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("collector Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	runUntilCleanup(t, "collector", c.Run, nil)
 	waitFor(t, "collector bound", func() bool { return c.Endpoint() != "" && c.State() == StreamUp })
 	return c
 }

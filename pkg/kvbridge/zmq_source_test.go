@@ -85,18 +85,7 @@ func startSource(t *testing.T, cfg ZMQConfig, c Consumer, m *Metrics) *ZMQSource
 	if err != nil {
 		t.Fatalf("NewZMQSource: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := s.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
+	runUntilCleanup(t, "source", s.Run, func() {
 		if got := s.State(); got != StreamStopped {
 			t.Errorf("state after Run: got %v, want stopped", got)
 		}

@@ -28,23 +28,34 @@ func startPublisher(t testing.TB, cfg PublisherConfig) *Publisher {
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := p.Run(ctx); err != nil {
-			t.Errorf("publisher Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
+	runUntilCleanup(t, "publisher", p.Run, func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("publisher Close: %v", err)
 		}
 	})
 	return p
+}
+
+// runUntilCleanup runs run(ctx) on its own goroutine until the test ends; an error from it
+// fails the test as "<name> Run: <err>". The test's cleanup cancels ctx, waits for run to
+// return and then calls after (which may be nil), so after sees the stopped component.
+func runUntilCleanup(t testing.TB, name string, run func(context.Context) error, after func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := run(ctx); err != nil {
+			t.Errorf("%s Run: %v", name, err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		if after != nil {
+			after()
+		}
+	})
 }
 
 // testSocket opens a socket of type typ that is closed when the test ends.

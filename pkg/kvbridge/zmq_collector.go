@@ -433,22 +433,9 @@ func (c *ZMQCollector) sendReplay(dealers map[zmqCollectorKey]*zmqCollectorDeale
 		d.sock.Close()
 		delete(dealers, req.key)
 	}
-	d, err := zmq.NewSocket(zmq.DEALER)
+	d, err := dialReplay(req.endpoint, c.cfg.MaxMsgSize, req.start)
 	if err != nil {
 		return err
-	}
-	if err = d.SetLinger(0); err == nil {
-		err = d.SetMaxmsgsize(c.cfg.MaxMsgSize)
-	}
-	if err == nil {
-		err = d.Connect(req.endpoint)
-	}
-	if err == nil {
-		_, err = d.SendMessage([]byte{}, AppendSeq(nil, req.start))
-	}
-	if err != nil {
-		d.Close()
-		return fmt.Errorf("kvbridge: replay %s: %w", req.endpoint, err)
 	}
 	dealers[req.key] = &zmqCollectorDealer{sock: d, gen: req.gen}
 	return nil

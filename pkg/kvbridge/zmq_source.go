@@ -552,25 +552,36 @@ func (r *zmqReader) sendReplayRequest(ss *zmqSessionSockets, req zmqReplayReq) e
 		ss.dealer.Close()
 		ss.dealer = nil
 	}
-	d, err := zmq.NewSocket(zmq.DEALER)
+	d, err := dialReplay(r.replay, r.src.cfg.MaxMsgSize, req.start)
 	if err != nil {
 		return err
 	}
+	ss.dealer, ss.dealerGen = d, req.gen
+	return nil
+}
+
+// dialReplay opens a DEALER to a publisher's ROUTER replay endpoint (linger 0, frames bounded
+// by maxMsgSize) and sends the replay request for sequence numbers from start. On failure the
+// socket is closed; only a failure to create it is returned unwrapped.
+func dialReplay(endpoint string, maxMsgSize int64, start uint64) (*zmq.Socket, error) {
+	d, err := zmq.NewSocket(zmq.DEALER)
+	if err != nil {
+		return nil, err
+	}
 	if err = d.SetLinger(0); err == nil {
-		err = d.SetMaxmsgsize(r.src.cfg.MaxMsgSize)
+		err = d.SetMaxmsgsize(maxMsgSize)
 	}
 	if err == nil {
-		err = d.Connect(r.replay)
+		err = d.Connect(endpoint)
 	}
 	if err == nil {
-		_, err = d.SendMessage([]byte{}, AppendSeq(nil, req.start))
+		_, err = d.SendMessage([]byte{}, AppendSeq(nil, start))
 	}
 	if err != nil {
 		d.Close()
-		return fmt.Errorf("kvbridge: replay %s: %w", r.replay, err)
+		return nil, fmt.Errorf("kvbridge: replay %s: %w", endpoint, err)
 	}
-	ss.dealer, ss.dealerGen = d, req.gen
-	return nil
+	return d, nil
 }
 
 // readReplay drains replay replies; after the terminator the DEALER is closed.

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	zmq "github.com/pebbe/zmq4"
 
+	"github.com/kvgate/kvgate/internal/testutil/zmqtest"
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
@@ -16,7 +17,7 @@ func TestPublisherLiveFrames(t *testing.T) {
 	if ep, _ := p.Endpoints(); ep != tcpEP(port+1) && ep != "tcp://0.0.0.0:"+strconv.Itoa(port+1) {
 		t.Errorf("rank 1 PUB endpoint: got %s, want port %d", ep, port+1)
 	}
-	sub := testSocket(t, zmq.SUB)
+	sub := zmqtest.Socket(t, zmq.SUB)
 	if err := sub.SetSubscribe("kv@"); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestPublisherReplay(t *testing.T) {
 				}
 			}
 			_, rep := p.Endpoints()
-			dealer := testSocket(t, zmq.DEALER)
+			dealer := zmqtest.Socket(t, zmq.DEALER)
 			if err := dealer.Connect(rep); err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +151,7 @@ func TestPublisherReplay(t *testing.T) {
 func TestPublisherFaults(t *testing.T) {
 	p := startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*", Replay: "tcp://127.0.0.1:*", StartSeq: 1})
 	pubEP, rep := p.Endpoints()
-	sub := testSocket(t, zmq.SUB)
+	sub := zmqtest.Socket(t, zmq.SUB)
 	if err := sub.SetSubscribe(""); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestPublisherFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	syncSub(t, p, sub)
-	dealer := testSocket(t, zmq.DEALER)
+	dealer := zmqtest.Socket(t, zmq.DEALER)
 	if err := dealer.Connect(rep); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestPublisherFaults(t *testing.T) {
 // TestPublisherConnectMode: a connecting PUB (llm-d's simulator style) reaches a bound SUB.
 func TestPublisherConnectMode(t *testing.T) {
 	port := freePorts(t, 1)
-	sub := testSocket(t, zmq.SUB)
+	sub := zmqtest.Socket(t, zmq.SUB)
 	if err := sub.SetSubscribe(""); err != nil {
 		t.Fatal(err)
 	}

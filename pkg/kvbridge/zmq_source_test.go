@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kvgate/kvgate/internal/testutil/zmqtest"
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
@@ -634,7 +635,7 @@ func TestZMQSourceFixtureFrames(t *testing.T) {
 	for _, file := range []string{"sim-array-live.jsonl", "sim-map-live.jsonl"} {
 		t.Run(file, func(t *testing.T) {
 			msgs := loadFixture(t, file)
-			pub := testSocket(t, zmq.PUB)
+			pub := zmqtest.Socket(t, zmq.PUB)
 			if err := pub.Bind("tcp://127.0.0.1:*"); err != nil {
 				t.Fatal(err)
 			}

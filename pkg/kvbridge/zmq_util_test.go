@@ -10,6 +10,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 
 	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/testutil/zmqtest"
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
@@ -58,43 +59,10 @@ func runUntilCleanup(t testing.TB, name string, run func(context.Context) error,
 	})
 }
 
-// testSocket opens a socket of type typ that is closed when the test ends.
-func testSocket(t testing.TB, typ zmq.Type) *zmq.Socket {
-	t.Helper()
-	s, err := zmq.NewSocket(typ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetLinger(0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// recvWithin receives one multipart message or returns nil after d.
-func recvWithin(t testing.TB, s *zmq.Socket, d time.Duration) [][]byte {
-	t.Helper()
-	poller := zmq.NewPoller()
-	poller.Add(s, zmq.POLLIN)
-	polled, err := poller.Poll(d)
-	if err != nil {
-		t.Fatalf("poll: %v", err)
-	}
-	if len(polled) == 0 {
-		return nil
-	}
-	msg, err := s.RecvMessageBytes(0)
-	if err != nil {
-		t.Fatalf("recv: %v", err)
-	}
-	return msg
-}
-
 // mustRecv receives one message within defaultTestTimeout.
 func mustRecv(t testing.TB, s *zmq.Socket) [][]byte {
 	t.Helper()
-	msg := recvWithin(t, s, defaultTestTimeout)
+	msg := zmqtest.RecvWithin(t, s, defaultTestTimeout)
 	if msg == nil {
 		t.Fatal("no message within the test timeout")
 	}
@@ -120,7 +88,7 @@ func syncSub(t testing.TB, p *Publisher, sub *zmq.Socket) uint64 {
 			t.Fatal(err)
 		}
 		last = seq
-		if msg := recvWithin(t, sub, 20*time.Millisecond); msg != nil {
+		if msg := zmqtest.RecvWithin(t, sub, 20*time.Millisecond); msg != nil {
 			for {
 				m, err := ParseLive(msg)
 				if err != nil {

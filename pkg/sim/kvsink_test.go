@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/testutil/zmqtest"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 )
@@ -29,38 +30,6 @@ func freePorts(t *testing.T, n int) int { return testutil.FreePortBlock(t, n) }
 
 // freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
 func freePort(t *testing.T) int { return testutil.FreePort(t) }
-
-func zsocket(t *testing.T, typ zmq.Type) *zmq.Socket {
-	t.Helper()
-	s, err := zmq.NewSocket(typ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetLinger(0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// recvWithin receives one multipart message, or nil after d.
-func recvWithin(t *testing.T, s *zmq.Socket, d time.Duration) [][]byte {
-	t.Helper()
-	poller := zmq.NewPoller()
-	poller.Add(s, zmq.POLLIN)
-	polled, err := poller.Poll(d)
-	if err != nil {
-		t.Fatalf("poll: %v", err)
-	}
-	if len(polled) == 0 {
-		return nil
-	}
-	msg, err := s.RecvMessageBytes(0)
-	if err != nil {
-		t.Fatalf("recv: %v", err)
-	}
-	return msg
-}
 
 // zmqEnv is one simulator (engine + ZMQ publisher + HTTP) on loopback.
 type zmqEnv struct {
@@ -126,7 +95,7 @@ func (env *zmqEnv) syncSub(t *testing.T, sub *zmq.Socket) uint64 {
 			t.Fatal("reset refused")
 		}
 		sent++
-		msg := recvWithin(t, sub, 20*time.Millisecond)
+		msg := zmqtest.RecvWithin(t, sub, 20*time.Millisecond)
 		for msg != nil {
 			m, err := kvbridge.ParseLive(msg)
 			if err != nil {
@@ -135,7 +104,7 @@ func (env *zmqEnv) syncSub(t *testing.T, sub *zmq.Socket) uint64 {
 			if m.Seq == sent-1 { // publishers number from 0
 				return m.Seq
 			}
-			msg = recvWithin(t, sub, defaultTestTimeout)
+			msg = zmqtest.RecvWithin(t, sub, defaultTestTimeout)
 		}
 	}
 	t.Fatal("subscriber never received a batch")
@@ -266,7 +235,7 @@ func TestZMQEventsMatchFixture(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newZMQEnv(t, tc.enc, ZMQSinkConfig{})
-			sub := zsocket(t, zmq.SUB)
+			sub := zmqtest.Socket(t, zmq.SUB)
 			if err := sub.SetSubscribe(""); err != nil {
 				t.Fatal(err)
 			}
@@ -294,7 +263,7 @@ func TestZMQEventsMatchFixture(t *testing.T) {
 			var livePayloads [][]byte
 			seq := lastSync
 			for {
-				msg := recvWithin(t, sub, 300*time.Millisecond)
+				msg := zmqtest.RecvWithin(t, sub, 300*time.Millisecond)
 				if msg == nil {
 					break
 				}
@@ -321,7 +290,7 @@ func TestZMQEventsMatchFixture(t *testing.T) {
 			}
 
 			// Replay from the first fixture batch answers the same payloads, then the terminator.
-			dealer := zsocket(t, zmq.DEALER)
+			dealer := zmqtest.Socket(t, zmq.DEALER)
 			if err := dealer.Connect(env.replay); err != nil {
 				t.Fatal(err)
 			}
@@ -330,7 +299,7 @@ func TestZMQEventsMatchFixture(t *testing.T) {
 			}
 			var replayed [][]byte
 			for {
-				msg := recvWithin(t, dealer, defaultTestTimeout)
+				msg := zmqtest.RecvWithin(t, dealer, defaultTestTimeout)
 				if msg == nil {
 					t.Fatal("replay: no reply")
 				}
@@ -370,7 +339,7 @@ func containsBin32(payloads [][]byte) bool {
 // batches and returns the (seq, rank) of every live message after the sync.
 func liveSeqs(t *testing.T, env *zmqEnv, ep string, e *Engine, n int) (seqs []uint64, ranks []int32) {
 	t.Helper()
-	sub := zsocket(t, zmq.SUB)
+	sub := zmqtest.Socket(t, zmq.SUB)
 	if err := sub.SetSubscribe(""); err != nil {
 		t.Fatal(err)
 	}
@@ -378,13 +347,13 @@ func liveSeqs(t *testing.T, env *zmqEnv, ep string, e *Engine, n int) (seqs []ui
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(defaultTestTimeout)
-	for recvWithin(t, sub, 20*time.Millisecond) == nil {
+	for zmqtest.RecvWithin(t, sub, 20*time.Millisecond) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("subscriber never received a batch")
 		}
 		e.ResetPrefixCache()
 	}
-	for recvWithin(t, sub, 100*time.Millisecond) != nil { // drain the sync batches
+	for zmqtest.RecvWithin(t, sub, 100*time.Millisecond) != nil { // drain the sync batches
 	}
 	// One reset per batch: wait for each to be published (resets of one step share a batch).
 	tick := time.NewTicker(time.Millisecond)
@@ -402,7 +371,7 @@ func liveSeqs(t *testing.T, env *zmqEnv, ep string, e *Engine, n int) (seqs []ui
 		}
 	}
 	for {
-		msg := recvWithin(t, sub, 300*time.Millisecond)
+		msg := zmqtest.RecvWithin(t, sub, 300*time.Millisecond)
 		if msg == nil {
 			return seqs, ranks
 		}
@@ -438,14 +407,14 @@ func TestZMQFaultsAndRanks(t *testing.T) {
 		if missing == 0 {
 			t.Fatalf("live seqs %v have no gap", seqs)
 		}
-		dealer := zsocket(t, zmq.DEALER)
+		dealer := zmqtest.Socket(t, zmq.DEALER)
 		if err := dealer.Connect(env.replay); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := dealer.SendMessage("", kvbridge.AppendSeq(nil, missing)); err != nil {
 			t.Fatal(err)
 		}
-		m, err := kvbridge.ParseReplayReply(recvWithin(t, dealer, defaultTestTimeout))
+		m, err := kvbridge.ParseReplayReply(zmqtest.RecvWithin(t, dealer, defaultTestTimeout))
 		if err != nil || m.End || m.Seq != missing {
 			t.Errorf("replay of dropped seq %d: %+v %v", missing, m, err)
 		}

@@ -11,6 +11,7 @@ import (
 // routeExplanation is the GET /debug/route body.
 type routeExplanation struct {
 	Model         string          `json:"model"`
+	Namespace     string          `json:"namespace,omitempty"` // block-key namespace: the LoRA adapter
 	Policy        string          `json:"policy"`
 	KVIndex       string          `json:"kv_index"`
 	PromptTokens  int             `json:"prompt_tokens"`
@@ -94,13 +95,14 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("prompt", "prompt must not be empty"))
 		return
 	}
-	out := routeExplanation{Model: model, Policy: rt.cfg.PolicyName, KVIndex: rt.cfg.KVIndex, PromptTokens: len(tokens),
-		BlockSize: rt.cfg.BlockSize, RequestBlocks: len(tokens) / rt.cfg.BlockSize, Workers: []workerExplain{}}
 	def := rt.defaultModel()
+	ns := rt.adapterNamespace(model)
+	out := routeExplanation{Model: model, Namespace: ns, Policy: rt.cfg.PolicyName, KVIndex: rt.cfg.KVIndex, PromptTokens: len(tokens),
+		BlockSize: rt.cfg.BlockSize, RequestBlocks: len(tokens) / rt.cfg.BlockSize, Workers: []workerExplain{}}
 	s := new(routeScratch)
 	var ineligible []*member
 	for _, m := range rt.members() {
-		if !m.w.Serves(model, def) {
+		if !eligibleFor(m, model, def, ns) {
 			continue
 		}
 		if m.w.Healthy() && (rt.cfg.MaxInFlightPerWorker == 0 || m.w.InFlight() < int64(rt.cfg.MaxInFlightPerWorker)) {
@@ -109,7 +111,7 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 			ineligible = append(ineligible, m)
 		}
 	}
-	rt.score(s, tokens, true)
+	rt.score(s, tokens, ns, true)
 	for i, m := range s.members {
 		sc, c := s.scores[i], s.cands[i]
 		out.Workers = append(out.Workers, rt.explainWorker(m, true, sc, c))

@@ -136,6 +136,7 @@ type modelCard struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	Parent  string `json:"parent,omitempty"` // the base model of a LoRA adapter, as vLLM lists it
 }
 
 func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
@@ -149,6 +150,17 @@ func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
 		}
 		seen[name] = true
 		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate"})
+	}
+	// LoRA adapters the workers list are served under their own names (DESIGN.md §3).
+	for _, m := range rt.members() {
+		parent := m.w.ServedModel(def)
+		for _, a := range m.w.Adapters() {
+			if seen[a] {
+				continue
+			}
+			seen[a] = true
+			list.Data = append(list.Data, modelCard{ID: a, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate", Parent: parent})
+		}
 	}
 	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
 	writeJSON(w, http.StatusOK, list)

@@ -79,14 +79,16 @@ func (m *member) checkHealth(ctx context.Context) {
 	}
 	if err == nil && m.w.ReportedModel() == "" {
 		var name string
+		var adapters []string
 		if m.eng != nil {
 			name, err = m.eng.modelName(cctx)
 		} else {
-			name, err = m.httpModel(cctx)
+			name, adapters, err = m.httpModel(cctx)
 		}
 		if err == nil && name != "" {
+			m.w.SetAdapters(adapters) // before the name: a request must not see one without the other
 			m.w.SetReportedModel(name)
-			m.rt.log.Info("worker model discovered", zap.String("worker", m.w.URL()), zap.String("model", name))
+			m.rt.log.Info("worker model discovered", zap.String("worker", m.w.URL()), zap.String("model", name), zap.Strings("lora_adapters", adapters))
 		}
 		err = nil // discovery is best effort; the worker is healthy
 	}
@@ -117,28 +119,65 @@ func (m *member) httpHealth(ctx context.Context) error {
 	return nil
 }
 
-// httpModel returns the first model id of the worker's /v1/models.
-func (m *member) httpModel(ctx context.Context) (string, error) {
+// httpModel reads the worker's /v1/models: the base model (the first card without a parent,
+// else the first card) and its LoRA adapters. vLLM lists an adapter as a card whose "parent" is
+// the base model (and whose "root" is the adapter's path); a card is an adapter when its parent
+// is set and differs from its own id, or, with no parent, when its root is set and differs from
+// both the base's root and the base's id (aliases of the base share its root). Adapters are read
+// once, with the model; adapters loaded into a running engine later are not seen.
+func (m *member) httpModel(ctx context.Context) (base string, adapters []string, err error) {
 	resp, err := m.httpGet(ctx, "/v1/models")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("router: models: status %d", resp.StatusCode)
+		return "", nil, fmt.Errorf("router: models: status %d", resp.StatusCode)
 	}
 	var body struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
+		Data []modelInfo `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
-		return "", fmt.Errorf("router: models: %w", err)
+		return "", nil, fmt.Errorf("router: models: %w", err)
 	}
-	if len(body.Data) == 0 {
+	base, adapters = splitModels(body.Data)
+	return base, adapters, nil
+}
+
+// modelInfo is the part of a /v1/models card that model discovery reads.
+type modelInfo struct {
+	ID     string `json:"id"`
+	Root   string `json:"root"`
+	Parent string `json:"parent"`
+}
+
+// splitModels returns the base model and the LoRA adapters of a /v1/models listing (see
+// httpModel for the rule).
+func splitModels(cards []modelInfo) (base string, adapters []string) {
+	if len(cards) == 0 {
 		return "", nil
 	}
-	return body.Data[0].ID, nil
+	bi := 0
+	for i, c := range cards {
+		if c.Parent == "" && c.ID != "" {
+			bi = i
+			break
+		}
+	}
+	b := cards[bi]
+	for i, c := range cards {
+		if i == bi || c.ID == "" || c.ID == b.ID {
+			continue
+		}
+		switch {
+		case c.Parent != "" && c.Parent != c.ID:
+		case c.Parent == "" && c.Root != "" && c.Root != b.Root && c.Root != b.ID:
+		default:
+			continue
+		}
+		adapters = append(adapters, c.ID)
+	}
+	return b.ID, adapters
 }
 
 func (m *member) httpGet(ctx context.Context, path string) (*http.Response, error) {

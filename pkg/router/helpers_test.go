@@ -70,6 +70,7 @@ type fakeWorker struct {
 	headers chan http.Header
 	handle  func(w http.ResponseWriter, r *http.Request, body map[string]any)
 	model   string
+	models  string // when set, the whole /v1/models body (set before the gateway starts)
 	healthy func() bool
 	metrics string
 }
@@ -86,6 +87,10 @@ func newFakeWorker(t *testing.T, model string) *fakeWorker {
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		if fw.models != "" {
+			io.WriteString(w, fw.models)
+			return
+		}
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, fw.model)
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {

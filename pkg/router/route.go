@@ -36,6 +36,7 @@ type decision struct {
 	matched int           // leading blocks the worker holds, at its own block size
 	source  policy.Source // where matched came from
 	keys    []uint64      // request block keys at the worker's block size (scratch-owned)
+	ns      string        // the keys' namespace: the LoRA adapter requested, "" for a base model
 }
 
 // candScore is one candidate's raw scores, in the worker's own blocks.
@@ -113,16 +114,51 @@ func (rt *Router) defaultModel() string {
 // engineLoadMaxAge is how old an engine-load sample may be before only in-flight counts.
 func (rt *Router) engineLoadMaxAge() time.Duration { return 3 * rt.cfg.EngineMetricsInterval }
 
+// adapterNamespace returns the block-key namespace of a request for model (DESIGN.md §3): the
+// model name itself when some worker lists it as a LoRA adapter, the same string the index
+// derives from an event's lora_name (indexer.Namespace(model, 0, false, "")); "" for a base
+// model. Such a request routes only among the workers that list the adapter (adapterOnly).
+//
+// A request's cache_salt is not part of the namespace: the engines' events do not carry the
+// salt in a form kvgate parses, so salted requests are scored as if unsalted (they may be
+// credited with blocks the engine will not reuse for them, which costs a worse choice, never a
+// wrong answer).
+//
+// Adapter requests do not use the approximate tree: it is keyed by raw tokens with no
+// namespace, so an adapter prompt would match (and later be matched by) the base model's. They
+// are scored from events and the pending overlay, whose keys carry the namespace.
+func (rt *Router) adapterNamespace(model string) string {
+	if model == "" {
+		return ""
+	}
+	for _, m := range rt.members() {
+		if m.w.HasAdapter(model) {
+			return indexer.Namespace(model, 0, false, "")
+		}
+	}
+	return ""
+}
+
+// eligibleFor reports whether m may serve a request for model in namespace ns: a worker that
+// lists the adapter when ns is set, else one that serves the model.
+func eligibleFor(m *member, model, def, ns string) bool {
+	if ns != "" {
+		return m.w.HasAdapter(model)
+	}
+	return m.w.Serves(model, def)
+}
+
 // route chooses a worker for a request of model with the given prompt tokens (nil when the
 // prompt could not be tokenized), excluding one member (the one a retry moves away from). It
 // fills s; the decision's keys alias s and are valid until s is reused.
 func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude *member) (decision, *apiError) {
 	start := time.Now()
 	def := rt.defaultModel()
+	ns := rt.adapterNamespace(model)
 	s.members = s.members[:0]
 	known, full := false, false
 	for _, m := range rt.members() {
-		if !m.w.Serves(model, def) {
+		if !eligibleFor(m, model, def, ns) {
 			continue
 		}
 		known = true
@@ -138,7 +174,7 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 	if len(s.members) == 0 {
 		return decision{}, routeError(model, known, full)
 	}
-	rt.score(s, tokens, false)
+	rt.score(s, tokens, ns, false)
 	defBS := rt.cfg.BlockSize
 	// The request lives in the scratch: passed through the Policy interface it would escape.
 	s.req = policy.Request{Blocks: len(tokens) / defBS, Tokens: len(tokens)}
@@ -154,7 +190,7 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 	}
 	m := s.members[d.Index]
 	sc := &s.scores[d.Index]
-	dec := decision{m: m, reason: d.Reason, source: s.cands[d.Index].Source}
+	dec := decision{m: m, reason: d.Reason, source: s.cands[d.Index].Source, ns: ns}
 	switch dec.source {
 	case policy.SourceEvents:
 		dec.matched = sc.events
@@ -178,7 +214,7 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 }
 
 // commit records a decision that is being sent: the pending overlay for event-fed workers, the
-// approximate tree for the others.
+// approximate tree for the others (not for adapter requests, see adapterNamespace).
 func (rt *Router) commit(dec decision, tokens []uint32) {
 	if len(tokens) == 0 {
 		return
@@ -190,14 +226,15 @@ func (rt *Router) commit(dec decision, tokens []uint32) {
 		}
 		return
 	}
-	if rt.cfg.Tree != nil {
+	if rt.cfg.Tree != nil && dec.ns == "" {
 		rt.cfg.Tree.Insert(m.ids[0], tokens)
 	}
 }
 
-// score fills s.cands and s.scores for s.members. Matched counts are converted to blocks of
-// the default size so workers with different block sizes compete on one scale.
-func (rt *Router) score(s *routeScratch, tokens []uint32, explain bool) {
+// score fills s.cands and s.scores for s.members, hashing block keys under namespace ns
+// (adapterNamespace). Matched counts are converted to blocks of the default size so workers
+// with different block sizes compete on one scale.
+func (rt *Router) score(s *routeScratch, tokens []uint32, ns string, explain bool) {
 	defBS := rt.cfg.BlockSize
 	n := len(s.members)
 	s.cands = growCands(s.cands, n)
@@ -221,7 +258,7 @@ func (rt *Router) score(s *routeScratch, tokens []uint32, explain bool) {
 			}
 			ks := &s.sets[len(s.sets)-1]
 			ks.bs = bs
-			ks.keys = indexer.AppendBlockKeys(ks.keys[:0], tokens, bs, "")
+			ks.keys = indexer.AppendBlockKeys(ks.keys[:0], tokens, bs, ns)
 		}
 	}
 	for i := range s.sets {
@@ -241,7 +278,7 @@ func (rt *Router) score(s *routeScratch, tokens []uint32, explain bool) {
 		}
 	}
 	s.tree = s.tree[:0]
-	if (anyTree || explain) && rt.cfg.Tree != nil && len(tokens) > 0 {
+	if (anyTree || explain) && rt.cfg.Tree != nil && len(tokens) > 0 && ns == "" {
 		s.tree = rt.cfg.Tree.Match(tokens, s.tree)
 	}
 	for i, m := range s.members {

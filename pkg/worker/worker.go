@@ -22,6 +22,7 @@ type Worker struct {
 	failures   atomic.Int32
 	blockSize  atomic.Int32 // learned from events; 0 = unknown
 	model      atomic.Pointer[string]
+	adapters   atomic.Pointer[[]string] // LoRA adapters the worker lists; nil = none known
 	healthMsg  atomic.Pointer[string]
 }
 
@@ -172,12 +173,48 @@ func (w *Worker) ReportedModel() string {
 	return ""
 }
 
+// SetAdapters records the LoRA adapters the worker lists beside its base model (vLLM's
+// /v1/models cards with a "parent"). The slice is copied; nil or empty clears the list.
+func (w *Worker) SetAdapters(names []string) {
+	if len(names) == 0 {
+		w.adapters.Store(nil)
+		return
+	}
+	c := append([]string(nil), names...)
+	w.adapters.Store(&c)
+}
+
+// Adapters returns the LoRA adapters the worker lists, or nil. The caller must not modify it.
+func (w *Worker) Adapters() []string {
+	if p := w.adapters.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// HasAdapter reports whether the worker lists name as a LoRA adapter. It does not allocate.
+func (w *Worker) HasAdapter(name string) bool {
+	p := w.adapters.Load()
+	if p == nil || name == "" {
+		return false
+	}
+	for _, a := range *p {
+		if a == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Serves reports whether the worker serves the requested model name, given the gateway's own
 // served name def: a worker whose spec names a model serves that name; one without serves def;
-// every worker also answers to the name it reports itself.
+// every worker also answers to the name it reports itself and to the LoRA adapters it lists.
 func (w *Worker) Serves(model, def string) bool {
 	if model == "" {
 		model = def
+	}
+	if w.HasAdapter(model) {
+		return true
 	}
 	if w.spec.Model != "" {
 		if model == w.spec.Model {
@@ -202,9 +239,13 @@ func (w *Worker) ServedModel(def string) string {
 	return w.ReportedModel()
 }
 
-// UpstreamModel returns the model name to put in requests sent to the worker: the name it
-// reports itself when known, else its spec's, else requested.
+// UpstreamModel returns the model name to put in requests sent to the worker: requested
+// unchanged when it names one of the worker's LoRA adapters, else the name the worker reports
+// itself when known, else its spec's, else requested.
 func (w *Worker) UpstreamModel(requested string) string {
+	if w.HasAdapter(requested) {
+		return requested
+	}
 	if rm := w.ReportedModel(); rm != "" {
 		return rm
 	}

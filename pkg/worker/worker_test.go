@@ -226,3 +226,46 @@ func TestKeyStable(t *testing.T) {
 		t.Errorf("KeyOf not stable/distinct")
 	}
 }
+
+func TestWorkerAdapters(t *testing.T) {
+	w, err := New(Spec{URL: "http://a:1", Model: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetReportedModel("engine-base")
+	in := []string{"sql-lora"}
+	w.SetAdapters(in)
+	in[0] = "mutated" // SetAdapters copies
+	tests := []struct {
+		name     string
+		model    string
+		serves   bool
+		hasAd    bool
+		upstream string
+	}{
+		{"adapter", "sql-lora", true, true, "sql-lora"},
+		{"spec model", "gw", true, false, "engine-base"},
+		{"reported model", "engine-base", true, false, "engine-base"},
+		{"unknown", "other-lora", false, false, "engine-base"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := w.Serves(tt.model, "gw"); got != tt.serves {
+				t.Errorf("Serves(%q): got %v, want %v", tt.model, got, tt.serves)
+			}
+			if got := w.HasAdapter(tt.model); got != tt.hasAd {
+				t.Errorf("HasAdapter(%q): got %v, want %v", tt.model, got, tt.hasAd)
+			}
+			if got := w.UpstreamModel(tt.model); got != tt.upstream {
+				t.Errorf("UpstreamModel(%q): got %q, want %q", tt.model, got, tt.upstream)
+			}
+		})
+	}
+	if d := cmp.Diff([]string{"sql-lora"}, w.Adapters()); d != "" {
+		t.Errorf("Adapters (-want +got):\n%s", d)
+	}
+	w.SetAdapters(nil)
+	if w.HasAdapter("sql-lora") || w.Adapters() != nil {
+		t.Errorf("after SetAdapters(nil): got %v, want none", w.Adapters())
+	}
+}

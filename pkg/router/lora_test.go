@@ -1,0 +1,170 @@
+package router
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/policy"
+)
+
+// vllmModels is a /v1/models body as vLLM serves it with --enable-lora: the base model, then
+// each adapter with its parent.
+func vllmModels(base string, adapters ...string) string {
+	s := `{"object":"list","data":[{"id":"` + base + `","object":"model","root":"/models/base","parent":null}`
+	for _, a := range adapters {
+		s += `,{"id":"` + a + `","object":"model","root":"/loras/` + a + `","parent":"` + base + `"}`
+	}
+	return s + `]}`
+}
+
+func TestSplitModels(t *testing.T) {
+	tests := []struct {
+		name     string
+		cards    []modelInfo
+		base     string
+		adapters []string
+	}{
+		{"empty", nil, "", nil},
+		{"base only", []modelInfo{{ID: "m", Root: "/p"}}, "m", nil},
+		{"vllm lora", []modelInfo{{ID: "m", Root: "/p"}, {ID: "sql", Root: "/l/sql", Parent: "m"}, {ID: "chat", Root: "/l/chat", Parent: "m"}}, "m", []string{"sql", "chat"}},
+		{"adapter listed first", []modelInfo{{ID: "sql", Parent: "m"}, {ID: "m", Root: "/p"}}, "m", []string{"sql"}},
+		{"alias shares root", []modelInfo{{ID: "m", Root: "/p"}, {ID: "m-alias", Root: "/p"}}, "m", nil},
+		{"root differs without parent", []modelInfo{{ID: "m", Root: "/p"}, {ID: "x", Root: "/l/x"}}, "m", []string{"x"}},
+		{"self parent is no adapter", []modelInfo{{ID: "m"}, {ID: "y", Parent: "y"}}, "m", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base, ad := splitModels(tt.cards)
+			if base != tt.base {
+				t.Errorf("base: got %q, want %q", base, tt.base)
+			}
+			if d := cmp.Diff(tt.adapters, ad); d != "" {
+				t.Errorf("adapters (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestLoRARequestsUseTheAdapterNamespace: a worker's /v1/models lists an adapter; blocks its
+// engine stored under that adapter (lora_name) match a request for the adapter and not one for
+// the base model; adapter requests go only to workers listing the adapter, with the name
+// unchanged.
+func TestLoRARequestsUseTheAdapterNamespace(t *testing.T) {
+	a, b, c := newFakeWorker(t, "base"), newFakeWorker(t, "base"), newFakeWorker(t, "base")
+	a.models = vllmModels("base", "sql-lora")
+	b.models = vllmModels("base", "sql-lora")
+	_, pubA, repA := startPublisher(t)
+	pb, pubB, repB := startPublisher(t)
+	g := newTestGateway(t, Config{},
+		"url="+a.url()+",kv_events="+pubA+",replay="+repA,
+		"url="+b.url()+",kv_events="+pubB+",replay="+repB,
+		"url="+c.url())
+	g.waitFor(t, "event streams up and models discovered", func() bool {
+		ok, _ := g.rt.Ready()
+		return ok && g.rt.fleet.Load().byURL[b.url()].w.HasAdapter("sql-lora") && g.rt.fleet.Load().byURL[a.url()].w.HasAdapter("sql-lora")
+	})
+	_, models := g.do(t, http.MethodGet, "/v1/models", "", "")
+	if !strings.Contains(models, `"id":"sql-lora","object":"model"`) || !strings.Contains(models, `"parent":"test-model"`) {
+		t.Errorf("/v1/models does not list the adapter under the served model: %s", models)
+	}
+
+	prefix := strings.Repeat("lora prompt! ", 10) // 130 bytes = 8 blocks of 16
+	batch := storedBatch(bytesOf(prefix), 16, 5000)
+	batch.Events[0].LoraName = "sql-lora"
+	if _, err := pb.Publish(batch); err != nil {
+		t.Fatal(err)
+	}
+	mb := g.rt.fleet.Load().byURL[b.url()]
+	g.waitFor(t, "b's adapter blocks in the index", func() bool { return mb.indexBlocks() == 8 })
+	keys := indexer.AppendBlockKeys(nil, bytesOf(prefix), 16, indexer.Namespace("sql-lora", 0, false, ""))
+	if got := g.rt.cfg.Index.Match(keys, nil); len(got) != 1 || got[0].Blocks != 8 {
+		t.Fatalf("index match under the adapter namespace: got %+v, want 8 blocks on one worker", got)
+	}
+
+	// The adapter request matches b's blocks and reaches b with the adapter's name.
+	resp, body := g.post(t, `{"model":"sql-lora","prompt":"`+prefix+`tail"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("adapter request: status %d %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get(HeaderWorker); got != b.url() {
+		t.Errorf("adapter request worker: got %q, want %q", got, b.url())
+	}
+	if got, want := resp.Header.Get(HeaderReason), string(policy.ReasonCacheHit); got != want {
+		t.Errorf("adapter request reason: got %q, want %q", got, want)
+	}
+	if got := resp.Header.Get(HeaderMatchedBlocks); got != "8" {
+		t.Errorf("adapter request matched blocks: got %q, want 8", got)
+	}
+	if got := b.nextReq(t)["model"]; got != "sql-lora" {
+		t.Errorf("upstream model of the adapter request: got %v, want sql-lora", got)
+	}
+	var out struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil || out.Model != "sql-lora" {
+		t.Errorf("response model: got %q (%v), want sql-lora", out.Model, err)
+	}
+
+	// The same prompt for the base model matches nothing: neither the adapter's stored blocks
+	// nor the pending entry the adapter request just left.
+	_, dbg := g.do(t, http.MethodGet, "/debug/route?tokens="+tokenList(bytesOf(prefix+"tail")), "", "")
+	var ex routeExplanation
+	if err := json.Unmarshal([]byte(dbg), &ex); err != nil {
+		t.Fatalf("/debug/route: %v: %s", err, dbg)
+	}
+	if len(ex.Workers) != 3 {
+		t.Errorf("base request candidates: got %d, want 3", len(ex.Workers))
+	}
+	for _, w := range ex.Workers {
+		if w.MatchedEvents != 0 || w.MatchedPending != 0 || w.MatchedTree != 0 {
+			t.Errorf("base request matched adapter blocks on %s: %+v", w.URL, w)
+		}
+	}
+	resp, body = g.post(t, `{"prompt":"`+prefix+`tail"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("base request: status %d %s", resp.StatusCode, body)
+	}
+	if got, want := resp.Header.Get(HeaderReason), string(policy.ReasonNoMatch); got != want {
+		t.Errorf("base request reason: got %q, want %q", got, want)
+	}
+
+	// Adapter requests are explained under the namespace and consider only a and b.
+	_, dbg = g.do(t, http.MethodGet, "/debug/route?model=sql-lora&tokens="+tokenList(bytesOf(prefix+"tail")), "", "")
+	ex = routeExplanation{}
+	if err := json.Unmarshal([]byte(dbg), &ex); err != nil {
+		t.Fatalf("/debug/route: %v: %s", err, dbg)
+	}
+	var urls []string
+	for _, w := range ex.Workers {
+		urls = append(urls, w.URL)
+	}
+	if d := cmp.Diff([]string{a.url(), b.url()}, urls, cmpopts.SortSlices(func(x, y string) bool { return x < y })); d != "" || ex.Namespace != "sql-lora" {
+		t.Errorf("adapter explanation: namespace %q, workers (-want +got):\n%s", ex.Namespace, d)
+	}
+	if ex.Decision == nil || ex.Decision.Worker != b.url() || ex.Decision.MatchedBlocks != 8 {
+		t.Errorf("adapter explanation decision: got %+v, want b with 8 blocks", ex.Decision)
+	}
+	select {
+	case r := <-c.reqs:
+		t.Errorf("worker c, which lists no adapter, received %v", r)
+	default:
+	}
+}
+
+func tokenList(ts []uint32) string {
+	var sb strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.FormatUint(uint64(t), 10))
+	}
+	return sb.String()
+}

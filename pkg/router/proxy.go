@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -42,7 +43,8 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 			}
 		}
 	}
-	body := c.req.upstreamBody(make([]byte, 0, c.req.bodyLen+64), dec.m.w.UpstreamModel(c.model), fwd)
+	engineModel := dec.m.w.UpstreamModel(c.model)
+	body := c.req.upstreamBody(make([]byte, 0, c.req.bodyLen+64), engineModel, fwd)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dec.m.w.URL()+"/v1/completions", bytes.NewReader(body))
 	if err != nil {
 		return false, upstreamError(err)
@@ -77,6 +79,14 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 		h.Set("Content-Type", ct)
 	}
 	sse := strings.HasPrefix(ct, "text/event-stream")
+	rw := newModelRewriter(engineModel, c.model) // nil: the names agree, bytes pass through
+	if rw != nil && !sse && strings.HasPrefix(ct, "application/json") {
+		return rt.proxyJSONRewritten(ctx, w, resp, rw, c)
+	}
+	var srw *sseRewriter
+	if rw != nil && sse {
+		srw = &sseRewriter{r: rw}
+	}
 	if sse {
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no") // nginx in front must not buffer the stream
@@ -95,6 +105,23 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 	buf := *bp
 	first := true
 	var last2 [2]byte // last two bytes written, to close a partial SSE event before an error event
+	emit := func(p []byte) error {
+		if len(p) == 0 {
+			return nil
+		}
+		if _, werr := w.Write(p); werr != nil {
+			return werr
+		}
+		if flush {
+			_ = rc.Flush()
+		}
+		if n := len(p); n >= 2 {
+			last2 = [2]byte{p[n-2], p[n-1]}
+		} else {
+			last2 = [2]byte{last2[1], p[0]}
+		}
+		return nil
+	}
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
@@ -102,17 +129,16 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 				rt.observeTTFT(c)
 				first = false
 			}
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			out := buf[:n]
+			if srw != nil {
+				out = srw.feed(out)
+			}
+			if emit(out) != nil {
 				return true, nil // client gone; ctx cancels the upstream request
 			}
-			if flush {
-				_ = rc.Flush()
-			}
-			if n >= 2 {
-				last2 = [2]byte{buf[n-2], buf[n-1]}
-			} else {
-				last2 = [2]byte{last2[1], buf[0]}
-			}
+		}
+		if rerr != nil && srw != nil {
+			_ = emit(srw.rest()) // the stream's last line, or the partial one an error cuts
 		}
 		if rerr == io.EOF {
 			return true, nil
@@ -144,6 +170,38 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 			return true, nil
 		}
 	}
+}
+
+// proxyJSONRewritten answers a non-streaming JSON response whose model name must change
+// (modelRewriter): the body is read whole (up to maxRewriteBody; a longer one passes through
+// unchanged), rewritten once, and sent with its new length. A failure while reading, before
+// anything was written, is returned for a retry like a failed request.
+func (rt *Router) proxyJSONRewritten(ctx context.Context, w http.ResponseWriter, resp *http.Response, rw *modelRewriter, c *call) (bool, *apiError) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRewriteBody+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctxError(ctx)
+		}
+		return false, upstreamError(err)
+	}
+	rt.observeTTFT(c)
+	h := w.Header()
+	if len(body) > maxRewriteBody {
+		// Too large to hold: stream it as the engine sent it.
+		w.WriteHeader(resp.StatusCode)
+		if _, err := w.Write(body); err != nil {
+			return true, nil
+		}
+		if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
+			panic(http.ErrAbortHandler)
+		}
+		return true, nil
+	}
+	out := rw.appendRewritten(make([]byte, 0, len(body)+len(rw.to)), body)
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+	return true, nil
 }
 
 // forwardHeaders are the client headers passed on to http:// workers: request ids and W3C trace

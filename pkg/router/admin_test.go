@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvgate/kvgate/pkg/policy"
 )
 
 func TestAdminWorkersAPI(t *testing.T) {
@@ -189,6 +191,46 @@ func TestParseEngineLoad(t *testing.T) {
 			got, err := parseEngineLoad(strings.NewReader(tt.in))
 			if (err == nil) != tt.ok || got != tt.want {
 				t.Errorf("got %d, %v; want %d, ok=%v", got, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// TestDebugRouteLeavesRoundRobinAlone: explaining a route does not advance round_robin's
+// rotation, so over two workers the next real request still alternates.
+func TestDebugRouteLeavesRoundRobinAlone(t *testing.T) {
+	for _, name := range []string{policy.NameRoundRobin, policy.NameRandom} {
+		t.Run(name, func(t *testing.T) {
+			a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
+			cfg := policy.DefaultConfig()
+			var n uint64
+			cfg.Rand = func() uint64 { n++; return n * 0x9e3779b97f4a7c15 }
+			p, err := policy.New(name, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := newTestGateway(t, Config{Policy: p, PolicyName: name}, a.url(), b.url())
+			for i := 0; i < 3; i++ {
+				_, body := g.do(t, http.MethodGet, "/debug/route?tokens=1,2,3", "", "")
+				var ex routeExplanation
+				if err := json.Unmarshal([]byte(body), &ex); err != nil {
+					t.Fatal(err)
+				}
+				if ex.Decision == nil || ex.Decision.Reason != name || ex.Decision.Worker != "" || ex.Decision.Note == "" || len(ex.Workers) != 2 {
+					t.Fatalf("explanation: got %s, want reason %s with a note and no worker", body, name)
+				}
+			}
+			if name != policy.NameRoundRobin {
+				return
+			}
+			r1, _ := g.post(t, `{"prompt":"x"}`)
+			for i := 0; i < 3; i++ { // an odd number: had each advanced the rotation, r2 would repeat r1's worker
+				g.do(t, http.MethodGet, "/debug/route?tokens=1,2,3", "", "")
+			}
+			r2, _ := g.post(t, `{"prompt":"x"}`)
+			w1, w2 := r1.Header.Get(HeaderWorker), r2.Header.Get(HeaderWorker)
+			if w1 == "" || w1 == w2 {
+				t.Errorf("round robin after /debug/route: got workers %q then %q, want the other worker second", w1, w2)
 			}
 		})
 	}

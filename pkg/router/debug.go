@@ -39,9 +39,26 @@ type workerExplain struct {
 }
 
 type decisionView struct {
-	Worker        string `json:"worker"`
+	Worker        string `json:"worker,omitempty"` // absent when the policy was not asked (Note)
 	Reason        string `json:"reason"`
 	MatchedBlocks int    `json:"matched_blocks"`
+	Note          string `json:"note,omitempty"`
+}
+
+// explainWithoutPick reports, for the policies whose choice does not depend on the request and
+// which would change state if asked (round_robin's shared rotation; random draws from the
+// injected source), the rule that would fire instead of calling Pick, so that explaining a
+// route never shifts the next real request. The other policies are pure functions of the
+// request and candidates (DESIGN.md §5) and are asked directly; their random tie-breaks may
+// draw from the same source, which decides nothing for the next request.
+func explainWithoutPick(policyName string) (policy.Reason, string, bool) {
+	switch policyName {
+	case policy.NameRoundRobin:
+		return policy.ReasonRoundRobin, "round_robin takes the next worker of a shared rotation; explaining does not advance it, so no worker is named", true
+	case policy.NameRandom:
+		return policy.ReasonRandom, "random picks uniformly among the eligible workers; no worker is named", true
+	}
+	return "", "", false
 }
 
 func sourceName(s policy.Source) string {
@@ -57,9 +74,10 @@ func sourceName(s policy.Source) string {
 }
 
 // handleDebugRoute explains the routing decision for a prompt without sending it or recording
-// anything in the tree, the pending overlay or the metrics: ?prompt=text (tokenized like a
-// request) or ?tokens=1,2,3, and optionally &model=. It does call the policy, so a stateful one
-// (round_robin) advances as if a request had been routed.
+// anything in the tree, the pending overlay, the metrics or the policy's state:
+// ?prompt=text (tokenized like a request) or ?tokens=1,2,3, and optionally &model=. For
+// round_robin and random (by Config.PolicyName) it reports the rule without asking the policy
+// (explainWithoutPick); other policies are asked.
 func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	model := q.Get("model")
@@ -121,6 +139,11 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(s.members) == 0 {
 		out.Error = routeError(model, len(ineligible) > 0, false).Message
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	if reason, note, ok := explainWithoutPick(rt.cfg.PolicyName); ok {
+		out.Decision = &decisionView{Reason: string(reason), Note: note}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}

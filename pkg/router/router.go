@@ -56,7 +56,9 @@ type Config struct {
 	Tokenizer Tokenizer
 	// Policy picks the worker. Required.
 	Policy policy.Policy
-	// PolicyName is the policy's name, for logs and /debug/route.
+	// PolicyName is the policy's name (policy.Name*), for logs and /debug/route, which does
+	// not ask round_robin or random to pick (that would advance their state) and so relies on
+	// this name to recognise them.
 	PolicyName string
 	// KVIndex is KVIndexAuto (default) or KVIndexOff.
 	KVIndex string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -286,8 +287,36 @@ func BenchmarkGatewayThroughput(b *testing.B) {
 	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "req/s")
 }
 
-// BenchmarkRouteDecision is the routing hot path alone for a 1000-token prompt: hash, index,
-// tree and pending lookups, cache_aware pick.
+// The routeBench constants describe the filled event index BenchmarkRouteDecision routes
+// against: 64 event-fed workers holding 4700 chains of 256 blocks (16 tokens each), every chain
+// on one worker; the first 32 blocks of a chain are shared by the 64 chains of its family (a
+// system prompt), so the index holds about 1.05M distinct blocks (4700 × 224 + 74 × 32).
+const (
+	routeBenchWorkers = 64
+	routeBenchChains  = 4700
+	routeBenchBlocks  = 256
+	routeBenchShared  = 32
+)
+
+// routeBenchTokens returns chain c's tokens (routeBenchBlocks blocks of DefaultBlockSize).
+func routeBenchTokens(c int) []uint32 {
+	toks := make([]uint32, 0, routeBenchBlocks*DefaultBlockSize)
+	fam := rand.New(rand.NewPCG(uint64(c/64), 1))
+	for range routeBenchShared * DefaultBlockSize {
+		toks = append(toks, uint32(fam.IntN(150000)))
+	}
+	own := rand.New(rand.NewPCG(uint64(c), 2))
+	for len(toks) < cap(toks) {
+		toks = append(toks, uint32(own.IntN(150000)))
+	}
+	return toks
+}
+
+// BenchmarkRouteDecision is the routing hot path alone for a 1000-token prompt against a filled
+// event index (≥1M blocks, 64 event-fed workers): hash 62 blocks, index and pending lookups,
+// cache_aware pick. Each request takes the first 40 blocks of a stored chain (drawn from 256)
+// and continues with 360 tokens no cache has seen, so the lookup walks a real hit and stops at a
+// real miss.
 func BenchmarkRouteDecision(b *testing.B) {
 	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
 	idx, _ := indexer.New(indexer.Config{})
@@ -297,21 +326,48 @@ func BenchmarkRouteDecision(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < 3; i++ {
-		w, _ := rt.AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i)})
+	for i := range routeBenchWorkers {
+		w, err := rt.AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i)})
+		if err != nil {
+			b.Fatal(err)
+		}
 		w.SetHealth(true, "")
 	}
-	toks := make([]uint32, 1000)
-	for i := range toks {
-		toks[i] = uint32(i)
+	ms := rt.members()
+	for _, m := range ms {
+		m.collected.Store(true) // scored from the event index, as with a --kv-listen feed
+	}
+	hashes := make([]uint64, routeBenchBlocks)
+	ev := []indexer.Event{{Kind: indexer.EventStored, BlockSize: DefaultBlockSize, Medium: "GPU", Hashes: hashes}}
+	prompts := make([][]uint32, 0, 256)
+	for c := range routeBenchChains {
+		toks := routeBenchTokens(c)
+		for i := range hashes {
+			hashes[i] = uint64(c)<<20 | uint64(i) // engine hashes: opaque, unique per block
+		}
+		ev[0].Tokens = toks
+		idx.Apply(ms[c%routeBenchWorkers].ids[0], ev)
+		if c%16 == 0 && len(prompts) < cap(prompts) {
+			p := append([]uint32(nil), toks[:40*DefaultBlockSize]...)
+			fresh := rand.New(rand.NewPCG(uint64(c), 3))
+			for len(p) < 1000 {
+				p = append(p, uint32(fresh.IntN(150000)))
+			}
+			prompts = append(prompts, p)
+		}
+	}
+	if n := idx.Len(); n < 1<<20 {
+		b.Fatalf("index holds %d blocks, want at least %d", n, 1<<20)
 	}
 	s := new(routeScratch)
-	dec, _ := rt.route(s, "m", toks, nil)
-	rt.commit(dec, toks)
+	dec, _ := rt.route(s, "m", prompts[0], nil)
+	if dec.matched != 40 {
+		b.Fatalf("warm-up request matched %d blocks, want 40", dec.matched)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, aerr := rt.route(s, "m", toks, nil); aerr != nil {
+		if _, aerr := rt.route(s, "m", prompts[i%len(prompts)], nil); aerr != nil {
 			b.Fatal(aerr)
 		}
 	}

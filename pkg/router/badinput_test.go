@@ -1,7 +1,6 @@
 package router
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -139,64 +138,4 @@ func TestNoCapacity(t *testing.T) {
 	if code := <-done; code != http.StatusOK {
 		t.Errorf("first request: got %d, want 200", code)
 	}
-}
-
-func FuzzParseCompletion(f *testing.F) {
-	for _, s := range []string{`{"prompt":"a"}`, `{"prompt":[1,2]}`, `{"prompt":[[1],[2]]}`, `{"prompt":["a","b"],"n":2,"stop":"x"}`, `{"prompt":[ 1 , 2 ]}`, `{"prompt":[01]}`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		req, err := parseCompletion(b, requestLimits{MaxN: 4})
-		if err != nil {
-			if err.Status != 400 {
-				t.Fatalf("status %d for a parse error", err.Status)
-			}
-			return
-		}
-		if len(req.Prompts) == 0 {
-			t.Fatalf("accepted a request without prompts: %q", b)
-		}
-		for _, p := range req.Prompts {
-			if p.isTokens && len(p.tokens) == 0 || !p.isTokens && p.text == "" {
-				t.Fatalf("accepted an empty prompt: %q", b)
-			}
-		}
-		// Re-encoding for a worker always yields valid JSON.
-		out := req.upstreamBody(nil, "m\"x", nil)
-		if !jsonValid(out) {
-			t.Fatalf("upstream body is not JSON: %q", out)
-		}
-	})
-}
-
-// FuzzScanObject checks that the hand-written scanner accepts exactly the JSON objects
-// encoding/json accepts, with the same members.
-func FuzzScanObject(f *testing.F) {
-	for _, s := range []string{`{}`, ` {"a":1} `, `{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `{"a":-0.5e+3}`, `{"a":01}`, `{"a":"\x"}`,
-		`{"a":1,}`, `[1]`, `{"a":tru}`, `{"\u0061":"dup","a":2}`, `{"a":"` + "\xff" + `"}`, `{"a":1}x`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got := map[string]string{}
-		err := scanObject(b, func(k string, v []byte) { got[k] = string(v) })
-		var want map[string]json.RawMessage
-		jerr := json.Unmarshal(b, &want)
-		if jerr == nil && want == nil {
-			jerr = errJSON // "null" is valid JSON but not an object
-		}
-		if (err == nil) != (jerr == nil) {
-			t.Fatalf("%q: scanner err %v, encoding/json err %v", b, err, jerr)
-		}
-		if err != nil {
-			return
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%q: got %d members, want %d", b, len(got), len(want))
-		}
-		for k, v := range want {
-			if got[k] != string(v) {
-				t.Fatalf("%q: member %q: got %q, want %q", b, k, got[k], v)
-			}
-		}
-	})
 }

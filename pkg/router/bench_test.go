@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -94,7 +95,7 @@ func tokenPrompts(n int) [][]byte {
 		}
 		var buf bytes.Buffer
 		buf.WriteString(`{"model":"m","max_tokens":1,"prompt":`)
-		buf.Write(appendTokenArray(nil, ids))
+		buf.Write(openai.AppendTokenArray(nil, ids))
 		buf.WriteString("}")
 		out[i] = buf.Bytes()
 	}
@@ -407,19 +408,4 @@ streams, so the index does not degrade as replicas are added.`)
 		buf, _ = rtk.Encode(buf[:0], text, true)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ids))*1000/1e3, "µs/1000tok")
-}
-
-// BenchmarkParseCompletion is decoding and validating a body with a 1000-token token-id prompt,
-// and re-encoding it for a worker.
-func BenchmarkParseCompletion(b *testing.B) {
-	body := tokenPrompts(1)[0]
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for i := 0; i < b.N; i++ {
-		req, err := parseCompletion(body, requestLimits{MaxN: 16})
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = req.upstreamBody(make([]byte, 0, len(body)+64), "m", nil)
-	}
 }

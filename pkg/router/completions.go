@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -23,7 +24,7 @@ const statusClientClosed = 499
 
 // call is one completion request in flight through the gateway.
 type call struct {
-	req     *completionRequest
+	req     *openai.CompletionRequest
 	model   string     // requested model (defaulted)
 	tokens  [][]uint32 // per prompt; nil entries when a text prompt was not tokenized
 	arrival time.Time
@@ -35,14 +36,14 @@ func (c *call) routeTokens() []uint32 { return c.tokens[0] }
 
 func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	c := &call{arrival: time.Now(), header: r.Header}
-	body, release, aerr := readBody(w, r, rt.cfg.MaxBodyBytes)
+	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
 	defer release() // the parsed request refers into body until the handler returns
 	if aerr != nil {
-		writeError(w, aerr)
+		openai.WriteError(w, aerr)
 		return
 	}
-	if c.req, aerr = parseCompletion(body, requestLimits{MaxN: rt.cfg.MaxN}); aerr != nil {
-		writeError(w, aerr)
+	if c.req, aerr = openai.ParseCompletion(body, openai.Limits{MaxN: rt.cfg.MaxN}); aerr != nil {
+		openai.WriteError(w, aerr)
 		return
 	}
 	c.model = c.req.Model
@@ -50,18 +51,18 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		c.model = rt.defaultModel()
 	}
 	if !rt.knowsModel(c.model) {
-		writeError(w, routeError(c.model, false, false))
+		openai.WriteError(w, routeError(c.model, false, false))
 		return
 	}
 	if c.tokens, aerr = rt.promptTokens(c.req); aerr != nil {
-		writeError(w, aerr)
+		openai.WriteError(w, aerr)
 		return
 	}
 	s := rt.scratch.Get().(*routeScratch)
 	defer rt.scratch.Put(s)
 	dec, aerr := rt.route(s, c.model, c.routeTokens(), nil)
 	if aerr != nil {
-		writeError(w, aerr)
+		openai.WriteError(w, aerr)
 		return
 	}
 	// The request also ends when AbortInFlight is called (a shutdown past its drain deadline).
@@ -75,7 +76,7 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if shuttingDown(ctx) {
-			writeError(w, ctxError(ctx))
+			openai.WriteError(w, ctxError(ctx))
 			return
 		}
 		if ctx.Err() != nil {
@@ -96,7 +97,7 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 		}
-		writeError(w, err)
+		openai.WriteError(w, err)
 		return
 	}
 }
@@ -104,37 +105,37 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 // promptTokens returns the token ids of every prompt: token-id prompts checked against the
 // vocabulary, text prompts tokenized (when a tokenizer is configured), all checked against
 // MaxPromptTokens.
-func (rt *Router) promptTokens(req *completionRequest) ([][]uint32, *apiError) {
+func (rt *Router) promptTokens(req *openai.CompletionRequest) ([][]uint32, *openai.Error) {
 	out := make([][]uint32, len(req.Prompts))
 	tk := rt.cfg.Tokenizer
 	var tokTime time.Duration
 	for i := range req.Prompts {
 		p := &req.Prompts[i]
 		switch {
-		case p.isTokens:
+		case p.IsTokens:
 			if tk != nil {
 				v := uint32(tk.VocabSize())
-				for _, id := range p.tokens {
+				for _, id := range p.Tokens {
 					if id >= v {
-						return nil, badRequest("prompt", fmt.Sprintf("token id %d is outside the vocabulary (size %d)", id, v))
+						return nil, openai.BadRequest("prompt", fmt.Sprintf("token id %d is outside the vocabulary (size %d)", id, v))
 					}
 				}
 			}
-			out[i] = p.tokens
+			out[i] = p.Tokens
 		case tk != nil:
 			t0 := time.Now()
-			ids, err := tk.Encode(nil, p.text, true)
+			ids, err := tk.Encode(nil, p.Text, true)
 			tokTime += time.Since(t0)
 			if err != nil {
-				return nil, badRequest("prompt", "prompt could not be tokenized: "+err.Error())
+				return nil, openai.BadRequest("prompt", "prompt could not be tokenized: "+err.Error())
 			}
 			if len(ids) == 0 {
-				return nil, badRequest("prompt", "prompt must not be empty")
+				return nil, openai.BadRequest("prompt", "prompt must not be empty")
 			}
 			out[i] = ids
 		}
 		if rt.cfg.MaxPromptTokens > 0 && len(out[i]) > rt.cfg.MaxPromptTokens {
-			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "prompt", Code: "context_length_exceeded",
+			return nil, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: openai.TypeInvalidRequest, Param: "prompt", Code: "context_length_exceeded",
 				Message: fmt.Sprintf("prompt has %d tokens, more than the limit of %d", len(out[i]), rt.cfg.MaxPromptTokens)}
 		}
 		rt.met.tokensSeen.Add(float64(len(out[i])))
@@ -147,7 +148,7 @@ func (rt *Router) promptTokens(req *completionRequest) ([][]uint32, *apiError) {
 
 // send runs the call on the decision's worker. started reports whether anything was written to
 // the client; when false, the returned error has not been written and the caller may retry.
-func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (started bool, err *apiError) {
+func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (started bool, err *openai.Error) {
 	done := dec.m.w.Begin()
 	defer done()
 	if rt.cfg.UpstreamTimeout > 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 func TestCompletionProxyNonStreaming(t *testing.T) {
@@ -46,7 +47,7 @@ func TestCompletionProxyNonStreaming(t *testing.T) {
 	if got := resp.Header.Get(HeaderMatchedBlocks); got != "0" {
 		t.Errorf("%s: got %q, want 0", HeaderMatchedBlocks, got)
 	}
-	var out completionResponse
+	var out openai.Completion
 	if err := json.Unmarshal([]byte(body), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +166,8 @@ func TestCompletionMidStreamFailureSendsErrorEvent(t *testing.T) {
 	}
 	last := data[len(data)-1]
 	e := openAIError(t, last)
-	if e.Type != typeUpstream {
-		t.Errorf("error type: got %q, want %q", e.Type, typeUpstream)
+	if e.Type != openai.TypeUpstream {
+		t.Errorf("error type: got %q, want %q", e.Type, openai.TypeUpstream)
 	}
 	if strings.Contains(body, "[DONE]") {
 		t.Errorf("stream after failure: got [DONE], want the error event to end it")

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
 )
 
@@ -90,27 +91,27 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 		for _, f := range strings.FieldsFunc(q.Get("tokens"), func(r rune) bool { return r == ',' || r == ' ' }) {
 			v, err := strconv.ParseUint(f, 10, 32)
 			if err != nil {
-				writeError(w, badRequest("tokens", "tokens must be comma-separated token ids"))
+				openai.WriteError(w, openai.BadRequest("tokens", "tokens must be comma-separated token ids"))
 				return
 			}
 			tokens = append(tokens, uint32(v))
 		}
 	case q.Has("prompt"):
 		if rt.cfg.Tokenizer == nil {
-			writeError(w, badRequest("prompt", "no tokenizer configured (--model-path); pass ?tokens= instead"))
+			openai.WriteError(w, openai.BadRequest("prompt", "no tokenizer configured (--model-path); pass ?tokens= instead"))
 			return
 		}
 		var err error
 		if tokens, err = rt.cfg.Tokenizer.Encode(nil, q.Get("prompt"), true); err != nil {
-			writeError(w, badRequest("prompt", "prompt could not be tokenized: "+err.Error()))
+			openai.WriteError(w, openai.BadRequest("prompt", "prompt could not be tokenized: "+err.Error()))
 			return
 		}
 	default:
-		writeError(w, badRequest("prompt", "pass ?prompt=text or ?tokens=1,2,3"))
+		openai.WriteError(w, openai.BadRequest("prompt", "pass ?prompt=text or ?tokens=1,2,3"))
 		return
 	}
 	if len(tokens) == 0 {
-		writeError(w, badRequest("prompt", "prompt must not be empty"))
+		openai.WriteError(w, openai.BadRequest("prompt", "prompt must not be empty"))
 		return
 	}
 	def := rt.defaultModel()

@@ -11,19 +11,23 @@ import (
 const module = "github.com/kvgate/kvgate/"
 
 // allowedImports lists, per package (or package prefix ending in "/"), the module packages it may
-// import directly (DESIGN.md §2 and STYLE.md "Allowed imports"): router → policy → indexer →
-// worker; kvbridge → indexer; cmd/* → pkg/*; nothing imports router or cmd. Generated api
-// packages may import each other. A package missing from the table may import nothing of the
-// module, so a new package has to be placed here deliberately.
+// import directly (DESIGN.md §2): a request moves down router → openai, chat, engine, policy,
+// indexer, kvbridge, tokenizer → worker; an event batch down kvbridge → indexer → worker;
+// cmd/* → pkg/*; nothing imports router or cmd. Generated api packages may import each other.
+// A package missing from the table may import nothing of the module, so a new package has to
+// be placed here deliberately.
 var allowedImports = map[string][]string{
 	"api/":          {"api/"},
 	"pkg/worker":    {},
 	"pkg/tokenizer": {},
+	"pkg/openai":    {},
+	"pkg/chat":      {"pkg/openai", "pkg/tokenizer"},
 	"pkg/indexer":   {"pkg/worker"},
 	"pkg/policy":    {"pkg/indexer", "pkg/worker"},
-	"pkg/kvbridge":  {"pkg/indexer", "api/"},
-	"pkg/sim":       {"pkg/tokenizer", "pkg/kvbridge", "pkg/indexer", "api/"},
-	"pkg/router":    {"pkg/policy", "pkg/indexer", "pkg/worker", "pkg/tokenizer", "pkg/kvbridge", "api/"},
+	"pkg/kvbridge":  {"pkg/indexer", "pkg/worker", "api/"},
+	"pkg/engine":    {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/worker", "api/"},
+	"pkg/sim":       {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/kvbridge", "pkg/indexer", "pkg/worker", "api/"},
+	"pkg/router":    {"pkg/openai", "pkg/chat", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/kvbridge", "pkg/tokenizer", "pkg/worker", "api/"},
 	"cmd/":          {"pkg/", "api/", "internal/"},
 	"internal/":     {"pkg/", "api/", "internal/"},
 	"test/":         {"pkg/", "api/", "internal/", "deploy"},
@@ -100,6 +104,12 @@ func TestImportRuleTable(t *testing.T) {
 		{"pkg/policy", "pkg/router", false},
 		{"pkg/indexer", "pkg/kvbridge", false},
 		{"pkg/kvbridge", "pkg/policy", false},
+		{"pkg/kvbridge", "pkg/router", false},
+		{"pkg/engine", "pkg/router", false},
+		{"pkg/engine", "pkg/policy", false},
+		{"pkg/openai", "pkg/worker", false},
+		{"pkg/chat", "pkg/engine", false},
+		{"pkg/indexer", "pkg/policy", false},
 		{"pkg/worker", "pkg/indexer", false},
 		{"cmd/gateway", "pkg/router", true},
 		{"pkg/kvbridge", "api/vllm", true},

@@ -2,59 +2,19 @@ package router
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/openai"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// OpenAI completion response shapes (non-streaming body and SSE chunks share them).
-type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage,omitempty"`
-}
-
-type completionChoice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
-}
-
-type usage struct {
-	PromptTokens        int           `json:"prompt_tokens"`
-	CompletionTokens    int           `json:"completion_tokens"`
-	TotalTokens         int           `json:"total_tokens"`
-	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details,omitempty"`
-}
-
-type tokenDetails struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
-func newCompletionID() string {
-	var b [12]byte
-	for i := 0; i < len(b); i += 8 {
-		x := rand.Uint64()
-		for j := 0; j < 8 && i+j < len(b); j++ {
-			b[i+j] = byte(x >> (8 * j))
-		}
-	}
-	return "cmpl-" + hex.EncodeToString(b[:])
-}
 
 // mapFinishReason maps an engine finish reason to OpenAI's (wire/smg-grpc.md §7.2): empty is
 // "stop"; anything else passes through.
@@ -89,29 +49,29 @@ type promptState struct {
 // sendGRPC runs the call on a grpc:// worker: one Generate per prompt with the gateway's token
 // ids, streamed back as OpenAI chunks through the incremental detokenizer, or collected into
 // one JSON body. A client disconnect cancels the calls and sends Abort for each.
-func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *apiError) {
+func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *openai.Error) {
 	tk := rt.cfg.Tokenizer
 	if tk == nil {
-		return false, &apiError{Status: http.StatusNotImplemented, Type: typeInvalidRequest, Code: "tokenizer_required",
+		return false, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeInvalidRequest, Code: "tokenizer_required",
 			Message: "grpc:// workers need the gateway's tokenizer (--model-path or --tokenizer)"}
 	}
 	for _, t := range c.tokens {
 		if t == nil {
-			return false, badRequest("prompt", "prompt could not be tokenized")
+			return false, openai.BadRequest("prompt", "prompt could not be tokenized")
 		}
 	}
 	eng := dec.m.eng
 	cl := eng.client()
 	if cl == nil {
-		return false, &apiError{Status: http.StatusBadGateway, Type: typeUpstream, Code: "runtime_unknown", Message: "worker runtime not detected yet"}
+		return false, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "runtime_unknown", Message: "worker runtime not detected yet"}
 	}
 	req := c.req
 	n := req.N
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
-		maxTokens = defaultMaxTokens
+		maxTokens = openai.DefaultCompletionMaxTokens
 	}
-	id := newCompletionID()
+	id := openai.NewID("cmpl-")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -128,7 +88,7 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 		if err != nil {
 			ae := upstreamError(err)
 			if status.Code(err) == codes.Unavailable {
-				ae.cause = &transportError{err: err} // the engine is unreachable: mark it down
+				ae.Cause = &transportError{err: err} // the engine is unreachable: mark it down
 			}
 			return false, ae
 		}
@@ -166,10 +126,16 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 	prompts := make([]promptState, len(c.tokens))
 	model := c.model
 	created := rt.now().Unix()
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	sw := openai.NewSSE(w)
+	event := func(data []byte) error {
+		if !sw.Started() {
+			rt.observeTTFT(c)
+		}
+		return sw.Event(data)
+	}
 	open := len(streams)
 	cumulative := cl.cumulative()
-	var failure *apiError
+	var failure *openai.Error
 
 	for open > 0 {
 		var ev genEvent
@@ -180,11 +146,11 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 		if ctx.Err() != nil {
 			rt.abortAll(cl, ids, dec.m)
 			switch {
-			case !sw.started:
+			case !sw.Started():
 				return false, ctxError(ctx)
 			case isTimeout(ctx) || shuttingDown(ctx):
 				// UpstreamTimeout or a shutdown, not the client: tell the client why its stream ends.
-				_ = sw.raw([]byte("data: " + string(ctxError(ctx).body()) + "\n\n"))
+				sw.Fail(ctxError(ctx))
 			}
 			return true, nil
 		}
@@ -192,7 +158,7 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 			open--
 			if errors.Is(ev.err, io.EOF) {
 				if !rt.promptDone(choices, ev.prompt, n) {
-					failure = &apiError{Status: http.StatusBadGateway, Type: typeUpstream, Code: "upstream_incomplete", Message: "worker ended the stream before completing every choice"}
+					failure = &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_incomplete", Message: "worker ended the stream before completing every choice"}
 					break
 				}
 				continue
@@ -202,7 +168,7 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 		}
 		m := ev.msg
 		if m.index < 0 || m.index >= n {
-			failure = &apiError{Status: http.StatusBadGateway, Type: typeUpstream, Code: "upstream_malformed", Message: "worker sent an output index out of range"}
+			failure = &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_malformed", Message: "worker sent an output index out of range"}
 			break
 		}
 		ci := ev.prompt*n + m.index
@@ -234,7 +200,7 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 				ch.completion = m.completionTokens
 			}
 			if len(text) > 0 {
-				if err := sw.event(rt, c, chunkJSON(id, created, model, ci, string(text), nil)); err != nil {
+				if err := event(chunkJSON(id, created, model, ci, string(text), nil)); err != nil {
 					rt.abortAll(cl, ids, dec.m)
 					return true, nil
 				}
@@ -251,7 +217,7 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 			}
 			ch.completion = len(m.tokens)
 			if len(text) > 0 {
-				if err := sw.event(rt, c, chunkJSON(id, created, model, ci, string(text), nil)); err != nil {
+				if err := event(chunkJSON(id, created, model, ci, string(text), nil)); err != nil {
 					rt.abortAll(cl, ids, dec.m)
 					return true, nil
 				}
@@ -259,7 +225,7 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 		}
 		fr := mapFinishReason(m.finishReason)
 		ch.done = true
-		if err := sw.event(rt, c, chunkJSON(id, created, model, ci, ch.dec.Flush(), &fr)); err != nil {
+		if err := event(chunkJSON(id, created, model, ci, ch.dec.Flush(), &fr)); err != nil {
 			rt.abortAll(cl, ids, dec.m)
 			return true, nil
 		}
@@ -267,15 +233,15 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 	if failure != nil {
 		cancel()
 		rt.abortAll(cl, ids, dec.m)
-		if !sw.started {
+		if !sw.Started() {
 			return false, failure
 		}
 		rt.met.upstream.WithLabelValues(dec.m.w.URL(), "mid_stream").Inc()
 		rt.log.Warn("worker stream failed", zapWorker(dec.m), zap.String("error", failure.Message))
-		_ = sw.raw([]byte("data: " + string(failure.body()) + "\n\n"))
+		sw.Fail(failure)
 		return true, nil
 	}
-	u := &usage{PromptTokensDetails: &tokenDetails{}}
+	u := &openai.Usage{PromptTokensDetails: &openai.TokenDetails{}}
 	for _, p := range prompts {
 		u.PromptTokens += p.prompt
 		u.PromptTokensDetails.CachedTokens += p.cached
@@ -285,20 +251,21 @@ func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decis
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if req.Stream {
-		if !sw.started {
-			sw.begin(rt, c)
+		if !sw.Started() {
+			rt.observeTTFT(c)
+			sw.Start(http.StatusOK)
 		}
 		if req.IncludeUsage {
-			b, _ := json.Marshal(completionResponse{ID: id, Object: "text_completion", Created: created, Model: model, Choices: []completionChoice{}, Usage: u})
-			_ = sw.raw(append(append([]byte("data: "), b...), "\n\n"...))
+			b, _ := json.Marshal(openai.Completion{ID: id, Object: openai.ObjectTextCompletion, Created: created, Model: model, Choices: []openai.CompletionChoice{}, Usage: u})
+			_ = sw.Event(b)
 		}
-		_ = sw.raw([]byte("data: [DONE]\n\n"))
+		_ = sw.Done()
 		return true, nil
 	}
-	resp := completionResponse{ID: id, Object: "text_completion", Created: created, Model: model, Choices: make([]completionChoice, len(choices)), Usage: u}
+	resp := openai.Completion{ID: id, Object: openai.ObjectTextCompletion, Created: created, Model: model, Choices: make([]openai.CompletionChoice, len(choices)), Usage: u}
 	for i := range choices {
 		fr := choices[i].finish
-		resp.Choices[i] = completionChoice{Index: i, Text: string(choices[i].text), FinishReason: &fr}
+		resp.Choices[i] = openai.CompletionChoice{Index: i, Text: string(choices[i].text), FinishReason: &fr}
 	}
 	sort.Slice(resp.Choices, func(i, j int) bool { return resp.Choices[i].Index < resp.Choices[j].Index })
 	b, _ := json.Marshal(resp)
@@ -332,42 +299,7 @@ func (rt *Router) abortAll(cl runtimeClient, ids []string, m *member) {
 }
 
 func chunkJSON(id string, created int64, model string, index int, text string, finish *string) []byte {
-	b, _ := json.Marshal(completionResponse{ID: id, Object: "text_completion", Created: created, Model: model,
-		Choices: []completionChoice{{Index: index, Text: text, FinishReason: finish}}})
+	b, _ := json.Marshal(openai.Completion{ID: id, Object: openai.ObjectTextCompletion, Created: created, Model: model,
+		Choices: []openai.CompletionChoice{{Index: index, Text: text, FinishReason: finish}}})
 	return b
-}
-
-// sseWriter writes SSE events, sending the response headers with the first one.
-type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	started bool
-}
-
-func (s *sseWriter) begin(rt *Router, c *call) {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
-	s.started = true
-	rt.observeTTFT(c)
-}
-
-func (s *sseWriter) event(rt *Router, c *call, data []byte) error {
-	if !s.started {
-		s.begin(rt, c)
-	}
-	b := make([]byte, 0, len(data)+8)
-	b = append(b, "data: "...)
-	b = append(b, data...)
-	b = append(b, "\n\n"...)
-	return s.raw(b)
-}
-
-func (s *sseWriter) raw(b []byte) error {
-	if _, err := s.w.Write(b); err != nil {
-		return err
-	}
-	return s.rc.Flush()
 }

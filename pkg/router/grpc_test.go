@@ -20,6 +20,7 @@ import (
 	"github.com/kvgate/kvgate/api/tokenspeed"
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // startGRPC serves register's services on a loopback port until the test ends.
@@ -129,14 +130,14 @@ func TestGRPCVLLMNonStreaming(t *testing.T) {
 	if sp.GetMaxTokens() != 7 || sp.GetTemperature() != 0 || sp.GetSeed() != 42 || sp.N != 2 || !cmp.Equal(sp.Stop, []string{"x"}) || !sp.SkipSpecialTokens || req.Stream {
 		t.Errorf("sampling params: got %+v", sp)
 	}
-	var out completionResponse
+	var out openai.Completion
 	if err := json.Unmarshal([]byte(body), &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(out.Choices) != 2 || out.Choices[0].Text != "ABC" || out.Choices[1].Text != "ABC" || *out.Choices[0].FinishReason != "length" {
 		t.Errorf("choices: got %s", body)
 	}
-	want := usage{PromptTokens: 3, CompletionTokens: 6, TotalTokens: 9, PromptTokensDetails: &tokenDetails{CachedTokens: 1}}
+	want := openai.Usage{PromptTokens: 3, CompletionTokens: 6, TotalTokens: 9, PromptTokensDetails: &openai.TokenDetails{CachedTokens: 1}}
 	if d := cmp.Diff(want, *out.Usage); d != "" {
 		t.Errorf("usage (-want +got):\n%s", d)
 	}
@@ -161,9 +162,9 @@ func TestGRPCVLLMStreaming(t *testing.T) {
 	}
 	texts := map[int]string{}
 	finish := map[int]string{}
-	var u *usage
+	var u *openai.Usage
 	for _, d := range data[:len(data)-1] {
-		var c completionResponse
+		var c openai.Completion
 		if err := json.Unmarshal([]byte(d), &c); err != nil {
 			t.Fatalf("event %q: %v", d, err)
 		}
@@ -188,7 +189,7 @@ func TestGRPCVLLMStreaming(t *testing.T) {
 	if d := cmp.Diff(map[int]string{0: "stop", 1: "stop"}, finish); d != "" {
 		t.Errorf("finish reasons (-want +got):\n%s", d)
 	}
-	want := &usage{PromptTokens: 3, CompletionTokens: 3, TotalTokens: 6, PromptTokensDetails: &tokenDetails{CachedTokens: 2}}
+	want := &openai.Usage{PromptTokens: 3, CompletionTokens: 3, TotalTokens: 6, PromptTokensDetails: &openai.TokenDetails{CachedTokens: 2}}
 	if d := cmp.Diff(want, u); d != "" {
 		t.Errorf("usage (-want +got):\n%s", d)
 	}
@@ -320,12 +321,12 @@ func TestGRPCSGLangAndTokenSpeed(t *testing.T) {
 		g := newTestGateway(t, Config{}, "url=grpc://"+sgAddr+",runtime=sglang,kv_events=off")
 		_, body := g.post(t, `{"prompt":"abcd","stream":true,"stream_options":{"include_usage":true},"top_p":0.5}`)
 		var text string
-		var u *usage
+		var u *openai.Usage
 		for _, d := range sseData(body) {
 			if d == "[DONE]" {
 				continue
 			}
-			var c completionResponse
+			var c openai.Completion
 			json.Unmarshal([]byte(d), &c)
 			for _, ch := range c.Choices {
 				text += ch.Text
@@ -338,7 +339,7 @@ func TestGRPCSGLangAndTokenSpeed(t *testing.T) {
 			t.Errorf("got text %q usage %+v", text, u)
 		}
 		r := <-sg.reqs
-		if r.SamplingParams.TopP != 0.5 || r.SamplingParams.TopK != -1 || r.SamplingParams.Temperature != 1 || r.SamplingParams.GetMaxNewTokens() != defaultMaxTokens || !r.Stream {
+		if r.SamplingParams.TopP != 0.5 || r.SamplingParams.TopK != -1 || r.SamplingParams.Temperature != 1 || r.SamplingParams.GetMaxNewTokens() != openai.DefaultCompletionMaxTokens || !r.Stream {
 			t.Errorf("sglang sampling params: got %+v", r.SamplingParams)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -29,10 +30,10 @@ func (rt *Router) Handler() http.Handler {
 	known := map[string]bool{"/v1/completions": true, "/v1/models": true, "/health": true, "/readiness": true, "/workers": true, "/debug/route": true}
 	mux.Handle("/", rt.instrument("other", func(w http.ResponseWriter, r *http.Request) {
 		if known[r.URL.Path] {
-			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " not allowed on " + r.URL.Path, Type: typeInvalidRequest, Code: "method_not_allowed"})
+			openai.WriteError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " not allowed on " + r.URL.Path, Type: openai.TypeInvalidRequest, Code: "method_not_allowed"})
 			return
 		}
-		writeError(w, &apiError{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path, Type: typeNotFound, Code: "not_found"})
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path, Type: openai.TypeNotFound, Code: "not_found"})
 	}))
 	return mux
 }
@@ -107,7 +108,7 @@ func (rt *Router) admin(h http.HandlerFunc) http.HandlerFunc {
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate-admin"`)
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Message: "admin token required", Type: typeAuth, Code: "unauthorized"})
+			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Message: "admin token required", Type: openai.TypeAuth, Code: "unauthorized"})
 			return
 		}
 		h(w, r)
@@ -117,7 +118,7 @@ func (rt *Router) admin(h http.HandlerFunc) http.HandlerFunc {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, &apiError{Status: http.StatusInternalServerError, Message: "encode response", Type: typeServer})
+		openai.WriteError(w, &openai.Error{Status: http.StatusInternalServerError, Message: "encode response", Type: openai.TypeServer})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -257,10 +258,10 @@ func (rt *Router) handleListWorkers(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
-	body, release, aerr := readBody(w, r, 64<<10)
+	body, release, aerr := openai.ReadBody(w, r, 64<<10)
 	defer release()
 	if aerr != nil {
-		writeError(w, aerr)
+		openai.WriteError(w, aerr)
 		return
 	}
 	var spec worker.Spec
@@ -271,7 +272,7 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 		// body is the flag syntax itself.
 		s, perr := worker.ParseSpec(strings.TrimSpace(string(body)))
 		if perr != nil {
-			writeError(w, badRequest("", "body must be a worker spec object (url, runtime, model, kv_events, replay, topic, dp_size, block_size) or a --worker string"))
+			openai.WriteError(w, openai.BadRequest("", "body must be a worker spec object (url, runtime, model, kv_events, replay, topic, dp_size, block_size) or a --worker string"))
 			return
 		}
 		spec = s
@@ -279,10 +280,10 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 	wk, err := rt.AddWorker(spec)
 	switch {
 	case errors.Is(err, worker.ErrDuplicate):
-		writeError(w, &apiError{Status: http.StatusConflict, Message: err.Error(), Type: typeInvalidRequest, Code: "worker_exists"})
+		openai.WriteError(w, &openai.Error{Status: http.StatusConflict, Message: err.Error(), Type: openai.TypeInvalidRequest, Code: "worker_exists"})
 		return
 	case err != nil:
-		writeError(w, badRequest("", err.Error()))
+		openai.WriteError(w, openai.BadRequest("", err.Error()))
 		return
 	}
 	m := rt.fleet.Load().byURL[wk.URL()]
@@ -296,10 +297,10 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) handleRemoveWorker(w http.ResponseWriter, r *http.Request) {
 	url := r.URL.Query().Get("url")
 	if url == "" {
-		body, release, aerr := readBody(w, r, 64<<10)
+		body, release, aerr := openai.ReadBody(w, r, 64<<10)
 		defer release()
 		if aerr != nil {
-			writeError(w, aerr)
+			openai.WriteError(w, aerr)
 			return
 		}
 		var req struct {
@@ -307,22 +308,22 @@ func (rt *Router) handleRemoveWorker(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(body) > 0 {
 			if err := json.Unmarshal(body, &req); err != nil {
-				writeError(w, badRequest("url", "body must be {\"url\": ...}"))
+				openai.WriteError(w, openai.BadRequest("url", "body must be {\"url\": ...}"))
 				return
 			}
 		}
 		url = req.URL
 	}
 	if url == "" {
-		writeError(w, badRequest("url", "url is required (query parameter or JSON body)"))
+		openai.WriteError(w, openai.BadRequest("url", "url is required (query parameter or JSON body)"))
 		return
 	}
 	if err := rt.RemoveWorker(url); err != nil {
 		if errors.Is(err, worker.ErrNotFound) {
-			writeError(w, &apiError{Status: http.StatusNotFound, Message: "no such worker", Type: typeNotFound, Param: "url", Code: "worker_not_found"})
+			openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Message: "no such worker", Type: openai.TypeNotFound, Param: "url", Code: "worker_not_found"})
 			return
 		}
-		writeError(w, &apiError{Status: http.StatusInternalServerError, Message: err.Error(), Type: typeServer})
+		openai.WriteError(w, &openai.Error{Status: http.StatusInternalServerError, Message: err.Error(), Type: openai.TypeServer})
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -284,6 +284,14 @@ func (g *testGateway) do(t *testing.T, method, path, body, token string) (*http.
 	return resp, string(b)
 }
 
+// errorFields is the "error" member of an OpenAI error body as a client decodes it.
+type errorFields struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
 // openAIError decodes an OpenAI error body.
 func openAIError(t *testing.T, body string) errorFields {
 	t.Helper()
@@ -306,5 +314,3 @@ func sseData(body string) []string {
 	}
 	return out
 }
-
-func jsonValid(b []byte) bool { return json.Valid(b) }

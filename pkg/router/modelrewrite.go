@@ -2,7 +2,8 @@ package router
 
 import (
 	"bytes"
-	"encoding/json"
+
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // modelRewriter gives an OpenAI client back the model name it asked for when an http:// worker
@@ -37,15 +38,7 @@ func newModelRewriter(engine, requested string) *modelRewriter {
 	if engine == requested || engine == "" || requested == "" {
 		return nil
 	}
-	return &modelRewriter{from: jsonString(engine), to: jsonString(requested)}
-}
-
-func jsonString(s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+	return &modelRewriter{from: openai.AppendString(nil, engine), to: openai.AppendString(nil, requested)}
 }
 
 var modelKey = []byte(`"model"`)

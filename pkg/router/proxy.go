@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kvgate/kvgate/pkg/openai"
 	"go.uber.org/zap"
 )
 
@@ -32,7 +33,7 @@ var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // failure or a 5xx status before anything was written is returned for a retry; a 4xx is the
 // engine's answer to bad input and is passed through. After the first byte, a failure of an SSE
 // stream ends it with one OpenAI-shaped error event; other bodies are aborted.
-func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *apiError) {
+func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *openai.Error) {
 	var fwd [][]uint32
 	if rt.cfg.ForwardTokenIDs {
 		fwd = c.tokens
@@ -44,7 +45,7 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 		}
 	}
 	engineModel := dec.m.w.UpstreamModel(c.model)
-	body := c.req.upstreamBody(make([]byte, 0, c.req.bodyLen+64), engineModel, fwd)
+	body := c.req.AppendUpstream(make([]byte, 0, c.req.BodyLen()+64), engineModel, fwd)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dec.m.w.URL()+"/v1/completions", bytes.NewReader(body))
 	if err != nil {
 		return false, upstreamError(err)
@@ -65,12 +66,12 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 		if ctx.Err() != nil {
 			return false, ctxError(ctx)
 		}
-		return false, &apiError{Status: http.StatusBadGateway, Message: "worker unreachable: " + err.Error(), Type: typeUpstream, Code: "upstream_unreachable", cause: &transportError{err: err}}
+		return false, &openai.Error{Status: http.StatusBadGateway, Message: "worker unreachable: " + err.Error(), Type: openai.TypeUpstream, Code: "upstream_unreachable", Cause: &transportError{err: err}}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 500 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return false, &apiError{Status: http.StatusBadGateway, Type: typeUpstream, Code: "upstream_error",
+		return false, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_error",
 			Message: fmt.Sprintf("worker answered %d: %s", resp.StatusCode, strings.TrimSpace(string(snippet)))}
 	}
 	h := w.Header()
@@ -163,7 +164,7 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 				out = append(out, "\n\n"...)
 			}
 			out = append(out, "data: "...)
-			out = append(out, ae.body()...)
+			out = append(out, ae.AppendBody(nil)...)
 			out = append(out, "\n\n"...)
 			_, _ = w.Write(out)
 			_ = rc.Flush()
@@ -176,7 +177,7 @@ func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec deci
 // (modelRewriter): the body is read whole (up to maxRewriteBody; a longer one passes through
 // unchanged), rewritten once, and sent with its new length. A failure while reading, before
 // anything was written, is returned for a retry like a failed request.
-func (rt *Router) proxyJSONRewritten(ctx context.Context, w http.ResponseWriter, resp *http.Response, rw *modelRewriter, c *call) (bool, *apiError) {
+func (rt *Router) proxyJSONRewritten(ctx context.Context, w http.ResponseWriter, resp *http.Response, rw *modelRewriter, c *call) (bool, *openai.Error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRewriteBody+1))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
 )
 
@@ -76,14 +77,14 @@ func (s *routeScratch) keysFor(bs int) *keySet {
 }
 
 // routeError classifies why no worker could be chosen.
-func routeError(model string, known, full bool) *apiError {
+func routeError(model string, known, full bool) *openai.Error {
 	switch {
 	case !known:
-		return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist", model), Type: typeNotFound, Param: "model", Code: "model_not_found"}
+		return &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist", model), Type: openai.TypeNotFound, Param: "model", Code: "model_not_found"}
 	case full:
-		return &apiError{Status: http.StatusTooManyRequests, Message: "every worker is at its in-flight limit", Type: typeRateLimit, Code: "no_capacity"}
+		return &openai.Error{Status: http.StatusTooManyRequests, Message: "every worker is at its in-flight limit", Type: openai.TypeRateLimit, Code: "no_capacity"}
 	}
-	return &apiError{Status: http.StatusServiceUnavailable, Message: "no healthy worker serves the model", Type: typeUnavailable, Code: "no_healthy_worker"}
+	return &openai.Error{Status: http.StatusServiceUnavailable, Message: "no healthy worker serves the model", Type: openai.TypeUnavailable, Code: "no_healthy_worker"}
 }
 
 // knowsModel reports whether any configured worker (healthy or not) serves model.
@@ -151,7 +152,7 @@ func eligibleFor(m *member, model, def, ns string) bool {
 // route chooses a worker for a request of model with the given prompt tokens (nil when the
 // prompt could not be tokenized), excluding one member (the one a retry moves away from). It
 // fills s; the decision's keys alias s and are valid until s is reused.
-func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude *member) (decision, *apiError) {
+func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude *member) (decision, *openai.Error) {
 	start := time.Now()
 	def := rt.defaultModel()
 	ns := rt.adapterNamespace(model)

@@ -1,4 +1,4 @@
-package router
+package openai
 
 import (
 	"encoding/json"
@@ -6,11 +6,13 @@ import (
 	"unicode/utf8"
 )
 
-// A hand-written JSON scanner for the top level of request bodies. encoding/json validates a
-// body and then scans it again to decode it into a map, which for a 1000-token prompt costs
-// several times the rest of the gateway's per-request work; this scanner validates each byte
-// once and hands out raw value spans (the prompt then takes parseTokenArray's fast path). It
-// accepts exactly what encoding/json accepts (FuzzScanObject checks the two agree).
+// A hand-written JSON scanner for the top level of request bodies: it validates each byte once
+// and hands out raw value spans (a token-id prompt then takes ParseTokenArray's fast path). It
+// is kept over encoding/json because the library loses by a wide margin on the bodies the
+// gateway sees (BenchmarkScanObject, decoding into the same map of raw members, median of 3 on
+// the 2-core CI machine): a 1000-token token-id prompt 2.6 µs vs 30 µs (11×, 6 vs 16 allocs),
+// a 6 KB text prompt 3.8 µs vs 15.7 µs (4×). It accepts exactly what encoding/json accepts
+// (FuzzScanObject checks the two agree).
 
 var errJSON = errors.New("invalid JSON")
 

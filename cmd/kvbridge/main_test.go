@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const testTimeout = 20 * time.Second
 
 // startBridge serves a BridgeServer for runtime on a loopback port.
-func startBridge(t *testing.T, runtime string) (*kvbridge.BridgeServer, string) {
+func startBridge(t *testing.T, runtime worker.Runtime) (*kvbridge.BridgeServer, string) {
 	t.Helper()
 	b, err := kvbridge.NewBridgeServer(kvbridge.BridgeConfig{Runtime: runtime}, nil)
 	if err != nil {
@@ -101,13 +102,13 @@ func lines(s string) []string {
 }
 
 func TestTailGRPC(t *testing.T) {
-	for _, runtime := range []string{kvbridge.RuntimeVLLM, kvbridge.RuntimeSGLang, kvbridge.RuntimeTokenSpeed} {
-		t.Run(runtime, func(t *testing.T) {
+	for _, runtime := range worker.Runtimes() {
+		t.Run(string(runtime), func(t *testing.T) {
 			bridge, addr := startBridge(t, runtime)
 			for _, s := range sampleBatches() {
 				bridge.Batch(s.rank, &s.b)
 			}
-			code, stdout, stderr := runCmd(t, "tail", "--grpc", "grpc://"+addr, "--runtime", runtime, "--count", "5", "--timeout", "15s")
+			code, stdout, stderr := runCmd(t, "tail", "--grpc", "grpc://"+addr, "--runtime", string(runtime), "--count", "5", "--timeout", "15s")
 			if code != exitOK {
 				t.Fatalf("exit code: got %d, want 0; stderr:\n%s", code, stderr)
 			}
@@ -124,7 +125,7 @@ func TestTailGRPC(t *testing.T) {
 }
 
 func TestTailGRPCLiveAndReset(t *testing.T) {
-	bridge, addr := startBridge(t, kvbridge.RuntimeVLLM)
+	bridge, addr := startBridge(t, worker.RuntimeVLLM)
 	type result struct {
 		code           int
 		stdout, stderr string
@@ -155,7 +156,7 @@ func TestTailGRPCLiveAndReset(t *testing.T) {
 }
 
 func TestTailTimeout(t *testing.T) {
-	bridge, addr := startBridge(t, kvbridge.RuntimeSGLang)
+	bridge, addr := startBridge(t, worker.RuntimeSGLang)
 	bridge.Batch(0, &indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventCleared}}})
 	t.Run("count not reached", func(t *testing.T) {
 		code, stdout, stderr := runCmd(t, "tail", "--grpc", addr, "--runtime", "sglang", "--count", "3", "--timeout", "300ms")

@@ -13,13 +13,15 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // serveFlags are the flags of `kvbridge serve`.
 type serveFlags struct {
 	zmq, replay, topic string
 	dpSize             int
-	runtime, listen    string
+	listen             string
+	runtime            worker.Runtime
 	history            int
 	logLevel           string
 }
@@ -32,7 +34,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.replay, "replay", "", "engine ZMQ ROUTER replay endpoint of DP rank 0, e.g. tcp://127.0.0.1:5558")
 	fs.StringVar(&f.topic, "topic", "", "ZMQ topic filter (vLLM default: empty)")
 	fs.IntVar(&f.dpSize, "dp-size", 1, "number of data-parallel ranks to subscribe to")
-	fs.StringVar(&f.runtime, "runtime", "", "engine service to serve: vllm, sglang or tokenspeed")
+	fs.Var(&f.runtime, "runtime", "engine service to serve: vllm, sglang or tokenspeed")
 	fs.StringVar(&f.listen, "listen", "", "gRPC listen address HOST:PORT (port 0 picks one; the address is printed on stderr)")
 	fs.IntVar(&f.history, "history", kvbridge.DefaultBridgeHistory, "batches kept for clients resuming from a cursor")
 	fs.StringVar(&f.logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")
@@ -128,7 +130,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		srv.GracefulStop()
 		return nil
 	})
-	log.Info("serving SubscribeKvEvents", zap.String("runtime", f.runtime), zap.String("zmq", f.zmq),
+	log.Info("serving SubscribeKvEvents", zap.Stringer("runtime", f.runtime), zap.String("zmq", f.zmq),
 		zap.String("replay", f.replay), zap.Int("dp_size", f.dpSize), zap.Int("history", f.history))
 	if err := g.Wait(); err != nil {
 		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)

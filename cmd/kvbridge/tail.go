@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // runner is an event source: a *kvbridge.GRPCSource or *kvbridge.ZMQSource.
@@ -30,7 +31,8 @@ type runner interface {
 type tailFlags struct {
 	zmq, replay, topic string
 	dpSize             int
-	grpc, runtime      string
+	grpc               string
+	runtime            worker.Runtime
 	count              int
 	timeout            time.Duration
 	logLevel           string
@@ -45,7 +47,7 @@ func parseTailFlags(args []string, stderr io.Writer) (*tailFlags, error) {
 	fs.StringVar(&f.topic, "topic", "", "ZMQ topic filter (vLLM default: empty)")
 	fs.IntVar(&f.dpSize, "dp-size", 1, "number of data-parallel ranks to subscribe to (ZMQ)")
 	fs.StringVar(&f.grpc, "grpc", "", "gRPC worker or `kvbridge serve` address HOST:PORT (SubscribeKvEvents)")
-	fs.StringVar(&f.runtime, "runtime", "", "engine service for --grpc: vllm, sglang or tokenspeed")
+	fs.Var(&f.runtime, "runtime", "engine service for --grpc: vllm, sglang or tokenspeed")
 	fs.IntVar(&f.count, "count", 0, "exit after this many events (0 = no limit)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "exit after this long without an event, e.g. 8s (0 = never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")

@@ -25,15 +25,17 @@ import (
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/sim"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 type options struct {
-	host, model, runtime, tokenizerPath string
-	port, grpcPort, dpSize              int
-	core                                sim.Config
-	timeScale                           float64
-	noGRPCKV                            bool
-	streamInterval                      int
+	host, model, tokenizerPath string
+	runtime                    worker.Runtime
+	port, grpcPort, dpSize     int
+	core                       sim.Config
+	timeScale                  float64
+	noGRPCKV                   bool
+	streamInterval             int
 
 	kvEvents, kvReplay, kvTopic, kvFormat, kvHash string
 	kvConnect, kvReplayTopic                      bool
@@ -81,7 +83,8 @@ Flags:
 	fs.StringVar(&o.host, "host", "", "listen address for HTTP and gRPC (empty = all interfaces)")
 	fs.IntVar(&o.port, "port", 8000, "HTTP port")
 	fs.IntVar(&o.grpcPort, "grpc-port", 0, "gRPC port (0 = no gRPC server)")
-	fs.StringVar(&o.runtime, "runtime", "vllm", "gRPC engine service: vllm|sglang|tokenspeed")
+	o.runtime = worker.RuntimeVLLM
+	fs.Var(&o.runtime, "runtime", "gRPC engine service: vllm|sglang|tokenspeed")
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "tokenizer.json (or its directory) for text prompts; without it only token-id prompts are accepted")
 	fs.StringVar(&o.model, "model", "sim-model", "served model name")
 	fs.StringVar(&o.kvEvents, "kv-events", "", "ZMQ PUB endpoint for KV events, e.g. tcp://127.0.0.1:5557 (rank r uses port+r); empty = no ZMQ events")
@@ -119,11 +122,6 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("simworker: unexpected arguments %q", fs.Args())
-	}
-	switch o.runtime {
-	case kvbridge.RuntimeVLLM, kvbridge.RuntimeSGLang, kvbridge.RuntimeTokenSpeed:
-	default:
-		return nil, fmt.Errorf("simworker: --runtime %q: want vllm, sglang or tokenspeed", o.runtime)
 	}
 	if o.kvFormat != "array" && o.kvFormat != "map" {
 		return nil, fmt.Errorf("simworker: --kv-event-format %q: want array or map", o.kvFormat)
@@ -291,7 +289,7 @@ func run(ctx context.Context, o *options) error {
 		gs.Register(grpcSrv)
 	}
 	cfg := ranks[0].Config()
-	log.Info("simworker up", zap.String("http", hl.Addr().String()), zap.Int("grpc_port", o.grpcPort), zap.String("runtime", o.runtime),
+	log.Info("simworker up", zap.String("http", hl.Addr().String()), zap.Int("grpc_port", o.grpcPort), zap.Stringer("runtime", o.runtime),
 		zap.String("model", o.model), zap.Int("dp_size", o.dpSize), zap.Int("num_blocks", cfg.NumBlocks), zap.Int("block_size", cfg.BlockSize),
 		zap.Float64("time_scale", o.timeScale))
 

@@ -19,14 +19,7 @@ import (
 	"github.com/kvgate/kvgate/api/tokenspeed"
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/indexer"
-)
-
-// Engine runtimes of grpc:// workers; each names the engine service whose SubscribeKvEvents
-// (and, for the bridge server, HealthCheck) is used (wire/smg-grpc.md §1.3).
-const (
-	RuntimeVLLM       = "vllm"       // /vllm.grpc.engine.VllmEngine/...
-	RuntimeSGLang     = "sglang"     // /sglang.grpc.scheduler.SglangScheduler/...
-	RuntimeTokenSpeed = "tokenspeed" // /tokenspeed.grpc.scheduler.TokenSpeedScheduler/...
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // ErrUnimplemented is returned (wrapped) by GRPCSource.Run when the worker answers
@@ -46,8 +39,8 @@ const grpcUnimplementedMessage = "no events: use the approximate tree for this w
 
 // GRPCConfig configures a GRPCSource. Zero durations take the defaults.
 type GRPCConfig struct {
-	// Runtime selects the engine service: RuntimeVLLM, RuntimeSGLang or RuntimeTokenSpeed.
-	Runtime string `json:"runtime" yaml:"runtime"`
+	// Runtime selects the engine service whose SubscribeKvEvents is called.
+	Runtime worker.Runtime `json:"runtime" yaml:"runtime"`
 	// Worker labels logs and metrics (e.g. the worker URL).
 	Worker string `json:"worker" yaml:"worker"`
 	// MinBackoff and MaxBackoff bound the jittered exponential reconnect delay
@@ -141,7 +134,7 @@ func NewGRPCSource(cfg GRPCConfig, conn grpc.ClientConnInterface, c Consumer, lo
 		cfg:       cfg,
 		subscribe: sub,
 		consumer:  c,
-		log:       log.With(zap.String("worker", cfg.Worker), zap.String("runtime", cfg.Runtime)),
+		log:       log.With(zap.String("worker", cfg.Worker), zap.Stringer("runtime", cfg.Runtime)),
 		metrics:   m,
 		rand:      rand.Uint64,
 		now:       time.Now,
@@ -153,16 +146,16 @@ func NewGRPCSource(cfg GRPCConfig, conn grpc.ClientConnInterface, c Consumer, lo
 }
 
 // grpcSubscribeFor returns the SubscribeKvEvents call of runtime's engine service.
-func grpcSubscribeFor(runtime string, conn grpc.ClientConnInterface) (grpcSubscribeFunc, error) {
+func grpcSubscribeFor(runtime worker.Runtime, conn grpc.ClientConnInterface) (grpcSubscribeFunc, error) {
 	switch runtime {
-	case RuntimeVLLM:
+	case worker.RuntimeVLLM:
 		return vllm.NewVllmEngineClient(conn).SubscribeKvEvents, nil
-	case RuntimeSGLang:
+	case worker.RuntimeSGLang:
 		return sglang.NewSglangSchedulerClient(conn).SubscribeKvEvents, nil
-	case RuntimeTokenSpeed:
+	case worker.RuntimeTokenSpeed:
 		return tokenspeed.NewTokenSpeedSchedulerClient(conn).SubscribeKvEvents, nil
 	}
-	return nil, fmt.Errorf("unknown runtime %q (want %s, %s or %s)", runtime, RuntimeVLLM, RuntimeSGLang, RuntimeTokenSpeed)
+	return nil, fmt.Errorf("unknown runtime %q (want one of %v)", runtime, worker.Runtimes())
 }
 
 // State returns the stream state. After Run returns it is StreamStopped, or

@@ -21,6 +21,7 @@ import (
 	"github.com/kvgate/kvgate/api/tokenspeed"
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // DefaultBridgeHistory is the default number of batches a BridgeServer keeps for resuming
@@ -29,10 +30,9 @@ const DefaultBridgeHistory = 10000
 
 // BridgeConfig configures a BridgeServer.
 type BridgeConfig struct {
-	// Runtime names the engine service to serve: RuntimeVLLM, RuntimeSGLang or
-	// RuntimeTokenSpeed. Only that service is registered, so an SMG gateway's runtime
+	// Runtime names the engine service to serve. Only that service is registered, so an SMG gateway's runtime
 	// detection (HealthCheck on each service path, wire/smg-grpc.md §8) finds exactly one.
-	Runtime string `json:"runtime" yaml:"runtime"`
+	Runtime worker.Runtime `json:"runtime" yaml:"runtime"`
 	// History is how many batches are kept for clients that resume from a cursor or start
 	// cold (default DefaultBridgeHistory). It is also the most a slow client may fall behind
 	// before its stream ends with DATA_LOSS.
@@ -79,11 +79,8 @@ type BridgeServer struct {
 // NewBridgeServer builds a bridge for cfg.Runtime. It starts nothing: register it on a
 // grpc.Server with Register and feed it through Batch and Reset.
 func NewBridgeServer(cfg BridgeConfig, log *zap.Logger) (*BridgeServer, error) {
-	switch cfg.Runtime {
-	case RuntimeVLLM, RuntimeSGLang, RuntimeTokenSpeed:
-	default:
-		return nil, fmt.Errorf("kvbridge: new bridge server: unknown runtime %q (want %s, %s or %s)",
-			cfg.Runtime, RuntimeVLLM, RuntimeSGLang, RuntimeTokenSpeed)
+	if !cfg.Runtime.Known() {
+		return nil, fmt.Errorf("kvbridge: new bridge server: unknown runtime %q (want one of %v)", cfg.Runtime, worker.Runtimes())
 	}
 	if cfg.History < 0 {
 		return nil, fmt.Errorf("kvbridge: new bridge server: negative history %d", cfg.History)
@@ -121,11 +118,11 @@ func BridgeServerOptions() []grpc.ServerOption {
 // Register registers the configured runtime's engine service on r.
 func (s *BridgeServer) Register(r grpc.ServiceRegistrar) {
 	switch s.cfg.Runtime {
-	case RuntimeVLLM:
+	case worker.RuntimeVLLM:
 		vllm.RegisterVllmEngineServer(r, &vllmBridge{s: s})
-	case RuntimeSGLang:
+	case worker.RuntimeSGLang:
 		sglang.RegisterSglangSchedulerServer(r, &sglangBridge{s: s})
-	case RuntimeTokenSpeed:
+	case worker.RuntimeTokenSpeed:
 		tokenspeed.RegisterTokenSpeedSchedulerServer(r, &tokenspeedBridge{s: s})
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/kvgate/kvgate/api/tokenspeed"
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // grpcTestTimeout bounds every wait in these tests; nothing sleeps.
@@ -217,7 +218,7 @@ func runSource(t *testing.T, src *GRPCSource) (stop func() error, done <-chan er
 	return stop, ch
 }
 
-func newTestSource(t *testing.T, conn grpc.ClientConnInterface, runtime string, c Consumer, log *zap.Logger) (*GRPCSource, *grpcDelays) {
+func newTestSource(t *testing.T, conn grpc.ClientConnInterface, runtime worker.Runtime, c Consumer, log *zap.Logger) (*GRPCSource, *grpcDelays) {
 	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -242,7 +243,7 @@ func newScript(t *testing.T) (*grpcScript, *grpc.ClientConn) {
 func TestGRPCSourceResumesFromCursor(t *testing.T) {
 	script, conn := newScript(t)
 	rec := newGRPCRecorder()
-	src, delays := newTestSource(t, conn, RuntimeVLLM, rec, nil)
+	src, delays := newTestSource(t, conn, worker.RuntimeVLLM, rec, nil)
 	stop, _ := runSource(t, src)
 
 	c := script.next(t)
@@ -296,7 +297,7 @@ func TestGRPCSourceGap(t *testing.T) {
 	t.Run("repaired by the server", func(t *testing.T) {
 		script, conn := newScript(t)
 		rec := newGRPCRecorder()
-		src, delays := newTestSource(t, conn, RuntimeVLLM, rec, nil)
+		src, delays := newTestSource(t, conn, worker.RuntimeVLLM, rec, nil)
 		runSource(t, src)
 
 		c := script.next(t)
@@ -315,7 +316,7 @@ func TestGRPCSourceGap(t *testing.T) {
 	t.Run("not repairable: reset and continue", func(t *testing.T) {
 		script, conn := newScript(t)
 		rec := newGRPCRecorder()
-		src, _ := newTestSource(t, conn, RuntimeVLLM, rec, nil)
+		src, _ := newTestSource(t, conn, worker.RuntimeVLLM, rec, nil)
 		runSource(t, src)
 
 		c := script.next(t)
@@ -337,7 +338,7 @@ func TestGRPCSourceGap(t *testing.T) {
 	t.Run("persistent gaps back off", func(t *testing.T) {
 		script, conn := newScript(t)
 		rec := newGRPCRecorder()
-		src, delays := newTestSource(t, conn, RuntimeVLLM, rec, nil)
+		src, delays := newTestSource(t, conn, worker.RuntimeVLLM, rec, nil)
 		runSource(t, src)
 		c := script.next(t)
 		c.send(t, nil, 1, 3) // gap: immediate resubscribe
@@ -363,7 +364,7 @@ func TestGRPCSourceDataLossAndOutOfRange(t *testing.T) {
 		t.Run(tc.code.String(), func(t *testing.T) {
 			script, conn := newScript(t)
 			rec := newGRPCRecorder()
-			src, _ := newTestSource(t, conn, RuntimeVLLM, rec, nil)
+			src, _ := newTestSource(t, conn, worker.RuntimeVLLM, rec, nil)
 			runSource(t, src)
 			c := script.next(t)
 			r2 := int32(2)
@@ -382,7 +383,7 @@ func TestGRPCSourceDataLossAndOutOfRange(t *testing.T) {
 }
 
 func TestGRPCSourceOutOfRangeFromBridge(t *testing.T) {
-	bridge, err := NewBridgeServer(BridgeConfig{Runtime: RuntimeSGLang, History: 2}, nil)
+	bridge, err := NewBridgeServer(BridgeConfig{Runtime: worker.RuntimeSGLang, History: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +392,7 @@ func TestGRPCSourceOutOfRangeFromBridge(t *testing.T) {
 		bridge.Batch(0, &indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventRemoved, Hashes: []uint64{uint64(i)}}}})
 	}
 	rec := newGRPCRecorder()
-	src, _ := newTestSource(t, conn, RuntimeSGLang, rec, nil)
+	src, _ := newTestSource(t, conn, worker.RuntimeSGLang, rec, nil)
 	src.cursor = 1 // a cursor from an earlier connection, older than the history (4..5)
 	runSource(t, src)
 	rec.expect(t,
@@ -416,7 +417,7 @@ func TestGRPCSourceUnimplemented(t *testing.T) {
 			conn := startGRPCServer(t, tc.register)
 			core, logs := observer.New(zapcore.InfoLevel)
 			rec := newGRPCRecorder()
-			src, delays := newTestSource(t, conn, RuntimeTokenSpeed, rec, zap.New(core))
+			src, delays := newTestSource(t, conn, worker.RuntimeTokenSpeed, rec, zap.New(core))
 			var err error
 			select {
 			case err = <-func() <-chan error {
@@ -455,7 +456,7 @@ func TestGRPCSourceResync(t *testing.T) {
 	script, conn := newScript(t)
 	rec := newGRPCRecorder()
 	rec.resync = func(_ int, b *indexer.Batch) bool { return b.Seq%2 == 0 } // even seqs "have unknown parents"
-	src, _ := newTestSource(t, conn, RuntimeVLLM, rec, nil)
+	src, _ := newTestSource(t, conn, worker.RuntimeVLLM, rec, nil)
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex
 	src.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -482,7 +483,7 @@ func TestGRPCSourceResync(t *testing.T) {
 }
 
 func TestGRPCSourceBackoff(t *testing.T) {
-	src, err := NewGRPCSource(GRPCConfig{Runtime: RuntimeVLLM}, &grpc.ClientConn{}, newGRPCRecorder(), nil, nil)
+	src, err := NewGRPCSource(GRPCConfig{Runtime: worker.RuntimeVLLM}, &grpc.ClientConn{}, newGRPCRecorder(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,10 +513,10 @@ func TestNewGRPCSourceErrors(t *testing.T) {
 	if _, err := NewGRPCSource(GRPCConfig{Runtime: "trtllm"}, &grpc.ClientConn{}, rec, nil, nil); err == nil || !strings.Contains(err.Error(), "unknown runtime") {
 		t.Errorf("unknown runtime: got %v, want an error", err)
 	}
-	if _, err := NewGRPCSource(GRPCConfig{Runtime: RuntimeVLLM}, nil, rec, nil, nil); err == nil {
+	if _, err := NewGRPCSource(GRPCConfig{Runtime: worker.RuntimeVLLM}, nil, rec, nil, nil); err == nil {
 		t.Errorf("nil conn: got nil error")
 	}
-	if _, err := NewGRPCSource(GRPCConfig{Runtime: RuntimeVLLM}, &grpc.ClientConn{}, nil, nil, nil); err == nil {
+	if _, err := NewGRPCSource(GRPCConfig{Runtime: worker.RuntimeVLLM}, &grpc.ClientConn{}, nil, nil, nil); err == nil {
 		t.Errorf("nil consumer: got nil error")
 	}
 }
@@ -523,8 +524,8 @@ func TestNewGRPCSourceErrors(t *testing.T) {
 // TestBridgeEndToEnd runs the bridge server and the client source together, for each runtime:
 // history then live, DP ranks, contiguous numbering from 1, Reset as a cleared batch.
 func TestBridgeEndToEnd(t *testing.T) {
-	for _, runtime := range []string{RuntimeVLLM, RuntimeSGLang, RuntimeTokenSpeed} {
-		t.Run(runtime, func(t *testing.T) {
+	for _, runtime := range worker.Runtimes() {
+		t.Run(string(runtime), func(t *testing.T) {
 			bridge, err := NewBridgeServer(BridgeConfig{Runtime: runtime}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -592,7 +593,7 @@ func grpcRecvSeqs(t *testing.T, st grpc.ServerStreamingClient[common.KvEventBatc
 }
 
 func TestBridgeHistoryAndCursors(t *testing.T) {
-	bridge, err := NewBridgeServer(BridgeConfig{Runtime: RuntimeVLLM, History: 4}, nil)
+	bridge, err := NewBridgeServer(BridgeConfig{Runtime: worker.RuntimeVLLM, History: 4}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,7 +647,7 @@ func TestBridgeHistoryAndCursors(t *testing.T) {
 // TestBridgeSlowClientDataLoss: a client that stops reading while the bridge publishes more
 // than its history is cut off with DATA_LOSS instead of being buffered without bound.
 func TestBridgeSlowClientDataLoss(t *testing.T) {
-	bridge, err := NewBridgeServer(BridgeConfig{Runtime: RuntimeVLLM, History: 4}, nil)
+	bridge, err := NewBridgeServer(BridgeConfig{Runtime: worker.RuntimeVLLM, History: 4}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,10 +692,10 @@ func TestBridgeSlowClientDataLoss(t *testing.T) {
 
 func TestBridgeOtherRPCs(t *testing.T) {
 	tests := []struct {
-		runtime string
+		runtime worker.Runtime
 		check   func(ctx context.Context, conn grpc.ClientConnInterface) (healthy bool, genErr error)
 	}{
-		{RuntimeVLLM, func(ctx context.Context, conn grpc.ClientConnInterface) (bool, error) {
+		{worker.RuntimeVLLM, func(ctx context.Context, conn grpc.ClientConnInterface) (bool, error) {
 			c := vllm.NewVllmEngineClient(conn)
 			h, err := c.HealthCheck(ctx, &vllm.HealthCheckRequest{})
 			if err != nil {
@@ -703,7 +704,7 @@ func TestBridgeOtherRPCs(t *testing.T) {
 			_, err = c.GetModelInfo(ctx, &vllm.GetModelInfoRequest{})
 			return h.Healthy, err
 		}},
-		{RuntimeSGLang, func(ctx context.Context, conn grpc.ClientConnInterface) (bool, error) {
+		{worker.RuntimeSGLang, func(ctx context.Context, conn grpc.ClientConnInterface) (bool, error) {
 			c := sglang.NewSglangSchedulerClient(conn)
 			h, err := c.HealthCheck(ctx, &sglang.HealthCheckRequest{})
 			if err != nil {
@@ -712,7 +713,7 @@ func TestBridgeOtherRPCs(t *testing.T) {
 			_, err = c.FlushCache(ctx, &common.FlushCacheRequest{})
 			return h.Healthy, err
 		}},
-		{RuntimeTokenSpeed, func(ctx context.Context, conn grpc.ClientConnInterface) (bool, error) {
+		{worker.RuntimeTokenSpeed, func(ctx context.Context, conn grpc.ClientConnInterface) (bool, error) {
 			c := tokenspeed.NewTokenSpeedSchedulerClient(conn)
 			h, err := c.HealthCheck(ctx, &tokenspeed.HealthCheckRequest{})
 			if err != nil {
@@ -727,7 +728,7 @@ func TestBridgeOtherRPCs(t *testing.T) {
 		}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.runtime, func(t *testing.T) {
+		t.Run(string(tc.runtime), func(t *testing.T) {
 			bridge, err := NewBridgeServer(BridgeConfig{Runtime: tc.runtime}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -743,11 +744,11 @@ func TestBridgeOtherRPCs(t *testing.T) {
 				t.Errorf("other RPC: got %v, want UNIMPLEMENTED", err)
 			}
 			// Only the configured runtime's service exists.
-			other := RuntimeVLLM
-			if tc.runtime == RuntimeVLLM {
-				other = RuntimeSGLang
+			other := worker.RuntimeVLLM
+			if tc.runtime == worker.RuntimeVLLM {
+				other = worker.RuntimeSGLang
 			}
-			if other == RuntimeVLLM {
+			if other == worker.RuntimeVLLM {
 				_, err = vllm.NewVllmEngineClient(conn).HealthCheck(ctx, &vllm.HealthCheckRequest{})
 			} else {
 				_, err = sglang.NewSglangSchedulerClient(conn).HealthCheck(ctx, &sglang.HealthCheckRequest{})
@@ -760,7 +761,7 @@ func TestBridgeOtherRPCs(t *testing.T) {
 }
 
 func TestBridgeClose(t *testing.T) {
-	bridge, err := NewBridgeServer(BridgeConfig{Runtime: RuntimeVLLM}, nil)
+	bridge, err := NewBridgeServer(BridgeConfig{Runtime: worker.RuntimeVLLM}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -779,7 +780,7 @@ func TestBridgeClose(t *testing.T) {
 }
 
 func TestNewBridgeServerErrors(t *testing.T) {
-	for _, cfg := range []BridgeConfig{{Runtime: ""}, {Runtime: "mlx"}, {Runtime: RuntimeVLLM, History: -1}} {
+	for _, cfg := range []BridgeConfig{{Runtime: ""}, {Runtime: "mlx"}, {Runtime: worker.RuntimeVLLM, History: -1}} {
 		if _, err := NewBridgeServer(cfg, nil); err == nil {
 			t.Errorf("NewBridgeServer(%+v): got nil error, want one", cfg)
 		}

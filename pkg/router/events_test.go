@@ -15,6 +15,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // startPublisher runs an engine-style ZMQ publisher (PUB + replay ROUTER) until the test ends.
@@ -247,7 +248,7 @@ func TestTopicHost(t *testing.T) {
 
 func TestSidecarGRPCEvents(t *testing.T) {
 	a := newFakeWorker(t, "m")
-	bridge, err := kvbridge.NewBridgeServer(kvbridge.BridgeConfig{Runtime: kvbridge.RuntimeVLLM}, nil)
+	bridge, err := kvbridge.NewBridgeServer(kvbridge.BridgeConfig{Runtime: worker.RuntimeVLLM}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,10 +72,10 @@ type runtimeClient interface {
 // A grpcEngine must not be copied.
 type grpcEngine struct {
 	conn    *grpc.ClientConn
-	fixed   string                        // spec runtime, "" = detect
+	fixed   worker.Runtime                // spec runtime, "" = detect
 	rt      atomic.Pointer[runtimeClient] // nil until known
-	rtName  atomic.Pointer[string]
-	clients map[string]runtimeClient
+	rtName  atomic.Pointer[worker.Runtime]
+	clients map[worker.Runtime]runtimeClient
 	// detected is closed once the runtime is known.
 	detected   chan struct{}
 	detectOnce sync.Once
@@ -99,7 +99,7 @@ func newGRPCEngine(w *worker.Worker) (*grpcEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("router: grpc client %s: %w", w.URL(), err)
 	}
-	e := &grpcEngine{conn: conn, fixed: w.Spec().Runtime, detected: make(chan struct{}), clients: map[string]runtimeClient{
+	e := &grpcEngine{conn: conn, fixed: w.Spec().Runtime, detected: make(chan struct{}), clients: map[worker.Runtime]runtimeClient{
 		worker.RuntimeVLLM:       &vllmClient{c: vllm.NewVllmEngineClient(conn)},
 		worker.RuntimeSGLang:     &sglangClient{c: sglang.NewSglangSchedulerClient(conn)},
 		worker.RuntimeTokenSpeed: &tokenspeedClient{c: tokenspeed.NewTokenSpeedSchedulerClient(conn)},
@@ -110,7 +110,7 @@ func newGRPCEngine(w *worker.Worker) (*grpcEngine, error) {
 	return e, nil
 }
 
-func (e *grpcEngine) setRuntime(name string) {
+func (e *grpcEngine) setRuntime(name worker.Runtime) {
 	c := e.clients[name]
 	e.rt.Store(&c)
 	e.rtName.Store(&name)
@@ -120,7 +120,7 @@ func (e *grpcEngine) setRuntime(name string) {
 func (e *grpcEngine) close() { _ = e.conn.Close() }
 
 // runtimeName returns the runtime in use, or "" while undetected.
-func (e *grpcEngine) runtimeName() string {
+func (e *grpcEngine) runtimeName() worker.Runtime {
 	if p := e.rtName.Load(); p != nil {
 		return *p
 	}
@@ -145,7 +145,7 @@ func (e *grpcEngine) health(ctx context.Context) error {
 	if c := e.client(); c != nil {
 		return checkHealthy(c.health(ctx))
 	}
-	for _, name := range []string{worker.RuntimeVLLM, worker.RuntimeSGLang, worker.RuntimeTokenSpeed} {
+	for _, name := range worker.Runtimes() {
 		ok, msg, err := e.clients[name].health(ctx)
 		if status.Code(err) == codes.Unimplemented {
 			continue

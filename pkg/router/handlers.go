@@ -241,7 +241,7 @@ func (rt *Router) view(m *member) workerView {
 		v.EventStream = "collector"
 	}
 	if m.eng != nil {
-		v.Runtime = m.eng.runtimeName()
+		v.Runtime = string(m.eng.runtimeName())
 	}
 	return v
 }

@@ -15,14 +15,15 @@ import (
 
 	"github.com/kvgate/kvgate/api/common"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // GRPCConfig configures the simulator's SMG engine gRPC service (wire/smg-grpc.md).
 type GRPCConfig struct {
-	// Runtime selects the one service registered: kvbridge.RuntimeVLLM (VllmEngine, delta
-	// chunks), RuntimeSGLang (SglangScheduler) or RuntimeTokenSpeed (TokenSpeedScheduler),
+	// Runtime selects the one service registered: vllm (VllmEngine, delta chunks), sglang
+	// (SglangScheduler) or tokenspeed (TokenSpeedScheduler),
 	// the latter two with cumulative completion_tokens.
-	Runtime string
+	Runtime worker.Runtime
 	// Model is the served model name; TokenizerPath is reported by GetModelInfo.
 	Model, TokenizerPath string
 	// Codec, when set, lets vLLM's text input be tokenized (SMG never sends it).
@@ -72,9 +73,7 @@ type inflightGen struct {
 // SubscribeKvEvents (feed it with ConsumerSink{C: kv}); nil answers UNIMPLEMENTED, like an
 // engine without KV events.
 func NewGRPCServer(cfg GRPCConfig, ranks Ranks, kv *kvbridge.BridgeServer) (*GRPCServer, error) {
-	switch cfg.Runtime {
-	case kvbridge.RuntimeVLLM, kvbridge.RuntimeSGLang, kvbridge.RuntimeTokenSpeed:
-	default:
+	if !cfg.Runtime.Known() {
 		return nil, fmt.Errorf("sim: grpc: runtime %q: %w", cfg.Runtime, ErrBadConfig)
 	}
 	if cfg.Model == "" || len(ranks) == 0 {
@@ -99,11 +98,11 @@ func NewGRPCServer(cfg GRPCConfig, ranks Ranks, kv *kvbridge.BridgeServer) (*GRP
 // Register registers the configured runtime's service on r.
 func (s *GRPCServer) Register(r grpc.ServiceRegistrar) {
 	switch s.cfg.Runtime {
-	case kvbridge.RuntimeVLLM:
+	case worker.RuntimeVLLM:
 		registerVLLM(r, s)
-	case kvbridge.RuntimeSGLang:
+	case worker.RuntimeSGLang:
 		registerSGLang(r, s)
-	case kvbridge.RuntimeTokenSpeed:
+	case worker.RuntimeTokenSpeed:
 		registerTokenSpeed(r, s)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kvgate/kvgate/api/tokenspeed"
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // grpcEnv runs dp engine ranks behind a gRPC server of one runtime on loopback.
@@ -28,7 +29,7 @@ type grpcEnv struct {
 	bridge *kvbridge.BridgeServer
 }
 
-func newGRPCEnv(t *testing.T, runtime string, dp int, kvEvents bool) *grpcEnv {
+func newGRPCEnv(t *testing.T, runtime worker.Runtime, dp int, kvEvents bool) *grpcEnv {
 	t.Helper()
 	env := &grpcEnv{}
 	var sink EventSink
@@ -117,7 +118,7 @@ func vllmCollect(t *testing.T, c vllm.VllmEngineClient, req *vllm.GenerateReques
 }
 
 func TestGRPCVLLMGenerate(t *testing.T) {
-	env := newGRPCEnv(t, kvbridge.RuntimeVLLM, 1, true)
+	env := newGRPCEnv(t, worker.RuntimeVLLM, 1, true)
 	c := vllm.NewVllmEngineClient(env.conn)
 	prompt := seqTokens(10, 40)
 	mk := func(stream bool, n uint32) *vllm.GenerateRequest {
@@ -174,7 +175,7 @@ func TestGRPCVLLMGenerate(t *testing.T) {
 func TestGRPCCumulativeRuntimes(t *testing.T) {
 	prompt := seqTokens(10, 40)
 	t.Run("tokenspeed", func(t *testing.T) {
-		env := newGRPCEnv(t, kvbridge.RuntimeTokenSpeed, 1, true)
+		env := newGRPCEnv(t, worker.RuntimeTokenSpeed, 1, true)
 		c := tokenspeed.NewTokenSpeedSchedulerClient(env.conn)
 		st, err := c.Generate(testCtx(t), &tokenspeed.GenerateRequest{RequestId: "ts", Stream: true,
 			Tokenized: &tokenspeed.TokenizedInput{InputIds: prompt}, SamplingParams: &tokenspeed.SamplingParams{MaxNewTokens: u32p(7)}})
@@ -212,7 +213,7 @@ func TestGRPCCumulativeRuntimes(t *testing.T) {
 		}
 	})
 	t.Run("sglang", func(t *testing.T) {
-		env := newGRPCEnv(t, kvbridge.RuntimeSGLang, 2, false)
+		env := newGRPCEnv(t, worker.RuntimeSGLang, 2, false)
 		c := sglang.NewSglangSchedulerClient(env.conn)
 		st, err := c.Generate(testCtx(t), &sglang.GenerateRequest{RequestId: "sg",
 			Tokenized: &sglang.TokenizedInput{InputIds: prompt}, SamplingParams: &sglang.SamplingParams{MaxNewTokens: u32p(5)}})
@@ -242,7 +243,7 @@ func TestGRPCCumulativeRuntimes(t *testing.T) {
 }
 
 func TestGRPCSubscribeKvEvents(t *testing.T) {
-	env := newGRPCEnv(t, kvbridge.RuntimeVLLM, 1, true)
+	env := newGRPCEnv(t, worker.RuntimeVLLM, 1, true)
 	c := vllm.NewVllmEngineClient(env.conn)
 	gen := func(base uint32) {
 		vllmCollect(t, c, &vllm.GenerateRequest{

@@ -31,13 +31,6 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Runtimes accepted in Spec.Runtime for grpc:// workers (wire/smg-grpc.md §3–§5).
-const (
-	RuntimeVLLM       = "vllm"
-	RuntimeSGLang     = "sglang"
-	RuntimeTokenSpeed = "tokenspeed"
-)
-
 // KVEventsOff is the kv_events value that disables the event stream of a grpc:// worker (whose
 // default is to subscribe on the worker's own connection).
 const KVEventsOff = "off"
@@ -60,7 +53,7 @@ type Spec struct {
 	URL string `json:"url" yaml:"url"`
 	// Runtime is vllm, sglang or tokenspeed for grpc:// workers; empty means "detect" (the
 	// router probes each service's HealthCheck). Ignored for http:// workers.
-	Runtime string `json:"runtime,omitempty" yaml:"runtime,omitempty"`
+	Runtime Runtime `json:"runtime,omitempty" yaml:"runtime,omitempty"`
 	// Model is the served model name; empty means the gateway's model (and the worker's own
 	// name, from /v1/models or GetModelInfo, is used when forwarding).
 	Model string `json:"model,omitempty" yaml:"model,omitempty"`
@@ -112,7 +105,7 @@ func ParseSpec(s string) (Spec, error) {
 		case "url":
 			sp.URL = v
 		case "runtime":
-			sp.Runtime = v
+			sp.Runtime = Runtime(v)
 		case "model":
 			sp.Model = v
 		case "kv_events":
@@ -150,13 +143,9 @@ func (s Spec) Normalize() (Spec, error) {
 		return s, err
 	}
 	s.URL = u
-	s.Runtime = strings.ToLower(s.Runtime)
-	switch s.Runtime {
-	case "":
-	case RuntimeVLLM, RuntimeSGLang, RuntimeTokenSpeed:
-		// Also accepted on http:// workers, where it only documents which engine it is.
-	default:
-		return s, fmt.Errorf("worker: spec: runtime %q is not vllm, sglang or tokenspeed: %w", s.Runtime, ErrInvalidSpec)
+	// A runtime is also accepted on http:// workers, where it only documents the engine.
+	if s.Runtime, err = ParseRuntime(string(s.Runtime)); err != nil {
+		return s, fmt.Errorf("worker: spec: %w", err)
 	}
 	switch {
 	case s.KVEvents == "" || strings.EqualFold(s.KVEvents, KVEventsOff):
@@ -222,7 +211,7 @@ func (s Spec) String() string {
 			b.WriteString(v)
 		}
 	}
-	add("runtime", s.Runtime)
+	add("runtime", string(s.Runtime))
 	add("model", s.Model)
 	add("kv_events", s.KVEvents)
 	add("replay", s.Replay)

@@ -155,7 +155,6 @@ func serve(ctx context.Context, o options, stderr io.Writer, up listening) error
 func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (router.Config, error) {
 	cfg := router.Config{
 		Model:                 o.Model,
-		PolicyName:            o.Policy,
 		KVIndex:               o.KVIndex,
 		BlockSize:             o.BlockSize,
 		ForwardTokenIDs:       o.ForwardTokenIDs,

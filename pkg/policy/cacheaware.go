@@ -1,5 +1,7 @@
 package policy
 
+import "fmt"
+
 // cacheAware is the default policy, SMG's rule cascade (DESIGN.md §5):
 //  1. imbalance guard: max_load − min_load > abs AND max_load > rel × min_load → least loaded;
 //  2. best match ratio (Matched ÷ Blocks) ≥ threshold → best match, ties by lower load, then at
@@ -81,4 +83,10 @@ func hitReason(s Source) Reason {
 	}
 }
 
-var _ Policy = (*cacheAware)(nil)
+// String returns the policy's name.
+func (p *cacheAware) String() string { return NameCacheAware }
+
+var (
+	_ Policy       = (*cacheAware)(nil)
+	_ fmt.Stringer = (*cacheAware)(nil)
+)

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"sync"
 )
@@ -241,9 +242,13 @@ func softmaxPick(rnd func() uint64, scores []float64, temperature float64) int {
 	return len(scores) - 1 // rounding left u ≥ 0 after the last term
 }
 
+// String returns the policy's name.
+func (p *cost) String() string { return NameCost }
+
 var (
-	_ Policy     = (*cost)(nil)
-	_ costFilter = balanceFilter{}
-	_ costScorer = prefillScorer{}
-	_ costScorer = loadScorer{}
+	_ Policy       = (*cost)(nil)
+	_ fmt.Stringer = (*cost)(nil)
+	_ costFilter   = balanceFilter{}
+	_ costScorer   = prefillScorer{}
+	_ costScorer   = loadScorer{}
 )

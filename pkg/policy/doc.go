@@ -12,6 +12,11 @@
 // fields it reads. Randomness (ties, random, power_of_two, softmax) comes from Config.Rand,
 // which tests set to a deterministic source.
 //
+// Picking for a request: Take(p, req, cands) asks the policy and takes one in-flight request on
+// the chosen worker at once (the Result holds it until Done), so requests scored concurrently
+// see the load without a gap; Pick alone only chooses (tests, /debug/route). Policies whose Pick
+// changes shared state implement Explainer so that explaining a route has no effect.
+//
 // Which to choose: cache_aware when workers keep a prefix cache (the common case); cost when a
 // smooth trade-off between reuse and load is preferred to a threshold; prefix_hash when no
 // index is available but affinity still pays; power_of_two or least_load for cache-less

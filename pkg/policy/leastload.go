@@ -1,5 +1,7 @@
 package policy
 
+import "fmt"
+
 // leastLoad picks the candidate with the lowest Load, uniformly at random among ties; it
 // ignores the cache.
 type leastLoad struct {
@@ -15,4 +17,10 @@ func (p *leastLoad) Pick(_ *Request, cands []Candidate) Decision {
 	return Decision{Index: leastLoaded(p.rnd, cands), Reason: ReasonLeastLoad}
 }
 
-var _ Policy = (*leastLoad)(nil)
+// String returns the policy's name.
+func (p *leastLoad) String() string { return NameLeastLoad }
+
+var (
+	_ Policy       = (*leastLoad)(nil)
+	_ fmt.Stringer = (*leastLoad)(nil)
+)

@@ -1,5 +1,7 @@
 package policy
 
+import "github.com/kvgate/kvgate/pkg/worker"
+
 // Source says where a candidate's matched-block count came from.
 type Source uint8
 
@@ -38,6 +40,9 @@ const (
 // Candidate is one healthy worker serving the request's model, as the router sees it for one
 // request. The router fills a slice of them (reused across requests) and passes it to Pick.
 type Candidate struct {
+	// Worker is whose load a pick takes (Take); nil when the caller only asks (Pick), as tests
+	// of the pure policies do.
+	Worker *worker.Worker
 	// Key is a stable identity of the worker (e.g. a hash of its URL), used by prefix_hash's
 	// rendezvous hashing so that every gateway replica agrees without shared state.
 	Key uint64
@@ -67,7 +72,51 @@ type Decision struct {
 
 // Policy chooses one worker for a request. Pick is called concurrently from many request
 // goroutines; cands is non-empty, owned by the caller and must not be retained. Implementations
-// do not block and, for the simple policies, do not allocate.
+// do not block and do not allocate. Pick only chooses; Take is how a request claims the worker.
+// The policies New builds also implement fmt.Stringer (their name) and, when Pick has side
+// effects, Explainer.
 type Policy interface {
 	Pick(req *Request, cands []Candidate) Decision
+}
+
+// Explainer is implemented by policies whose Pick changes shared state (round_robin advances
+// its rotation, random draws from the shared source): Explain says which rule Pick would apply,
+// without that effect, for /debug/route. Index is -1 when the worker cannot be named without
+// picking; note says why in words.
+type Explainer interface {
+	Explain(req *Request, cands []Candidate) (d Decision, note string)
+}
+
+// Result is a decision that holds one in-flight request on the chosen candidate's worker, taken
+// by Take and released by Done. Holding the load from the moment of the pick means requests
+// scored concurrently already see it. A Result must not be copied after Take: Done releases the
+// load exactly once, and further calls do nothing.
+type Result struct {
+	Decision
+	w    *worker.Worker
+	held bool
+}
+
+// Done releases the load the pick took. It is idempotent.
+func (r *Result) Done() {
+	if r.held {
+		r.held = false
+		r.w.Release()
+	}
+}
+
+// Take asks p for a decision and takes one unit of load on the chosen candidate's Worker (none
+// when it is nil). An out-of-range index from a buggy policy is clamped to 0 rather than taking
+// the gateway down. It does not allocate.
+func Take(p Policy, req *Request, cands []Candidate) Result {
+	d := p.Pick(req, cands)
+	if d.Index < 0 || d.Index >= len(cands) {
+		d.Index = 0
+	}
+	r := Result{Decision: d}
+	if w := cands[d.Index].Worker; w != nil {
+		w.Acquire()
+		r.w, r.held = w, true
+	}
+	return r
 }

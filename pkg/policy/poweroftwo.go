@@ -1,5 +1,7 @@
 package policy
 
+import "fmt"
+
 // powerOfTwo samples two distinct candidates at random and keeps the less loaded one (the first
 // sampled on a tie): "the power of two choices", near least-load balance without scanning or
 // herding every gateway replica onto the same idle worker.
@@ -28,4 +30,10 @@ func (p *powerOfTwo) Pick(_ *Request, cands []Candidate) Decision {
 	return Decision{Index: i, Reason: ReasonPowerOfTwo}
 }
 
-var _ Policy = (*powerOfTwo)(nil)
+// String returns the policy's name.
+func (p *powerOfTwo) String() string { return NamePowerOfTwo }
+
+var (
+	_ Policy       = (*powerOfTwo)(nil)
+	_ fmt.Stringer = (*powerOfTwo)(nil)
+)

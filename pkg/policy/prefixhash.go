@@ -1,5 +1,7 @@
 package policy
 
+import "fmt"
+
 // prefixHash sends every request whose first block is the same to the same worker, by
 // rendezvous (highest-random-weight) hashing of Request.FirstBlock with each Candidate.Key:
 // every gateway replica agrees without shared state, and removing a worker moves only the
@@ -45,4 +47,10 @@ func mix64(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-var _ Policy = (*prefixHash)(nil)
+// String returns the policy's name.
+func (p *prefixHash) String() string { return NamePrefixHash }
+
+var (
+	_ Policy       = (*prefixHash)(nil)
+	_ fmt.Stringer = (*prefixHash)(nil)
+)

@@ -1,6 +1,9 @@
 package policy
 
-import "sync/atomic"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // roundRobin cycles through the candidates with one shared atomic counter; it ignores the
 // cache and load. The order is relative to the candidate slice, so it is only a strict cycle
@@ -22,4 +25,17 @@ func (p *roundRobin) Pick(_ *Request, cands []Candidate) Decision {
 	return Decision{Index: int(n % uint64(len(cands))), Reason: ReasonRoundRobin}
 }
 
-var _ Policy = (*roundRobin)(nil)
+// String returns the policy's name.
+func (p *roundRobin) String() string { return NameRoundRobin }
+
+// Explain implements Explainer: the next worker of the rotation depends on every other
+// request, and asking would advance it, so no worker is named.
+func (p *roundRobin) Explain(_ *Request, _ []Candidate) (Decision, string) {
+	return Decision{Index: -1, Reason: ReasonRoundRobin}, "round_robin takes the next worker of a shared rotation; explaining does not advance it, so no worker is named"
+}
+
+var (
+	_ Policy       = (*roundRobin)(nil)
+	_ Explainer    = (*roundRobin)(nil)
+	_ fmt.Stringer = (*roundRobin)(nil)
+)

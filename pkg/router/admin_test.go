@@ -209,7 +209,7 @@ func TestDebugRouteLeavesRoundRobinAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := newTestGateway(t, Config{Policy: p, PolicyName: name}, a.url(), b.url())
+			g := newTestGateway(t, Config{Policy: p}, a.url(), b.url())
 			for i := 0; i < 3; i++ {
 				_, body := g.do(t, http.MethodGet, "/debug/route?tokens=1,2,3", "", "")
 				var ex routeExplanation

@@ -361,16 +361,18 @@ func BenchmarkRouteDecision(b *testing.B) {
 		b.Fatalf("index holds %d blocks, want at least %d", n, 1<<20)
 	}
 	s := new(routeScratch)
-	dec, _ := rt.route(s, "m", prompts[0], nil)
-	if dec.matched != 40 {
-		b.Fatalf("warm-up request matched %d blocks, want 40", dec.matched)
+	var dec decision
+	if aerr := rt.route(s, &dec, "m", prompts[0], nil); aerr != nil || dec.matched != 40 {
+		b.Fatalf("warm-up request matched %d blocks (%v), want 40", dec.matched, aerr)
 	}
+	dec.pick.Done()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, aerr := rt.route(s, "m", prompts[i%len(prompts)], nil); aerr != nil {
+		if aerr := rt.route(s, &dec, "m", prompts[i%len(prompts)], nil); aerr != nil {
 			b.Fatal(aerr)
 		}
+		dec.pick.Done() // the request ends: release the load the pick took
 	}
 }
 

@@ -60,8 +60,8 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	s := rt.scratch.Get().(*routeScratch)
 	defer rt.scratch.Put(s)
-	dec, aerr := rt.route(s, c.model, c.routeTokens(), nil)
-	if aerr != nil {
+	var dec decision
+	if aerr := rt.route(s, &dec, c.model, c.routeTokens(), nil); aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
@@ -70,8 +70,9 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	defer context.AfterFunc(rt.aborted, func() { cancel(errShutdown) })()
 	for attempt := 0; ; attempt++ {
-		rt.commit(dec, c.routeTokens())
-		started, err := rt.send(ctx, w, dec, c)
+		rt.commit(&dec, c.routeTokens())
+		started, err := rt.send(ctx, w, &dec, c)
+		dec.pick.Done()
 		if err == nil || started {
 			return
 		}
@@ -92,8 +93,7 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			dec.m.forgetCache()
 		}
 		if attempt == 0 && retryable(err) {
-			if next, rerr := rt.route(s, c.model, c.routeTokens(), dec.m); rerr == nil {
-				dec = next
+			if rerr := rt.route(s, &dec, c.model, c.routeTokens(), dec.m); rerr == nil {
 				continue
 			}
 		}
@@ -148,9 +148,7 @@ func (rt *Router) promptTokens(req *openai.CompletionRequest) ([][]uint32, *open
 
 // send runs the call on the decision's worker. started reports whether anything was written to
 // the client; when false, the returned error has not been written and the caller may retry.
-func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (started bool, err *openai.Error) {
-	done := dec.m.w.Begin()
-	defer done()
+func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision, c *call) (started bool, err *openai.Error) {
 	if rt.cfg.UpstreamTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, rt.cfg.UpstreamTimeout)

@@ -181,7 +181,7 @@ func TestCompletionRetryOnNextWorker(t *testing.T) {
 	bad := newFakeWorker(t, "m")
 	good := newFakeWorker(t, "m")
 	p := &fixedPolicy{}
-	g := newTestGateway(t, Config{Policy: p, PolicyName: "fixed"}, bad.url(), good.url())
+	g := newTestGateway(t, Config{Policy: p}, bad.url(), good.url())
 	// The first worker now refuses connections: the request must be retried on the second.
 	bad.srv.Close()
 	resp, body := g.post(t, `{"prompt":"hello"}`)

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,20 +47,12 @@ type decisionView struct {
 	Note          string `json:"note,omitempty"`
 }
 
-// explainWithoutPick reports, for the policies whose choice does not depend on the request and
-// which would change state if asked (round_robin's shared rotation; random draws from the
-// injected source), the rule that would fire instead of calling Pick, so that explaining a
-// route never shifts the next real request. The other policies are pure functions of the
-// request and candidates (DESIGN.md §5) and are asked directly; their random tie-breaks may
-// draw from the same source, which decides nothing for the next request.
-func explainWithoutPick(policyName string) (policy.Reason, string, bool) {
-	switch policyName {
-	case policy.NameRoundRobin:
-		return policy.ReasonRoundRobin, "round_robin takes the next worker of a shared rotation; explaining does not advance it, so no worker is named", true
-	case policy.NameRandom:
-		return policy.ReasonRandom, "random picks uniformly among the eligible workers; no worker is named", true
+// policyName is the name a policy reports (the policies policy.New builds are fmt.Stringers).
+func policyName(p policy.Policy) string {
+	if s, ok := p.(fmt.Stringer); ok {
+		return s.String()
 	}
-	return "", "", false
+	return fmt.Sprintf("%T", p)
 }
 
 func sourceName(s policy.Source) string {
@@ -76,9 +69,11 @@ func sourceName(s policy.Source) string {
 
 // handleDebugRoute explains the routing decision for a prompt without sending it or recording
 // anything in the tree, the pending overlay, the metrics or the policy's state:
-// ?prompt=text (tokenized like a request) or ?tokens=1,2,3, and optionally &model=. For
-// round_robin and random (by Config.PolicyName) it reports the rule without asking the policy
-// (explainWithoutPick); other policies are asked.
+// ?prompt=text (tokenized like a request) or ?tokens=1,2,3, and optionally &model=. A policy
+// whose Pick changes shared state (policy.Explainer: round_robin, random) explains the rule it
+// would apply instead; the others are pure functions of the request and the candidates
+// (DESIGN.md §5) and are asked directly (their random tie-breaks may draw from the shared
+// source, which decides nothing for the next request).
 func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	model := q.Get("model")
@@ -116,7 +111,7 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	}
 	def := rt.defaultModel()
 	ns := rt.adapterNamespace(model)
-	out := routeExplanation{Model: model, Namespace: ns, Policy: rt.cfg.PolicyName, KVIndex: rt.cfg.KVIndex, PromptTokens: len(tokens),
+	out := routeExplanation{Model: model, Namespace: ns, Policy: policyName(rt.cfg.Policy), KVIndex: rt.cfg.KVIndex, PromptTokens: len(tokens),
 		BlockSize: rt.cfg.BlockSize, RequestBlocks: len(tokens) / rt.cfg.BlockSize, Workers: []workerExplain{}}
 	s := new(routeScratch)
 	var ineligible []*member
@@ -143,14 +138,18 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	if reason, note, ok := explainWithoutPick(rt.cfg.PolicyName); ok {
-		out.Decision = &decisionView{Reason: string(reason), Note: note}
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
 	req := policy.Request{Blocks: len(tokens) / rt.cfg.BlockSize, Tokens: len(tokens)}
 	if ks := s.keysFor(rt.cfg.BlockSize); ks != nil && len(ks.keys) > 0 {
 		req.FirstBlock = ks.keys[0]
+	}
+	if ex, ok := rt.cfg.Policy.(policy.Explainer); ok {
+		d, note := ex.Explain(&req, s.cands)
+		out.Decision = &decisionView{Reason: string(d.Reason), Note: note}
+		if d.Index >= 0 && d.Index < len(s.members) {
+			out.Decision.Worker, out.Decision.MatchedBlocks = s.members[d.Index].w.URL(), s.cands[d.Index].Matched
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
 	}
 	d := rt.cfg.Policy.Pick(&req, s.cands)
 	if d.Index >= 0 && d.Index < len(s.members) {

@@ -49,7 +49,7 @@ type promptState struct {
 // sendGRPC runs the call on a grpc:// worker: one Generate per prompt with the gateway's token
 // ids, streamed back as OpenAI chunks through the incremental detokenizer, or collected into
 // one JSON body. A client disconnect cancels the calls and sends Abort for each.
-func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *openai.Error) {
+func (rt *Router) sendGRPC(ctx context.Context, w http.ResponseWriter, dec *decision, c *call) (bool, *openai.Error) {
 	tk := rt.cfg.Tokenizer
 	if tk == nil {
 		return false, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeInvalidRequest, Code: "tokenizer_required",

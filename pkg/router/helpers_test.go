@@ -153,7 +153,6 @@ func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
 			t.Fatal(err)
 		}
 		cfg.Policy = p
-		cfg.PolicyName = policy.NameCacheAware
 	}
 	if cfg.Index == nil {
 		idx, err := indexer.New(indexer.Config{})

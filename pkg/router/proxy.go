@@ -33,7 +33,7 @@ var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // failure or a 5xx status before anything was written is returned for a retry; a 4xx is the
 // engine's answer to bad input and is passed through. After the first byte, a failure of an SSE
 // stream ends it with one OpenAI-shaped error event; other bodies are aborted.
-func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec decision, c *call) (bool, *openai.Error) {
+func (rt *Router) proxyHTTP(ctx context.Context, w http.ResponseWriter, dec *decision, c *call) (bool, *openai.Error) {
 	var fwd [][]uint32
 	if rt.cfg.ForwardTokenIDs {
 		fwd = c.tokens

@@ -30,8 +30,10 @@ type PendingOverlay interface {
 	RemoveWorker(w indexer.WorkerID)
 }
 
-// decision is the outcome of routing one request.
+// decision is the outcome of routing one request. It holds the worker's load from the pick
+// (pick.Done releases it) and so must not be copied.
 type decision struct {
+	pick    policy.Result
 	m       *member
 	reason  policy.Reason
 	matched int           // leading blocks the worker holds, at its own block size
@@ -150,9 +152,11 @@ func eligibleFor(m *member, model, def, ns string) bool {
 }
 
 // route chooses a worker for a request of model with the given prompt tokens (nil when the
-// prompt could not be tokenized), excluding one member (the one a retry moves away from). It
-// fills s; the decision's keys alias s and are valid until s is reused.
-func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude *member) (decision, *openai.Error) {
+// prompt could not be tokenized), excluding one member (the one a retry moves away from), and
+// takes one in-flight request on it: dec is overwritten only on success, and the caller must
+// call dec.pick.Done once the request has ended. It fills s; the decision's keys alias s and are
+// valid until s is reused.
+func (rt *Router) route(s *routeScratch, dec *decision, model string, tokens []uint32, exclude *member) *openai.Error {
 	start := time.Now()
 	def := rt.defaultModel()
 	ns := rt.adapterNamespace(model)
@@ -173,7 +177,7 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 		s.members = append(s.members, m)
 	}
 	if len(s.members) == 0 {
-		return decision{}, routeError(model, known, full)
+		return routeError(model, known, full)
 	}
 	rt.score(s, tokens, ns, false)
 	defBS := rt.cfg.BlockSize
@@ -182,16 +186,14 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 	if ks := s.keysFor(defBS); ks != nil && len(ks.keys) > 0 {
 		s.req.FirstBlock = ks.keys[0]
 	}
-	d := rt.cfg.Policy.Pick(&s.req, s.cands)
-	if d.Index < 0 || d.Index >= len(s.members) {
-		d.Index = 0 // a policy bug must not take the gateway down
-	}
+	*dec = decision{pick: policy.Take(rt.cfg.Policy, &s.req, s.cands), ns: ns}
+	i := dec.pick.Index
+	m := s.members[i]
+	sc := &s.scores[i]
+	dec.m, dec.reason, dec.source = m, dec.pick.Reason, s.cands[i].Source
 	if exclude != nil {
-		d.Reason = policy.ReasonRetry
+		dec.reason = policy.ReasonRetry
 	}
-	m := s.members[d.Index]
-	sc := &s.scores[d.Index]
-	dec := decision{m: m, reason: d.Reason, source: s.cands[d.Index].Source, ns: ns}
 	switch dec.source {
 	case policy.SourceEvents:
 		dec.matched = sc.events
@@ -211,12 +213,12 @@ func (rt *Router) route(s *routeScratch, model string, tokens []uint32, exclude 
 			zap.Int("matched_blocks", dec.matched), zap.Int("request_blocks", len(tokens)/sc.bs),
 			zap.Int64("load", sc.load), zap.Int("candidates", len(s.members)))
 	}
-	return dec, nil
+	return nil
 }
 
 // commit records a decision that is being sent: the pending overlay for event-fed workers, the
 // approximate tree for the others (not for adapter requests, see adapterNamespace).
-func (rt *Router) commit(dec decision, tokens []uint32) {
+func (rt *Router) commit(dec *decision, tokens []uint32) {
 	if len(tokens) == 0 {
 		return
 	}
@@ -291,7 +293,7 @@ func (rt *Router) score(s *routeScratch, tokens []uint32, ns string, explain boo
 		if t := s.maxFor(m, s.tree); t > 0 {
 			sc.tree = t
 		}
-		c := policy.Candidate{Key: m.w.Key(), Load: sc.load}
+		c := policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: sc.load}
 		// Events and pending count blocks of the worker's own size; the tree counts blocks
 		// of the default size. Compare in default-size blocks.
 		ev, pe := sc.events*sc.bs/defBS, sc.pending*sc.bs/defBS

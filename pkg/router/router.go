@@ -56,10 +56,6 @@ type Config struct {
 	Tokenizer Tokenizer
 	// Policy picks the worker. Required.
 	Policy policy.Policy
-	// PolicyName is the policy's name (policy.Name*), for logs and /debug/route, which does
-	// not ask round_robin or random to pick (that would advance their state) and so relies on
-	// this name to recognise them.
-	PolicyName string
 	// KVIndex is KVIndexAuto (default) or KVIndexOff.
 	KVIndex string
 	// BlockSize is the block size for workers whose spec and events do not give one (16).
@@ -354,7 +350,7 @@ func (rt *Router) Run(ctx context.Context) error {
 		}
 	}
 	rt.mu.Unlock()
-	rt.log.Info("router running", zap.Int("workers", len(rt.members())), zap.String("policy", rt.cfg.PolicyName), zap.String("kv_index", rt.cfg.KVIndex))
+	rt.log.Info("router running", zap.Int("workers", len(rt.members())), zap.String("policy", policyName(rt.cfg.Policy)), zap.String("kv_index", rt.cfg.KVIndex))
 	<-ctx.Done()
 	rt.mu.Lock()
 	rt.stopped = true

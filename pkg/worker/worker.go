@@ -1,8 +1,18 @@
 package worker
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
+)
+
+// Fleet errors, wrapped by the owners of a worker list (the router) so that callers can tell a
+// conflict from a miss with errors.Is.
+var (
+	// ErrDuplicate: a worker with that URL is already in the fleet.
+	ErrDuplicate = errors.New("worker already exists")
+	// ErrNotFound: no worker has that URL.
+	ErrNotFound = errors.New("worker not found")
 )
 
 // Worker is one configured worker and its live state. The Spec is immutable; everything else is
@@ -54,17 +64,12 @@ func (w *Worker) Kind() Kind { return w.spec.Kind() }
 // Key returns KeyOf(URL()), the worker's stable hash identity.
 func (w *Worker) Key() uint64 { return w.key }
 
-// Begin counts one request started on the worker and returns the func that ends it. The
-// returned func must be called exactly once; further calls do nothing.
-func (w *Worker) Begin() (done func()) {
-	w.inflight.Add(1)
-	var once atomic.Bool
-	return func() {
-		if once.CompareAndSwap(false, true) {
-			w.inflight.Add(-1)
-		}
-	}
-}
+// Acquire counts one request started on the worker. Each Acquire must be matched by exactly one
+// Release; policy.Take and policy.Result.Done pair them for the router.
+func (w *Worker) Acquire() { w.inflight.Add(1) }
+
+// Release ends a request counted by Acquire.
+func (w *Worker) Release() { w.inflight.Add(-1) }
 
 // InFlight returns this gateway's requests currently outstanding on the worker.
 func (w *Worker) InFlight() int64 { return w.inflight.Load() }

@@ -114,20 +114,19 @@ func mustWorker(t *testing.T, spec string) *Worker {
 func TestWorkerInFlightConcurrent(t *testing.T) {
 	w := mustWorker(t, "http://h:1")
 	var wg sync.WaitGroup
-	dones := make(chan func(), 100)
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); dones <- w.Begin() }()
+		go func() { defer wg.Done(); w.Acquire() }()
 	}
 	wg.Wait()
-	close(dones)
 	if got := w.InFlight(); got != 100 {
 		t.Fatalf("InFlight: got %d, want 100", got)
 	}
-	for d := range dones {
-		d()
-		d() // a second call must not double-release
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.Release() }()
 	}
+	wg.Wait()
 	if got := w.InFlight(); got != 0 {
 		t.Fatalf("InFlight after done: got %d, want 0", got)
 	}
@@ -136,8 +135,8 @@ func TestWorkerInFlightConcurrent(t *testing.T) {
 func TestWorkerLoadBlend(t *testing.T) {
 	w := mustWorker(t, "http://h:1")
 	now := time.Unix(1000, 0)
-	done := w.Begin()
-	defer done()
+	w.Acquire()
+	defer w.Release()
 	if got := w.Load(now, time.Second); got != 1 {
 		t.Errorf("no engine sample: got %d, want 1", got)
 	}
@@ -187,38 +186,6 @@ func TestWorkerHealthAndModel(t *testing.T) {
 	}
 }
 
-func TestSet(t *testing.T) {
-	a, b := mustWorker(t, "http://a:1"), mustWorker(t, "http://b:1")
-	s, err := NewSet(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2, err := s.With(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Len() != 1 || s2.Len() != 2 || s2.Get("http://b:1") != b {
-		t.Fatalf("With: got lens %d,%d", s.Len(), s2.Len())
-	}
-	if _, err := s2.With(mustWorker(t, "http://a:1")); !errors.Is(err, ErrDuplicate) {
-		t.Errorf("duplicate: got %v, want ErrDuplicate", err)
-	}
-	s3, old, err := s2.Without("http://a:1")
-	if err != nil || old != a || s3.Len() != 1 || s3.All()[0] != b || s2.Len() != 2 {
-		t.Errorf("Without: got %v %v %d", old, err, s3.Len())
-	}
-	if _, _, err := s3.Without("http://a:1"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Without missing: got %v, want ErrNotFound", err)
-	}
-	b.SetHealth(true, "")
-	if got := s2.Healthy(nil, "", "gw"); len(got) != 1 || got[0] != b {
-		t.Errorf("Healthy: got %v", got)
-	}
-	var nilSet *Set
-	if nilSet.Len() != 0 || nilSet.Get("x") != nil {
-		t.Errorf("nil set not empty")
-	}
-}
 
 func TestKeyStable(t *testing.T) {
 	// FNV-1a 64 of "http://a:1": a fixed value so every replica agrees.

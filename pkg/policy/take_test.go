@@ -46,7 +46,9 @@ func TestTakeHoldsLoadUntilDone(t *testing.T) {
 // badPolicy returns an index outside the candidates.
 type badPolicy struct{}
 
-func (badPolicy) Pick(*Request, []Candidate) Decision { return Decision{Index: 7, Reason: ReasonNoMatch} }
+func (badPolicy) Pick(*Request, []Candidate) Decision {
+	return Decision{Index: 7, Reason: ReasonNoMatch}
+}
 
 func TestTakeClampsABadIndex(t *testing.T) {
 	ws := testWorkers(t, 2)

@@ -65,14 +65,28 @@ func (s *SSE) Write(p []byte) error {
 	return s.rc.Flush()
 }
 
-// Event sends one event "data: <data>\n\n".
+// AppendEvent appends data framed as one event, "data: <data>\n\n" (data must not contain a
+// newline: JSON encoders write none).
+func AppendEvent(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
+}
+
+// AppendDone appends the terminating "data: [DONE]" event of an OpenAI stream.
+func AppendDone(dst []byte) []byte { return append(dst, "data: [DONE]\n\n"...) }
+
+// Event sends data as one event.
 func (s *SSE) Event(data []byte) error {
-	s.buf = append(append(append(s.buf[:0], "data: "...), data...), "\n\n"...)
+	s.buf = AppendEvent(s.buf[:0], data)
 	return s.Write(s.buf)
 }
 
 // Done sends the terminating "data: [DONE]" event.
-func (s *SSE) Done() error { return s.Write([]byte("data: [DONE]\n\n")) }
+func (s *SSE) Done() error {
+	s.buf = AppendDone(s.buf[:0])
+	return s.Write(s.buf)
+}
 
 // Fail ends the stream with e as one error event in the OpenAI shape (DESIGN.md §7). When the
 // bytes written so far stop inside an event, that event is closed first, so the error arrives
@@ -82,8 +96,6 @@ func (s *SSE) Fail(e *Error) {
 	if s.started && s.tail != [2]byte{'\n', '\n'} && s.tail != [2]byte{} {
 		s.buf = append(s.buf, "\n\n"...)
 	}
-	s.buf = append(s.buf, "data: "...)
-	s.buf = e.AppendBody(s.buf)
-	s.buf = append(s.buf, "\n\n"...)
+	s.buf = AppendEvent(s.buf, e.AppendBody(nil))
 	_ = s.Write(s.buf)
 }

@@ -175,27 +175,6 @@ func TestEngineLoadScrape(t *testing.T) {
 	}
 }
 
-func TestParseEngineLoad(t *testing.T) {
-	tests := []struct {
-		name, in string
-		want     int64
-		ok       bool
-	}{
-		{"vllm", "vllm:num_requests_running 1\nvllm:num_requests_waiting 2\n", 3, true},
-		{"sglang", "sglang:num_running_reqs{tp_rank=\"0\"} 5\nsglang:num_queue_reqs{tp_rank=\"0\"} 1\n", 6, true},
-		{"labels with spaces", "vllm:num_requests_running{a=\"x y\"} 7 1700000000\n", 7, true},
-		{"none", "other 1\n", 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseEngineLoad(strings.NewReader(tt.in))
-			if (err == nil) != tt.ok || got != tt.want {
-				t.Errorf("got %d, %v; want %d, ok=%v", got, err, tt.want, tt.ok)
-			}
-		})
-	}
-}
-
 // TestDebugRouteLeavesRoundRobinAlone: explaining a route does not advance round_robin's
 // rotation, so over two workers the next real request still alternates.
 func TestDebugRouteLeavesRoundRobinAlone(t *testing.T) {

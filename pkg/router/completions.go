@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
-	"github.com/kvgate/kvgate/pkg/worker"
+	"go.uber.org/zap"
 )
 
 // Response headers naming the routing decision (DESIGN.md §5).
@@ -87,9 +88,9 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rt.met.upstream.WithLabelValues(dec.m.w.URL(), "before_first_byte").Inc()
-		var te *transportError
+		var te *engine.TransportError
 		if errors.As(err, &te) && dec.m.w.SetHealth(false, "request failed: "+te.Error()) {
-			rt.log.Warn("worker marked down after a failed request", zapWorker(dec.m), zapErr(te))
+			rt.log.Warn("worker marked down after a failed request", zap.String("worker", dec.m.w.URL()), zap.Error(te))
 			dec.m.forgetCache()
 		}
 		if attempt == 0 && retryable(err) {
@@ -158,10 +159,15 @@ func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision
 	h.Set(HeaderWorker, dec.m.w.URL())
 	h.Set(HeaderMatchedBlocks, strconv.Itoa(dec.matched))
 	h.Set(HeaderReason, string(dec.reason))
-	if dec.m.w.Kind() == worker.KindGRPC {
-		return rt.sendGRPC(ctx, w, dec, c)
+	resp, gerr := dec.m.eng.Generate(ctx, &engine.Request{Completion: c.req, Model: c.model, Tokens: c.tokens,
+		ForwardTokenIDs: rt.cfg.ForwardTokenIDs, Header: c.header})
+	if gerr != nil {
+		if ctx.Err() != nil {
+			return false, ctxError(ctx)
+		}
+		return false, engine.Classify(gerr)
 	}
-	return rt.proxyHTTP(ctx, w, dec, c)
+	return rt.relay(ctx, w, resp, dec, c)
 }
 
 // observeTTFT records the time to the first byte sent to the client.

@@ -2,52 +2,11 @@ package router
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/http"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
-
-// upstreamError classifies an error of a request to a worker: a timeout is 504, a gRPC status
-// is mapped per wire/smg-grpc.md §7.3, anything else (refused, reset, malformed) is 502.
-func upstreamError(err error) *openai.Error {
-	var ae *openai.Error
-	if errors.As(err, &ae) {
-		return ae
-	}
-	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-		return grpcStatusError(st)
-	}
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return &openai.Error{Status: http.StatusGatewayTimeout, Message: "worker timed out", Type: openai.TypeUpstream, Code: "upstream_timeout"}
-	}
-	return &openai.Error{Status: http.StatusBadGateway, Message: "worker failed: " + err.Error(), Type: openai.TypeUpstream, Code: "upstream_error"}
-}
-
-// grpcStatusError maps an engine's gRPC status to an HTTP error (wire/smg-grpc.md §7.3).
-func grpcStatusError(st *status.Status) *openai.Error {
-	e := &openai.Error{Message: "worker: " + st.Message(), Type: openai.TypeUpstream, Code: st.Code().String()}
-	switch st.Code() {
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		e.Status, e.Type = http.StatusBadRequest, openai.TypeInvalidRequest
-	case codes.ResourceExhausted:
-		e.Status, e.Type = http.StatusTooManyRequests, openai.TypeRateLimit
-	case codes.DeadlineExceeded:
-		e.Status, e.Code = http.StatusGatewayTimeout, "upstream_timeout" // as for an HTTP worker's timeout
-	case codes.Unavailable:
-		// The engine is down: from the client's view the gateway's upstream failed.
-		e.Status = http.StatusBadGateway
-	case codes.Unimplemented:
-		e.Status = http.StatusNotImplemented
-	default:
-		e.Status = http.StatusBadGateway
-	}
-	return e
-}
 
 // retryable reports whether a failure before the first byte may be retried on another worker:
 // transport failures and engine 5xx/unavailable, not the client's own bad input.
@@ -62,5 +21,9 @@ func ctxError(ctx context.Context) *openai.Error {
 		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "gateway_shutting_down",
 			Message: "the gateway is shutting down; retry the request"}
 	}
-	return upstreamError(ctx.Err())
+	return engine.Classify(ctx.Err())
 }
+
+// isTimeout reports whether ctx ended by its own deadline (UpstreamTimeout) rather than the
+// client's cancellation.
+func isTimeout(ctx context.Context) bool { return ctx.Err() == context.DeadlineExceeded }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -48,14 +49,17 @@ func (rt *Router) newEventSource(m *member) (eventSource, error) {
 		return nil, nil
 	case ep == worker.EventsSelf:
 		// SubscribeKvEvents on the worker's own connection, once its runtime is known.
+		ec, ok := m.eng.(engine.EventConn)
+		if !ok {
+			return nil, fmt.Errorf("router: kv events of %s: the worker has no gRPC connection", m.w.URL())
+		}
 		return &deferredSource{build: func(ctx context.Context) (eventSource, error) {
-			select {
-			case <-m.eng.detected:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			conn, runtime, err := ec.EventConn(ctx)
+			if err != nil {
+				return nil, err
 			}
-			return kvbridge.NewGRPCSource(kvbridge.GRPCConfig{Runtime: m.eng.runtimeName(), Worker: m.w.URL()},
-				m.eng.conn, newIndexConsumer(m), rt.log, rt.cfg.KVMetrics)
+			return kvbridge.NewGRPCSource(kvbridge.GRPCConfig{Runtime: runtime, Worker: m.w.URL()},
+				conn, newIndexConsumer(m), rt.log, rt.cfg.KVMetrics)
 		}}, nil
 	case strings.HasPrefix(ep, "grpc://"):
 		// A `kvbridge serve` sidecar: its own connection, the spec's runtime (vLLM's service by
@@ -64,7 +68,7 @@ func (rt *Router) newEventSource(m *member) (eventSource, error) {
 		if runtime == "" {
 			runtime = worker.RuntimeVLLM
 		}
-		conn, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(ep, "grpc://"), grpcDialOptions()...)
+		conn, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(ep, "grpc://"), engine.DialOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("router: kv events %s: %w", ep, err)
 		}

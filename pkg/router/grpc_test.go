@@ -193,7 +193,7 @@ func TestGRPCVLLMStreaming(t *testing.T) {
 	if d := cmp.Diff(want, u); d != "" {
 		t.Errorf("usage (-want +got):\n%s", d)
 	}
-	if got := g.rt.fleet.Load().members[0].eng.runtimeName(); got != "vllm" {
+	if got := g.rt.fleet.Load().members[0].eng.Runtime(); got != "vllm" {
 		t.Errorf("detected runtime: got %q, want vllm", got)
 	}
 }

@@ -240,9 +240,7 @@ func (rt *Router) view(m *member) workerView {
 	} else if m.collected.Load() {
 		v.EventStream = "collector"
 	}
-	if m.eng != nil {
-		v.Runtime = string(m.eng.runtimeName())
-	}
+	v.Runtime = string(m.eng.Runtime())
 	return v
 }
 

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -41,7 +42,7 @@ func (b byteTokenizer) VocabSize() int {
 	return b.vocab
 }
 
-func (b byteTokenizer) NewDecoder() StreamDecoder { return &byteDecoder{} }
+func (b byteTokenizer) NewDecoder() engine.StreamDecoder { return &byteDecoder{} }
 
 type byteDecoder struct{}
 

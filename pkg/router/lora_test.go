@@ -24,34 +24,6 @@ func vllmModels(base string, adapters ...string) string {
 	return s + `]}`
 }
 
-func TestSplitModels(t *testing.T) {
-	tests := []struct {
-		name     string
-		cards    []modelInfo
-		base     string
-		adapters []string
-	}{
-		{"empty", nil, "", nil},
-		{"base only", []modelInfo{{ID: "m", Root: "/p"}}, "m", nil},
-		{"vllm lora", []modelInfo{{ID: "m", Root: "/p"}, {ID: "sql", Root: "/l/sql", Parent: "m"}, {ID: "chat", Root: "/l/chat", Parent: "m"}}, "m", []string{"sql", "chat"}},
-		{"adapter listed first", []modelInfo{{ID: "sql", Parent: "m"}, {ID: "m", Root: "/p"}}, "m", []string{"sql"}},
-		{"alias shares root", []modelInfo{{ID: "m", Root: "/p"}, {ID: "m-alias", Root: "/p"}}, "m", nil},
-		{"root differs without parent", []modelInfo{{ID: "m", Root: "/p"}, {ID: "x", Root: "/l/x"}}, "m", []string{"x"}},
-		{"self parent is no adapter", []modelInfo{{ID: "m"}, {ID: "y", Parent: "y"}}, "m", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			base, ad := splitModels(tt.cards)
-			if base != tt.base {
-				t.Errorf("base: got %q, want %q", base, tt.base)
-			}
-			if d := cmp.Diff(tt.adapters, ad); d != "" {
-				t.Errorf("adapters (-want +got):\n%s", d)
-			}
-		})
-	}
-}
-
 // TestLoRARequestsUseTheAdapterNamespace: a worker's /v1/models lists an adapter; blocks its
 // engine stored under that adapter (lora_name) match a request for the adapter and not one for
 // the base model; adapter requests go only to workers listing the adapter, with the name

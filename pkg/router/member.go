@@ -8,13 +8,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // member is the router's per-worker state around a *worker.Worker: its index IDs (one per DP
-// rank), its gRPC client, its event source and the goroutines that run them.
+// rank), its engine client, its event source and the goroutines that run them.
 //
 // A member must not be copied.
 type member struct {
@@ -22,7 +23,7 @@ type member struct {
 	w   *worker.Worker
 	ids []indexer.WorkerID // set once before the member is published; ids[0] is the tree/pending ID
 
-	eng *grpcEngine // grpc:// workers only
+	eng engine.Engine
 
 	// src is the worker's own event source (nil: none, or --kv-index off). Built by start.
 	src atomic.Pointer[sourceBox]
@@ -50,15 +51,11 @@ type eventSource interface {
 }
 
 func newMember(rt *Router, w *worker.Worker) (*member, error) {
-	m := &member{rt: rt, w: w}
-	if w.Kind() == worker.KindGRPC {
-		eng, err := newGRPCEngine(w)
-		if err != nil {
-			return nil, err
-		}
-		m.eng = eng
+	eng, err := engine.New(w, rt.engineCfg)
+	if err != nil {
+		return nil, err
 	}
-	return m, nil
+	return &member{rt: rt, w: w, eng: eng}, nil
 }
 
 // start launches the member's goroutines: the health loop and, with events configured, the
@@ -113,11 +110,7 @@ func (m *member) stop() {
 }
 
 // close releases the member's clients. Call after stop.
-func (m *member) close() {
-	if m.eng != nil {
-		m.eng.close()
-	}
-}
+func (m *member) close() { m.eng.Close() }
 
 // markRemoved stops collector deliveries into the member's IDs.
 func (m *member) markRemoved() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -118,8 +120,11 @@ type Router struct {
 	log     *zap.Logger
 	met     *metrics
 	now     func() time.Time
-	httpc   *httpClient
 	scratch sync.Pool // *routeScratch
+	// transport is the HTTP transport shared by every http:// worker's engine; engineCfg is
+	// what each member's engine is built with.
+	transport *http.Transport
+	engineCfg engine.Config
 
 	// fleet is the immutable snapshot every request reads; writers hold mu.
 	fleet atomic.Pointer[fleet]
@@ -211,7 +216,11 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, httpc: newHTTPClient()}
+	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, transport: engine.NewTransport()}
+	rt.engineCfg = engine.Config{HTTP: rt.transport, Logger: cfg.Logger, Now: cfg.Now}
+	if cfg.Tokenizer != nil {
+		rt.engineCfg.Tokenizer = cfg.Tokenizer
+	}
 	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
 	rt.fleet.Store(newFleet(nil))
 	var err error
@@ -368,7 +377,7 @@ func (rt *Router) stopAll() {
 	for _, m := range rt.members() {
 		m.close()
 	}
-	rt.httpc.close()
+	rt.transport.CloseIdleConnections()
 }
 
 // startLocked starts m's goroutines under runCtx.

@@ -1,6 +1,9 @@
 package router
 
-import "github.com/kvgate/kvgate/pkg/tokenizer"
+import (
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/tokenizer"
+)
 
 // Tokenizer is what the router needs of a tokenizer: encoding prompts it routes on (and sends
 // to grpc:// workers), the vocabulary size that bounds token-id prompts, and incremental
@@ -12,14 +15,7 @@ type Tokenizer interface {
 	// VocabSize returns the number of token ids (ids ≥ it are invalid).
 	VocabSize() int
 	// NewDecoder returns a fresh incremental decoder, used by one goroutine.
-	NewDecoder() StreamDecoder
-}
-
-// StreamDecoder turns generated token ids into text incrementally: Add returns the text that
-// became final with id (possibly ""), Flush what remains at the end.
-type StreamDecoder interface {
-	Add(id uint32) string
-	Flush() string
+	engine.Detokenizer
 }
 
 // FromTokenizer adapts a loaded HF tokenizer to the router's Tokenizer.
@@ -33,9 +29,9 @@ func (h hfTokenizer) Encode(dst []uint32, text string, addSpecial bool) ([]uint3
 
 func (h hfTokenizer) VocabSize() int { return h.t.VocabSize() }
 
-func (h hfTokenizer) NewDecoder() StreamDecoder { return h.t.NewStreamDecoder() }
+func (h hfTokenizer) NewDecoder() engine.StreamDecoder { return h.t.NewStreamDecoder() }
 
 var (
-	_ Tokenizer     = hfTokenizer{}
-	_ StreamDecoder = (*tokenizer.StreamDecoder)(nil)
+	_ Tokenizer            = hfTokenizer{}
+	_ engine.StreamDecoder = (*tokenizer.StreamDecoder)(nil)
 )

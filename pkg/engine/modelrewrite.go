@@ -1,4 +1,4 @@
-package router
+package engine
 
 import (
 	"bytes"

@@ -1,18 +1,10 @@
-package router
+package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/kvgate/kvgate/api/sglang"
@@ -60,137 +52,23 @@ type runtimeClient interface {
 	modelName(ctx context.Context) (string, error)
 	// loads returns running+waiting requests summed over DP ranks (GetLoads).
 	loads(ctx context.Context) (int64, error)
-	// cumulative reports whether chunk completion_tokens are running totals (TokenSpeed,
-	// SGLang) rather than per-chunk counts (vLLM) (wire/smg-grpc.md §7.2).
-	cumulative() bool
 }
 
-// grpcEngine is the client of one grpc:// worker: one connection, the runtime's service client
-// (given by the spec or detected by probing HealthCheck on each service) and the connection
-// shared with the worker's SubscribeKvEvents stream.
-//
-// A grpcEngine must not be copied.
-type grpcEngine struct {
-	conn    *grpc.ClientConn
-	fixed   worker.Runtime                // spec runtime, "" = detect
-	rt      atomic.Pointer[runtimeClient] // nil until known
-	rtName  atomic.Pointer[worker.Runtime]
-	clients map[worker.Runtime]runtimeClient
-	// detected is closed once the runtime is known.
-	detected   chan struct{}
-	detectOnce sync.Once
-}
-
-// grpcDialOptions follows SMG's client transport (wire/smg-grpc.md §9): plaintext h2c,
-// keepalive pings every 30 s with a 10 s timeout, also while idle.
-func grpcDialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-		grpc.WithInitialWindowSize(16 << 20),
-		grpc.WithInitialConnWindowSize(32 << 20),
-	}
-}
-
-func newGRPCEngine(w *worker.Worker) (*grpcEngine, error) {
-	target := strings.TrimPrefix(w.URL(), "grpc://")
-	conn, err := grpc.NewClient("passthrough:///"+target, grpcDialOptions()...)
-	if err != nil {
-		return nil, fmt.Errorf("router: grpc client %s: %w", w.URL(), err)
-	}
-	e := &grpcEngine{conn: conn, fixed: w.Spec().Runtime, detected: make(chan struct{}), clients: map[worker.Runtime]runtimeClient{
-		worker.RuntimeVLLM:       &vllmClient{c: vllm.NewVllmEngineClient(conn)},
-		worker.RuntimeSGLang:     &sglangClient{c: sglang.NewSglangSchedulerClient(conn)},
-		worker.RuntimeTokenSpeed: &tokenspeedClient{c: tokenspeed.NewTokenSpeedSchedulerClient(conn)},
-	}}
-	if e.fixed != "" {
-		e.setRuntime(e.fixed)
-	}
-	return e, nil
-}
-
-func (e *grpcEngine) setRuntime(name worker.Runtime) {
-	c := e.clients[name]
-	e.rt.Store(&c)
-	e.rtName.Store(&name)
-	e.detectOnce.Do(func() { close(e.detected) })
-}
-
-func (e *grpcEngine) close() { _ = e.conn.Close() }
-
-// runtimeName returns the runtime in use, or "" while undetected.
-func (e *grpcEngine) runtimeName() worker.Runtime {
-	if p := e.rtName.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// client returns the runtime client, or nil while undetected.
-func (e *grpcEngine) client() runtimeClient {
-	if p := e.rt.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// errUndetected: no service answered HealthCheck with anything but UNIMPLEMENTED.
-var errUndetected = errors.New("router: grpc runtime not detected")
-
-// health runs HealthCheck; while the runtime is unknown it probes each service in turn, and
-// the first one that does not answer UNIMPLEMENTED is the worker's runtime (as SMG detects it,
-// wire/smg-grpc.md §8).
-func (e *grpcEngine) health(ctx context.Context) error {
-	if c := e.client(); c != nil {
-		return checkHealthy(c.health(ctx))
-	}
-	for _, name := range worker.Runtimes() {
-		ok, msg, err := e.clients[name].health(ctx)
-		if status.Code(err) == codes.Unimplemented {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("router: grpc health: %w", err)
-		}
-		e.setRuntime(name)
-		return checkHealthy(ok, msg, nil)
-	}
-	return errUndetected
-}
-
-func checkHealthy(ok bool, msg string, err error) error {
-	switch {
-	case err != nil:
-		return fmt.Errorf("router: grpc health: %w", err)
-	case !ok:
-		return fmt.Errorf("router: grpc health: unhealthy: %s", msg)
-	}
-	return nil
-}
-
-// engineLoad returns the engine's running+waiting requests from GetLoads.
-func (e *grpcEngine) engineLoad(ctx context.Context) (int64, error) {
-	c := e.client()
-	if c == nil {
-		return 0, errUndetected
-	}
-	return c.loads(ctx)
-}
-
-func (e *grpcEngine) modelName(ctx context.Context) (string, error) {
-	c := e.client()
-	if c == nil {
-		return "", errUndetected
-	}
-	return c.modelName(ctx)
+// runtimeClients is the one table of per-runtime engine calls: each runtime's client on a
+// connection.
+var runtimeClients = map[worker.Runtime]func(grpc.ClientConnInterface) runtimeClient{
+	worker.RuntimeVLLM: func(c grpc.ClientConnInterface) runtimeClient { return &vllmClient{c: vllm.NewVllmEngineClient(c)} },
+	worker.RuntimeSGLang: func(c grpc.ClientConnInterface) runtimeClient {
+		return &sglangClient{c: sglang.NewSglangSchedulerClient(c)}
+	},
+	worker.RuntimeTokenSpeed: func(c grpc.ClientConnInterface) runtimeClient {
+		return &tokenspeedClient{c: tokenspeed.NewTokenSpeedSchedulerClient(c)}
+	},
 }
 
 // ---- vLLM (vllm.grpc.engine.VllmEngine) ----
 
 type vllmClient struct{ c vllm.VllmEngineClient }
-
-func (v *vllmClient) cumulative() bool { return false }
 
 func (v *vllmClient) generate(ctx context.Context, r *genRequest) (genStream, error) {
 	sp := &vllm.SamplingParams{
@@ -263,8 +141,6 @@ func (v *vllmClient) modelName(ctx context.Context) (string, error) {
 
 type sglangClient struct{ c sglang.SglangSchedulerClient }
 
-func (v *sglangClient) cumulative() bool { return true }
-
 func (v *sglangClient) generate(ctx context.Context, r *genRequest) (genStream, error) {
 	// SGLang's scalars are not optional: proto zeros are not engine defaults, so every value
 	// is sent explicitly (wire/smg-grpc.md §5.2).
@@ -334,8 +210,6 @@ func (v *sglangClient) modelName(ctx context.Context) (string, error) {
 type tokenspeedClient struct {
 	c tokenspeed.TokenSpeedSchedulerClient
 }
-
-func (v *tokenspeedClient) cumulative() bool { return true }
 
 func (v *tokenspeedClient) generate(ctx context.Context, r *genRequest) (genStream, error) {
 	t, tp, rp := float32(1), float32(1), float32(1)

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// Engine is one upstream worker. Its methods are safe for concurrent use; ctx bounds each call
+// (STYLE.md rule 15).
+type Engine interface {
+	// Health checks the worker (HTTP /health, gRPC HealthCheck); nil means healthy. A gRPC
+	// engine whose runtime is not known yet detects it here.
+	Health(ctx context.Context) error
+	// Model returns the base model the worker reports and the LoRA adapters it lists.
+	Model(ctx context.Context) (Model, error)
+	// Load returns the engine's own running plus waiting requests, summed over its DP ranks.
+	Load(ctx context.Context) (int64, error)
+	// Generate sends req. On success the returned Response must be closed; on failure nothing
+	// was sent to the client and the error (an *openai.Error) may be retried elsewhere.
+	Generate(ctx context.Context, req *Request) (*Response, error)
+	// Runtime returns the gRPC runtime in use ("" for HTTP workers and while undetected).
+	Runtime() worker.Runtime
+	// Close releases the engine's connections. Call it after the last use.
+	Close()
+}
+
+// Model is what a worker says it serves.
+type Model struct {
+	Name     string
+	Adapters []string
+}
+
+// Request is one client request as the engines need it.
+type Request struct {
+	// Completion is the parsed client request.
+	Completion *openai.CompletionRequest
+	// Model is the model name the client asked for (defaulted); responses carry it.
+	Model string
+	// Tokens holds each prompt's token ids; an entry is nil for a text prompt the gateway
+	// could not tokenize (then only HTTP workers can serve it).
+	Tokens [][]uint32
+	// ForwardTokenIDs sends Tokens as the prompt to HTTP workers (when every prompt has them).
+	ForwardTokenIDs bool
+	// Header holds the client's request headers; only request ids and trace context are passed
+	// on (forwardHeaders), never credentials.
+	Header http.Header
+}
+
+// Response is a worker's answer. Status and Header are final once Body.Next has returned its
+// first piece (an engine may still set, say, Content-Length while reading it).
+type Response struct {
+	Status int
+	Header http.Header
+	// SSE reports an event stream: the router flushes each piece and reports a failure after the
+	// first byte as one OpenAI error event.
+	SSE  bool
+	Body Body
+}
+
+// Body yields the bytes to send to the client.
+type Body interface {
+	// Next returns the next piece (valid until the next call) or an error: io.EOF at the end,
+	// otherwise the failure (an *openai.Error when the engine classified it).
+	Next() ([]byte, error)
+	// Close ends the upstream call, aborting it when the body did not reach its end.
+	Close()
+}
+
+// TransportError is a failure to exchange a request with a worker at all (refused, reset, timed
+// out before a response, gRPC UNAVAILABLE): the router also marks the worker down until its
+// next health check.
+type TransportError struct{ Err error }
+
+func (e *TransportError) Error() string { return e.Err.Error() }
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// forwardHeaders are the client headers passed on to HTTP workers: request ids and W3C trace
+// context, so engine logs correlate. Credentials are not forwarded: the gateway's clients are
+// not the workers' clients.
+var forwardHeaders = []string{"X-Request-Id", "Traceparent", "Tracestate"}
+
+// Config is what both implementations share.
+type Config struct {
+	// Tokenizer decodes generated token ids for gRPC workers; nil: gRPC workers answer 501.
+	Tokenizer Detokenizer
+	// HTTP is the transport for HTTP workers (one shared by every worker: NewTransport).
+	HTTP http.RoundTripper
+	// Logger receives debug lines (failed aborts); nil: none.
+	Logger *zap.Logger
+	// Now is the clock for response timestamps; nil: time.Now.
+	Now func() time.Time
+}
+
+// Detokenizer is what gRPC workers need of the tokenizer: incremental decoders of generated
+// token ids.
+type Detokenizer interface {
+	NewDecoder() StreamDecoder
+}
+
+// StreamDecoder turns generated token ids into text incrementally: Add returns the text that
+// became final with id (possibly ""), Flush what remains at the end. One goroutine uses it.
+type StreamDecoder interface {
+	Add(id uint32) string
+	Flush() string
+}
+
+// New returns the engine for w by its URL scheme.
+func New(w *worker.Worker, cfg Config) (Engine, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch w.Kind() {
+	case worker.KindHTTP:
+		if cfg.HTTP == nil {
+			return nil, errors.New("engine: new: an HTTP transport is required")
+		}
+		return newHTTP(w, cfg), nil
+	case worker.KindGRPC:
+		return newGRPC(w, cfg)
+	}
+	return nil, fmt.Errorf("engine: new %s: unsupported scheme", w.URL())
+}
+
+// mapFinishReason maps an engine finish reason to OpenAI's (wire/smg-grpc.md §7.2): empty is
+// "stop"; anything else passes through.
+func mapFinishReason(s string) string {
+	if s == "" {
+		return "stop"
+	}
+	return s
+}
+
+// stripURL unwraps *url.Error so messages carry the cause without repeating the URL.
+func stripURL(err error) error {
+	type unwrapper interface{ Unwrap() error }
+	if u, ok := err.(unwrapper); ok && u.Unwrap() != nil && strings.HasPrefix(fmt.Sprintf("%T", err), "*url.") {
+		return u.Unwrap()
+	}
+	return err
+}

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// EventConn is implemented by gRPC engines: the connection and runtime on which the worker's own
+// SubscribeKvEvents stream runs. It waits until the runtime is known (given by the spec, or
+// detected by the first successful health check) or ctx ends.
+type EventConn interface {
+	EventConn(ctx context.Context) (grpc.ClientConnInterface, worker.Runtime, error)
+}
+
+// DialOptions follows SMG's client transport (wire/smg-grpc.md §9): plaintext h2c, keepalive
+// pings every 30 s with a 10 s timeout, also while idle. Every gRPC connection to an engine or a
+// kvbridge sidecar uses them.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithInitialWindowSize(16 << 20),
+		grpc.WithInitialConnWindowSize(32 << 20),
+	}
+}
+
+// grpcEngine is one grpc:// worker: one connection, and the runtime's client once the runtime is
+// known (from the spec, or detected by probing HealthCheck on each service).
+//
+// A grpcEngine must not be copied.
+type grpcEngine struct {
+	w    *worker.Worker
+	cfg  Config
+	conn *grpc.ClientConn
+	// rt holds the runtime and its client once known; detected is closed then.
+	rt         atomic.Pointer[runtimeInUse]
+	detected   chan struct{}
+	detectOnce sync.Once
+}
+
+type runtimeInUse struct {
+	name worker.Runtime
+	c    runtimeClient
+}
+
+func newGRPC(w *worker.Worker, cfg Config) (*grpcEngine, error) {
+	target := strings.TrimPrefix(w.URL(), "grpc://")
+	conn, err := grpc.NewClient("passthrough:///"+target, DialOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: grpc client %s: %w", w.URL(), err)
+	}
+	e := &grpcEngine{w: w, cfg: cfg, conn: conn, detected: make(chan struct{})}
+	if r := w.Spec().Runtime; r != "" {
+		e.setRuntime(r)
+	}
+	return e, nil
+}
+
+func (e *grpcEngine) setRuntime(r worker.Runtime) {
+	e.rt.Store(&runtimeInUse{name: r, c: runtimeClients[r](e.conn)})
+	e.detectOnce.Do(func() { close(e.detected) })
+}
+
+// Close implements Engine.
+func (e *grpcEngine) Close() { _ = e.conn.Close() }
+
+// Runtime implements Engine.
+func (e *grpcEngine) Runtime() worker.Runtime {
+	if r := e.rt.Load(); r != nil {
+		return r.name
+	}
+	return ""
+}
+
+// client returns the runtime's client, or nil while undetected.
+func (e *grpcEngine) client() runtimeClient {
+	if r := e.rt.Load(); r != nil {
+		return r.c
+	}
+	return nil
+}
+
+// EventConn implements EventConn.
+func (e *grpcEngine) EventConn(ctx context.Context) (grpc.ClientConnInterface, worker.Runtime, error) {
+	select {
+	case <-e.detected:
+		return e.conn, e.Runtime(), nil
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+// errUndetected: no service answered HealthCheck with anything but UNIMPLEMENTED.
+var errUndetected = errors.New("engine: grpc runtime not detected")
+
+// Health implements Engine with HealthCheck. While the runtime is unknown it probes each
+// service in turn, and the first one that does not answer UNIMPLEMENTED is the worker's runtime
+// (as SMG detects it, wire/smg-grpc.md §8).
+func (e *grpcEngine) Health(ctx context.Context) error {
+	if c := e.client(); c != nil {
+		return checkHealthy(c.health(ctx))
+	}
+	for _, r := range worker.Runtimes() {
+		ok, msg, err := runtimeClients[r](e.conn).health(ctx)
+		if status.Code(err) == codes.Unimplemented {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("engine: grpc health: %w", err)
+		}
+		e.setRuntime(r)
+		return checkHealthy(ok, msg, nil)
+	}
+	return errUndetected
+}
+
+func checkHealthy(ok bool, msg string, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("engine: grpc health: %w", err)
+	case !ok:
+		return fmt.Errorf("engine: grpc health: unhealthy: %s", msg)
+	}
+	return nil
+}
+
+// Load implements Engine with GetLoads (running + waiting over DP ranks).
+func (e *grpcEngine) Load(ctx context.Context) (int64, error) {
+	c := e.client()
+	if c == nil {
+		return 0, errUndetected
+	}
+	return c.loads(ctx)
+}
+
+// Model implements Engine with GetModelInfo (gRPC engines list no adapters).
+func (e *grpcEngine) Model(ctx context.Context) (Model, error) {
+	c := e.client()
+	if c == nil {
+		return Model{}, errUndetected
+	}
+	name, err := c.modelName(ctx)
+	return Model{Name: name}, err
+}
+
+// Generate implements Engine: one Generate per prompt with the gateway's token ids, every call
+// started before anything is returned, so a worker that refuses can still be retried elsewhere.
+// The body turns the streams into OpenAI completion objects (grpcBody).
+func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error) {
+	if e.cfg.Tokenizer == nil {
+		return nil, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeInvalidRequest, Code: "tokenizer_required",
+			Message: "grpc:// workers need the gateway's tokenizer (--model-path or --tokenizer)"}
+	}
+	for _, t := range r.Tokens {
+		if t == nil {
+			return nil, openai.BadRequest("prompt", "prompt could not be tokenized")
+		}
+	}
+	rt := e.rt.Load()
+	if rt == nil {
+		return nil, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "runtime_unknown", Message: "worker runtime not detected yet"}
+	}
+	c := r.Completion
+	maxTokens := c.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = openai.DefaultCompletionMaxTokens
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	id := openai.NewID("cmpl-")
+	b := newGRPCBody(e, rt, gctx, cancel, r, id)
+	for i, toks := range r.Tokens {
+		b.ids[i] = id + "-" + strconv.Itoa(i)
+		st, err := rt.c.generate(gctx, &genRequest{
+			id: b.ids[i], tokens: toks, stream: c.Stream, maxTokens: maxTokens, temperature: c.Temperature,
+			topP: c.TopP, n: c.N, stop: c.Stop, stopTokenIDs: c.StopTokenIDs, seed: c.Seed, ignoreEOS: c.IgnoreEOS,
+		})
+		if err != nil {
+			cancel()
+			ae := Classify(err)
+			if status.Code(err) == codes.Unavailable {
+				ae.Cause = &TransportError{Err: err} // the engine is unreachable: mark it down
+			}
+			return nil, ae
+		}
+		b.streams[i] = st
+	}
+	b.start()
+	resp := &Response{Status: http.StatusOK, Header: http.Header{}, SSE: c.Stream, Body: b}
+	if !c.Stream {
+		resp.Header.Set("Content-Type", "application/json")
+	}
+	return resp, nil
+}
+
+// abortAll tells the engine to drop the calls (SMG fires Abort with a 10 s deadline when a
+// stream is dropped before its final message, wire/smg-grpc.md §8). Errors are only logged.
+func (e *grpcEngine) abortAll(c runtimeClient, ids []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if err := c.abort(ctx, id); err != nil {
+			e.cfg.Logger.Debug("abort failed", zap.String("worker", e.w.URL()), zap.String("request_id", id), zap.Error(err))
+		}
+	}
+}
+
+var (
+	_ Engine    = (*grpcEngine)(nil)
+	_ EventConn = (*grpcEngine)(nil)
+)

@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// genEvent is one message (or the end) of one prompt's Generate stream.
+type genEvent struct {
+	prompt int
+	msg    genMsg
+	err    error // io.EOF at the clean end
+}
+
+// choiceState accumulates one output choice.
+type choiceState struct {
+	dec        StreamDecoder
+	text       []byte // non-streaming only
+	completion int
+	done       bool
+	finish     string
+}
+
+// decode appends the text of ids to dst.
+func (c *choiceState) decode(dst []byte, ids []uint32) []byte {
+	for _, t := range ids {
+		dst = append(dst, c.dec.Add(t)...)
+	}
+	return dst
+}
+
+// promptState accumulates one prompt's usage.
+type promptState struct {
+	prompt, cached int
+}
+
+// Failures of a worker's stream that are the worker's fault, not the transport's.
+var (
+	errIncomplete = &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_incomplete", Message: "worker ended the stream before completing every choice"}
+	errBadIndex   = &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_malformed", Message: "worker sent an output index out of range"}
+)
+
+// grpcBody turns a request's Generate streams (one per prompt, each with n choices) into the
+// OpenAI answer: one completion chunk per decoded delta and the final chunk of each choice,
+// then the usage chunk (with stream_options.include_usage) and [DONE]; or, not streaming, one
+// text_completion body once every choice has completed. One reader goroutine per stream feeds
+// events; they are owned by the body and joined by Close, which also sends Abort for calls that
+// did not finish.
+type grpcBody struct {
+	e          *grpcEngine
+	rt         *runtimeInUse
+	ctx        context.Context
+	cancel     context.CancelFunc
+	req        *Request
+	id         string
+	created    int64
+	cumulative bool
+
+	ids     []string
+	streams []genStream
+	events  chan genEvent
+	readers chan struct{}
+	choices []choiceState
+	prompts []promptState
+	open    int  // streams not ended yet
+	ended   bool // every choice completed and the tail was produced
+	out     []byte
+	text    []byte
+}
+
+func newGRPCBody(e *grpcEngine, rt *runtimeInUse, ctx context.Context, cancel context.CancelFunc, r *Request, id string) *grpcBody {
+	n := len(r.Tokens)
+	b := &grpcBody{e: e, rt: rt, ctx: ctx, cancel: cancel, req: r, id: id, created: e.cfg.Now().Unix(),
+		cumulative: rt.name.CumulativeTokens(), ids: make([]string, n), streams: make([]genStream, n),
+		events: make(chan genEvent), choices: make([]choiceState, n*r.Completion.N), prompts: make([]promptState, n)}
+	for i := range b.choices {
+		b.choices[i].dec = e.cfg.Tokenizer.NewDecoder()
+	}
+	return b
+}
+
+// start runs one reader per stream.
+func (b *grpcBody) start() {
+	b.open = len(b.streams)
+	b.readers = make(chan struct{}, len(b.streams))
+	for i, st := range b.streams {
+		go func() {
+			defer func() { b.readers <- struct{}{} }()
+			for {
+				m, err := st.Recv()
+				select {
+				case b.events <- genEvent{prompt: i, msg: m, err: err}:
+				case <-b.ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// Next implements Body.
+func (b *grpcBody) Next() ([]byte, error) {
+	b.out = b.out[:0]
+	for len(b.out) == 0 {
+		if b.open == 0 {
+			if b.ended {
+				return nil, io.EOF
+			}
+			b.ended = true
+			b.tail()
+			break
+		}
+		var ev genEvent
+		select {
+		case ev = <-b.events:
+		case <-b.ctx.Done():
+			return nil, b.ctx.Err()
+		}
+		if err := b.handle(ev); err != nil {
+			return nil, err
+		}
+	}
+	return b.out, nil
+}
+
+// handle applies one stream event.
+func (b *grpcBody) handle(ev genEvent) error {
+	if ev.err != nil {
+		b.open--
+		if !errors.Is(ev.err, io.EOF) {
+			return Classify(ev.err)
+		}
+		n := b.req.Completion.N
+		for i := ev.prompt * n; i < (ev.prompt+1)*n; i++ {
+			if !b.choices[i].done {
+				return errIncomplete
+			}
+		}
+		return nil
+	}
+	m := ev.msg
+	n := b.req.Completion.N
+	if m.index < 0 || m.index >= n {
+		return errBadIndex
+	}
+	ps := &b.prompts[ev.prompt]
+	ps.prompt = max(ps.prompt, m.promptTokens)
+	ps.cached = max(ps.cached, m.cachedTokens)
+	b.message(ev.prompt*n+m.index, m)
+	return nil
+}
+
+// message applies one chunk or complete of choice ci (wire/smg-grpc.md §7.2): streaming chunks
+// carry deltas and a complete repeats the final delta, which must not be appended, except in a
+// vLLM stream whose only message is the complete (its output_ids were never sent); a
+// non-streaming call sends only the complete, whose output_ids are the whole answer.
+func (b *grpcBody) message(ci int, m genMsg) {
+	ch := &b.choices[ci]
+	stream := b.req.Completion.Stream
+	if !m.complete {
+		if !stream {
+			return
+		}
+		ch.completion += len(m.tokens)
+		if b.cumulative {
+			ch.completion = max(ch.completion, m.completionTokens)
+		}
+		b.emit(ci, ch.decode(b.text[:0], m.tokens), nil)
+		return
+	}
+	switch {
+	case !stream:
+		ch.completion = max(m.completionTokens, len(m.tokens))
+		b.emit(ci, ch.decode(b.text[:0], m.tokens), nil)
+	case b.cumulative:
+		ch.completion = max(ch.completion, m.completionTokens)
+	case ch.completion == 0:
+		ch.completion = len(m.tokens)
+		b.emit(ci, ch.decode(b.text[:0], m.tokens), nil)
+	}
+	fr := mapFinishReason(m.finishReason)
+	ch.done, ch.finish = true, fr
+	b.emit(ci, append(b.text[:0], ch.dec.Flush()...), &fr)
+}
+
+// emit delivers text (and the finish reason, on a choice's last delta): a chunk appended to the
+// next piece when streaming (empty text without a finish sends nothing), else the choice's
+// accumulated text.
+func (b *grpcBody) emit(ci int, text []byte, finish *string) {
+	b.text = text[:0]
+	if !b.req.Completion.Stream {
+		b.choices[ci].text = append(b.choices[ci].text, text...)
+		return
+	}
+	if len(text) == 0 && finish == nil {
+		return
+	}
+	c := openai.Completion{ID: b.id, Object: openai.ObjectTextCompletion, Created: b.created, Model: b.req.Model,
+		Choices: []openai.CompletionChoice{{Index: ci, Text: string(text), FinishReason: finish}}}
+	b.event(&c)
+}
+
+func (b *grpcBody) event(c *openai.Completion) {
+	data, _ := json.Marshal(c) // plain structs always encode
+	b.out = openai.AppendEvent(b.out, data)
+}
+
+// tail produces the end of the answer once every choice has completed: the usage chunk and
+// [DONE] when streaming, the whole body otherwise.
+func (b *grpcBody) tail() {
+	u := &openai.Usage{PromptTokensDetails: &openai.TokenDetails{}}
+	for _, p := range b.prompts {
+		u.PromptTokens += p.prompt
+		u.PromptTokensDetails.CachedTokens += p.cached
+	}
+	for i := range b.choices {
+		u.CompletionTokens += b.choices[i].completion
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	c := openai.Completion{ID: b.id, Object: openai.ObjectTextCompletion, Created: b.created, Model: b.req.Model, Usage: u}
+	if b.req.Completion.Stream {
+		if b.req.Completion.IncludeUsage {
+			c.Choices = []openai.CompletionChoice{}
+			b.event(&c)
+		}
+		b.out = openai.AppendDone(b.out)
+		return
+	}
+	c.Choices = make([]openai.CompletionChoice, len(b.choices))
+	for i := range b.choices {
+		fr := b.choices[i].finish
+		c.Choices[i] = openai.CompletionChoice{Index: i, Text: string(b.choices[i].text), FinishReason: &fr}
+	}
+	b.out, _ = json.Marshal(c)
+}
+
+// Close implements Body: it cancels the calls, joins the readers and, unless every choice
+// completed, sends Abort for each call.
+func (b *grpcBody) Close() {
+	b.cancel()
+	for range b.streams {
+		<-b.readers
+	}
+	if !b.ended {
+		b.e.abortAll(b.rt.c, b.ids)
+	}
+}
+
+var _ Body = (*grpcBody)(nil)

@@ -1,0 +1,85 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// relay copies a worker's response to the client (STYLE.md rule 13): headers go out with the
+// first piece, event streams and bodies of unknown length are flushed piece by piece. A failure
+// before the first piece is returned unwritten (started false), so the caller may retry it on
+// another worker. After it, an event stream ends with one OpenAI error event; any other body is
+// aborted, since a half-written JSON body cannot carry an error. A client that went away ends
+// the relay quietly; Body.Close then cancels (and aborts) the upstream call.
+func (rt *Router) relay(ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error) {
+	defer resp.Body.Close()
+	piece, err := resp.Body.Next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		if ctx.Err() != nil {
+			return false, ctxError(ctx)
+		}
+		return false, engine.Classify(err)
+	}
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	rt.observeTTFT(c)
+	if resp.SSE {
+		sse := openai.NewSSE(w)
+		sse.Start(resp.Status)
+		rt.copyBody(ctx, resp, piece, err, sse.Write, func(e *openai.Error) { sse.Fail(e) }, dec)
+		return true, nil
+	}
+	flush := h.Get("Content-Length") == ""
+	rc := http.NewResponseController(w)
+	w.WriteHeader(resp.Status)
+	write := func(p []byte) error {
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		if flush {
+			return rc.Flush()
+		}
+		return nil
+	}
+	rt.copyBody(ctx, resp, piece, err, write, func(*openai.Error) { panic(http.ErrAbortHandler) }, dec)
+	return true, nil
+}
+
+// copyBody writes piece and the rest of resp's body with write until the body ends, the client
+// goes away (write fails) or the worker fails; a failure is reported with fail, except when the
+// client itself left.
+func (rt *Router) copyBody(ctx context.Context, resp *engine.Response, piece []byte, err error, write func([]byte) error, fail func(*openai.Error), dec *decision) {
+	for {
+		if len(piece) > 0 && write(piece) != nil {
+			return // client gone
+		}
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			break
+		}
+		piece, err = resp.Body.Next()
+	}
+	if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) {
+		return // the client went away
+	}
+	ae := engine.Classify(err)
+	if ctx.Err() != nil {
+		ae = ctxError(ctx)
+	}
+	if !shuttingDown(ctx) { // the gateway's own shutdown is not the worker's failure
+		rt.met.upstream.WithLabelValues(dec.m.w.URL(), "mid_stream").Inc()
+		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.w.URL()), zap.String("error", ae.Message))
+	}
+	fail(ae)
+}

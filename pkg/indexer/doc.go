@@ -24,9 +24,12 @@
 //     is approximate and each gateway replica sees only its own traffic. It answers on the
 //     same scale (blocks) as Index, so a mixed fleet scores both kinds of worker together.
 //   - Pending: a few seconds of "routed here" entries keyed like Index, for the gap between
-//     routing a new prompt and the engine's first stored event. Combine its answer with the
-//     Index's (MergeMatches keeps the larger per worker); the index confirms an entry simply
-//     by catching up with it, and the entry expires after its TTL.
+//     routing a new prompt and the engine's first stored event; the index confirms an entry
+//     simply by catching up with it, and the entry expires after its TTL.
+//   - Lookup: the request-side combination of the three, as routing asks it (lookup.go): per
+//     candidate worker, the Index or Pending answer for event-fed workers and the Tree's for
+//     the others, the maximum over the worker's DP ranks, in blocks of one default size. The
+//     Index learns each worker's block size from its stored events; Lookup uses it.
 //
 // # Index internals and concurrency
 //

@@ -215,7 +215,7 @@ func (c *core) workerBlockSize(w WorkerID) int {
 // for different workers, may run at once (one goroutine per worker stream, as Sink requires).
 // Index must not be copied.
 type Index struct {
-	// mu guards c. Match, WorkerBlocks, WorkerBlockSize and Len hold it shared; Apply holds it
+	// mu guards c. Match, WorkerBlocks, Len and Lookup hold it shared; Apply holds it
 	// exclusively for one event (or lockChunk blocks of a long one) at a time, not a whole
 	// batch, so readers wait at most that long.
 	mu sync.RWMutex
@@ -320,14 +320,6 @@ func (ix *Index) WorkerBlocks(w WorkerID) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.c.workerBlocks(w)
-}
-
-// WorkerBlockSize returns the block size of worker w's latest stored event, or 0 when none
-// arrived yet (the router then falls back to the worker spec or --block-size).
-func (ix *Index) WorkerBlockSize(w WorkerID) int {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.c.workerBlockSize(w)
 }
 
 // Len returns the number of distinct block keys held.

@@ -100,8 +100,9 @@ func TestApplyAndMatch(t *testing.T) {
 			}
 		})
 	}
-	if got := ix.WorkerBlockSize(1); got != 16 {
-		t.Errorf("WorkerBlockSize(1) = %d, want 16", got)
+	learned := Lookup{Index: ix, BlockSize: 8} // the default differs from what events carry
+	if got := learned.BlockSizeOf(LookupWorker{IDs: []WorkerID{1}}); got != 16 {
+		t.Errorf("learned block size of worker 1 = %d, want 16", got)
 	}
 	if got := ix.WorkerBlocks(70); got != 3 {
 		t.Errorf("WorkerBlocks(70) = %d, want 3", got)
@@ -111,7 +112,7 @@ func TestApplyAndMatch(t *testing.T) {
 	if got := sortMatches(ix.Match(keys, nil)); !cmp.Equal(got, []WorkerMatch{{1, 3}}) {
 		t.Errorf("after reset/remove: Match = %v, want [{1 3}]", got)
 	}
-	if got := ix.WorkerBlockSize(0); got != 16 {
+	if got := learned.BlockSizeOf(LookupWorker{IDs: []WorkerID{0}}); got != 16 {
 		t.Errorf("ResetWorker forgot the block size: got %d, want 16", got)
 	}
 	if got := ix.Apply(MaxWorkers, []Event{{Kind: EventCleared}}); got.Skipped != 1 {

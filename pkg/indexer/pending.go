@@ -203,21 +203,3 @@ func (p *Pending) Match(keys []uint64, dst []WorkerMatch) []WorkerMatch {
 	}
 	return dst
 }
-
-// MergeMatches folds src into dst, keeping for each worker the larger Blocks, and returns the
-// extended dst: the router's combination of Index (or Tree) and Pending answers. It allocates
-// only when dst must grow.
-func MergeMatches(dst, src []WorkerMatch) []WorkerMatch {
-	n := len(dst)
-outer:
-	for _, s := range src {
-		for i := range dst[:n] {
-			if dst[i].Worker == s.Worker {
-				dst[i].Blocks = max(dst[i].Blocks, s.Blocks)
-				continue outer
-			}
-		}
-		dst = append(dst, s)
-	}
-	return dst
-}

@@ -139,13 +139,6 @@ func TestPendingMatchesReference(t *testing.T) {
 	}
 }
 
-func TestMergeMatches(t *testing.T) {
-	got := MergeMatches([]WorkerMatch{{1, 3}, {2, 5}}, []WorkerMatch{{2, 7}, {1, 1}, {9, 2}})
-	if diff := cmp.Diff([]WorkerMatch{{1, 3}, {2, 7}, {9, 2}}, got); diff != "" {
-		t.Errorf("MergeMatches (-want +got):\n%s", diff)
-	}
-}
-
 func TestPendingConcurrentAndAllocs(t *testing.T) {
 	p, err := NewPending(PendingConfig{MaxEntries: 256})
 	if err != nil {

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"testing"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 // BenchmarkPick measures every policy's Pick on 3 workers (the reference fleet) and 16.
@@ -15,7 +17,7 @@ func BenchmarkPick(b *testing.B) {
 				p := mustNew(b, name, cfg)
 				cands := make([]Candidate, n)
 				for i := range cands {
-					cands[i] = Candidate{Key: uint64(i) * 7919, Load: int64(i % 4), Matched: (i * 13) % 62, Source: SourceEvents}
+					cands[i] = Candidate{Key: uint64(i) * 7919, Load: int64(i % 4), Matched: (i * 13) % 62, Source: indexer.SourceEvents}
 				}
 				req := &Request{Blocks: 62, FirstBlock: 0xdeadbeef, Tokens: 1000}
 				b.ReportAllocs()
@@ -36,7 +38,7 @@ func BenchmarkPickParallel(b *testing.B) {
 			p := mustNew(b, name, DefaultConfig())
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				cands := []Candidate{{Key: 1, Load: 3, Matched: 10}, {Key: 2, Load: 1, Matched: 40, Source: SourceEvents}, {Key: 3, Load: 2}}
+				cands := []Candidate{{Key: 1, Load: 3, Matched: 10}, {Key: 2, Load: 1, Matched: 40, Source: indexer.SourceEvents}, {Key: 3, Load: 2}}
 				req := &Request{Blocks: 62, FirstBlock: 1}
 				for pb.Next() {
 					req.FirstBlock++

@@ -1,6 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+)
 
 // cacheAware is the default policy, SMG's rule cascade (DESIGN.md §5):
 //  1. imbalance guard: max_load − min_load > abs AND max_load > rel × min_load → least loaded;
@@ -72,11 +76,11 @@ func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 }
 
 // hitReason maps the winner's match source to the decision reason.
-func hitReason(s Source) Reason {
+func hitReason(s indexer.Source) Reason {
 	switch s {
-	case SourceTree:
+	case indexer.SourceTree:
 		return ReasonTreeHit
-	case SourcePending:
+	case indexer.SourcePending:
 		return ReasonPendingHit
 	default:
 		return ReasonCacheHit

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 func TestCacheAwarePick(t *testing.T) {
@@ -19,118 +20,118 @@ func TestCacheAwarePick(t *testing.T) {
 		{
 			name:  "best match above threshold from events",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(0, 0, SourceNone), cand(5, 8, SourceEvents), cand(1, 2, SourceEvents)},
+			cands: []Candidate{cand(0, 0, indexer.SourceNone), cand(5, 8, indexer.SourceEvents), cand(1, 2, indexer.SourceEvents)},
 			want:  Decision{Index: 1, Reason: ReasonCacheHit},
 		},
 		{
 			name:  "tree source gives tree_hit",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(0, 0, SourceNone), cand(5, 8, SourceTree)},
+			cands: []Candidate{cand(0, 0, indexer.SourceNone), cand(5, 8, indexer.SourceTree)},
 			want:  Decision{Index: 1, Reason: ReasonTreeHit},
 		},
 		{
 			name:  "pending source gives pending_hit",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(2, 3, SourcePending), cand(0, 0, SourceNone)},
+			cands: []Candidate{cand(2, 3, indexer.SourcePending), cand(0, 0, indexer.SourceNone)},
 			want:  Decision{Index: 0, Reason: ReasonPendingHit},
 		},
 		{
 			name:  "exactly at threshold is a hit",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(0, 0, SourceNone), cand(3, 3, SourceEvents)},
+			cands: []Candidate{cand(0, 0, indexer.SourceNone), cand(3, 3, indexer.SourceEvents)},
 			want:  Decision{Index: 1, Reason: ReasonCacheHit},
 		},
 		{
 			name:  "below threshold goes least loaded",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(4, 0, SourceNone), cand(3, 2, SourceEvents), cand(1, 0, SourceNone)},
+			cands: []Candidate{cand(4, 0, indexer.SourceNone), cand(3, 2, indexer.SourceEvents), cand(1, 0, indexer.SourceNone)},
 			want:  Decision{Index: 2, Reason: ReasonNoMatch},
 		},
 		{
 			name:  "zero threshold still needs a matched block",
 			cfg:   func(c *Config) { c.CacheThreshold = 0 },
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(4, 0, SourceNone), cand(1, 0, SourceNone)},
+			cands: []Candidate{cand(4, 0, indexer.SourceNone), cand(1, 0, indexer.SourceNone)},
 			want:  Decision{Index: 1, Reason: ReasonNoMatch},
 		},
 		{
 			name:  "zero threshold takes any match",
 			cfg:   func(c *Config) { c.CacheThreshold = 0 },
 			req:   Request{Blocks: 100},
-			cands: []Candidate{cand(4, 1, SourceEvents), cand(1, 0, SourceNone)},
+			cands: []Candidate{cand(4, 1, indexer.SourceEvents), cand(1, 0, indexer.SourceNone)},
 			want:  Decision{Index: 0, Reason: ReasonCacheHit},
 		},
 		{
 			name:  "no blocks goes least loaded",
 			req:   Request{Blocks: 0, Tokens: 7},
-			cands: []Candidate{cand(4, 0, SourceNone), cand(1, 0, SourceNone), cand(2, 0, SourceNone)},
+			cands: []Candidate{cand(4, 0, indexer.SourceNone), cand(1, 0, indexer.SourceNone), cand(2, 0, indexer.SourceNone)},
 			want:  Decision{Index: 1, Reason: ReasonNoMatch},
 		},
 		{
 			name: "imbalance overrides a full match",
 			req:  Request{Blocks: 10},
 			// max−min = 90 > 64 and 100 > 1.5×10.
-			cands: []Candidate{cand(100, 10, SourceEvents), cand(10, 0, SourceNone), cand(50, 0, SourceNone)},
+			cands: []Candidate{cand(100, 10, indexer.SourceEvents), cand(10, 0, indexer.SourceNone), cand(50, 0, indexer.SourceNone)},
 			want:  Decision{Index: 1, Reason: ReasonImbalance},
 		},
 		{
 			name: "large spread but not relatively imbalanced",
 			req:  Request{Blocks: 10},
 			// max−min = 70 > 64 but 270 ≤ 1.5×200.
-			cands: []Candidate{cand(270, 10, SourceEvents), cand(200, 0, SourceNone)},
+			cands: []Candidate{cand(270, 10, indexer.SourceEvents), cand(200, 0, indexer.SourceNone)},
 			want:  Decision{Index: 0, Reason: ReasonCacheHit},
 		},
 		{
 			name: "relatively imbalanced but small spread",
 			req:  Request{Blocks: 10},
 			// 60 > 1.5×0 but max−min = 60 ≤ 64.
-			cands: []Candidate{cand(60, 10, SourceEvents), cand(0, 0, SourceNone)},
+			cands: []Candidate{cand(60, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
 			want:  Decision{Index: 0, Reason: ReasonCacheHit},
 		},
 		{
 			name: "imbalance with zero minimum",
 			req:  Request{Blocks: 10},
 			// 65 − 0 > 64 and 65 > 0.
-			cands: []Candidate{cand(65, 10, SourceEvents), cand(0, 0, SourceNone)},
+			cands: []Candidate{cand(65, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
 			want:  Decision{Index: 1, Reason: ReasonImbalance},
 		},
 		{
 			name:  "equal match: lower load wins",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(5, 6, SourceEvents), cand(2, 6, SourceTree), cand(3, 6, SourceEvents)},
+			cands: []Candidate{cand(5, 6, indexer.SourceEvents), cand(2, 6, indexer.SourceTree), cand(3, 6, indexer.SourceEvents)},
 			want:  Decision{Index: 1, Reason: ReasonTreeHit},
 		},
 		{
 			name:  "equal match and load: random picks the second tie",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(2, 6, SourceEvents), cand(2, 1, SourceEvents), cand(2, 6, SourceTree), cand(2, 6, SourcePending)},
+			cands: []Candidate{cand(2, 6, indexer.SourceEvents), cand(2, 1, indexer.SourceEvents), cand(2, 6, indexer.SourceTree), cand(2, 6, indexer.SourcePending)},
 			rand:  []uint64{nth(1, 3)},
 			want:  Decision{Index: 2, Reason: ReasonTreeHit},
 		},
 		{
 			name:  "equal match and load: random picks the third tie",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(2, 6, SourceEvents), cand(2, 1, SourceEvents), cand(2, 6, SourceTree), cand(2, 6, SourcePending)},
+			cands: []Candidate{cand(2, 6, indexer.SourceEvents), cand(2, 1, indexer.SourceEvents), cand(2, 6, indexer.SourceTree), cand(2, 6, indexer.SourcePending)},
 			rand:  []uint64{nth(2, 3)},
 			want:  Decision{Index: 3, Reason: ReasonPendingHit},
 		},
 		{
 			name:  "least-load ties broken at random",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(1, 0, SourceNone), cand(3, 0, SourceNone), cand(1, 0, SourceNone)},
+			cands: []Candidate{cand(1, 0, indexer.SourceNone), cand(3, 0, indexer.SourceNone), cand(1, 0, indexer.SourceNone)},
 			rand:  []uint64{nth(1, 2)},
 			want:  Decision{Index: 2, Reason: ReasonNoMatch},
 		},
 		{
 			name:  "matched beyond blocks is still a hit",
 			req:   Request{Blocks: 2},
-			cands: []Candidate{cand(0, 0, SourceNone), cand(1, 5, SourceEvents)},
+			cands: []Candidate{cand(0, 0, indexer.SourceNone), cand(1, 5, indexer.SourceEvents)},
 			want:  Decision{Index: 1, Reason: ReasonCacheHit},
 		},
 		{
 			name:  "single candidate",
 			req:   Request{Blocks: 3},
-			cands: []Candidate{cand(7, 0, SourceNone)},
+			cands: []Candidate{cand(7, 0, indexer.SourceNone)},
 			want:  Decision{Index: 0, Reason: ReasonNoMatch},
 		},
 	}
@@ -171,7 +172,7 @@ func TestCacheAwareProperties(t *testing.T) {
 			if req.Blocks > 0 {
 				m = rng.IntN(req.Blocks + 1)
 			}
-			cands = append(cands, Candidate{Load: int64(rng.IntN(150)), Matched: m, Source: Source(1 + rng.IntN(3))})
+			cands = append(cands, Candidate{Load: int64(rng.IntN(150)), Matched: m, Source: indexer.Source(1 + rng.IntN(3))})
 		}
 		d := p.Pick(&req, cands)
 		if d.Index < 0 || d.Index >= len(cands) {
@@ -213,7 +214,7 @@ func TestCacheAwareTieFairness(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Rand = splitmix(42)
 	p := mustNew(t, NameCacheAware, cfg)
-	cands := []Candidate{cand(1, 5, SourceEvents), cand(1, 5, SourceEvents), cand(0, 1, SourceEvents), cand(1, 5, SourceEvents)}
+	cands := []Candidate{cand(1, 5, indexer.SourceEvents), cand(1, 5, indexer.SourceEvents), cand(0, 1, indexer.SourceEvents), cand(1, 5, indexer.SourceEvents)}
 	counts := make([]int, len(cands))
 	const n = 30000
 	for range n {

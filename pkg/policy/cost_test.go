@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 func TestCostPick(t *testing.T) {
@@ -20,28 +21,28 @@ func TestCostPick(t *testing.T) {
 			name: "cheaper prefill wins at equal load",
 			req:  Request{Blocks: 10},
 			// costs 10, 2, 5
-			cands: []Candidate{cand(0, 0, 0), cand(0, 8, SourceEvents), cand(0, 5, SourceEvents)},
+			cands: []Candidate{cand(0, 0, 0), cand(0, 8, indexer.SourceEvents), cand(0, 5, indexer.SourceEvents)},
 			want:  1,
 		},
 		{
 			name: "load in request blocks offsets the match",
 			req:  Request{Blocks: 10},
 			// costs: 10+0, 0+2×10, 6+0
-			cands: []Candidate{cand(0, 0, 0), cand(2, 10, SourceEvents), cand(0, 4, SourceTree)},
+			cands: []Candidate{cand(0, 0, 0), cand(2, 10, indexer.SourceEvents), cand(0, 4, indexer.SourceTree)},
 			want:  2,
 		},
 		{
 			name: "exact tie broken at random",
 			req:  Request{Blocks: 10},
 			// costs 10, 0+10, 15
-			cands: []Candidate{cand(0, 0, 0), cand(1, 10, SourceEvents), cand(1, 5, SourceEvents)},
+			cands: []Candidate{cand(0, 0, 0), cand(1, 10, indexer.SourceEvents), cand(1, 5, indexer.SourceEvents)},
 			rand:  []uint64{nth(1, 2)},
 			want:  1,
 		},
 		{
 			name:  "exact tie, other draw",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(0, 0, 0), cand(1, 10, SourceEvents), cand(1, 5, SourceEvents)},
+			cands: []Candidate{cand(0, 0, 0), cand(1, 10, indexer.SourceEvents), cand(1, 5, indexer.SourceEvents)},
 			rand:  []uint64{nth(0, 2)},
 			want:  0,
 		},
@@ -50,7 +51,7 @@ func TestCostPick(t *testing.T) {
 			cfg:  func(c *Config) { c.LoadBlocksPerRequest = 2 },
 			req:  Request{Blocks: 10},
 			// costs: 0+3×2 = 6 vs 10+0
-			cands: []Candidate{cand(3, 10, SourceEvents), cand(0, 0, 0)},
+			cands: []Candidate{cand(3, 10, indexer.SourceEvents), cand(0, 0, 0)},
 			want:  0,
 		},
 		{
@@ -58,14 +59,14 @@ func TestCostPick(t *testing.T) {
 			cfg:  func(c *Config) { c.PrefillWeight = 3 },
 			req:  Request{Blocks: 10},
 			// costs: 3×0+2×10 = 20 vs 3×10+0 = 30
-			cands: []Candidate{cand(2, 10, SourceEvents), cand(0, 0, 0)},
+			cands: []Candidate{cand(2, 10, indexer.SourceEvents), cand(0, 0, 0)},
 			want:  0,
 		},
 		{
 			name:  "zero prefill weight is least load",
 			cfg:   func(c *Config) { c.PrefillWeight = 0 },
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(2, 10, SourceEvents), cand(1, 0, 0), cand(3, 10, 0)},
+			cands: []Candidate{cand(2, 10, indexer.SourceEvents), cand(1, 0, 0), cand(3, 10, 0)},
 			want:  1,
 		},
 		{
@@ -79,7 +80,7 @@ func TestCostPick(t *testing.T) {
 			cfg:  func(c *Config) { c.LoadBlocksPerRequest = 0.001 },
 			req:  Request{Blocks: 10},
 			// cost alone prefers 0 (0.1 vs 10) but 100 is imbalanced against 10.
-			cands: []Candidate{cand(100, 10, SourceEvents), cand(10, 0, 0)},
+			cands: []Candidate{cand(100, 10, indexer.SourceEvents), cand(10, 0, 0)},
 			want:  1,
 		},
 		{
@@ -93,7 +94,7 @@ func TestCostPick(t *testing.T) {
 			name:  "softmax with u=0 takes the first candidate",
 			cfg:   func(c *Config) { c.Temperature = 0.1 },
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(0, 0, 0), cand(0, 10, SourceEvents)},
+			cands: []Candidate{cand(0, 0, 0), cand(0, 10, indexer.SourceEvents)},
 			rand:  []uint64{0},
 			want:  0,
 		},
@@ -101,7 +102,7 @@ func TestCostPick(t *testing.T) {
 			name:  "softmax with u near 1 takes the last candidate",
 			cfg:   func(c *Config) { c.Temperature = 0.1 },
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(0, 10, SourceEvents), cand(0, 0, 0)},
+			cands: []Candidate{cand(0, 10, indexer.SourceEvents), cand(0, 0, 0)},
 			rand:  []uint64{^uint64(0)},
 			want:  1,
 		},
@@ -171,7 +172,7 @@ func TestCostMinimises(t *testing.T) {
 // TestCostTemperature: a low temperature nearly always takes the cheapest worker, a high one
 // spreads picks almost uniformly.
 func TestCostTemperature(t *testing.T) {
-	cands := []Candidate{cand(0, 10, SourceEvents), cand(0, 5, SourceEvents), cand(0, 0, 0)}
+	cands := []Candidate{cand(0, 10, indexer.SourceEvents), cand(0, 5, indexer.SourceEvents), cand(0, 0, 0)}
 	tests := []struct {
 		temp             float64
 		minBest, maxBest int

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 // FuzzPick feeds every policy arbitrary requests and candidates (negative and extreme loads,
@@ -27,7 +29,7 @@ func FuzzPick(f *testing.F) {
 				load = int64(binary.LittleEndian.Uint64(data[:8]))
 			}
 			m := int(int8(data[4]))
-			cands = append(cands, Candidate{Key: uint64(data[5]), Load: load, Matched: m, Source: Source(data[9] % 4)})
+			cands = append(cands, Candidate{Key: uint64(data[5]), Load: load, Matched: m, Source: indexer.Source(data[9] % 4)})
 			data = data[10:]
 		}
 		if len(cands) == 0 {

@@ -3,6 +3,8 @@ package policy
 import (
 	"math"
 	"sync/atomic"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 // seqRand returns the given values in order, then repeats the last one. It is not safe for
@@ -33,7 +35,7 @@ func splitmix(seed uint64) func() uint64 {
 }
 
 // cand builds a candidate tersely: load, matched, source.
-func cand(load int64, matched int, src Source) Candidate {
+func cand(load int64, matched int, src indexer.Source) Candidate {
 	return Candidate{Key: uint64(load)<<32 | uint64(matched), Load: load, Matched: matched, Source: src}
 }
 

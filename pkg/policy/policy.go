@@ -1,19 +1,8 @@
 package policy
 
-import "github.com/kvgate/kvgate/pkg/worker"
-
-// Source says where a candidate's matched-block count came from.
-type Source uint8
-
-const (
-	// SourceNone: nothing matched (Matched is 0).
-	SourceNone Source = iota
-	// SourceEvents: the exact index fed by the worker's KV-event stream.
-	SourceEvents
-	// SourceTree: the approximate token tree (worker without events, or --kv-index off).
-	SourceTree
-	// SourcePending: the pending overlay (routed here moments ago, not yet confirmed by events).
-	SourcePending
+import (
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // Reason is why a worker was chosen; it labels the kvgate_routing_decisions_total metric and is
@@ -51,7 +40,7 @@ type Candidate struct {
 	Load int64
 	// Matched is the number of leading request blocks the worker holds, from Source.
 	Matched int
-	Source  Source
+	Source  indexer.Source
 }
 
 // Request is what a policy knows of the request being routed.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 func TestNames(t *testing.T) {
@@ -18,7 +19,7 @@ func TestNames(t *testing.T) {
 			if err != nil || p == nil {
 				t.Fatalf("New(%q, DefaultConfig()) = %v, %v; want a policy, nil", n, p, err)
 			}
-			d := p.Pick(&Request{Blocks: 4, FirstBlock: 7, Tokens: 64}, []Candidate{cand(0, 0, SourceNone)})
+			d := p.Pick(&Request{Blocks: 4, FirstBlock: 7, Tokens: 64}, []Candidate{cand(0, 0, indexer.SourceNone)})
 			if d.Index != 0 {
 				t.Errorf("Pick with one candidate: got index %d, want 0", d.Index)
 			}

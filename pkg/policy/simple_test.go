@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 func TestRoundRobinPick(t *testing.T) {
@@ -56,7 +57,7 @@ func TestRoundRobinConcurrent(t *testing.T) {
 }
 
 func TestSimplePolicies(t *testing.T) {
-	three := []Candidate{cand(5, 9, SourceEvents), cand(2, 0, SourceNone), cand(2, 0, SourceNone)}
+	three := []Candidate{cand(5, 9, indexer.SourceEvents), cand(2, 0, indexer.SourceNone), cand(2, 0, indexer.SourceNone)}
 	tests := []struct {
 		name   string
 		policy string
@@ -71,7 +72,7 @@ func TestSimplePolicies(t *testing.T) {
 		{name: "least_load unique", policy: NameLeastLoad, cands: []Candidate{cand(5, 0, 0), cand(1, 0, 0), cand(3, 0, 0)}, want: Decision{1, ReasonLeastLoad}},
 		{name: "least_load tie first", policy: NameLeastLoad, cands: three, rand: []uint64{nth(0, 2)}, want: Decision{1, ReasonLeastLoad}},
 		{name: "least_load tie second", policy: NameLeastLoad, cands: three, rand: []uint64{nth(1, 2)}, want: Decision{2, ReasonLeastLoad}},
-		{name: "least_load ignores cache", policy: NameLeastLoad, req: Request{Blocks: 9}, cands: []Candidate{cand(2, 9, SourceEvents), cand(1, 0, 0)}, want: Decision{1, ReasonLeastLoad}},
+		{name: "least_load ignores cache", policy: NameLeastLoad, req: Request{Blocks: 9}, cands: []Candidate{cand(2, 9, indexer.SourceEvents), cand(1, 0, 0)}, want: Decision{1, ReasonLeastLoad}},
 		// power_of_two: first draw i among 3, second j among the other 2.
 		{name: "p2c keeps lower second", policy: NamePowerOfTwo, cands: three, rand: []uint64{nth(0, 3), nth(0, 2)}, want: Decision{1, ReasonPowerOfTwo}},
 		{name: "p2c keeps lower first", policy: NamePowerOfTwo, cands: three, rand: []uint64{nth(2, 3), nth(0, 2)}, want: Decision{2, ReasonPowerOfTwo}},
@@ -175,7 +176,7 @@ func TestConcurrentPicks(t *testing.T) {
 			var wg sync.WaitGroup
 			for g := range 4 {
 				wg.Go(func() {
-					cands := []Candidate{cand(int64(g), 3, SourceEvents), cand(2, 1, SourceTree), cand(1, 0, SourceNone)}
+					cands := []Candidate{cand(int64(g), 3, indexer.SourceEvents), cand(2, 1, indexer.SourceTree), cand(1, 0, indexer.SourceNone)}
 					for i := range 500 {
 						d := p.Pick(&Request{Blocks: 4, FirstBlock: uint64(i)}, cands)
 						if d.Index < 0 || d.Index >= len(cands) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -69,7 +70,7 @@ func TestTakeAllocs(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Rand = splitmix(3)
 		p := mustNew(t, name, cfg)
-		cands := []Candidate{{Worker: ws[0], Key: 1, Load: 2, Matched: 10, Source: SourceEvents}, {Worker: ws[1], Key: 2, Load: 1}, {Worker: ws[2], Key: 3}}
+		cands := []Candidate{{Worker: ws[0], Key: 1, Load: 2, Matched: 10, Source: indexer.SourceEvents}, {Worker: ws[1], Key: 2, Load: 1}, {Worker: ws[2], Key: 3}}
 		req := &Request{Blocks: 62, FirstBlock: 9, Tokens: 1000}
 		w := Take(p, req, cands) // warm pools
 		w.Done()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
 )
@@ -53,18 +54,6 @@ func policyName(p policy.Policy) string {
 		return s.String()
 	}
 	return fmt.Sprintf("%T", p)
-}
-
-func sourceName(s policy.Source) string {
-	switch s {
-	case policy.SourceEvents:
-		return "events"
-	case policy.SourceTree:
-		return "tree"
-	case policy.SourcePending:
-		return "pending"
-	}
-	return "none"
 }
 
 // handleDebugRoute explains the routing decision for a prompt without sending it or recording
@@ -131,7 +120,7 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 		out.Workers = append(out.Workers, rt.explainWorker(m, true, sc, c))
 	}
 	for _, m := range ineligible {
-		out.Workers = append(out.Workers, rt.explainWorker(m, false, candScore{bs: m.w.BlockSize(rt.cfg.BlockSize), fed: m.eventFed()}, policy.Candidate{}))
+		out.Workers = append(out.Workers, rt.explainWorker(m, false, indexer.Score{BlockSize: m.blockSize()}, policy.Candidate{}))
 	}
 	if len(s.members) == 0 {
 		out.Error = routeError(model, len(ineligible) > 0, false).Message
@@ -139,8 +128,8 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := policy.Request{Blocks: len(tokens) / rt.cfg.BlockSize, Tokens: len(tokens)}
-	if ks := s.keysFor(rt.cfg.BlockSize); ks != nil && len(ks.keys) > 0 {
-		req.FirstBlock = ks.keys[0]
+	if keys := s.lookup.Keys(rt.cfg.BlockSize); len(keys) > 0 {
+		req.FirstBlock = keys[0]
 	}
 	if ex, ok := rt.cfg.Policy.(policy.Explainer); ok {
 		d, note := ex.Explain(&req, s.cands)
@@ -158,10 +147,10 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (rt *Router) explainWorker(m *member, eligible bool, sc candScore, c policy.Candidate) workerExplain {
-	e := workerExplain{URL: m.w.URL(), Healthy: m.w.Healthy(), Eligible: eligible, EventFed: sc.fed, BlockSize: sc.bs,
-		MatchedEvents: sc.events, MatchedTree: sc.tree, MatchedPending: sc.pending, Scored: c.Matched,
-		ScoredFrom: sourceName(c.Source), Load: sc.load, InFlight: m.w.InFlight()}
+func (rt *Router) explainWorker(m *member, eligible bool, sc indexer.Score, c policy.Candidate) workerExplain {
+	e := workerExplain{URL: m.w.URL(), Healthy: m.w.Healthy(), Eligible: eligible, EventFed: m.eventFed(), BlockSize: sc.BlockSize,
+		MatchedEvents: sc.Events, MatchedTree: sc.Tree, MatchedPending: sc.Pending, Scored: c.Matched,
+		ScoredFrom: c.Source.String(), Load: c.Load, InFlight: m.w.InFlight()}
 	if n, _, ok := m.w.EngineLoad(); ok {
 		e.EngineLoad = &n
 	}

@@ -10,34 +10,15 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvgate/kvgate/pkg/engine"
-	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
-// indexConsumer feeds one worker's event stream into the index (through kvbridge.SinkConsumer,
-// rank r as the worker's r-th WorkerID) and learns the worker's block size from its stored
-// events (DESIGN.md §3: events carry it).
-type indexConsumer struct {
-	sink kvbridge.SinkConsumer
-	m    *member
+// newIndexConsumer feeds one worker's event stream into the index: rank r as the worker's
+// r-th WorkerID. The index learns the worker's block size from its stored events.
+func newIndexConsumer(m *member) *kvbridge.SinkConsumer {
+	return &kvbridge.SinkConsumer{Sink: m.rt.cfg.Index, IDs: m.ids}
 }
-
-func newIndexConsumer(m *member) *indexConsumer {
-	return &indexConsumer{sink: kvbridge.SinkConsumer{Sink: m.rt.cfg.Index, IDs: m.ids}, m: m}
-}
-
-func (c *indexConsumer) Batch(rank int, b *indexer.Batch) bool {
-	for i := range b.Events {
-		if ev := &b.Events[i]; ev.Kind == indexer.EventStored && ev.BlockSize > 0 {
-			c.m.w.LearnBlockSize(ev.BlockSize)
-			break
-		}
-	}
-	return c.sink.Batch(rank, b)
-}
-
-func (c *indexConsumer) Reset(rank int, reason string) { c.sink.Reset(rank, reason) }
 
 // newEventSource builds the worker's own event source from its spec (DESIGN.md §6), or returns
 // nil when it has none.
@@ -130,8 +111,7 @@ func (c *closingSource) Run(ctx context.Context) error {
 func isUnimplemented(err error) bool { return errors.Is(err, kvbridge.ErrUnimplemented) }
 
 var (
-	_ kvbridge.Consumer = (*indexConsumer)(nil)
-	_ eventSource       = (*kvbridge.GRPCSource)(nil)
-	_ eventSource       = (*deferredSource)(nil)
-	_ eventSource       = (*closingSource)(nil)
+	_ eventSource = (*kvbridge.GRPCSource)(nil)
+	_ eventSource = (*deferredSource)(nil)
+	_ eventSource = (*closingSource)(nil)
 )

@@ -68,7 +68,7 @@ func TestCacheAwareRoutingFromZMQEvents(t *testing.T) {
 	}
 	mb := g.rt.fleet.Load().byURL[b.url()]
 	g.waitFor(t, "b's blocks in the index", func() bool { return mb.indexBlocks() == 15 })
-	if got := mb.w.BlockSize(16); got != 8 {
+	if got := mb.blockSize(); got != 8 {
 		t.Errorf("learned block size: got %d, want 8", got)
 	}
 	resp, body := g.post(t, `{"prompt":"`+prefix+`and the user's question"}`)

@@ -229,7 +229,7 @@ type workerView struct {
 func (rt *Router) view(m *member) workerView {
 	v := workerView{
 		Spec: m.w.Spec(), Kind: m.w.Kind().String(), Healthy: m.w.Healthy(), HealthMessage: m.w.HealthMessage(),
-		ReportedModel: m.w.ReportedModel(), InFlight: m.w.InFlight(), BlockSizeUsed: m.w.BlockSize(rt.cfg.BlockSize),
+		ReportedModel: m.w.ReportedModel(), InFlight: m.w.InFlight(), BlockSizeUsed: m.blockSize(),
 		EventFed: m.eventFed(), IndexBlocks: m.indexBlocks(),
 	}
 	if n, _, ok := m.w.EngineLoad(); ok {

@@ -177,6 +177,16 @@ func (m *member) forgetCache() {
 	}
 }
 
+// lookupWorker describes the worker to the lookup: its DP ranks' IDs, its spec's block size
+// and whether it is scored from events.
+func (m *member) lookupWorker() indexer.LookupWorker {
+	return indexer.LookupWorker{IDs: m.ids, BlockSize: m.w.Spec().BlockSize, EventFed: m.eventFed()}
+}
+
+// blockSize returns the block size the worker is scored at (learned from its events, else its
+// spec's, else the default).
+func (m *member) blockSize() int { return m.rt.lookup.BlockSizeOf(m.lookupWorker()) }
+
 // indexBlocks returns the blocks the index holds for the worker, over its DP ranks.
 func (m *member) indexBlocks() int {
 	n := 0

@@ -12,70 +12,27 @@ import (
 	"github.com/kvgate/kvgate/pkg/policy"
 )
 
-// ApproxTree is what the router needs of the approximate token tree (DESIGN.md §4): it records
-// where requests were sent and answers, per worker, how many leading blocks of a request it
-// probably holds, in blocks of the router's default block size (Config.BlockSize: build the
-// tree with the same size). *indexer.Tree implements it.
-type ApproxTree interface {
-	Insert(w indexer.WorkerID, tokens []uint32)
-	Match(tokens []uint32, dst []indexer.WorkerMatch) []indexer.WorkerMatch
-	RemoveWorker(w indexer.WorkerID)
-}
-
-// PendingOverlay is what the router needs of the pending overlay: the blocks of requests routed
-// moments ago, before the engine's stored events confirm them. *indexer.Pending implements it.
-type PendingOverlay interface {
-	Add(w indexer.WorkerID, keys []uint64)
-	Match(keys []uint64, dst []indexer.WorkerMatch) []indexer.WorkerMatch
-	RemoveWorker(w indexer.WorkerID)
-}
-
 // decision is the outcome of routing one request. It holds the worker's load from the pick
 // (pick.Done releases it) and so must not be copied.
 type decision struct {
 	pick    policy.Result
 	m       *member
 	reason  policy.Reason
-	matched int           // leading blocks the worker holds, at its own block size
-	source  policy.Source // where matched came from
-	keys    []uint64      // request block keys at the worker's block size (scratch-owned)
-	ns      string        // the keys' namespace: the LoRA adapter requested, "" for a base model
-}
-
-// candScore is one candidate's raw scores, in the worker's own blocks.
-type candScore struct {
-	events, tree, pending int
-	bs                    int
-	fed                   bool
-	load                  int64
-}
-
-// keySet is the request's block keys at one block size.
-type keySet struct {
-	bs      int
-	keys    []uint64
-	events  []indexer.WorkerMatch
-	pending []indexer.WorkerMatch
+	matched int            // leading blocks the worker holds, at its own block size
+	source  indexer.Source // where matched came from
+	keys    []uint64       // request block keys at the worker's block size (scratch-owned)
+	ns      string         // the keys' namespace: the LoRA adapter requested, "" for a base model
 }
 
 // routeScratch holds the per-request buffers of route; taken from Router.scratch so that the
 // hot path does not allocate.
 type routeScratch struct {
 	members []*member
+	workers []indexer.LookupWorker
+	scores  []indexer.Score
 	cands   []policy.Candidate
-	scores  []candScore
-	sets    []keySet
-	tree    []indexer.WorkerMatch
+	lookup  indexer.LookupScratch
 	req     policy.Request
-}
-
-func (s *routeScratch) keysFor(bs int) *keySet {
-	for i := range s.sets {
-		if s.sets[i].bs == bs {
-			return &s.sets[i]
-		}
-	}
-	return nil
 }
 
 // routeError classifies why no worker could be chosen.
@@ -183,35 +140,31 @@ func (rt *Router) route(s *routeScratch, dec *decision, model string, tokens []u
 	defBS := rt.cfg.BlockSize
 	// The request lives in the scratch: passed through the Policy interface it would escape.
 	s.req = policy.Request{Blocks: len(tokens) / defBS, Tokens: len(tokens)}
-	if ks := s.keysFor(defBS); ks != nil && len(ks.keys) > 0 {
-		s.req.FirstBlock = ks.keys[0]
+	if keys := s.lookup.Keys(defBS); len(keys) > 0 {
+		s.req.FirstBlock = keys[0]
 	}
 	*dec = decision{pick: policy.Take(rt.cfg.Policy, &s.req, s.cands), ns: ns}
 	i := dec.pick.Index
-	m := s.members[i]
-	sc := &s.scores[i]
-	dec.m, dec.reason, dec.source = m, dec.pick.Reason, s.cands[i].Source
+	m, sc := s.members[i], &s.scores[i]
+	dec.m, dec.reason, dec.source, dec.keys = m, dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize)
 	if exclude != nil {
 		dec.reason = policy.ReasonRetry
 	}
 	switch dec.source {
-	case policy.SourceEvents:
-		dec.matched = sc.events
-	case policy.SourceTree:
-		dec.matched = sc.tree
-	case policy.SourcePending:
-		dec.matched = sc.pending
-	}
-	if ks := s.keysFor(sc.bs); ks != nil {
-		dec.keys = ks.keys
+	case indexer.SourceEvents:
+		dec.matched = sc.Events
+	case indexer.SourceTree:
+		dec.matched = sc.Tree
+	case indexer.SourcePending:
+		dec.matched = sc.Pending
 	}
 	rt.met.lookup.Observe(time.Since(start).Seconds())
 	rt.met.decision(dec.reason)
 	rt.met.matched.Observe(float64(dec.matched))
 	if ce := rt.log.Check(zap.DebugLevel, "route"); ce != nil {
 		ce.Write(zap.String("worker", m.w.URL()), zap.String("reason", string(dec.reason)),
-			zap.Int("matched_blocks", dec.matched), zap.Int("request_blocks", len(tokens)/sc.bs),
-			zap.Int64("load", sc.load), zap.Int("candidates", len(s.members)))
+			zap.Int("matched_blocks", dec.matched), zap.Int("request_blocks", len(tokens)/sc.BlockSize),
+			zap.Int64("load", s.cands[i].Load), zap.Int("candidates", len(s.members)))
 	}
 	return nil
 }
@@ -234,110 +187,22 @@ func (rt *Router) commit(dec *decision, tokens []uint32) {
 	}
 }
 
-// score fills s.cands and s.scores for s.members, hashing block keys under namespace ns
-// (adapterNamespace). Matched counts are converted to blocks of the default size so workers
-// with different block sizes compete on one scale.
+// score fills s.scores and s.cands for s.members: each worker's match from the lookup
+// (indexer.Lookup: events, pending overlay or tree, the best over DP ranks, in default-size
+// blocks) and its load.
 func (rt *Router) score(s *routeScratch, tokens []uint32, ns string, explain bool) {
-	defBS := rt.cfg.BlockSize
-	n := len(s.members)
-	s.cands = growCands(s.cands, n)
-	s.scores = growScores(s.scores, n)
-	s.sets = s.sets[:0]
-	now := rt.now()
-	maxAge := rt.engineLoadMaxAge()
-	anyTree := false
-	for i, m := range s.members {
-		fed := m.eventFed()
-		bs := m.w.BlockSize(defBS)
-		s.scores[i] = candScore{bs: bs, fed: fed, load: m.w.Load(now, maxAge)}
-		if !fed {
-			anyTree = true
-		}
-		if len(tokens) >= bs && s.keysFor(bs) == nil {
-			if len(s.sets) < cap(s.sets) {
-				s.sets = s.sets[:len(s.sets)+1]
-			} else {
-				s.sets = append(s.sets, keySet{})
-			}
-			ks := &s.sets[len(s.sets)-1]
-			ks.bs = bs
-			ks.keys = indexer.AppendBlockKeys(ks.keys[:0], tokens, bs, ns)
-		}
+	s.workers = s.workers[:0]
+	for _, m := range s.members {
+		s.workers = append(s.workers, m.lookupWorker())
 	}
-	for i := range s.sets {
-		ks := &s.sets[i]
-		if len(ks.keys) == 0 {
-			continue
-		}
-		if rt.cfg.KVIndex != KVIndexOff {
-			ks.events = rt.cfg.Index.Match(ks.keys, ks.events[:0])
-		} else {
-			ks.events = ks.events[:0]
-		}
-		if rt.cfg.Pending != nil {
-			ks.pending = rt.cfg.Pending.Match(ks.keys, ks.pending[:0])
-		} else {
-			ks.pending = ks.pending[:0]
-		}
+	s.scores = rt.lookup.Score(&s.lookup, tokens, ns, s.workers, s.scores, explain)
+	if cap(s.cands) < len(s.members) {
+		s.cands = make([]policy.Candidate, len(s.members))
 	}
-	s.tree = s.tree[:0]
-	if (anyTree || explain) && rt.cfg.Tree != nil && len(tokens) > 0 && ns == "" {
-		s.tree = rt.cfg.Tree.Match(tokens, s.tree)
-	}
+	s.cands = s.cands[:len(s.members)]
+	now, maxAge := rt.now(), rt.engineLoadMaxAge()
 	for i, m := range s.members {
 		sc := &s.scores[i]
-		if ks := s.keysFor(sc.bs); ks != nil {
-			sc.events = s.maxFor(m, ks.events)
-			sc.pending = s.maxFor(m, ks.pending)
-		}
-		if t := s.maxFor(m, s.tree); t > 0 {
-			sc.tree = t
-		}
-		c := policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: sc.load}
-		// Events and pending count blocks of the worker's own size; the tree counts blocks
-		// of the default size. Compare in default-size blocks.
-		ev, pe := sc.events*sc.bs/defBS, sc.pending*sc.bs/defBS
-		switch {
-		case sc.fed && ev >= pe && ev > 0:
-			c.Matched, c.Source = ev, policy.SourceEvents
-		case sc.fed && pe > 0:
-			c.Matched, c.Source = pe, policy.SourcePending
-		case !sc.fed && sc.tree > 0:
-			c.Matched, c.Source = sc.tree, policy.SourceTree
-		}
-		s.cands[i] = c
+		s.cands[i] = policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: m.w.Load(now, maxAge), Matched: sc.Matched, Source: sc.Source}
 	}
 }
-
-// maxFor returns the largest Blocks among m's IDs (its DP ranks) in ms.
-func (s *routeScratch) maxFor(m *member, ms []indexer.WorkerMatch) int {
-	best := 0
-	for _, wm := range ms {
-		for _, id := range m.ids {
-			if wm.Worker == id && wm.Blocks > best {
-				best = wm.Blocks
-			}
-		}
-	}
-	return best
-}
-
-func growCands(c []policy.Candidate, n int) []policy.Candidate {
-	if cap(c) < n {
-		return make([]policy.Candidate, n)
-	}
-	return c[:n]
-}
-
-func growScores(c []candScore, n int) []candScore {
-	if cap(c) < n {
-		return make([]candScore, n)
-	}
-	return c[:n]
-}
-
-var (
-	_ EventIndex     = (*indexer.Index)(nil)
-	_ ApproxTree     = (*indexer.Tree)(nil)
-	_ PendingOverlay = (*indexer.Pending)(nil)
-)

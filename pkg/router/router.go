@@ -39,14 +39,6 @@ const (
 	DefaultHealthTimeout  = 2 * time.Second
 )
 
-// EventIndex is what the router needs of the exact event index; *indexer.Index implements it.
-type EventIndex interface {
-	indexer.Sink
-	Match(keys []uint64, dst []indexer.WorkerMatch) []indexer.WorkerMatch
-	WorkerBlocks(w indexer.WorkerID) int
-	RemoveWorker(w indexer.WorkerID)
-}
-
 // Config configures a Router. Zero durations and limits take the documented defaults.
 type Config struct {
 	// Model is the served model name requests may use ("" or this name route to every worker
@@ -65,9 +57,9 @@ type Config struct {
 
 	// Index is the exact event index (required); Tree the approximate tree and Pending the
 	// pending overlay (both optional: nil disables them).
-	Index   EventIndex
-	Tree    ApproxTree
-	Pending PendingOverlay
+	Index   *indexer.Index
+	Tree    *indexer.Tree
+	Pending *indexer.Pending
 
 	// ForwardTokenIDs sends the gateway's token ids as the prompt to http:// workers, so the
 	// engine caches exactly what was indexed.
@@ -121,6 +113,7 @@ type Router struct {
 	met     *metrics
 	now     func() time.Time
 	scratch sync.Pool // *routeScratch
+	lookup  indexer.Lookup
 	// transport is the HTTP transport shared by every http:// worker's engine; engineCfg is
 	// what each member's engine is built with.
 	transport *http.Transport
@@ -218,6 +211,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, transport: engine.NewTransport()}
 	rt.engineCfg = engine.Config{HTTP: rt.transport, Logger: cfg.Logger, Now: cfg.Now}
+	rt.lookup = indexer.Lookup{Index: cfg.Index, Tree: cfg.Tree, Pending: cfg.Pending, BlockSize: cfg.BlockSize, EventsOff: cfg.KVIndex == KVIndexOff}
 	if cfg.Tokenizer != nil {
 		rt.engineCfg.Tokenizer = cfg.Tokenizer
 	}

@@ -30,7 +30,6 @@ type Worker struct {
 	healthy    atomic.Bool
 	checked    atomic.Bool // at least one health check finished
 	failures   atomic.Int32
-	blockSize  atomic.Int32 // learned from events; 0 = unknown
 	model      atomic.Pointer[string]
 	adapters   atomic.Pointer[[]string] // LoRA adapters the worker lists; nil = none known
 	healthMsg  atomic.Pointer[string]
@@ -45,9 +44,6 @@ func New(spec Spec) (*Worker, error) {
 	}
 	w := &Worker{spec: spec, key: KeyOf(spec.URL)}
 	w.engineLoad.Store(-1)
-	if spec.BlockSize > 0 {
-		w.blockSize.Store(int32(spec.BlockSize))
-	}
 	return w, nil
 }
 
@@ -141,24 +137,6 @@ func (w *Worker) HealthMessage() string {
 
 // Failures returns the number of consecutive failed checks.
 func (w *Worker) Failures() int { return int(w.failures.Load()) }
-
-// BlockSize returns the worker's KV block size: learned from events, else from the spec, else
-// def.
-func (w *Worker) BlockSize(def int) int {
-	if b := w.blockSize.Load(); b > 0 {
-		return int(b)
-	}
-	return def
-}
-
-// LearnBlockSize records the block size carried by the worker's stored events. It returns true
-// when the value changed (the router then rehashes requests for this worker at the new size).
-func (w *Worker) LearnBlockSize(n int) bool {
-	if n <= 0 || n > MaxBlockSize {
-		return false
-	}
-	return w.blockSize.Swap(int32(n)) != int32(n)
-}
 
 // SetReportedModel records the model name the worker itself reports (/v1/models or
 // GetModelInfo).

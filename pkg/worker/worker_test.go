@@ -178,12 +178,6 @@ func TestWorkerHealthAndModel(t *testing.T) {
 	if m.Serves("gw", "gw") || !m.Serves("m2", "gw") || m.UpstreamModel("m2") != "m2" || m.ServedModel("gw") != "m2" {
 		t.Errorf("spec model handling wrong")
 	}
-	if got := m.BlockSize(16); got != 16 {
-		t.Errorf("BlockSize default: got %d, want 16", got)
-	}
-	if !m.LearnBlockSize(32) || m.LearnBlockSize(32) || m.BlockSize(16) != 32 {
-		t.Errorf("LearnBlockSize wrong: got %d", m.BlockSize(16))
-	}
 }
 
 func TestKeyStable(t *testing.T) {

@@ -1,0 +1,224 @@
+package indexer
+
+// Source says where a worker's matched-block count came from.
+type Source uint8
+
+const (
+	// SourceNone: nothing matched (Matched is 0).
+	SourceNone Source = iota
+	// SourceEvents: the exact index fed by the worker's KV-event stream.
+	SourceEvents
+	// SourceTree: the approximate token tree (worker without events, or events off).
+	SourceTree
+	// SourcePending: the pending overlay (routed there moments ago, not yet confirmed by events).
+	SourcePending
+)
+
+// String returns "events", "tree", "pending" or "none".
+func (s Source) String() string {
+	switch s {
+	case SourceEvents:
+		return "events"
+	case SourceTree:
+		return "tree"
+	case SourcePending:
+		return "pending"
+	}
+	return "none"
+}
+
+// Lookup answers, for one request, how many leading blocks each candidate worker holds. It
+// combines the structures of DESIGN.md §4 the way routing needs them: an event-fed worker is
+// scored from the Index or, when larger, the Pending overlay (requests just routed there);
+// any other worker from the approximate Tree. A worker's match is the largest over its DP ranks
+// (one WorkerID each), and every score is converted to blocks of the default size, so that
+// workers with different block sizes, and event-fed workers beside tree-scored ones, compete on
+// one scale. A worker's block size is the one its events carry (learned by the Index), else its
+// spec's, else the default.
+//
+// A Lookup is a plain value safe for concurrent use (its structures are); the per-request
+// buffers live in a LookupScratch.
+type Lookup struct {
+	// Index is the exact event index (required).
+	Index *Index
+	// Tree and Pending are optional (nil: not consulted).
+	Tree    *Tree
+	Pending *Pending
+	// BlockSize is the default block size, the scale of every Score (the Tree's block size).
+	BlockSize int
+	// EventsOff scores every worker from the Tree (--kv-index off).
+	EventsOff bool
+}
+
+// LookupWorker is one candidate as the Lookup needs it.
+type LookupWorker struct {
+	// IDs are the worker's caches, one per DP rank (at least one).
+	IDs []WorkerID
+	// BlockSize is the worker spec's block size; 0: not given.
+	BlockSize int
+	// EventFed says the worker is scored from its KV events (else from the Tree).
+	EventFed bool
+}
+
+// Score is one candidate's answer.
+type Score struct {
+	// Events and Pending count leading blocks of the worker's own BlockSize; Tree counts blocks
+	// of the default size. They are the raw answers: Tree is filled for every worker whenever
+	// the tree was asked (some candidate is tree-scored, or explaining).
+	Events, Tree, Pending int
+	// BlockSize is the block size the worker was scored at.
+	BlockSize int
+	// Matched is the score, in default-size blocks, taken from Source.
+	Matched int
+	Source  Source
+}
+
+// LookupScratch holds one request's buffers; reuse it across requests (it is not safe for
+// concurrent use). The zero value is ready.
+type LookupScratch struct {
+	sets []keySet
+	tree []WorkerMatch
+}
+
+// keySet is the request's block keys at one block size and their matches.
+type keySet struct {
+	bs      int
+	keys    []uint64
+	events  []WorkerMatch
+	pending []WorkerMatch
+}
+
+// Keys returns the request's block keys at block size bs from the last Score call (nil when no
+// candidate was scored at bs, or the prompt has no full block). The slice is scratch-owned.
+func (s *LookupScratch) Keys(bs int) []uint64 {
+	if ks := s.set(bs); ks != nil {
+		return ks.keys
+	}
+	return nil
+}
+
+func (s *LookupScratch) set(bs int) *keySet {
+	for i := range s.sets {
+		if s.sets[i].bs == bs {
+			return &s.sets[i]
+		}
+	}
+	return nil
+}
+
+// addSet returns an empty key set for bs, reusing the scratch's buffers.
+func (s *LookupScratch) addSet(bs int) *keySet {
+	if len(s.sets) < cap(s.sets) {
+		s.sets = s.sets[:len(s.sets)+1]
+	} else {
+		s.sets = append(s.sets, keySet{})
+	}
+	ks := &s.sets[len(s.sets)-1]
+	ks.bs = bs
+	ks.keys = ks.keys[:0]
+	return ks
+}
+
+// BlockSizeOf returns the block size w is scored at: learned from its events, else its spec's,
+// else the default.
+func (l *Lookup) BlockSizeOf(w LookupWorker) int {
+	l.Index.mu.RLock()
+	defer l.Index.mu.RUnlock()
+	return l.blockSizeLocked(w)
+}
+
+func (l *Lookup) blockSizeLocked(w LookupWorker) int {
+	for _, id := range w.IDs {
+		if bs := l.Index.c.workerBlockSize(id); bs > 0 {
+			return bs
+		}
+	}
+	if w.BlockSize > 0 {
+		return w.BlockSize
+	}
+	return l.BlockSize
+}
+
+// Score fills out[i] for ws[i] for a request's tokens, hashed under namespace ns (a LoRA
+// adapter; the Tree, keyed by raw tokens without a namespace, is not consulted for one), and
+// returns out (grown to len(ws) when needed). explain also asks the Tree for event-fed workers,
+// for /debug/route. It allocates nothing once s and out have grown to the fleet.
+func (l *Lookup) Score(s *LookupScratch, tokens []uint32, ns string, ws []LookupWorker, out []Score, explain bool) []Score {
+	if cap(out) < len(ws) {
+		out = make([]Score, len(ws))
+	}
+	out = out[:len(ws)]
+	anyTree := l.blockSizes(ws, out)
+	s.sets = s.sets[:0]
+	for i := range ws {
+		if bs := out[i].BlockSize; len(tokens) >= bs && s.set(bs) == nil {
+			ks := s.addSet(bs)
+			ks.keys = AppendBlockKeys(ks.keys, tokens, bs, ns)
+		}
+	}
+	for i := range s.sets {
+		ks := &s.sets[i]
+		ks.events, ks.pending = ks.events[:0], ks.pending[:0]
+		if !l.EventsOff {
+			ks.events = l.Index.Match(ks.keys, ks.events)
+		}
+		if l.Pending != nil {
+			ks.pending = l.Pending.Match(ks.keys, ks.pending)
+		}
+	}
+	s.tree = s.tree[:0]
+	if (anyTree || explain) && l.Tree != nil && len(tokens) > 0 && ns == "" {
+		s.tree = l.Tree.Match(tokens, s.tree)
+	}
+	for i, w := range ws {
+		l.combine(&out[i], w, s)
+	}
+	return out
+}
+
+// blockSizes resets out and sets each worker's block size under one read lock; it reports
+// whether any worker is scored from the Tree.
+func (l *Lookup) blockSizes(ws []LookupWorker, out []Score) (anyTree bool) {
+	l.Index.mu.RLock()
+	for i, w := range ws {
+		out[i] = Score{BlockSize: l.blockSizeLocked(w)}
+		anyTree = anyTree || !l.fed(w)
+	}
+	l.Index.mu.RUnlock()
+	return anyTree
+}
+
+func (l *Lookup) fed(w LookupWorker) bool { return w.EventFed && !l.EventsOff }
+
+// combine fills sc from the request's matches for w.
+func (l *Lookup) combine(sc *Score, w LookupWorker, s *LookupScratch) {
+	if ks := s.set(sc.BlockSize); ks != nil {
+		sc.Events = bestOf(w.IDs, ks.events)
+		sc.Pending = bestOf(w.IDs, ks.pending)
+	}
+	sc.Tree = bestOf(w.IDs, s.tree)
+	// Events and pending count blocks of the worker's own size; the tree counts blocks of the
+	// default size. Compare in default-size blocks.
+	ev, pe := sc.Events*sc.BlockSize/l.BlockSize, sc.Pending*sc.BlockSize/l.BlockSize
+	switch fed := l.fed(w); {
+	case fed && ev >= pe && ev > 0:
+		sc.Matched, sc.Source = ev, SourceEvents
+	case fed && pe > 0:
+		sc.Matched, sc.Source = pe, SourcePending
+	case !fed && sc.Tree > 0:
+		sc.Matched, sc.Source = sc.Tree, SourceTree
+	}
+}
+
+// bestOf returns the largest Blocks among ids (a worker's DP ranks) in ms.
+func bestOf(ids []WorkerID, ms []WorkerMatch) int {
+	best := 0
+	for _, m := range ms {
+		for _, id := range ids {
+			if m.Worker == id && m.Blocks > best {
+				best = m.Blocks
+			}
+		}
+	}
+	return best
+}

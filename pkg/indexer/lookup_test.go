@@ -1,0 +1,125 @@
+package indexer
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// storeChain applies one stored chain of tokens at block size bs to worker w, starting at
+// block 0, with engine hashes derived from the keys.
+func storeChain(t *testing.T, ix *Index, w WorkerID, tokens []uint32, bs int) {
+	t.Helper()
+	keys := AppendBlockKeys(nil, tokens, bs, "")
+	hs := make([]uint64, len(keys))
+	for i, k := range keys {
+		hs[i] = k ^ uint64(w)<<40
+	}
+	res := ix.Apply(w, []Event{{Kind: EventStored, Hashes: hs, Tokens: tokens[:len(keys)*bs], BlockSize: bs, Medium: "GPU"}})
+	if res.Stored != len(keys) {
+		t.Fatalf("stored %d of %d blocks", res.Stored, len(keys))
+	}
+}
+
+type lookupEnv struct {
+	l    Lookup
+	toks []uint32 // a 160-token request: 10 blocks of 16
+}
+
+func newLookupEnv(t *testing.T) *lookupEnv {
+	t.Helper()
+	ix, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := NewTree(TreeConfig{BlockSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pend, err := NewPending(PendingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lookupEnv{l: Lookup{Index: ix, Tree: tree, Pending: pend, BlockSize: 16}, toks: seq(1000, 160)}
+}
+
+func TestLookupScore(t *testing.T) {
+	e := newLookupEnv(t)
+	ix, toks := e.l.Index, e.toks
+	storeChain(t, ix, 0, toks[:64], 16)  // worker A: 4 blocks from events
+	storeChain(t, ix, 2, toks[:96], 16)  // worker B rank 1: 6 blocks (rank 0 holds 2)
+	storeChain(t, ix, 1, toks[:32], 16)  // worker B rank 0
+	storeChain(t, ix, 3, toks[:128], 32) // worker C: 4 blocks of 32 = 8 default blocks
+	e.l.Pending.Add(4, AppendBlockKeys(nil, toks, 16, "")[:5])
+	storeChain(t, ix, 4, toks[:48], 16) // worker D: 3 from events, 5 pending
+	e.l.Tree.Insert(5, toks[:112])      // worker E (no events): 7 from the tree
+	e.l.Tree.Insert(0, toks)            // the tree also saw A, which is event-fed: ignored
+	ws := []LookupWorker{
+		{IDs: []WorkerID{0}, EventFed: true},
+		{IDs: []WorkerID{1, 2}, EventFed: true},
+		{IDs: []WorkerID{3}, EventFed: true, BlockSize: 64}, // events say 32: that wins
+		{IDs: []WorkerID{4}, EventFed: true},
+		{IDs: []WorkerID{5}},
+		{IDs: []WorkerID{6}, EventFed: true}, // holds nothing
+	}
+	var s LookupScratch
+	got := e.l.Score(&s, toks, "", ws, nil, false)
+	want := []Score{
+		{Events: 4, Tree: 10, BlockSize: 16, Matched: 4, Source: SourceEvents}, // raw tree answer shown, not used
+		{Events: 6, BlockSize: 16, Matched: 6, Source: SourceEvents},
+		{Events: 4, BlockSize: 32, Matched: 8, Source: SourceEvents},
+		{Events: 3, Pending: 5, BlockSize: 16, Matched: 5, Source: SourcePending},
+		{Tree: 7, BlockSize: 16, Matched: 7, Source: SourceTree},
+		{BlockSize: 16},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Score (-want +got):\n%s", d)
+	}
+	if k := s.Keys(32); len(k) != 5 {
+		t.Errorf("keys at 32: got %d, want 5", len(k))
+	}
+
+	// Explaining also asks the tree when every worker is event-fed, without changing scores.
+	if got := e.l.Score(&s, toks, "", ws[:1], nil, false); got[0].Tree != 0 {
+		t.Errorf("tree asked with only event-fed workers: %+v", got[0])
+	}
+	got = e.l.Score(&s, toks, "", ws[:1], got, true)
+	if want := (Score{Events: 4, Tree: 10, BlockSize: 16, Matched: 4, Source: SourceEvents}); got[0] != want {
+		t.Errorf("explained A: got %+v, want %+v", got[0], want)
+	}
+
+	// With events off every worker is scored from the tree; a namespaced request never is.
+	off := e.l
+	off.EventsOff = true
+	if got := off.Score(&s, toks, "", ws[:1], nil, false); got[0].Source != SourceTree || got[0].Matched != 10 {
+		t.Errorf("events off: got %+v, want 10 from the tree", got[0])
+	}
+	if got := e.l.Score(&s, toks, "lora-a", ws[4:5], nil, false); got[0].Matched != 0 {
+		t.Errorf("namespaced request scored from the tree: %+v", got[0])
+	}
+}
+
+func TestLookupBlockSizeOf(t *testing.T) {
+	e := newLookupEnv(t)
+	if got := e.l.BlockSizeOf(LookupWorker{IDs: []WorkerID{9}}); got != 16 {
+		t.Errorf("default: got %d, want 16", got)
+	}
+	if got := e.l.BlockSizeOf(LookupWorker{IDs: []WorkerID{9}, BlockSize: 64}); got != 64 {
+		t.Errorf("spec: got %d, want 64", got)
+	}
+	storeChain(t, e.l.Index, 10, e.toks[:64], 32)
+	if got := e.l.BlockSizeOf(LookupWorker{IDs: []WorkerID{9, 10}, BlockSize: 64}); got != 32 {
+		t.Errorf("learned from rank 1's events: got %d, want 32", got)
+	}
+}
+
+func TestLookupScoreAllocs(t *testing.T) {
+	e := newLookupEnv(t)
+	storeChain(t, e.l.Index, 0, e.toks, 16)
+	ws := []LookupWorker{{IDs: []WorkerID{0}, EventFed: true}, {IDs: []WorkerID{1}}, {IDs: []WorkerID{2, 3}, EventFed: true, BlockSize: 32}}
+	var s LookupScratch
+	out := e.l.Score(&s, e.toks, "", ws, nil, false)
+	if n := testing.AllocsPerRun(100, func() { out = e.l.Score(&s, e.toks, "", ws, out, false) }); n != 0 {
+		t.Errorf("Score: %v allocations per request, want 0", n)
+	}
+}

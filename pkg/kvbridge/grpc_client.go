@@ -27,13 +27,6 @@ import (
 // approximate tree for it. It is final; Run does not retry.
 var ErrUnimplemented = errors.New("kvbridge: no KV event stream (UNIMPLEMENTED): use the approximate tree for this worker")
 
-// Defaults of GRPCConfig.
-const (
-	DefaultGRPCMinBackoff  = 100 * time.Millisecond
-	DefaultGRPCMaxBackoff  = 5 * time.Second
-	DefaultGRPCResyncEvery = 30 * time.Second
-)
-
 // grpcUnimplementedMessage is logged once when a worker has no event stream (issue 2 item 3).
 const grpcUnimplementedMessage = "no events: use the approximate tree for this worker"
 
@@ -44,11 +37,11 @@ type GRPCConfig struct {
 	// Worker labels logs and metrics (e.g. the worker URL).
 	Worker string `json:"worker" yaml:"worker"`
 	// MinBackoff and MaxBackoff bound the jittered exponential reconnect delay
-	// (default 100 ms → 5 s, DESIGN.md §6).
+	// (default DefaultMinBackoff → DefaultMaxBackoff, DESIGN.md §6).
 	MinBackoff time.Duration `json:"min_backoff" yaml:"min_backoff"`
 	MaxBackoff time.Duration `json:"max_backoff" yaml:"max_backoff"`
 	// ResyncInterval is the least time between two resyncs asked for by the Consumer
-	// (default 30 s).
+	// (default DefaultResyncInterval).
 	ResyncInterval time.Duration `json:"resync_interval" yaml:"resync_interval"`
 }
 
@@ -56,14 +49,17 @@ type GRPCConfig struct {
 type grpcSubscribeFunc func(ctx context.Context, in *common.SubscribeKvEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[common.KvEventBatch], error)
 
 // GRPCSource follows one worker's gRPC SubscribeKvEvents stream and delivers its batches, in
-// order and per DP rank, into a Consumer, applying the cursor rules of DESIGN.md §6:
+// order and per DP rank, into a Consumer, under the stream rules of DESIGN.md §6 (streamRules),
+// with resubscription as the repair:
 //
-//   - every subscription carries the last applied sequence number (0 = none yet);
-//   - when the cursor is > 0, batches with seq ≤ cursor are skipped as duplicates;
-//   - a jump (seq > cursor+1) drops the stream and resubscribes with the old cursor, so a
-//     replaying server (kvbridge serve) fills the hole; when the resumed stream still starts
-//     past cursor+1 the server cannot replay, so every rank is Reset and the stream continues
-//     from the new batch;
+//   - every subscription carries the last applied sequence number (0 = none yet), and its
+//     first batch must continue it: when the server cannot (it starts past cursor+1), every
+//     rank is Reset and the stream continues from the new batch;
+//   - batches with seq ≤ cursor are skipped as duplicates;
+//   - a jump (seq > cursor+1) drops the stream and resubscribes with the cursor, so a
+//     replaying server (kvbridge serve) fills the hole;
+//   - a Consumer's resync wish (unknown parent) resets every rank and resubscribes from 0, at
+//     most once per ResyncInterval;
 //   - UNIMPLEMENTED: state StreamUnavailable, logged once, Run returns ErrUnimplemented;
 //   - OUT_OF_RANGE or DATA_LOSS: every rank is Reset and the source resubscribes from 0;
 //   - a clean end or any other error: reconnect after a jittered exponential backoff
@@ -72,8 +68,7 @@ type grpcSubscribeFunc func(ctx context.Context, in *common.SubscribeKvEventsReq
 //     delivered batches, so a misbehaving server never causes a busy loop.
 //
 // The DP rank of a batch is its dp_rank, 0 when unset. A GRPCSource has one cursor: the server
-// numbers its merged stream. A Consumer that asks for a resync (unknown parent) gets every rank
-// Reset and a resubscription from 0, at most once per ResyncInterval.
+// numbers its merged stream.
 //
 // Run must be called at most once at a time; State is safe from any goroutine. It must not be
 // copied.
@@ -93,13 +88,15 @@ type GRPCSource struct {
 	state stateCell
 
 	// Owned by the Run goroutine.
-	cursor     uint64
-	ranks      map[int]bool // ranks seen so far: the ones Reset clears
-	lastResync time.Time
-	dec        ProtoDecoder
-	batch      indexer.Batch
-	msg        common.KvEventBatch
-	upLogged   bool // a "stream up" line was logged since the last "down" line
+	rules    *streamRules[*common.KvEventBatch]
+	ranks    map[int]bool // ranks seen so far: the ones Reset clears
+	dec      ProtoDecoder
+	batch    indexer.Batch
+	msg      common.KvEventBatch
+	upLogged bool // a "stream up" line was logged since the last "down" line
+	// repair is set by the rules asking for the stream again (gap, resync): the subscription
+	// ends and the next one starts from the cursor.
+	repair bool
 }
 
 // NewGRPCSource builds a source that subscribes over conn (which the caller owns and closes)
@@ -116,16 +113,16 @@ func NewGRPCSource(cfg GRPCConfig, conn grpc.ClientConnInterface, c Consumer, lo
 		return nil, fmt.Errorf("kvbridge: new grpc source: %w", err)
 	}
 	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = DefaultGRPCMinBackoff
+		cfg.MinBackoff = DefaultMinBackoff
 	}
 	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = DefaultGRPCMaxBackoff
+		cfg.MaxBackoff = DefaultMaxBackoff
 	}
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = cfg.MinBackoff
 	}
 	if cfg.ResyncInterval <= 0 {
-		cfg.ResyncInterval = DefaultGRPCResyncEvery
+		cfg.ResyncInterval = DefaultResyncInterval
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -141,6 +138,11 @@ func NewGRPCSource(cfg GRPCConfig, conn grpc.ClientConnInterface, c Consumer, lo
 		after:     time.After,
 		ranks:     map[int]bool{},
 	}
+	s.rules = &streamRules[*common.KvEventBatch]{worker: cfg.Worker, m: m, log: s.log, now: func() time.Time { return s.now() },
+		resyncInterval: cfg.ResyncInterval, scratch: &s.batch, t: streamTransport[*common.KvEventBatch]{
+			decode:  func(msg *common.KvEventBatch, dst *indexer.Batch) (int, error) { return s.dec.Decode(dst, msg), nil },
+			deliver: s.deliver, reset: s.resetAll, request: func(uint64, uint64) { s.repair = true }, rewinds: true,
+		}}
 	s.state.store(StreamConnecting)
 	return s, nil
 }
@@ -167,8 +169,7 @@ type grpcStreamEnd int
 
 const (
 	endRetry         grpcStreamEnd = iota // clean end or transient error: back off, resume
-	endGap                                // sequence jump: resume with the old cursor at once
-	endRestart                            // OUT_OF_RANGE / DATA_LOSS / resync: ranks were reset, cursor 0
+	endRepair                             // the rules asked for the stream again: resubscribe at once
 	endUnimplemented                      // final
 )
 
@@ -185,7 +186,8 @@ func (s *GRPCSource) Run(ctx context.Context) error {
 			s.state.store(StreamStopped)
 		}
 	}()
-	failures := 0
+	bo := newBackoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, s.rand)
+	failures := 0 // subscriptions since the last one that delivered a batch
 	for {
 		s.state.store(StreamConnecting)
 		end, progressed, err := s.runStream(ctx)
@@ -200,10 +202,13 @@ func (s *GRPCSource) Run(ctx context.Context) error {
 		}
 		if progressed {
 			failures = 0
+			bo.progressed()
 		}
+		// Every attempt moves the delay on, immediate ones included, so that a server that keeps
+		// asking for repairs backs off like one that keeps failing.
 		var delay time.Duration
-		if end == endRetry || failures > 0 {
-			delay = s.backoff(failures)
+		if d := bo.next(); end == endRetry || failures > 0 {
+			delay = d
 		}
 		if end == endRetry {
 			// One warning per outage (the stream was up, or this is the first failed attempt
@@ -227,29 +232,16 @@ func (s *GRPCSource) Run(ctx context.Context) error {
 	}
 }
 
-// backoff returns the jittered delay before attempt failures+1: MinBackoff·2^failures capped
-// at MaxBackoff, then drawn uniformly from [d/2, d] so that many gateways do not reconnect in
-// lock step.
-func (s *GRPCSource) backoff(failures int) time.Duration {
-	d := s.cfg.MinBackoff
-	for i := 0; i < failures && d < s.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.MaxBackoff)
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + time.Duration(s.rand()%uint64(half+1))
-}
-
-// runStream runs one subscription. progressed reports whether it delivered a batch.
+// runStream runs one subscription from the cursor. progressed reports whether it delivered a
+// batch.
 func (s *GRPCSource) runStream(ctx context.Context) (end grpcStreamEnd, progressed bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the stream when we drop it (gap, resync)
+	defer cancel() // ends the stream when we drop it (repair)
 
-	resumed := s.cursor > 0
-	stream, err := s.subscribe(sctx, &common.SubscribeKvEventsRequest{StartSequenceNumber: s.cursor})
+	s.repair = false
+	s.rules.resumed()
+	delivered := s.rules.delivered()
+	stream, err := s.subscribe(sctx, &common.SubscribeKvEventsRequest{StartSequenceNumber: s.rules.resumeFrom()})
 	if err != nil {
 		return s.classify(err), false, err
 	}
@@ -260,104 +252,50 @@ func (s *GRPCSource) runStream(ctx context.Context) (end grpcStreamEnd, progress
 	}
 	for {
 		if err := stream.RecvMsg(&s.msg); err != nil {
+			progressed = s.rules.delivered() > delivered
 			if errors.Is(err, io.EOF) {
 				return endRetry, progressed, errors.New("stream ended by server")
 			}
 			return s.classify(err), progressed, err
 		}
 		s.markUp()
-		seq := s.msg.GetSequenceNumber()
-		if s.cursor > 0 && seq <= s.cursor {
-			s.metrics.Batch(s.cfg.Worker, OutcomeDuplicate)
-			continue
-		}
-		if s.cursor > 0 && seq > s.cursor+1 {
-			s.metrics.Gap(s.cfg.Worker)
-			if !resumed || progressed {
-				s.log.Info("kv event sequence gap; resubscribing from cursor",
-					zap.Uint64("cursor", s.cursor), zap.Uint64("seq", seq))
-				return endGap, progressed, fmt.Errorf("%w: cursor %d, got %d", errGRPCSeqGap, s.cursor, seq)
-			}
-			// The resumed stream does not start at cursor+1: the server cannot replay the hole.
-			s.log.Warn("kv event gap not repairable by the server; resetting worker",
-				zap.Uint64("cursor", s.cursor), zap.Uint64("seq", seq))
-			s.resetAll(ResetGap)
-		}
-		progressed = true
-		if resync := s.deliver(seq); resync {
-			if now := s.now(); s.lastResync.IsZero() || now.Sub(s.lastResync) >= s.cfg.ResyncInterval {
-				s.lastResync = now
-				s.metrics.Resync(s.cfg.Worker)
-				s.log.Info("kv index asked for a resync; resubscribing from 0")
-				s.resetAll(ResetResync)
-				return endRestart, progressed, errors.New("resync requested")
-			}
+		s.rules.live(s.msg.GetSequenceNumber(), &s.msg)
+		if s.repair {
+			return endRepair, s.rules.delivered() > delivered, errors.New("repair: resubscribing from the cursor")
 		}
 	}
 }
 
-// errGRPCSeqGap marks a dropped stream after a sequence jump.
-var errGRPCSeqGap = errors.New("kvbridge: sequence gap")
-
-// deliver converts s.msg and hands it to the consumer; it returns the consumer's resync wish.
-func (s *GRPCSource) deliver(seq uint64) bool {
-	bad := s.dec.Decode(&s.batch, &s.msg)
-	s.metrics.MalformedEvents(s.cfg.Worker, bad)
+// deliver hands the decoded batch to the consumer under its DP rank.
+func (s *GRPCSource) deliver(b *indexer.Batch) (int, bool) {
 	rank := 0
-	if s.batch.HasDPRank && s.batch.DPRank > 0 {
-		rank = int(s.batch.DPRank)
+	if b.HasDPRank && b.DPRank > 0 {
+		rank = int(b.DPRank)
 	}
 	s.ranks[rank] = true
-	resync := s.consumer.Batch(rank, &s.batch)
-	s.cursor = seq
-	s.metrics.Batch(s.cfg.Worker, OutcomeApplied)
-	s.metrics.Cursor(s.cfg.Worker, rank, seq)
-	s.countEvents()
-	return resync
+	return rank, s.consumer.Batch(rank, b)
 }
 
-// countEvents adds the delivered batch's events to the per-kind counters.
-func (s *GRPCSource) countEvents() {
-	if s.metrics == nil {
-		return
-	}
-	var st, rm, cl int
-	for i := range s.batch.Events {
-		switch s.batch.Events[i].Kind {
-		case indexer.EventStored:
-			st++
-		case indexer.EventRemoved:
-			rm++
-		case indexer.EventCleared:
-			cl++
-		}
-	}
-	s.metrics.Events(s.cfg.Worker, indexer.EventStored.String(), st)
-	s.metrics.Events(s.cfg.Worker, indexer.EventRemoved.String(), rm)
-	s.metrics.Events(s.cfg.Worker, indexer.EventCleared.String(), cl)
-}
-
-// classify maps a gRPC status to the next step; OUT_OF_RANGE and DATA_LOSS reset every rank
-// and zero the cursor here, before the resubscription.
+// classify maps a gRPC status to the next step; OUT_OF_RANGE and DATA_LOSS restart the stream
+// from 0 (every rank reset) before the resubscription.
 func (s *GRPCSource) classify(err error) grpcStreamEnd {
 	switch status.Code(err) {
 	case codes.Unimplemented:
 		return endUnimplemented
 	case codes.OutOfRange:
 		s.log.Info("kv event cursor out of the server's range; resetting and resubscribing from 0",
-			zap.Uint64("cursor", s.cursor))
-		s.resetAll(ResetOutOfRange)
-		return endRestart
+			zap.Uint64("cursor", s.rules.resumeFrom()))
+		s.rules.restart(ResetOutOfRange)
+		return endRepair
 	case codes.DataLoss:
 		s.log.Info("kv event stream lost data; resetting and resubscribing from 0", zap.Error(err))
-		s.resetAll(ResetDataLoss)
-		return endRestart
+		s.rules.restart(ResetDataLoss)
+		return endRepair
 	}
 	return endRetry
 }
 
-// resetAll tells the consumer to drop every rank seen so far (rank 0 at least) and zeroes the
-// cursor so that the next subscription starts over.
+// resetAll tells the consumer to drop every rank seen so far (rank 0 at least).
 func (s *GRPCSource) resetAll(reason string) {
 	s.ranks[0] = true
 	ranks := make([]int, 0, len(s.ranks))
@@ -368,10 +306,6 @@ func (s *GRPCSource) resetAll(reason string) {
 	for _, r := range ranks {
 		s.consumer.Reset(r, reason)
 	}
-	s.metrics.Reset(s.cfg.Worker, reason)
-	if reason != ResetGap {
-		s.cursor = 0
-	}
 }
 
 func (s *GRPCSource) markUp() {
@@ -381,7 +315,7 @@ func (s *GRPCSource) markUp() {
 	s.state.store(StreamUp)
 	s.metrics.StreamUp(s.cfg.Worker, true)
 	if !s.upLogged {
-		s.log.Info("kv event stream up", zap.Uint64("cursor", s.cursor))
+		s.log.Info("kv event stream up", zap.Uint64("cursor", s.rules.resumeFrom()))
 		s.upLogged = true
 	}
 }

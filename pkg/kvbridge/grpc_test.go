@@ -393,7 +393,7 @@ func TestGRPCSourceOutOfRangeFromBridge(t *testing.T) {
 	}
 	rec := newGRPCRecorder()
 	src, _ := newTestSource(t, conn, worker.RuntimeSGLang, rec, nil)
-	src.cursor = 1 // a cursor from an earlier connection, older than the history (4..5)
+	src.rules.setCursor(1) // a cursor from an earlier connection, older than the history (4..5)
 	runSource(t, src)
 	rec.expect(t,
 		grpcRec{Reset: true, Rank: 0, Reason: ResetOutOfRange},
@@ -473,38 +473,12 @@ func TestGRPCSourceResync(t *testing.T) {
 	c.send(t, nil, 1, 2, 3)
 	rec.expect(t, grpcSeqs(0, 1, 2, 3)...)
 	mu.Lock()
-	now = now.Add(DefaultGRPCResyncEvery)
+	now = now.Add(DefaultResyncInterval)
 	mu.Unlock()
 	c.send(t, nil, 4)
 	rec.expect(t, grpcRec{Seq: 4}, grpcRec{Reset: true, Reason: ResetResync})
 	if c = script.next(t); c.Cursor != 0 {
 		t.Fatalf("second resync: got cursor %d, want 0", c.Cursor)
-	}
-}
-
-func TestGRPCSourceBackoff(t *testing.T) {
-	src, err := NewGRPCSource(GRPCConfig{Runtime: worker.RuntimeVLLM}, &grpc.ClientConn{}, newGRPCRecorder(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		failures int
-		rand     uint64
-		want     time.Duration
-	}{
-		{0, 0, 50 * time.Millisecond},
-		{0, ^uint64(0), 50*time.Millisecond + time.Duration(^uint64(0)%uint64(50*time.Millisecond+1))},
-		{1, 0, 100 * time.Millisecond},
-		{5, 0, 1600 * time.Millisecond},
-		{6, 0, 2500 * time.Millisecond}, // capped at 5 s
-		{60, 0, 2500 * time.Millisecond},
-		{60, uint64(2500 * time.Millisecond), 5 * time.Second},
-	}
-	for _, tc := range tests {
-		src.rand = func() uint64 { return tc.rand }
-		if got := src.backoff(tc.failures); got != tc.want {
-			t.Errorf("backoff(%d) with rand %d: got %v, want %v", tc.failures, tc.rand, got, tc.want)
-		}
 	}
 }
 

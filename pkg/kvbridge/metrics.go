@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -177,6 +178,27 @@ func (m *Metrics) Events(worker, kind string, n int) {
 		return
 	}
 	m.events.WithLabelValues(worker, kind).Add(float64(n))
+}
+
+// CountEvents counts a delivered batch's events by kind.
+func (m *Metrics) CountEvents(worker string, b *indexer.Batch) {
+	if m == nil {
+		return
+	}
+	var st, rm, cl int
+	for i := range b.Events {
+		switch b.Events[i].Kind {
+		case indexer.EventStored:
+			st++
+		case indexer.EventRemoved:
+			rm++
+		case indexer.EventCleared:
+			cl++
+		}
+	}
+	m.Events(worker, indexer.EventStored.String(), st)
+	m.Events(worker, indexer.EventRemoved.String(), rm)
+	m.Events(worker, indexer.EventCleared.String(), cl)
 }
 
 // MalformedEvents counts n events rejected inside a decodable batch.

@@ -87,7 +87,7 @@ type zmqCollectorKey struct {
 }
 
 type zmqCollectorStream struct {
-	*zmqStream
+	*streamRules[[]byte]
 	topic string
 }
 
@@ -258,12 +258,12 @@ func (c *ZMQCollector) newStream(key zmqCollectorKey, cons Consumer, routeRank i
 	if rank < 0 {
 		rank = routeRank
 	}
-	st := &zmqStream{worker: key.topic, rank: rank, c: cons, m: c.m, log: c.log, now: c.cfg.Now,
+	st := &streamRules[[]byte]{worker: key.topic, rank: rank, t: rankTransport(cons, rank), m: c.m, log: c.log, now: c.cfg.Now,
 		replayTimeout: c.cfg.ReplayTimeout, resyncInterval: c.cfg.ResyncInterval, maxHeld: c.cfg.MaxHeld, scratch: scratch}
 	if c.cfg.Replay != nil {
 		if ep := c.cfg.Replay(key.topic); ep != "" {
 			if rep, err := RankEndpoint(connectEndpoint(ep), rank); err == nil {
-				st.request = func(start, gen uint64) {
+				st.t.request = func(start, gen uint64) {
 					select {
 					case c.reqs <- zmqCollectorReq{key: key, endpoint: rep, start: start, gen: gen}:
 					default: // the reader is swamped; the replay timeout recovers
@@ -274,7 +274,7 @@ func (c *ZMQCollector) newStream(key zmqCollectorKey, cons Consumer, routeRank i
 			}
 		}
 	}
-	s := &zmqCollectorStream{zmqStream: st, topic: key.topic}
+	s := &zmqCollectorStream{streamRules: st, topic: key.topic}
 	c.mu.Lock()
 	c.streams[key] = s
 	c.mu.Unlock()
@@ -284,7 +284,7 @@ func (c *ZMQCollector) newStream(key zmqCollectorKey, cons Consumer, routeRank i
 
 // readLoop binds the SUB and reads, rebinding with jittered backoff after a failure.
 func (c *ZMQCollector) readLoop(ctx context.Context) {
-	backoff := backoffMin
+	bo := newBackoff(DefaultMinBackoff, DefaultMaxBackoff, c.cfg.Rand)
 	for ctx.Err() == nil {
 		err := c.readSession(ctx)
 		if ctx.Err() != nil {
@@ -292,10 +292,9 @@ func (c *ZMQCollector) readLoop(ctx context.Context) {
 		}
 		c.state.store(StreamDown)
 		c.m.StreamUp(c.cfg.Listen, false)
-		wait := jitter(backoff, c.cfg.Rand)
+		wait := bo.next()
 		c.log.Warn("kvbridge: collector failed; rebinding", zap.String("listen", c.cfg.Listen), zap.Error(err),
 			zap.Duration("backoff", wait))
-		backoff = min(backoff*2, backoffMax)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

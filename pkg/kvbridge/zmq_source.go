@@ -26,15 +26,13 @@ const (
 	// DefaultMaxMsgSize bounds one received frame (ZMQ_MAXMSGSIZE): libzmq drops a peer that
 	// sends a larger one instead of allocating for it. Real batches are a few MB at most.
 	DefaultMaxMsgSize = 64 << 20
-	backoffMin        = 100 * time.Millisecond
-	backoffMax        = 5 * time.Second
 	// zmqPollInterval bounds how long a reader blocks in zmq_poll, so Run notices cancellation
 	// and replay requests promptly.
 	zmqPollInterval = 50 * time.Millisecond
 	// DefaultReconnectGrace is how long a disconnected SUB may wait for libzmq's own
 	// reconnection before the reader recreates its sockets: longer than libzmq's reconnect
 	// interval cap (5 s), so it only acts when libzmq gave up.
-	DefaultReconnectGrace = backoffMax + time.Second
+	DefaultReconnectGrace = DefaultMaxBackoff + time.Second
 	// zmqTickInterval is how often the consumer checks replay deadlines.
 	zmqTickInterval = 50 * time.Millisecond
 )
@@ -93,7 +91,7 @@ type ZMQSource struct {
 	m       *Metrics
 	subEPs  []string
 	repEPs  []string
-	streams []*zmqStream
+	streams []*streamRules[[]byte]
 	readers []*zmqReader
 	queue   chan zmqItem
 	state   stateCell
@@ -185,10 +183,10 @@ func NewZMQSource(cfg ZMQConfig, c Consumer, log *zap.Logger, m *Metrics) (*ZMQS
 		}
 		s.subEPs, s.repEPs = append(s.subEPs, sub), append(s.repEPs, rep)
 		rd := &zmqReader{src: s, rank: r, sub: sub, replay: rep, reqs: make(chan zmqReplayReq, 1)}
-		st := &zmqStream{worker: cfg.Worker, rank: r, c: c, m: m, log: log, now: cfg.Now,
+		st := &streamRules[[]byte]{worker: cfg.Worker, rank: r, t: rankTransport(c, r), m: m, log: log, now: cfg.Now,
 			replayTimeout: cfg.ReplayTimeout, resyncInterval: cfg.ResyncInterval, maxHeld: cfg.MaxHeld, scratch: scratch}
 		if rep != "" {
-			st.request = rd.requestReplay
+			st.t.request = rd.requestReplay
 		}
 		s.streams, s.readers = append(s.streams, st), append(s.readers, rd)
 	}
@@ -342,7 +340,7 @@ func (r *zmqReader) requestReplay(start, gen uint64) {
 
 // run connects, reads and reconnects with jittered exponential backoff until ctx is done.
 func (r *zmqReader) run(ctx context.Context) {
-	backoff := backoffMin
+	bo := newBackoff(DefaultMinBackoff, DefaultMaxBackoff, r.src.cfg.Rand)
 	for ctx.Err() == nil {
 		received, err := r.session(ctx)
 		if ctx.Err() != nil {
@@ -350,12 +348,11 @@ func (r *zmqReader) run(ctx context.Context) {
 		}
 		r.src.setUp(r.rank, false)
 		if received {
-			backoff = backoffMin
+			bo.progressed()
 		}
-		wait := jitter(backoff, r.src.cfg.Rand)
+		wait := bo.next()
 		r.src.log.Warn("kvbridge: zmq subscriber failed; reconnecting", zap.String("worker", r.src.cfg.Worker),
 			zap.Int("rank", r.rank), zap.Error(err), zap.Duration("backoff", wait))
-		backoff = min(backoff*2, backoffMax)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -364,15 +361,6 @@ func (r *zmqReader) run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// jitter returns a duration uniformly in [d/2, d).
-func jitter(d time.Duration, rnd func() uint64) time.Duration {
-	half := uint64(d / 2)
-	if half == 0 {
-		return d
-	}
-	return time.Duration(half + rnd()%half)
 }
 
 // zmqSessionSockets are the sockets of one reader session, all used on the reader goroutine.
@@ -415,10 +403,10 @@ func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
 		return false, err
 	}
 	// libzmq's own TCP reconnection, made exponential up to the same 5 s cap.
-	if err = ss.sub.SetReconnectIvl(backoffMin); err != nil {
+	if err = ss.sub.SetReconnectIvl(DefaultMinBackoff); err != nil {
 		return false, err
 	}
-	if err = ss.sub.SetReconnectIvlMax(backoffMax); err != nil {
+	if err = ss.sub.SetReconnectIvlMax(DefaultMaxBackoff); err != nil {
 		return false, err
 	}
 	if err = ss.sub.SetSubscribe(r.src.cfg.Topic); err != nil {
@@ -608,4 +596,17 @@ func (r *zmqReader) readReplay(ctx context.Context, ss *zmqSessionSockets) error
 		}
 	}
 	return nil
+}
+
+// rankTransport is the stream transport of DP rank r of a ZMQ publisher: msgpack payloads
+// (owned: zmq4 allocates each received frame), delivered into c as rank r, restarts detected
+// from live sequence numbers, repairs by ROUTER replay beside the live stream (request is set
+// when the publisher has a replay endpoint).
+func rankTransport(c Consumer, r int) streamTransport[[]byte] {
+	return streamTransport[[]byte]{
+		decode:   DecodeBatchRejected,
+		deliver:  func(b *indexer.Batch) (int, bool) { return r, c.Batch(r, b) },
+		reset:    func(reason string) { c.Reset(r, reason) },
+		restarts: true,
+	}
 }

@@ -25,9 +25,9 @@ func (c *logConsumer) Batch(rank int, b *indexer.Batch) bool {
 
 func (c *logConsumer) Reset(rank int, reason string) { c.log = append(c.log, "reset:"+reason) }
 
-// streamHarness drives a zmqStream without sockets.
+// streamHarness drives the stream rules of a ZMQ rank without sockets.
 type streamHarness struct {
-	s    *zmqStream
+	s    *streamRules[[]byte]
 	c    *logConsumer
 	reqs []zmqReplayReq
 	now  time.Time
@@ -35,10 +35,10 @@ type streamHarness struct {
 
 func newStreamHarness(replay bool) *streamHarness {
 	h := &streamHarness{c: &logConsumer{resyncAt: map[uint64]bool{}}, now: time.Unix(1000, 0)}
-	h.s = &zmqStream{worker: "w", c: h.c, log: zap.NewNop(), now: func() time.Time { return h.now },
+	h.s = &streamRules[[]byte]{worker: "w", t: rankTransport(h.c, 0), log: zap.NewNop(), now: func() time.Time { return h.now },
 		replayTimeout: time.Second, resyncInterval: 30 * time.Second, maxHeld: 4, scratch: &indexer.Batch{}}
 	if replay {
-		h.s.request = func(start, gen uint64) { h.reqs = append(h.reqs, zmqReplayReq{start, gen}) }
+		h.s.t.request = func(start, gen uint64) { h.reqs = append(h.reqs, zmqReplayReq{start, gen}) }
 	}
 	return h
 }
@@ -261,5 +261,36 @@ func TestStreamMalformedPayloadAdvancesCursor(t *testing.T) {
 	st := h.s.status()
 	if st.Malformed != 1 || st.Cursor != 3 || st.Applied != 2 {
 		t.Errorf("status: got %+v, want malformed 1, cursor 3, applied 2", st)
+	}
+}
+
+// TestBackoff: the shared reconnect delay doubles from MinBackoff to MaxBackoff, jittered in
+// [d/2, d], and starts over after progress.
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		failures int
+		rand     uint64
+		want     time.Duration
+	}{
+		{0, 0, 50 * time.Millisecond},
+		{0, ^uint64(0), 50*time.Millisecond + time.Duration(^uint64(0)%uint64(50*time.Millisecond+1))},
+		{1, 0, 100 * time.Millisecond},
+		{5, 0, 1600 * time.Millisecond},
+		{6, 0, 2500 * time.Millisecond}, // capped at 5 s
+		{60, 0, 2500 * time.Millisecond},
+		{60, uint64(2500 * time.Millisecond), 5 * time.Second},
+	}
+	for _, tc := range tests {
+		b := newBackoff(DefaultMinBackoff, DefaultMaxBackoff, func() uint64 { return tc.rand })
+		for range tc.failures {
+			b.next()
+		}
+		if got := b.next(); got != tc.want {
+			t.Errorf("delay after %d failures with rand %d: got %v, want %v", tc.failures, tc.rand, got, tc.want)
+		}
+		b.progressed()
+		if got, want := b.next(), (&backoff{min: DefaultMinBackoff, max: DefaultMaxBackoff, cur: DefaultMinBackoff, rnd: b.rnd}).next(); got != want {
+			t.Errorf("after progress: got %v, want the first step %v", got, want)
+		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // nodeReport is what test/e2e/npm/client.mjs prints.
@@ -65,8 +65,8 @@ func TestOpenAINodeClient(t *testing.T) {
 		t.Fatalf("node not found: %v", err)
 	}
 	l := newLauncher(t)
-	sim := startSim(t, l, testutil.SimOptions{Name: "sim"})
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{sim.WorkerSpec(false)}})
+	sim := startSim(t, l, harness.SimOptions{Name: "sim"})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{sim.WorkerSpec(false)}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

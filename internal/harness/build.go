@@ -1,4 +1,4 @@
-package testutil
+package harness
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("testutil: repo root: %w", err)
+		return "", fmt.Errorf("harness: repo root: %w", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
@@ -22,7 +22,7 @@ func RepoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("testutil: repo root: no go.mod above the working directory")
+			return "", fmt.Errorf("harness: repo root: no go.mod above the working directory")
 		}
 		dir = parent
 	}
@@ -51,7 +51,7 @@ func Build(ctx context.Context, outDir string, names ...string) (map[string]stri
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("testutil: go %s: %w\n%s", strings.Join(args, " "), err, out)
+		return nil, fmt.Errorf("harness: go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return paths, nil
 }
@@ -79,7 +79,7 @@ func Tokenizer(ctx context.Context) (string, error) {
 	path := filepath.Join(root, ".cache", "tokenizers", "qwen3", "tokenizer.json")
 	if _, err := os.Stat(path); err != nil {
 		if out, err := exec.CommandContext(ctx, filepath.Join(root, "tools", "testdata.sh")).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("testutil: tools/testdata.sh: %w\n%s", err, out)
+			return "", fmt.Errorf("harness: tools/testdata.sh: %w\n%s", err, out)
 		}
 	}
 	return path, nil

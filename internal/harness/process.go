@@ -1,4 +1,4 @@
-package testutil
+package harness
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -38,7 +37,7 @@ func StartProcess(name, bin string, args []string, logDir string, env ...string)
 	logPath := filepath.Join(logDir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("testutil: start %s: %w", name, err)
+		return nil, fmt.Errorf("harness: start %s: %w", name, err)
 	}
 	fmt.Fprintf(f, "# %s %s\n", bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)
@@ -48,7 +47,7 @@ func StartProcess(name, bin string, args []string, logDir string, env ...string)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("testutil: start %s: %w", name, err)
+		return nil, fmt.Errorf("harness: start %s: %w", name, err)
 	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, log: f, done: make(chan struct{})}
 	// The waiter is owned by p: it ends when the process exits, which Stop guarantees.
@@ -82,7 +81,7 @@ func (p *Process) Signal(sig os.Signal) error {
 		return nil
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("testutil: signal %s: %w", p.Name, err)
+		return fmt.Errorf("harness: signal %s: %w", p.Name, err)
 	}
 	return nil
 }
@@ -107,7 +106,7 @@ func (p *Process) Stop(timeout time.Duration) error {
 		case <-p.done:
 		case <-timer.C:
 			p.Kill()
-			return fmt.Errorf("testutil: stop %s: still running %v after SIGTERM, killed", p.Name, timeout)
+			return fmt.Errorf("harness: stop %s: still running %v after SIGTERM, killed", p.Name, timeout)
 		}
 	}
 	// Whatever the child forked into its group is gone too once the leader is reaped.
@@ -117,7 +116,7 @@ func (p *Process) Stop(timeout time.Duration) error {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			return nil
 		}
-		return fmt.Errorf("testutil: %s exited: %w", p.Name, p.err)
+		return fmt.Errorf("harness: %s exited: %w", p.Name, p.err)
 	}
 	return p.err
 }
@@ -135,27 +134,4 @@ func (p *Process) LogTail(max int) string {
 		}
 	}
 	return string(b)
-}
-
-// Start is StartProcess for tests: the log goes to t.TempDir(), the process is stopped by
-// t.Cleanup (in reverse start order, like every Cleanup), and when the test failed the tail of
-// its log is printed. A process that exits with an error during the test is reported by Stop at
-// cleanup as a test error, unless the test stopped or killed it itself.
-func Start(t testing.TB, name, bin string, args ...string) *Process {
-	t.Helper()
-	p, err := StartProcess(name, bin, args, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		exitedEarly, _ := p.Exited()
-		err := p.Stop(DefaultStopTimeout)
-		if t.Failed() || (err != nil && !exitedEarly) {
-			t.Logf("---- %s log tail (%s) ----\n%s", p.Name, p.LogPath, p.LogTail(4000))
-		}
-		if err != nil && !exitedEarly {
-			t.Errorf("%v", err)
-		}
-	})
-	return p
 }

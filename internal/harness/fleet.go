@@ -1,4 +1,4 @@
-package testutil
+package harness
 
 import (
 	"context"
@@ -205,7 +205,7 @@ func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, erro
 	}
 	dir, err := os.MkdirTemp(l.LogDir, "nginx")
 	if err != nil {
-		return nil, fmt.Errorf("testutil: nginx: %w", err)
+		return nil, fmt.Errorf("harness: nginx: %w", err)
 	}
 	conf, err := o.Config(fmt.Sprintf("127.0.0.1:%d", port), o.Upstreams, dir)
 	if err != nil {
@@ -213,7 +213,7 @@ func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, erro
 	}
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		return nil, fmt.Errorf("testutil: nginx: %w", err)
+		return nil, fmt.Errorf("harness: nginx: %w", err)
 	}
 	p, err := StartProcess("nginx", "nginx", []string{"-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;"}, l.LogDir)
 	if err != nil {
@@ -256,10 +256,10 @@ func waitAnyStatus(ctx context.Context, url string, p *Process) error {
 		return true
 	})
 	if done, err := p.Exited(); done {
-		return fmt.Errorf("testutil: %s exited: %v", p.Name, err)
+		return fmt.Errorf("harness: %s exited: %v", p.Name, err)
 	}
 	if !ok {
-		return fmt.Errorf("testutil: %s: no answer on %s", p.Name, url)
+		return fmt.Errorf("harness: %s: no answer on %s", p.Name, url)
 	}
 	return nil
 }
@@ -302,15 +302,15 @@ func (l *Launcher) StartPrometheus(ctx context.Context, config, rules []byte) (*
 	}
 	dir, err := os.MkdirTemp(l.LogDir, "prometheus")
 	if err != nil {
-		return nil, fmt.Errorf("testutil: prometheus: %w", err)
+		return nil, fmt.Errorf("harness: prometheus: %w", err)
 	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, config, 0o644); err != nil {
-		return nil, fmt.Errorf("testutil: prometheus: %w", err)
+		return nil, fmt.Errorf("harness: prometheus: %w", err)
 	}
 	if rules != nil {
 		if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644); err != nil {
-			return nil, fmt.Errorf("testutil: prometheus: %w", err)
+			return nil, fmt.Errorf("harness: prometheus: %w", err)
 		}
 	}
 	args := []string{

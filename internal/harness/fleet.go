@@ -101,7 +101,7 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 	if name == "" {
 		name = fmt.Sprintf("sim%d", s.Port)
 	}
-	p, err := StartProcess(name, l.Bin.Simworker, args, l.LogDir)
+	p, err := Start(Command{Name: name, Path: l.Bin.Simworker, Args: args}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (l *Launcher) StartGateway(ctx context.Context, o GatewayOptions) (*Gateway
 	if name == "" {
 		name = fmt.Sprintf("gateway%d", g.Port)
 	}
-	p, err := StartProcess(name, l.Bin.Gateway, args, l.LogDir)
+	p, err := Start(Command{Name: name, Path: l.Bin.Gateway, Args: args}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, erro
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("harness: nginx: %w", err)
 	}
-	p, err := StartProcess("nginx", "nginx", []string{"-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;"}, l.LogDir)
+	p, err := Start(Command{Name: "nginx", Path: "nginx", Args: []string{"-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;"}}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func (l *Launcher) StartPrometheus(ctx context.Context, config, rules []byte) (*
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--log.level=warn",
 	}
-	p, err := StartProcess("prometheus", "prometheus", args, l.LogDir)
+	p, err := Start(Command{Name: "prometheus", Path: "prometheus", Args: args}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}

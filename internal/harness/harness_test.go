@@ -19,12 +19,12 @@ import (
 const defaultTestTimeout = 10 * time.Second
 
 // helperEnv selects a helper mode when the test binary re-executes itself as a child process.
-const helperEnv = "TESTUTIL_HELPER"
+const helperEnv = "HARNESS_HELPER"
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "":
-		goleak.VerifyTestMain(m)
+		os.Exit(runTests(m))
 	case "http":
 		helperHTTP()
 	case "exit3":
@@ -34,7 +34,46 @@ func TestMain(m *testing.M) {
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("helper: ignoring SIGTERM")
 		select {}
+	case "marker":
+		fmt.Printf("marker=%s\n", os.Getenv(runEnv))
+	case "wait-term":
+		waitTerm()
+	case "nginx-parent":
+		helperNginxParent()
+	case "escape":
+		helperEscape()
 	}
+}
+
+// runTests runs the tests, then fails when a goroutine or a process started by them is left.
+func runTests(m *testing.M) int {
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
+	defer cancel()
+	left, err := Survivors(ctx)
+	if err != nil || len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "processes started by the tests still running (%v): %v\n", err, left)
+		for _, s := range left {
+			_ = s.Kill()
+		}
+		return 1
+	}
+	return 0
+}
+
+// waitTerm blocks until SIGTERM, then exits 0.
+func waitTerm() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	<-sig
+	os.Exit(0)
 }
 
 // helperHTTP serves 200 on /health at the port in HELPER_PORT until SIGTERM, then exits 0.
@@ -61,8 +100,7 @@ func helperHTTP() {
 
 func startHelper(t *testing.T, mode string, env ...string) *Process {
 	t.Helper()
-	p, err := StartProcess(mode, os.Args[0], []string{"-test.run=^$"}, t.TempDir(),
-		append([]string{helperEnv + "=" + mode}, env...)...)
+	p, err := Start(Command{Name: mode, Path: os.Args[0], Args: []string{"-test.run=^$"}, Env: append([]string{helperEnv + "=" + mode}, env...)}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

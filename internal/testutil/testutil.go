@@ -6,13 +6,13 @@ import (
 	"github.com/kvgate/kvgate/internal/harness"
 )
 
-// Start is harness.StartProcess for tests: the log goes to t.TempDir(), the process is stopped
+// Start is harness.Start for tests: the log goes to t.TempDir(), the process is stopped
 // by t.Cleanup (in reverse start order, like every Cleanup), and when the test failed the tail
 // of its log is printed. A process that exits with an error during the test is reported by Stop
 // at cleanup as a test error, unless the test stopped or killed it itself.
 func Start(t testing.TB, name, bin string, args ...string) *harness.Process {
 	t.Helper()
-	p, err := harness.StartProcess(name, bin, args, t.TempDir())
+	p, err := harness.Start(harness.Command{Name: name, Path: bin, Args: args}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,8 +181,8 @@ func TestAdminSecurity(t *testing.T) {
 	}
 	// A gateway started with a credential in a --worker flag refuses to start without echoing it.
 	port := testutil.FreePort(t)
-	p, err := harness.StartProcess("gateway-bad-flag", bins.Gateway, []string{"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--prometheus-port", "-1",
-		"--tokenizer", tokenizerPath, "--worker", "url=http://admin:" + secret + "@127.0.0.1:9"}, t.TempDir())
+	p, err := harness.Start(harness.Command{Name: "gateway-bad-flag", Path: bins.Gateway, Args: []string{"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--prometheus-port", "-1",
+		"--tokenizer", tokenizerPath, "--worker", "url=http://admin:" + secret + "@127.0.0.1:9"}}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

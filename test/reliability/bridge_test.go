@@ -15,8 +15,8 @@ import (
 // startBridge runs `kvbridge serve` in front of s's ZMQ feed on port and waits until it listens.
 func startBridge(t *testing.T, s *harness.Sim, port int, name string) *harness.Process {
 	t.Helper()
-	p, err := harness.StartProcess(name, bins.Kvbridge, []string{"serve", "--zmq", s.KVEvents, "--replay", s.Replay,
-		"--runtime", "vllm", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, t.TempDir())
+	p, err := harness.Start(harness.Command{Name: name, Path: bins.Kvbridge, Args: []string{"serve", "--zmq", s.KVEvents, "--replay", s.Replay,
+		"--runtime", "vllm", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -47,9 +46,7 @@ func Build(ctx context.Context, outDir string, names ...string) (map[string]stri
 		args = append(args, "./cmd/"+n)
 		paths[n] = filepath.Join(outDir, n)
 	}
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
+	out, err := CombinedOutput(ctx, Command{Name: "go", Path: goBin, Args: args, Dir: root})
 	if err != nil {
 		return nil, fmt.Errorf("harness: go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
@@ -78,7 +75,7 @@ func Tokenizer(ctx context.Context) (string, error) {
 	}
 	path := filepath.Join(root, ".cache", "tokenizers", "qwen3", "tokenizer.json")
 	if _, err := os.Stat(path); err != nil {
-		if out, err := exec.CommandContext(ctx, filepath.Join(root, "tools", "testdata.sh")).CombinedOutput(); err != nil {
+		if out, err := CombinedOutput(ctx, Command{Path: filepath.Join(root, "tools", "testdata.sh")}); err != nil {
 			return "", fmt.Errorf("harness: tools/testdata.sh: %w\n%s", err, out)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ func run(m *testing.M) (int, error) {
 	if tokenizerPath, err = harness.Tokenizer(ctx); err != nil {
 		return 1, err
 	}
-	if out, err := exec.CommandContext(ctx, filepath.Join(repoRoot, "tools", "e2e-npm.sh")).CombinedOutput(); err != nil {
+	if out, err := harness.CombinedOutput(ctx, harness.Command{Path: filepath.Join(repoRoot, "tools", "e2e-npm.sh")}); err != nil {
 		npmErr = fmt.Errorf("tools/e2e-npm.sh: %w\n%s", err, out)
 	}
 	code := m.Run()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -344,11 +343,9 @@ func (r *runner) runOne(ctx context.Context, c configuration) (result, error) {
 	defer f.stop()
 	tag := fmt.Sprintf("%s-%s-%dgw", c.Policy, c.Index, c.Gateways)
 	jsonPath := filepath.Join(r.l.LogDir, tag+".json")
-	cmd := exec.CommandContext(ctx, r.l.Bin.Loadgen, r.loadgenArgs(c, f.url, jsonPath, f)...)
 	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = r.stderr // progress bar
-	runErr := cmd.Run()
+	lg := harness.Command{Name: tag + "-loadgen", Path: r.l.Bin.Loadgen, Args: r.loadgenArgs(c, f.url, jsonPath, f)}
+	runErr := harness.Run(ctx, lg, &out, r.stderr) // stderr: the progress bar
 	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".loadgen.txt"), out.Bytes(), 0o644)
 	if runErr != nil {
 		return res, fmt.Errorf("loadgen for %s: %w\n%s", res.label(), runErr, out.String())

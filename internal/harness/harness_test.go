@@ -57,12 +57,8 @@ func runTests(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
 	defer cancel()
-	left, err := Survivors(ctx)
-	if err != nil || len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "processes started by the tests still running (%v): %v\n", err, left)
-		for _, s := range left {
-			_ = s.Kill()
-		}
+	if err := CheckNoSurvivors(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0

@@ -99,8 +99,8 @@ func TestStopNginxLeavesNoWorker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), procPollInterval)
 	defer cancel()
-	if left, err := p.Survivors(ctx); err != nil || len(left) != 0 {
-		t.Fatalf("Survivors after Stop: got %v (%v), want none", left, err)
+	if err := p.CheckNoSurvivors(ctx); err != nil {
+		t.Fatalf("after Stop: got %v, want no survivors", err)
 	}
 }
 

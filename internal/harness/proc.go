@@ -3,7 +3,6 @@ package harness
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -103,49 +102,41 @@ func cmdlineOf(pid int) string {
 	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
 }
 
-// Survivor is a process that a harness started, directly or through its descendants, and that
+// survivor is a process that a harness started, directly or through its descendants, and that
 // is still running when it should be gone.
-type Survivor struct {
-	Pid, Pgid int
-	// Marker is its run marker, "" when it was found by its process group only.
-	Marker string
-	// Cmdline is its command line, arguments separated by spaces.
-	Cmdline string
-
-	start uint64
+type survivor struct {
+	pid, pgid int
+	marker    string // "" when it was found by its process group only
+	cmdline   string
+	start     uint64
 }
 
-// String describes s for a failure message.
-func (s Survivor) String() string {
-	return fmt.Sprintf("pid %d (group %d, %s=%q): %s", s.Pid, s.Pgid, runEnv, s.Marker, s.Cmdline)
+func (s survivor) String() string {
+	return fmt.Sprintf("pid %d (group %d, %s=%q): %s", s.pid, s.pgid, runEnv, s.marker, s.cmdline)
 }
 
-// Kill sends SIGKILL to s if it is still the same process (its pid not reused since the scan).
-func (s Survivor) Kill() error {
-	if e, ok := readStat(s.Pid); !ok || e.start != s.start {
-		return nil
+// kill sends SIGKILL to s if it is still the same process (its pid not reused since the scan).
+func (s survivor) kill() {
+	if e, ok := readStat(s.pid); ok && e.start == s.start {
+		_ = syscall.Kill(s.pid, syscall.SIGKILL)
 	}
-	if err := syscall.Kill(s.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("harness: kill survivor %d: %w", s.Pid, err)
-	}
-	return nil
 }
 
 // scanSurvivors lists the running processes in a group for which inGroup is true or whose
 // marker is under scope.
-func scanSurvivors(inGroup func(pgid int) bool, scope string) ([]Survivor, error) {
+func scanSurvivors(inGroup func(pgid int) bool, scope string) ([]survivor, error) {
 	procs, err := listProcs()
 	if err != nil {
 		return nil, err
 	}
-	var out []Survivor
+	var out []survivor
 	for _, e := range procs {
 		if e.gone() {
 			continue
 		}
 		m := markerOf(e.pid)
 		if inGroup(e.pgid) || (m != "" && under(m, scope)) {
-			out = append(out, Survivor{Pid: e.pid, Pgid: e.pgid, Marker: m, Cmdline: cmdlineOf(e.pid), start: e.start})
+			out = append(out, survivor{pid: e.pid, pgid: e.pgid, marker: m, cmdline: cmdlineOf(e.pid), start: e.start})
 		}
 	}
 	return out, nil
@@ -153,7 +144,7 @@ func scanSurvivors(inGroup func(pgid int) bool, scope string) ([]Survivor, error
 
 // awaitSurvivors repeats scanSurvivors until it finds nothing or ctx is done, and returns the
 // last list (nil when none remain).
-func awaitSurvivors(ctx context.Context, inGroup func(pgid int) bool, scope string) ([]Survivor, error) {
+func awaitSurvivors(ctx context.Context, inGroup func(pgid int) bool, scope string) ([]survivor, error) {
 	ticker := time.NewTicker(procPollInterval)
 	defer ticker.Stop()
 	for {
@@ -169,24 +160,41 @@ func awaitSurvivors(ctx context.Context, inGroup func(pgid int) bool, scope stri
 	}
 }
 
-// Survivors waits until no process this run started is left, and returns those still running
-// when ctx is done (nil when none remain). A process counts when it is in a process group the
-// harness started and has not yet seen empty (a process not stopped yet, or nginx workers,
-// whose environment nginx overwrites), or when its environment carries a marker of this run:
-// every descendant of a started process that kept its environment, wherever it was re-parented,
-// including the processes of a harness started by this one (tools/bench run by a test).
-//
-// Test mains call it last, bounded by a few seconds, and fail when it returns any.
-func Survivors(ctx context.Context) ([]Survivor, error) {
-	return awaitSurvivors(ctx, thisRun.hasGroup, thisRun.id)
+// checkNoSurvivors waits for the survivors of a scope to go; those left when ctx is done are
+// killed, so a failing run does not leave them behind, and listed in the error.
+func checkNoSurvivors(ctx context.Context, what string, inGroup func(pgid int) bool, scope string) error {
+	left, err := awaitSurvivors(ctx, inGroup, scope)
+	if err != nil || len(left) == 0 {
+		return err
+	}
+	var b strings.Builder
+	for _, s := range left {
+		s.kill()
+		fmt.Fprintf(&b, "\n  %v", s)
+	}
+	return fmt.Errorf("harness: %d processes started by %s still running (killed now):%s", len(left), what, b.String())
 }
 
-// Survivors is the package-level Survivors restricted to p: the members of its process group
-// (p itself until it exits) and the processes carrying p's marker or one nested below it, that
-// is p's descendants wherever they were re-parented.
-func (p *Process) Survivors(ctx context.Context) ([]Survivor, error) {
+// CheckNoSurvivors waits until no process this run started is left, and returns an error
+// listing (and kills) those still running when ctx is done. A process counts when it is in a
+// process group the harness started and has not yet seen empty (a process never stopped, or
+// nginx workers, whose environment nginx overwrites), or when its environment carries a marker
+// of this run: every descendant of a started process that kept its environment, wherever it
+// was re-parented, including the processes of a harness started by this one (tools/bench run
+// by a test).
+//
+// Test mains and tools/bench call it last, with a deadline of a few seconds, and fail when it
+// returns an error.
+func CheckNoSurvivors(ctx context.Context) error {
+	return checkNoSurvivors(ctx, "this run", thisRun.hasGroup, thisRun.id)
+}
+
+// CheckNoSurvivors is the package-level CheckNoSurvivors restricted to p, for use once p is
+// done: the members of its process group and the processes carrying p's marker or one nested
+// below it, that is p's descendants wherever they were re-parented.
+func (p *Process) CheckNoSurvivors(ctx context.Context) error {
 	pid := p.Pid()
-	return awaitSurvivors(ctx, func(pgid int) bool { return pgid == pid && thisRun.hasGroup(pid) }, p.marker)
+	return checkNoSurvivors(ctx, p.Name, func(pgid int) bool { return pgid == pid && thisRun.hasGroup(pid) }, p.marker)
 }
 
 // groupMembers returns the running members of process group pgid.

@@ -123,7 +123,8 @@ func helperEscape() {
 }
 
 // TestSurvivorsFindsEscapedDescendant: a descendant outside every group the harness started is
-// still found by the marker it inherited, both for its ancestor and for the whole run.
+// still found by the marker it inherited, both for its ancestor and for the whole run, and
+// CheckNoSurvivors kills it.
 func TestSurvivorsFindsEscapedDescendant(t *testing.T) {
 	p := startHelper(t, "escape")
 	var m []string
@@ -135,38 +136,35 @@ func TestSurvivorsFindsEscapedDescendant(t *testing.T) {
 	p.Kill()
 	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	left, err := p.Survivors(short)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, s := range left {
-			_ = s.Kill()
-		}
-	})
-	pids := func(ss []Survivor) []int {
+	pids := func(ss []survivor) []int {
 		var out []int
 		for _, s := range ss {
-			out = append(out, s.Pid)
+			out = append(out, s.pid)
 		}
 		return out
 	}
-	if diff := cmp.Diff([]int{pid}, pids(left)); diff != "" {
-		t.Fatalf("p.Survivors (-want +got):\n%s", diff)
+	left, err := awaitSurvivors(short, func(int) bool { return false }, p.marker)
+	t.Cleanup(func() {
+		for _, s := range left {
+			s.kill()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !under(left[0].Marker, p.marker) || !strings.Contains(left[0].Cmdline, "-test.run") {
+	if diff := cmp.Diff([]int{pid}, pids(left)); diff != "" {
+		t.Fatalf("survivors under p's marker (-want +got):\n%s", diff)
+	}
+	if !under(left[0].marker, p.marker) || !strings.Contains(left[0].cmdline, "-test.run") {
 		t.Errorf("survivor %v: want marker under %q and the helper's command line", left[0], p.marker)
 	}
-	all, err := Survivors(short)
-	if err != nil || !cmp.Equal(pids(all), []int{pid}) {
-		t.Errorf("Survivors: got %v (%v), want only pid %d", all, err, pid)
-	}
-	if err := left[0].Kill(); err != nil {
-		t.Fatal(err)
+	err = CheckNoSurvivors(short)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d ", pid)) {
+		t.Fatalf("CheckNoSurvivors: got %v, want an error naming pid %d", err, pid)
 	}
 	ctx, cancel2 := context.WithTimeout(t.Context(), defaultTestTimeout)
 	defer cancel2()
-	if again, err := Survivors(ctx); err != nil || len(again) != 0 {
-		t.Errorf("after Kill: got %v (%v), want no survivors", again, err)
+	if err := p.CheckNoSurvivors(ctx); err != nil {
+		t.Errorf("after CheckNoSurvivors killed it: got %v, want none left", err)
 	}
 }

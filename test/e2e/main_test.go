@@ -22,6 +22,8 @@ const (
 	startTimeout = 60 * time.Second
 	// defaultTestTimeout bounds single requests and polls.
 	defaultTestTimeout = 30 * time.Second
+	// survivorTimeout bounds TestMain's wait for the suite's processes to be gone.
+	survivorTimeout = 10 * time.Second
 )
 
 var (
@@ -66,6 +68,14 @@ func run(m *testing.M) (int, error) {
 		npmErr = fmt.Errorf("tools/e2e-npm.sh: %w\n%s", err, out)
 	}
 	code := m.Run()
+	// Issue 17: no process the suite started (simulators, gateways, kvbridge, nginx and its
+	// workers, Prometheus, loadgen, tools/bench and its fleet) may outlive it, whatever the
+	// tests' result. The deadline covers the kernel tearing down processes killed at cleanup.
+	sctx, scancel := context.WithTimeout(context.Background(), survivorTimeout)
+	defer scancel()
+	if err := harness.CheckNoSurvivors(sctx); err != nil {
+		return 1, err
+	}
 	if code == 0 {
 		// Every process is reaped by its test's cleanup, so no waiter goroutine may remain.
 		if err := goleak.Find(); err != nil {

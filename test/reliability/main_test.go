@@ -34,6 +34,8 @@ const (
 	startTimeout = 60 * time.Second
 	// reqTimeout bounds one request and one poll.
 	reqTimeout = 30 * time.Second
+	// survivorTimeout bounds TestMain's wait for the suite's processes to be gone.
+	survivorTimeout = 10 * time.Second
 )
 
 var (
@@ -70,6 +72,13 @@ func run(m *testing.M) (int, error) {
 	}
 	code := m.Run()
 	client.CloseIdleConnections()
+	// Issue 17: no process the suite started (simulators, gateways, kvbridge) may outlive it,
+	// whatever the tests' result. The deadline covers the kernel tearing down processes killed at cleanup.
+	sctx, scancel := context.WithTimeout(context.Background(), survivorTimeout)
+	defer scancel()
+	if err := harness.CheckNoSurvivors(sctx); err != nil {
+		return 1, err
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			return 1, fmt.Errorf("goroutine leak: %w", err)

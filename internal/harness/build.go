@@ -28,9 +28,10 @@ func RepoRoot() (string, error) {
 }
 
 // Build runs `go build -o outDir/<name> ./cmd/<name>` in the module root for each name (for
-// example "gateway", "simworker") and returns the binaries' paths by name. It builds all names
-// in one go command so the shared packages compile once. The go command's output is part of the
-// error when the build fails.
+// example "gateway", "simworker") and returns the binaries' paths by name. A name with a slash
+// is a package directory under the module root instead ("tools/bench" builds outDir/bench). It
+// builds all names in one go command so the shared packages compile once. The go command's
+// output is part of the error when the build fails.
 func Build(ctx context.Context, outDir string, names ...string) (map[string]string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -43,8 +44,12 @@ func Build(ctx context.Context, outDir string, names ...string) (map[string]stri
 	args := []string{"build", "-o", outDir + string(filepath.Separator)}
 	paths := make(map[string]string, len(names))
 	for _, n := range names {
-		args = append(args, "./cmd/"+n)
-		paths[n] = filepath.Join(outDir, n)
+		pkg := "./cmd/" + n
+		if strings.Contains(n, "/") {
+			pkg = "./" + n
+		}
+		args = append(args, pkg)
+		paths[n] = filepath.Join(outDir, filepath.Base(n))
 	}
 	out, err := CombinedOutput(ctx, Command{Name: "go", Path: goBin, Args: args, Dir: root})
 	if err != nil {

@@ -197,7 +197,10 @@ type Nginx struct {
 
 // StartNginx writes the configuration to a fresh directory under LogDir and runs
 // `nginx -p DIR -c DIR/nginx.conf -e DIR/error.log -g 'daemon off;'` until Stop. It waits until
-// the port accepts requests (any HTTP status counts: the upstreams may not be ready).
+// the port accepts requests (any HTTP status counts: the upstreams may not be ready). The
+// master stays in the foreground (daemon off) with master_process on, so it is the process the
+// harness started and its workers are in its process group: Stop's SIGTERM is nginx's fast
+// shutdown, and the group kill removes any worker left (see doc.go).
 func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, error) {
 	port, err := FreeTCPPort()
 	if err != nil {

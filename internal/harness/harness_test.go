@@ -48,17 +48,17 @@ func TestMain(m *testing.M) {
 // runTests runs the tests, then fails when a goroutine or a process started by them is left.
 func runTests(m *testing.M) int {
 	code := m.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
+	defer cancel()
+	if err := CheckNoSurvivors(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if code != 0 {
 		return code
 	}
 	if err := goleak.Find(); err != nil {
 		fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
-	defer cancel()
-	if err := CheckNoSurvivors(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0

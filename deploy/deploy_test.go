@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -195,7 +197,7 @@ func TestNginxAcceptsConfig(t *testing.T) {
 			if err := os.WriteFile(f, []byte(conf), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			out, err := exec.Command(nginx, "-t", "-q", "-p", dir, "-e", filepath.Join(dir, "t.log"), "-c", f).CombinedOutput()
+			out, err := harness.CombinedOutput(t.Context(), harness.Command{Path: nginx, Args: []string{"-t", "-q", "-p", dir, "-e", filepath.Join(dir, "t.log"), "-c", f}})
 			if err != nil {
 				t.Fatalf("nginx -t: %v\n%s\n%s", err, out, conf)
 			}
@@ -212,7 +214,7 @@ func TestPromtool(t *testing.T) {
 		{"check", "config", "prometheus/prometheus.yml"}, // also checks rules.yml via rule_files
 		{"check", "rules", "prometheus/rules.yml"},
 	} {
-		out, err := exec.Command(promtool, args...).CombinedOutput()
+		out, err := harness.CombinedOutput(t.Context(), harness.Command{Path: promtool, Args: args})
 		if err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -276,7 +278,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if err := os.WriteFile(f, []byte(unit), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(sa, "verify", f).CombinedOutput()
+	out, err := harness.CombinedOutput(t.Context(), harness.Command{Path: sa, Args: []string{"verify", f}})
 	// Only complaints about this unit count: in containers verify may also warn about the
 	// host's own units or a missing systemd instance.
 	var complaints []string
@@ -472,7 +474,7 @@ func TestRulesIntervalRewrite(t *testing.T) {
 		if err := os.WriteFile(f, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command(promtool, "check", "rules", f).CombinedOutput(); err != nil {
+		if out, err := harness.CombinedOutput(t.Context(), harness.Command{Path: promtool, Args: []string{"check", "rules", f}}); err != nil {
 			t.Errorf("promtool check rules on the rewritten file: %v\n%s", err, out)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 const defaultTestTimeout = 30 * time.Second
@@ -15,7 +15,7 @@ const defaultTestTimeout = 30 * time.Second
 // moduleRoot finds the directory holding go.mod above the test.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
-	root, err := testutil.RepoRoot()
+	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

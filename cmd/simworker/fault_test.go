@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // TestHelperProcess is not a test: re-executed by TestFaultExitAfter, it runs main with the
@@ -29,21 +31,13 @@ func TestHelperProcess(t *testing.T) {
 
 func TestFaultExitAfter(t *testing.T) {
 	port := freePort(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "--",
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--time-scale", "0.001", "--fault-exit-after", "2", "--log-level", "error")
-	cmd.Env = append(os.Environ(), "SIMWORKER_HELPER=1")
-	if err := cmd.Start(); err != nil {
+	p, err := harness.Start(harness.Command{Name: "simworker", Path: os.Args[0], Env: []string{"SIMWORKER_HELPER=1"},
+		Args: []string{"-test.run=^TestHelperProcess$", "--",
+			"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--time-scale", "0.001", "--fault-exit-after", "2", "--log-level", "error"}}, t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		select {
-		case <-exited:
-		case <-time.After(defaultTestTimeout):
-		}
-	})
+	t.Cleanup(p.Kill)
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	deadline := time.Now().Add(3 * defaultTestTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -71,12 +65,13 @@ func TestFaultExitAfter(t *testing.T) {
 	}
 	_ = post() // the process exits right after completing this one
 	select {
-	case err := <-exited:
+	case <-p.Done():
+		_, err := p.Exited()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 			t.Errorf("exit: got %v, want status 3", err)
 		}
 	case <-time.After(defaultTestTimeout):
-		t.Fatal("process still running after 2 completed requests")
+		t.Fatalf("process still running after 2 completed requests\n%s", p.LogTail(2000))
 	}
 }

@@ -1,19 +1,7 @@
-// Package testutil holds the process harness shared by the end-to-end tests (test/e2e) and the
-// benchmark driver (tools/bench): free loopback ports, building the kvgate binaries once, starting
-// a binary with its output captured to a log file, waiting for an HTTP endpoint to become ready
-// with a deadline, and stopping processes (SIGTERM, then SIGKILL of the whole process group).
+// Package testutil holds the testing.TB forms of internal/harness for tests: starting a process
+// that t.Cleanup stops (with its log tail printed when the test failed) and free loopback ports,
+// each failing the test with t.Fatal instead of returning an error.
 //
-// Choose the variant by the caller:
-//   - tests use the testing.TB helpers (Start, WaitReady, FreePort): failures are reported with
-//     t.Fatalf, processes are stopped by t.Cleanup, and the tail of every log is printed when
-//     the test failed;
-//   - programs (tools/bench) use the error-returning forms (StartProcess, WaitHTTP, Build) and
-//     call (*Process).Stop themselves.
-//
-// Launcher builds on these to start the kvgate fleet itself with free loopback ports: simulators
-// (optionally publishing KV events with replay), gateway replicas, nginx with a given
-// configuration, and a Prometheus server; each Start* waits until the process answers.
-//
-// Nothing here sleeps to synchronise: readiness is polled with a ticker under a deadline, and a
-// process's exit is observed on the channel returned by (*Process).Done.
+// Use internal/harness directly where there is no testing.TB (tools/bench, TestMain) or where
+// the test wants the error (the fleet's Launcher returns errors so a test can add context).
 package testutil

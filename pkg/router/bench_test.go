@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -127,19 +128,19 @@ func pct(d []time.Duration, p float64) time.Duration {
 }
 
 // startNginx proxies to upstream with keep-alive, as the deployment's nginx does, and returns its
-// URL; "" when nginx cannot be started here.
+// URL; "" when nginx cannot be started here. It runs under the harness, which stops the master
+// and its worker at cleanup (issue 17: killing only the master left the worker running).
 func startNginx(b *testing.B, upstream string) string {
 	b.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		return ""
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := harness.FreeTCPPort()
 	if err != nil {
 		return ""
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	dir := b.TempDir()
 	conf := fmt.Sprintf(`worker_processes 1;
 daemon off;
@@ -161,21 +162,26 @@ http {
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 		return ""
 	}
-	cmd := exec.Command(bin, "-p", dir, "-c", cf)
-	if err := cmd.Start(); err != nil {
+	p, err := harness.Start(harness.Command{Name: "nginx", Path: bin, Args: []string{"-p", dir, "-c", cf, "-e", filepath.Join(dir, "error.log")}}, dir)
+	if err != nil {
 		return ""
 	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(5 * time.Second)
-	for ; time.Now().Before(deadline); <-tick.C {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr
+	b.Cleanup(func() {
+		if err := p.Stop(harness.DefaultStopTimeout); err != nil {
+			b.Error(err)
 		}
+	})
+	listening := func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
 	}
-	return ""
+	if !harness.Eventually(5*time.Second, func() bool { exited, _ := p.Exited(); return exited || listening() }) || !listening() {
+		return ""
+	}
+	return "http://" + addr
 }
 
 // BenchmarkGatewayOverhead measures the latency the gateway adds to a request with a

@@ -2,10 +2,11 @@ package router
 
 import (
 	"bytes"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 const module = "github.com/kvgate/kvgate/"
@@ -59,14 +60,9 @@ func allowed(list []string, imp string) bool {
 // TestImportRules runs `go list` over the module and fails on any forbidden edge among the
 // production (non-test) imports.
 func TestImportRules(t *testing.T) {
-	cmd := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"...")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go list: %v\n%s", err, errb.String())
-	}
+	out := goList(t, "-e", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"...")
 	checked := 0
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 {
 			continue
@@ -93,6 +89,28 @@ func TestImportRules(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("go list reported no module imports; the check checked nothing")
 	}
+}
+
+// TestProgramsDoNotLinkTesting: no command or tool links package testing (tools/bench uses the
+// process harness, internal/harness, which must stay free of it; issue 17).
+func TestProgramsDoNotLinkTesting(t *testing.T) {
+	deps := strings.Fields(goList(t, "-deps", "-f", "{{.ImportPath}}", module+"cmd/...", module+"tools/..."))
+	if len(deps) == 0 {
+		t.Fatal("go list -deps reported nothing; the check checked nothing")
+	}
+	if slices.Contains(deps, "testing") {
+		t.Errorf("a package under cmd/ or tools/ links testing; see go list -deps ./cmd/... ./tools/... and go mod why")
+	}
+}
+
+// goList runs the go command's list with args in the module and returns its standard output.
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if err := harness.Run(t.Context(), harness.Command{Path: "go", Args: append([]string{"list"}, args...)}, &out, &errb); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errb.String())
+	}
+	return out.String()
 }
 
 func TestImportRuleTable(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,7 +21,7 @@ var families = []string{"qwen3", "llama3", "llama3_1", "deepseek_v3", "gptoss", 
 
 func moduleRoot(t testing.TB) string {
 	t.Helper()
-	root, err := testutil.RepoRoot()
+	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

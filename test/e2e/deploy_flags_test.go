@@ -4,18 +4,19 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // TestDeployFilesUseRealGatewayFlags checks that every flag the shipped deployment files pass
 // to the gateway (Kubernetes args, the systemd ExecStart line, the Dockerfile's example) is one
 // the built binary documents in --help, so a renamed flag cannot silently break a deployment.
 func TestDeployFilesUseRealGatewayFlags(t *testing.T) {
-	out, err := exec.Command(bins.Gateway, "--help").CombinedOutput()
+	out, err := harness.CombinedOutput(t.Context(), harness.Command{Path: bins.Gateway, Args: []string{"--help"}})
 	if err != nil && len(out) == 0 {
 		t.Fatalf("gateway --help: %v", err)
 	}

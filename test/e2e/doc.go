@@ -6,5 +6,7 @@
 //	go test -tags e2e -count=1 ./test/e2e
 //
 // (`make e2e` and `make test` run them after installing what they need). Each test is bounded
-// to about two minutes and cleans up every process it started.
+// to about two minutes and cleans up every process it started; TestMain fails the run when any
+// process started by it (or by those processes, such as tools/bench's fleet) is still running
+// at the end (internal/harness.CheckNoSurvivors, issue 17).
 package e2e

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // TestEventStreamFaults exercises the event path against real publisher faults: batches lost on
@@ -23,9 +23,9 @@ import (
 // SIGTERM lets an in-flight stream finish before the gateway exits cleanly.
 func TestEventStreamFaults(t *testing.T) {
 	l := newLauncher(t)
-	lossy := startSim(t, l, testutil.SimOptions{Name: "lossy", Events: true, Args: []string{"--fault-drop-every", "3"}})
-	steady := startSim(t, l, testutil.SimOptions{Name: "steady", Events: true})
-	gw := startGateway(t, l, testutil.GatewayOptions{
+	lossy := startSim(t, l, harness.SimOptions{Name: "lossy", Events: true, Args: []string{"--fault-drop-every", "3"}})
+	steady := startSim(t, l, harness.SimOptions{Name: "steady", Events: true})
+	gw := startGateway(t, l, harness.GatewayOptions{
 		Name:    "gateway",
 		Workers: []string{lossy.WorkerSpec(true), steady.WorkerSpec(true)},
 		Args:    []string{"--health-interval", "250ms", "--health-timeout", "250ms"},
@@ -42,7 +42,7 @@ func TestEventStreamFaults(t *testing.T) {
 		}
 		return -1, r.RequestBlocks
 	}
-	warm := func(s *testutil.Sim, prompt string) {
+	warm := func(s *harness.Sim, prompt string) {
 		t.Helper()
 		c := postCompletion(t, s.URL, map[string]any{"model": testModel, "prompt": prompt, "max_tokens": 2})
 		mustf(t, c.Status == http.StatusOK, "warming %s: status %d: %s", s.Name, c.Status, c.Body)
@@ -59,7 +59,7 @@ func TestEventStreamFaults(t *testing.T) {
 		warm(lossy, text("lossy-tail", 40))
 		for i, p := range prompts {
 			var got, want int
-			ok := testutil.Eventually(20*time.Second, func() bool {
+			ok := harness.Eventually(20*time.Second, func() bool {
 				got, want = matchedEvents(p+" more", lossy.URL)
 				return want > 0 && got >= want-1
 			})
@@ -74,16 +74,16 @@ func TestEventStreamFaults(t *testing.T) {
 	t.Run("a restarted engine is reconnected and its old blocks leave the index", func(t *testing.T) {
 		old := text("before-restart", 250)
 		warm(steady, old)
-		ok := testutil.Eventually(20*time.Second, func() bool { got, want := matchedEvents(old, steady.URL); return want > 0 && got >= want-1 })
+		ok := harness.Eventually(20*time.Second, func() bool { got, want := matchedEvents(old, steady.URL); return want > 0 && got >= want-1 })
 		mustf(t, ok, "the index never learned the steady worker's blocks")
 
 		steady.Kill()
-		restarted := startSim(t, l, testutil.SimOptions{Name: "steady-restarted", Events: true,
+		restarted := startSim(t, l, harness.SimOptions{Name: "steady-restarted", Events: true,
 			Port: steady.Port, EventsPort: portOf(t, steady.KVEvents), ReplayPort: portOf(t, steady.Replay)})
 		fresh := text("after-restart", 250)
 		warm(restarted, fresh)
 		var gotOld, gotFresh, want int
-		ok = testutil.Eventually(30*time.Second, func() bool {
+		ok = harness.Eventually(30*time.Second, func() bool {
 			gotFresh, want = matchedEvents(fresh, restarted.URL)
 			gotOld, _ = matchedEvents(old, restarted.URL)
 			return want > 0 && gotFresh >= want-1 && gotOld == 0
@@ -94,7 +94,7 @@ func TestEventStreamFaults(t *testing.T) {
 	})
 
 	t.Run("SIGTERM drains an in-flight stream and exits cleanly", func(t *testing.T) {
-		drain := startGateway(t, l, testutil.GatewayOptions{Name: "gateway-drain", Workers: []string{lossy.WorkerSpec(true)}})
+		drain := startGateway(t, l, harness.GatewayOptions{Name: "gateway-drain", Workers: []string{lossy.WorkerSpec(true)}})
 		body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": text("drain", 50), "max_tokens": 80, "stream": true})
 		ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
 		defer cancel()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/internal/testutil"
 )
 
@@ -20,14 +21,14 @@ import (
 func TestGRPCWorkersAndBridge(t *testing.T) {
 	l := newLauncher(t)
 	grpcPorts := testutil.FreePorts(t, 3)
-	withEvents := startSim(t, l, testutil.SimOptions{Name: "grpc-events", Args: []string{"--grpc-port", fmt.Sprint(grpcPorts[0]), "--runtime", "vllm"}})
-	startSim(t, l, testutil.SimOptions{Name: "grpc-unimplemented", Args: []string{"--grpc-port", fmt.Sprint(grpcPorts[1]), "--runtime", "vllm", "--no-grpc-kv-events"}})
-	bridged := startSim(t, l, testutil.SimOptions{Name: "bridged", Events: true})
+	withEvents := startSim(t, l, harness.SimOptions{Name: "grpc-events", Args: []string{"--grpc-port", fmt.Sprint(grpcPorts[0]), "--runtime", "vllm"}})
+	startSim(t, l, harness.SimOptions{Name: "grpc-unimplemented", Args: []string{"--grpc-port", fmt.Sprint(grpcPorts[1]), "--runtime", "vllm", "--no-grpc-kv-events"}})
+	bridged := startSim(t, l, harness.SimOptions{Name: "bridged", Events: true})
 
 	bridgeAddr := fmt.Sprintf("127.0.0.1:%d", grpcPorts[2])
 	bridge := testutil.Start(t, "kvbridge", bins.Kvbridge, "serve", "--zmq", bridged.KVEvents, "--replay", bridged.Replay,
 		"--runtime", "vllm", "--listen", bridgeAddr)
-	ok := testutil.Eventually(startTimeout, func() bool {
+	ok := harness.Eventually(startTimeout, func() bool {
 		exited, _ := bridge.Exited()
 		return exited || strings.Contains(bridge.LogTail(4000), "listening on")
 	})
@@ -35,7 +36,7 @@ func TestGRPCWorkersAndBridge(t *testing.T) {
 	mustf(t, ok && !exited, "kvbridge serve did not start:\n%s", bridge.LogTail(3000))
 
 	grpcURL := func(port int) string { return fmt.Sprintf("grpc://127.0.0.1:%d", port) }
-	gw := startGateway(t, l, testutil.GatewayOptions{
+	gw := startGateway(t, l, harness.GatewayOptions{
 		Name: "gateway",
 		Workers: []string{
 			"url=" + grpcURL(grpcPorts[0]) + ",runtime=vllm",
@@ -45,7 +46,7 @@ func TestGRPCWorkersAndBridge(t *testing.T) {
 	})
 
 	var view workersView
-	ok = testutil.Eventually(20*time.Second, func() bool {
+	ok = harness.Eventually(20*time.Second, func() bool {
 		getJSON(t, gw.URL+"/workers", &view)
 		states := map[string]string{}
 		for _, w := range view.Workers {
@@ -68,7 +69,7 @@ func TestGRPCWorkersAndBridge(t *testing.T) {
 			w := postCompletion(t, c.direct, map[string]any{"model": testModel, "prompt": prefix + " warm", "max_tokens": 1})
 			mustf(t, w.Status == http.StatusOK, "warming: status %d: %s", w.Status, w.Body)
 			var r routeExplanation
-			ok := testutil.Eventually(20*time.Second, func() bool {
+			ok := harness.Eventually(20*time.Second, func() bool {
 				r = debugRoute(t, gw.URL, prefix+" asked")
 				return r.Decision.Worker == c.routed && r.Decision.Reason == "cache_hit"
 			})

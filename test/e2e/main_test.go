@@ -6,14 +6,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 const (
@@ -23,11 +22,13 @@ const (
 	startTimeout = 60 * time.Second
 	// defaultTestTimeout bounds single requests and polls.
 	defaultTestTimeout = 30 * time.Second
+	// survivorTimeout bounds TestMain's wait for the suite's processes to be gone.
+	survivorTimeout = 10 * time.Second
 )
 
 var (
 	// bins are the binaries built by TestMain.
-	bins testutil.Binaries
+	bins harness.Binaries
 	// tokenizerPath is the tokenizer.json shared by simulators, gateways and loadgen.
 	tokenizerPath string
 	// repoRoot is the module root.
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (int, error) {
 	var err error
-	if repoRoot, err = testutil.RepoRoot(); err != nil {
+	if repoRoot, err = harness.RepoRoot(); err != nil {
 		return 1, err
 	}
 	tmp, err := os.MkdirTemp("", "kvgate-e2e-bin")
@@ -57,16 +58,24 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if bins, err = testutil.BuildBinaries(ctx, tmp, "gateway", "simworker", "loadgen", "kvbridge"); err != nil {
+	if bins, err = harness.BuildBinaries(ctx, tmp, "gateway", "simworker", "loadgen", "kvbridge"); err != nil {
 		return 1, err
 	}
-	if tokenizerPath, err = testutil.Tokenizer(ctx); err != nil {
+	if tokenizerPath, err = harness.Tokenizer(ctx); err != nil {
 		return 1, err
 	}
-	if out, err := exec.CommandContext(ctx, filepath.Join(repoRoot, "tools", "e2e-npm.sh")).CombinedOutput(); err != nil {
+	if out, err := harness.CombinedOutput(ctx, harness.Command{Path: filepath.Join(repoRoot, "tools", "e2e-npm.sh")}); err != nil {
 		npmErr = fmt.Errorf("tools/e2e-npm.sh: %w\n%s", err, out)
 	}
 	code := m.Run()
+	// Issue 17: no process the suite started (simulators, gateways, kvbridge, nginx and its
+	// workers, Prometheus, loadgen, tools/bench and its fleet) may outlive it, whatever the
+	// tests' result. The deadline covers the kernel tearing down processes killed at cleanup.
+	sctx, scancel := context.WithTimeout(context.Background(), survivorTimeout)
+	defer scancel()
+	if err := harness.CheckNoSurvivors(sctx); err != nil {
+		return 1, err
+	}
 	if code == 0 {
 		// Every process is reaped by its test's cleanup, so no waiter goroutine may remain.
 		if err := goleak.Find(); err != nil {
@@ -77,15 +86,15 @@ func run(m *testing.M) (int, error) {
 }
 
 // newLauncher returns a launcher logging into t's temp dir.
-func newLauncher(t *testing.T) *testutil.Launcher {
-	return &testutil.Launcher{Bin: bins, Tokenizer: tokenizerPath, Model: testModel, LogDir: t.TempDir(), StartTimeout: startTimeout}
+func newLauncher(t *testing.T) *harness.Launcher {
+	return &harness.Launcher{Bin: bins, Tokenizer: tokenizerPath, Model: testModel, LogDir: t.TempDir(), StartTimeout: startTimeout}
 }
 
 // stopAtCleanup stops p when the test ends and prints its log tail when the test failed.
-func stopAtCleanup(t *testing.T, p *testutil.Process) {
+func stopAtCleanup(t *testing.T, p *harness.Process) {
 	t.Cleanup(func() {
 		// A process must exit cleanly on SIGTERM (or have been killed by the test itself).
-		if err := p.Stop(testutil.DefaultStopTimeout); err != nil {
+		if err := p.Stop(harness.DefaultStopTimeout); err != nil {
 			t.Errorf("%v", err)
 		}
 		if t.Failed() {
@@ -94,7 +103,7 @@ func stopAtCleanup(t *testing.T, p *testutil.Process) {
 	})
 }
 
-func startSim(t *testing.T, l *testutil.Launcher, o testutil.SimOptions) *testutil.Sim {
+func startSim(t *testing.T, l *harness.Launcher, o harness.SimOptions) *harness.Sim {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -106,7 +115,7 @@ func startSim(t *testing.T, l *testutil.Launcher, o testutil.SimOptions) *testut
 	return s
 }
 
-func startGateway(t *testing.T, l *testutil.Launcher, o testutil.GatewayOptions) *testutil.Gateway {
+func startGateway(t *testing.T, l *harness.Launcher, o harness.GatewayOptions) *harness.Gateway {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/deploy"
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // TestNginxAndPrometheus runs the shipped deployment on loopback: two simulators publishing KV
@@ -24,21 +24,21 @@ import (
 // and that Prometheus scraped kvgate's routing metrics and evaluates the shipped rules.
 func TestNginxAndPrometheus(t *testing.T) {
 	l := newLauncher(t)
-	sims := []*testutil.Sim{
-		startSim(t, l, testutil.SimOptions{Name: "sim0", Events: true}),
-		startSim(t, l, testutil.SimOptions{Name: "sim1", Events: true}),
+	sims := []*harness.Sim{
+		startSim(t, l, harness.SimOptions{Name: "sim0", Events: true}),
+		startSim(t, l, harness.SimOptions{Name: "sim1", Events: true}),
 	}
 	var workers []string
 	for _, s := range sims {
 		workers = append(workers, s.WorkerSpec(true))
 	}
-	gws := []*testutil.Gateway{
-		startGateway(t, l, testutil.GatewayOptions{Name: "gateway0", Workers: workers}),
-		startGateway(t, l, testutil.GatewayOptions{Name: "gateway1", Workers: workers}),
+	gws := []*harness.Gateway{
+		startGateway(t, l, harness.GatewayOptions{Name: "gateway0", Workers: workers}),
+		startGateway(t, l, harness.GatewayOptions{Name: "gateway1", Workers: workers}),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	nginx, err := l.StartNginx(ctx, testutil.NginxOptions{
+	nginx, err := l.StartNginx(ctx, harness.NginxOptions{
 		Upstreams: []string{fmt.Sprintf("127.0.0.1:%d", gws[0].Port), fmt.Sprintf("127.0.0.1:%d", gws[1].Port)},
 		Config: func(listen string, upstreams []string, prefix string) (string, error) {
 			return deploy.NginxConfig(deploy.NginxParams{Listen: listen, Upstreams: upstreams, Standalone: true, Prefix: prefix, WorkerProcesses: 1})
@@ -137,7 +137,7 @@ func TestNginxAndPrometheus(t *testing.T) {
 	t.Run("Prometheus scraped the routing metrics and evaluates the rules", func(t *testing.T) {
 		// Both replicas' routing counters, as the shipped "kvgate" job scraped them.
 		var last string
-		ok := testutil.Eventually(45*time.Second, func() bool {
+		ok := harness.Eventually(45*time.Second, func() bool {
 			res, raw := promQuery(t, prom.URL, `sum by (instance) (kvgate_routing_decisions_total{job="kvgate"})`)
 			last = raw
 			if len(res) != 2 {
@@ -152,7 +152,7 @@ func TestNginxAndPrometheus(t *testing.T) {
 		})
 		mustf(t, ok, "Prometheus never had kvgate_routing_decisions_total > 0 for both replicas; last answer: %s", last)
 
-		ok = testutil.Eventually(30*time.Second, func() bool {
+		ok = harness.Eventually(30*time.Second, func() bool {
 			res, raw := promQuery(t, prom.URL, `up{job="engines"} == 1`)
 			last = raw
 			return len(res) == 2
@@ -161,7 +161,7 @@ func TestNginxAndPrometheus(t *testing.T) {
 
 		// Recording rules from the shipped rules.yml, evaluated every second here.
 		for _, q := range []string{"kvgate:routing_decisions:rate5m", "fleet:prefix_cache_hit_rate:ratio_rate5m", "kvgate:requests:rate5m"} {
-			ok = testutil.Eventually(45*time.Second, func() bool {
+			ok = harness.Eventually(45*time.Second, func() bool {
 				res, raw := promQuery(t, prom.URL, q)
 				last = raw
 				return len(res) > 0
@@ -193,7 +193,7 @@ func TestNginxAndPrometheus(t *testing.T) {
 	t.Run("the event-stream alert fires for a dead engine", func(t *testing.T) {
 		sims[1].Kill()
 		var last string
-		ok := testutil.Eventually(45*time.Second, func() bool {
+		ok := harness.Eventually(45*time.Second, func() bool {
 			var alerts struct {
 				Data struct {
 					Alerts []struct {

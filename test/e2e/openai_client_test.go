@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os/exec"
@@ -11,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // nodeReport is what test/e2e/npm/client.mjs prints.
@@ -65,22 +66,19 @@ func TestOpenAINodeClient(t *testing.T) {
 		t.Fatalf("node not found: %v", err)
 	}
 	l := newLauncher(t)
-	sim := startSim(t, l, testutil.SimOptions{Name: "sim"})
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{sim.WorkerSpec(false)}})
+	sim := startSim(t, l, harness.SimOptions{Name: "sim"})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{sim.WorkerSpec(false)}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(repoRoot, "test", "e2e", "npm", "client.mjs"),
-		gw.URL+"/v1", testModel, text("openai-client", 60))
-	cmd.Dir = filepath.Join(repoRoot, "test", "e2e", "npm")
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr)
+	npmDir := filepath.Join(repoRoot, "test", "e2e", "npm")
+	client := harness.Command{Name: "node", Path: node, Dir: npmDir,
+		Args: []string{filepath.Join(npmDir, "client.mjs"), gw.URL + "/v1", testModel, text("openai-client", 60)}}
+	var stdout, stderr bytes.Buffer
+	if err := harness.Run(ctx, client, &stdout, &stderr); err != nil {
+		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
 	}
+	out := stdout.Bytes()
 	t.Logf("client report: %s", out)
 	var r nodeReport
 	if err := json.Unmarshal(out, &r); err != nil {

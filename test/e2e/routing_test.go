@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/deploy"
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // TestRoutingFollowsKVEvents runs the gateway binary against three simulator processes: sim0
@@ -22,12 +22,12 @@ import (
 // a worker takes it out without failing new requests once the health check notices.
 func TestRoutingFollowsKVEvents(t *testing.T) {
 	l := newLauncher(t)
-	sims := []*testutil.Sim{
-		startSim(t, l, testutil.SimOptions{Name: "sim0", Events: true}),
-		startSim(t, l, testutil.SimOptions{Name: "sim1", Events: true}),
-		startSim(t, l, testutil.SimOptions{Name: "sim2"}),
+	sims := []*harness.Sim{
+		startSim(t, l, harness.SimOptions{Name: "sim0", Events: true}),
+		startSim(t, l, harness.SimOptions{Name: "sim1", Events: true}),
+		startSim(t, l, harness.SimOptions{Name: "sim2"}),
 	}
-	gw := startGateway(t, l, testutil.GatewayOptions{
+	gw := startGateway(t, l, harness.GatewayOptions{
 		Name:    "gateway",
 		Workers: []string{sims[0].WorkerSpec(true), sims[1].WorkerSpec(true), sims[2].WorkerSpec(false)},
 		Policy:  "cache_aware",
@@ -54,7 +54,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 	t.Run("a long prefix goes to the worker whose events published it", func(t *testing.T) {
 		for i, p := range prefixes {
 			var r routeExplanation
-			ok := testutil.Eventually(20*time.Second, func() bool {
+			ok := harness.Eventually(20*time.Second, func() bool {
 				r = debugRoute(t, gw.URL, p+" question one")
 				return r.Decision.Worker == sims[i].URL && r.Decision.Reason == "cache_hit"
 			})
@@ -140,7 +140,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 
 	t.Run("a killed worker is taken out without failing new requests", func(t *testing.T) {
 		sims[0].Kill()
-		ok := testutil.Eventually(20*time.Second, func() bool {
+		ok := harness.Eventually(20*time.Second, func() bool {
 			var w workersView
 			getJSON(t, gw.URL+"/workers", &w)
 			for _, x := range w.Workers {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/internal/testutil"
 )
 
@@ -22,8 +23,8 @@ import (
 // header timeout.
 func TestBadInput(t *testing.T) {
 	l := newLauncher(t)
-	s := startSim(t, l, testutil.SimOptions{Name: "sim", TimeScale: simScale})
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{s.WorkerSpec(false)},
+	s := startSim(t, l, harness.SimOptions{Name: "sim", TimeScale: simScale})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{s.WorkerSpec(false)},
 		Args: []string{"--max-body-bytes", fmt.Sprint(1 << 20), "--max-prompt-tokens", "2000", "--max-n", "4"}})
 
 	stop := make(chan struct{})
@@ -125,9 +126,9 @@ func TestBadInput(t *testing.T) {
 // response, the logs or the metrics.
 func TestAdminSecurity(t *testing.T) {
 	l := newLauncher(t)
-	s := startSim(t, l, testutil.SimOptions{Name: "sim", TimeScale: simScale})
+	s := startSim(t, l, harness.SimOptions{Name: "sim", TimeScale: simScale})
 	const token, secret = "admin-token-123", "S3cretPassw0rd"
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{s.WorkerSpec(false)},
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{s.WorkerSpec(false)},
 		Args: []string{"--admin-token", token}})
 	call := func(method, path, body, tok string) result {
 		t.Helper()
@@ -180,8 +181,8 @@ func TestAdminSecurity(t *testing.T) {
 	}
 	// A gateway started with a credential in a --worker flag refuses to start without echoing it.
 	port := testutil.FreePort(t)
-	p, err := testutil.StartProcess("gateway-bad-flag", bins.Gateway, []string{"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--prometheus-port", "-1",
-		"--tokenizer", tokenizerPath, "--worker", "url=http://admin:" + secret + "@127.0.0.1:9"}, t.TempDir())
+	p, err := harness.Start(harness.Command{Name: "gateway-bad-flag", Path: bins.Gateway, Args: []string{"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--prometheus-port", "-1",
+		"--tokenizer", tokenizerPath, "--worker", "url=http://admin:" + secret + "@127.0.0.1:9"}}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

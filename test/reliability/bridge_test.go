@@ -8,19 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/internal/testutil"
 )
 
 // startBridge runs `kvbridge serve` in front of s's ZMQ feed on port and waits until it listens.
-func startBridge(t *testing.T, s *testutil.Sim, port int, name string) *testutil.Process {
+func startBridge(t *testing.T, s *harness.Sim, port int, name string) *harness.Process {
 	t.Helper()
-	p, err := testutil.StartProcess(name, bins.Kvbridge, []string{"serve", "--zmq", s.KVEvents, "--replay", s.Replay,
-		"--runtime", "vllm", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, t.TempDir())
+	p, err := harness.Start(harness.Command{Name: name, Path: bins.Kvbridge, Args: []string{"serve", "--zmq", s.KVEvents, "--replay", s.Replay,
+		"--runtime", "vllm", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopAtCleanup(t, p)
-	ok := testutil.Eventually(startTimeout, func() bool {
+	ok := harness.Eventually(startTimeout, func() bool {
 		done, _ := p.Exited()
 		return done || strings.Contains(p.LogTail(4000), "kvbridge: listening on")
 	})
@@ -37,10 +38,10 @@ func startBridge(t *testing.T, s *testutil.Sim, port int, name string) *testutil
 // what was cached while the bridge was down.
 func TestBridgeRestart(t *testing.T) {
 	l := newLauncher(t)
-	s := startSim(t, l, testutil.SimOptions{Name: "sim", Events: true, TimeScale: simScale})
+	s := startSim(t, l, harness.SimOptions{Name: "sim", Events: true, TimeScale: simScale})
 	port := testutil.FreePort(t)
 	br := startBridge(t, s, port, "bridge")
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway",
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway",
 		Workers: []string{fmt.Sprintf("url=%s,kv_events=grpc://127.0.0.1:%d", s.URL, port)}})
 	for i := range 5 {
 		warm(t, s, text(fmt.Sprintf("bridge-before-%d", i), 150))

@@ -13,5 +13,6 @@
 //
 // Build tags choose the variant: `-tags e2e` runs the fast scenarios (part of `make test`);
 // `-tags reliability` (make reliability) runs everything, including the 5-minute soak. Every
-// wait is a poll with a deadline; every loop is bounded in count and time.
+// wait is a poll with a deadline; every loop is bounded in count and time. TestMain fails the
+// run when a process the suite started outlives it (internal/harness.CheckNoSurvivors).
 package reliability

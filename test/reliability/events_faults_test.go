@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // indexAgrees polls until the gateway's index holds exactly the blocks the simulator really
 // caches (GET /workers index_blocks against the simulator's /debug/cache) and returns the
 // counts; ok is false when they still differ at the deadline.
-func indexAgrees(t *testing.T, gw string, s *testutil.Sim, d time.Duration) (took time.Duration, idx, real int, ok bool) {
+func indexAgrees(t *testing.T, gw string, s *harness.Sim, d time.Duration) (took time.Duration, idx, real int, ok bool) {
 	took, ok = poll(d, func() bool {
 		idx, real = workers(t, gw)[s.URL].IndexBlocks, simBlocks(t, s)
 		return idx == real && real > 0
@@ -28,10 +28,10 @@ func indexAgrees(t *testing.T, gw string, s *testutil.Sim, d time.Duration) (too
 // cache and requests for the old prefix stop matching there.
 func TestEngineRestart(t *testing.T) {
 	l := newLauncher(t)
-	a := startSim(t, l, testutil.SimOptions{Name: "a", Events: true, TimeScale: simScale})
-	b := startSim(t, l, testutil.SimOptions{Name: "b", Events: true, TimeScale: simScale})
+	a := startSim(t, l, harness.SimOptions{Name: "a", Events: true, TimeScale: simScale})
+	b := startSim(t, l, harness.SimOptions{Name: "b", Events: true, TimeScale: simScale})
 	// A slow health check, so the event stream alone has to notice the restart.
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{a.WorkerSpec(true), b.WorkerSpec(true)},
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{a.WorkerSpec(true), b.WorkerSpec(true)},
 		Args: []string{"--health-interval", "1m"}})
 	old := text("engine-restart-old", 300)
 	warm(t, a, old)
@@ -73,9 +73,9 @@ func TestEngineRestart(t *testing.T) {
 func TestLostEventBatches(t *testing.T) {
 	l := newLauncher(t)
 	drop := []string{"--fault-drop-every", "3"}
-	withReplay := startSim(t, l, testutil.SimOptions{Name: "replay", Events: true, TimeScale: simScale, Args: drop})
-	noReplay := startSim(t, l, testutil.SimOptions{Name: "noreplay", Events: true, TimeScale: simScale, Args: drop})
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway",
+	withReplay := startSim(t, l, harness.SimOptions{Name: "replay", Events: true, TimeScale: simScale, Args: drop})
+	noReplay := startSim(t, l, harness.SimOptions{Name: "noreplay", Events: true, TimeScale: simScale, Args: drop})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway",
 		Workers: []string{withReplay.WorkerSpec(true), "url=" + noReplay.URL + ",kv_events=" + noReplay.KVEvents}})
 	const prompts = 24
 	start := time.Now()
@@ -119,14 +119,14 @@ func TestLostEventBatches(t *testing.T) {
 // replay buffers: the matched blocks of a known prompt are the same before and after.
 func TestGatewayRestartRebuildsIndex(t *testing.T) {
 	l := newLauncher(t)
-	a := startSim(t, l, testutil.SimOptions{Name: "a", Events: true, TimeScale: simScale})
-	b := startSim(t, l, testutil.SimOptions{Name: "b", Events: true, TimeScale: simScale})
+	a := startSim(t, l, harness.SimOptions{Name: "a", Events: true, TimeScale: simScale})
+	b := startSim(t, l, harness.SimOptions{Name: "b", Events: true, TimeScale: simScale})
 	specs := []string{a.WorkerSpec(true), b.WorkerSpec(true)}
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway1", Workers: specs})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway1", Workers: specs})
 	pa, pb := text("rebuild-a", 300), text("rebuild-b", 200)
 	warm(t, a, pa)
 	warm(t, b, pb)
-	for _, s := range []*testutil.Sim{a, b} {
+	for _, s := range []*harness.Sim{a, b} {
 		_, idx, real, ok := indexAgrees(t, gw.URL, s, 20*time.Second)
 		mustf(t, ok, "first gateway: %s index %d blocks, engine %d", s.Name, idx, real)
 	}
@@ -140,7 +140,7 @@ func TestGatewayRestartRebuildsIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	startedAt := time.Now()
-	gw2 := startGateway(t, l, testutil.GatewayOptions{Name: "gateway2", Workers: specs})
+	gw2 := startGateway(t, l, harness.GatewayOptions{Name: "gateway2", Workers: specs})
 	ready := time.Since(startedAt)
 	var after map[string]int
 	took, ok := poll(20*time.Second, func() bool {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
@@ -81,10 +82,10 @@ func (l *latencies) pct(q float64) (time.Duration, int) {
 // and completions stay fast meanwhile.
 func TestEventFlood(t *testing.T) {
 	l := newLauncher(t)
-	s := startSim(t, l, testutil.SimOptions{Name: "sim", TimeScale: simScale})
+	s := startSim(t, l, harness.SimOptions{Name: "sim", TimeScale: simScale})
 	pub, ep := floodPublisher(t)
 	const maxBlocks = 50000
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{"url=" + s.URL + ",kv_events=" + ep},
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{"url=" + s.URL + ",kv_events=" + ep},
 		Args: []string{"--index-max-blocks", fmt.Sprint(maxBlocks)}})
 	base := scrape(t, gw.MetricsURL())
 	heap0 := base.sum("go_memstats_heap_inuse_bytes", nil)

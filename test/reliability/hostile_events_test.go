@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 )
 
@@ -69,9 +69,9 @@ func hostilePayloads() map[string][]byte {
 // skipped, the stream survives, and a valid batch after them is applied.
 func TestHostileEventStream(t *testing.T) {
 	l := newLauncher(t)
-	s := startSim(t, l, testutil.SimOptions{Name: "sim", TimeScale: simScale})
+	s := startSim(t, l, harness.SimOptions{Name: "sim", TimeScale: simScale})
 	pub, ep := floodPublisher(t)
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{"url=" + s.URL + ",kv_events=" + ep}})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{"url=" + s.URL + ",kv_events=" + ep}})
 	base := scrape(t, gw.MetricsURL())
 	heap0, rss0 := base.sum("go_memstats_heap_inuse_bytes", nil), base.sum("process_resident_memory_bytes", nil)
 

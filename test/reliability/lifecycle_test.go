@@ -14,16 +14,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // TestAllWorkersDown: with every worker killed the gateway answers 503 with an OpenAI error
 // saying no worker is healthy (and /readiness turns 503); when they return it serves again.
 func TestAllWorkersDown(t *testing.T) {
 	l := newLauncher(t)
-	a := startSim(t, l, testutil.SimOptions{Name: "a", Events: true, TimeScale: simScale})
-	b := startSim(t, l, testutil.SimOptions{Name: "b", Events: true, TimeScale: simScale})
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{a.WorkerSpec(true), b.WorkerSpec(true)}, Args: fastHealth})
+	a := startSim(t, l, harness.SimOptions{Name: "a", Events: true, TimeScale: simScale})
+	b := startSim(t, l, harness.SimOptions{Name: "b", Events: true, TimeScale: simScale})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{a.WorkerSpec(true), b.WorkerSpec(true)}, Args: fastHealth})
 	body := map[string]any{"model": testModel, "prompt": text("all-down", 40), "max_tokens": 2}
 	mustf(t, completion(t, gw.URL, body).Status == http.StatusOK, "gateway not serving before the fault")
 
@@ -76,10 +76,10 @@ func TestAllWorkersDown(t *testing.T) {
 // the process still exits 0.
 func TestGracefulShutdown(t *testing.T) {
 	l := newLauncher(t)
-	s := startSim(t, l, testutil.SimOptions{Name: "sim", Events: true, TimeScale: simScale})
+	s := startSim(t, l, harness.SimOptions{Name: "sim", Events: true, TimeScale: simScale})
 
 	t.Run("drains in-flight streams", func(t *testing.T) {
-		gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: []string{s.WorkerSpec(true)}, Args: []string{"--drain-timeout", "20s"}})
+		gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{s.WorkerSpec(true)}, Args: []string{"--drain-timeout", "20s"}})
 		const streams = 6
 		var started sync.WaitGroup
 		started.Add(streams)
@@ -129,7 +129,7 @@ func TestGracefulShutdown(t *testing.T) {
 	})
 
 	t.Run("drain deadline bounds the exit", func(t *testing.T) {
-		gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway-deadline", Workers: []string{s.WorkerSpec(true)}, Args: []string{"--drain-timeout", "500ms"}})
+		gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-deadline", Workers: []string{s.WorkerSpec(true)}, Args: []string{"--drain-timeout", "500ms"}})
 		ctx, cancel := context.WithTimeout(context.Background(), reqTimeout)
 		defer cancel()
 		var sigAt time.Time

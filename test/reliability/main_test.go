@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 const (
@@ -34,10 +34,12 @@ const (
 	startTimeout = 60 * time.Second
 	// reqTimeout bounds one request and one poll.
 	reqTimeout = 30 * time.Second
+	// survivorTimeout bounds TestMain's wait for the suite's processes to be gone.
+	survivorTimeout = 10 * time.Second
 )
 
 var (
-	bins          testutil.Binaries
+	bins          harness.Binaries
 	tokenizerPath string
 	// client is shared by the tests; its timeout bounds every request.
 	client = &http.Client{Timeout: reqTimeout}
@@ -62,14 +64,21 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if bins, err = testutil.BuildBinaries(ctx, tmp, "gateway", "simworker", "kvbridge"); err != nil {
+	if bins, err = harness.BuildBinaries(ctx, tmp, "gateway", "simworker", "kvbridge"); err != nil {
 		return 1, err
 	}
-	if tokenizerPath, err = testutil.Tokenizer(ctx); err != nil {
+	if tokenizerPath, err = harness.Tokenizer(ctx); err != nil {
 		return 1, err
 	}
 	code := m.Run()
 	client.CloseIdleConnections()
+	// Issue 17: no process the suite started (simulators, gateways, kvbridge) may outlive it,
+	// whatever the tests' result. The deadline covers the kernel tearing down processes killed at cleanup.
+	sctx, scancel := context.WithTimeout(context.Background(), survivorTimeout)
+	defer scancel()
+	if err := harness.CheckNoSurvivors(sctx); err != nil {
+		return 1, err
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			return 1, fmt.Errorf("goroutine leak: %w", err)
@@ -106,16 +115,16 @@ func report(t *testing.T, scenario string, kv ...any) {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-func newLauncher(t *testing.T) *testutil.Launcher {
-	return &testutil.Launcher{Bin: bins, Tokenizer: tokenizerPath, Model: testModel, LogDir: t.TempDir(), StartTimeout: startTimeout}
+func newLauncher(t *testing.T) *harness.Launcher {
+	return &harness.Launcher{Bin: bins, Tokenizer: tokenizerPath, Model: testModel, LogDir: t.TempDir(), StartTimeout: startTimeout}
 }
 
 // stopAtCleanup stops p when the test ends (a process the test killed itself is fine) and
 // prints its log tail when the test failed.
-func stopAtCleanup(t *testing.T, p *testutil.Process) {
+func stopAtCleanup(t *testing.T, p *harness.Process) {
 	t.Cleanup(func() {
 		killed, _ := p.Exited()
-		if err := p.Stop(testutil.DefaultStopTimeout); err != nil && !killed {
+		if err := p.Stop(harness.DefaultStopTimeout); err != nil && !killed {
 			t.Errorf("%v", err)
 		}
 		if t.Failed() {
@@ -124,7 +133,7 @@ func stopAtCleanup(t *testing.T, p *testutil.Process) {
 	})
 }
 
-func startSim(t *testing.T, l *testutil.Launcher, o testutil.SimOptions) *testutil.Sim {
+func startSim(t *testing.T, l *harness.Launcher, o harness.SimOptions) *harness.Sim {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -138,9 +147,9 @@ func startSim(t *testing.T, l *testutil.Launcher, o testutil.SimOptions) *testut
 
 // restartSim starts a simulator on the ports of s (an engine restart: empty cache, sequence
 // numbers from 0).
-func restartSim(t *testing.T, l *testutil.Launcher, s *testutil.Sim, name string, args ...string) *testutil.Sim {
+func restartSim(t *testing.T, l *harness.Launcher, s *harness.Sim, name string, args ...string) *harness.Sim {
 	t.Helper()
-	o := testutil.SimOptions{Name: name, Port: s.Port, Args: args, TimeScale: simScale}
+	o := harness.SimOptions{Name: name, Port: s.Port, Args: args, TimeScale: simScale}
 	if s.KVEvents != "" {
 		o.Events = true
 		o.EventsPort, o.ReplayPort = portOf(t, s.KVEvents), portOf(t, s.Replay)
@@ -148,7 +157,7 @@ func restartSim(t *testing.T, l *testutil.Launcher, s *testutil.Sim, name string
 	return startSim(t, l, o)
 }
 
-func startGateway(t *testing.T, l *testutil.Launcher, o testutil.GatewayOptions) *testutil.Gateway {
+func startGateway(t *testing.T, l *harness.Launcher, o harness.GatewayOptions) *harness.Gateway {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -253,7 +262,7 @@ func completion(t *testing.T, base string, body map[string]any) result {
 }
 
 // warm sends prompt straight to a simulator so its cache (and event stream) holds it.
-func warm(t *testing.T, s *testutil.Sim, prompt string) {
+func warm(t *testing.T, s *harness.Sim, prompt string) {
 	t.Helper()
 	r := completion(t, s.URL, map[string]any{"model": testModel, "prompt": prompt, "max_tokens": 2})
 	if r.Status != http.StatusOK {
@@ -359,7 +368,7 @@ func workers(t *testing.T, gw string) map[string]workerState {
 }
 
 // simBlocks returns how many blocks the simulator really holds (all ranks), from /debug/cache.
-func simBlocks(t *testing.T, s *testutil.Sim) int {
+func simBlocks(t *testing.T, s *harness.Sim) int {
 	t.Helper()
 	var dc struct {
 		Ranks []struct {
@@ -499,6 +508,6 @@ func mustf(t *testing.T, cond bool, format string, args ...any) {
 // poll calls cond every 20 ms until it holds or d passes; it returns the time it took.
 func poll(d time.Duration, cond func() bool) (time.Duration, bool) {
 	start := time.Now()
-	ok := testutil.Eventually(d, cond)
+	ok := harness.Eventually(d, cond)
 	return time.Since(start), ok
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // TestSoak: streaming load at high concurrency for soakDuration (20 s with -tags e2e, 5 min
@@ -21,10 +21,10 @@ func TestSoak(t *testing.T) {
 	l := newLauncher(t)
 	var specs []string
 	for i := range 3 {
-		s := startSim(t, l, testutil.SimOptions{Name: fmt.Sprintf("sim%d", i), Events: true, TimeScale: 0.05})
+		s := startSim(t, l, harness.SimOptions{Name: fmt.Sprintf("sim%d", i), Events: true, TimeScale: 0.05})
 		specs = append(specs, s.WorkerSpec(true))
 	}
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: specs})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: specs})
 	const conc = 48
 	prefixes := make([]string, 16)
 	for i := range prefixes {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // loadResult counts the outcomes of a background request loop.
@@ -71,14 +71,14 @@ func backgroundLoad(gw string, conc, maxPer int, stop <-chan struct{}, res *load
 func TestWorkerKilled(t *testing.T) {
 	top := t // processes started in subtests live as long as the whole test
 	l := newLauncher(t)
-	sims := map[string]*testutil.Sim{}
+	sims := map[string]*harness.Sim{}
 	var specs []string
 	for i := range 3 {
-		s := startSim(t, l, testutil.SimOptions{Name: fmt.Sprintf("sim%d", i), Events: true, TimeScale: simScale})
+		s := startSim(t, l, harness.SimOptions{Name: fmt.Sprintf("sim%d", i), Events: true, TimeScale: simScale})
 		sims[s.URL] = s
 		specs = append(specs, s.WorkerSpec(true))
 	}
-	gw := startGateway(t, l, testutil.GatewayOptions{Name: "gateway", Workers: specs, Args: fastHealth})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: specs, Args: fastHealth})
 
 	t.Run("mid-stream", func(t *testing.T) {
 		stop := make(chan struct{})
@@ -88,7 +88,7 @@ func TestWorkerKilled(t *testing.T) {
 		defer stopLoad()
 
 		var killedAt time.Time
-		var victim *testutil.Sim
+		var victim *harness.Sim
 		ctx, cancel := context.WithTimeout(context.Background(), reqTimeout)
 		defer cancel()
 		sr := stream(ctx, gw.URL, map[string]any{"model": testModel, "prompt": text("victim-stream", 300), "max_tokens": 1500}, func(w string) {
@@ -170,7 +170,7 @@ func TestWorkerKilled(t *testing.T) {
 
 	t.Run("mid-idle", func(t *testing.T) {
 		// Pick a worker with blocks in the index and no requests.
-		var victim *testutil.Sim
+		var victim *harness.Sim
 		for u, s := range sims {
 			if ok, _ := s.Exited(); !ok && workers(t, gw.URL)[u].Healthy {
 				victim = s

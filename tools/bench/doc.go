@@ -16,4 +16,7 @@
 //
 // The binaries come from --bin (default bin/, what `make build` writes); the tokenizer from
 // --tokenizer (default .cache/tokenizers/qwen3/tokenizer.json, fetched by tools/testdata.sh).
+//
+// Every process is started through internal/harness, and bench exits non-zero, listing them,
+// when any process it started (nginx workers included) is still running at the end (issue 17).
 package main

@@ -10,17 +10,28 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kvgate/kvgate/deploy"
+	"github.com/kvgate/kvgate/internal/harness"
 )
+
+// survivorTimeout bounds the wait, after a command, for the processes it started to be gone.
+const survivorTimeout = 10 * time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	// Issue 17: however the command ended, nothing it started may outlive it (the fleet's
+	// nginx workers included, which only this process can recognise).
+	sctx, cancel := context.WithTimeout(context.Background(), survivorTimeout)
+	leak := harness.CheckNoSurvivors(sctx)
+	cancel()
+	if errors.Is(err, flag.ErrHelp) {
+		err = nil
+	}
+	if err = errors.Join(err, leak); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

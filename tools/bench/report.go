@@ -1,13 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 func plotPanels(results []result) []panelSpec {
@@ -56,7 +58,9 @@ func machine() string {
 		}
 	}
 	nginx := "unknown"
-	if out, err := exec.Command("nginx", "-v").CombinedOutput(); err == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := harness.CombinedOutput(ctx, harness.Command{Path: "nginx", Args: []string{"-v"}}); err == nil {
 		nginx = strings.TrimSpace(strings.TrimPrefix(string(out), "nginx version: "))
 	}
 	return fmt.Sprintf("%d CPUs (nproc), %s, %s %s/%s, %s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH, nginx)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kvgate/kvgate/deploy"
-	"github.com/kvgate/kvgate/internal/testutil"
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 // options are the flags shared by demo and bench.
@@ -193,7 +192,7 @@ func (r result) hit() float64 {
 // runner starts fleets and runs loadgen.
 type runner struct {
 	o      *options
-	l      *testutil.Launcher
+	l      *harness.Launcher
 	stderr io.Writer
 }
 
@@ -207,7 +206,7 @@ func newRunner(o *options, stderr io.Writer) (*runner, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	bins := testutil.Binaries{Gateway: filepath.Join(bin, "gateway"), Simworker: filepath.Join(bin, "simworker"), Loadgen: filepath.Join(bin, "loadgen")}
+	bins := harness.Binaries{Gateway: filepath.Join(bin, "gateway"), Simworker: filepath.Join(bin, "simworker"), Loadgen: filepath.Join(bin, "loadgen")}
 	for _, p := range []string{bins.Gateway, bins.Simworker, bins.Loadgen, tok} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, nil, fmt.Errorf("%w (run make build and tools/testdata.sh, or pass -bin/-tokenizer)", err)
@@ -228,27 +227,27 @@ func newRunner(o *options, stderr io.Writer) (*runner, func(), error) {
 	if o.keepLogs {
 		fmt.Fprintf(stderr, "bench: logs in %s\n", logDir)
 	}
-	l := &testutil.Launcher{Bin: bins, Tokenizer: tok, Model: o.model, LogDir: logDir, StartTimeout: 90 * time.Second}
+	l := &harness.Launcher{Bin: bins, Tokenizer: tok, Model: o.model, LogDir: logDir, StartTimeout: 90 * time.Second}
 	return &runner{o: o, l: l, stderr: stderr}, cleanup, nil
 }
 
 // fleet is the processes of one configuration.
 type fleet struct {
-	procs []*testutil.Process
-	sims  []*testutil.Sim
-	gws   []*testutil.Gateway
+	procs []*harness.Process
+	sims  []*harness.Sim
+	gws   []*harness.Gateway
 	url   string
 }
 
 func (f *fleet) stop() {
 	for i := len(f.procs) - 1; i >= 0; i-- {
-		_ = f.procs[i].Stop(testutil.DefaultStopTimeout)
+		_ = f.procs[i].Stop(harness.DefaultStopTimeout)
 	}
 }
 
 // startFleet starts cold simulators, the gateway replicas for c, and nginx when configured.
 func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error) {
-	f := &fleet{sims: make([]*testutil.Sim, r.o.sims), gws: make([]*testutil.Gateway, c.Gateways)}
+	f := &fleet{sims: make([]*harness.Sim, r.o.sims), gws: make([]*harness.Gateway, c.Gateways)}
 	var simArgs []string
 	if s := strings.TrimSpace(r.o.simArgs); s != "" {
 		simArgs = strings.Fields(s)
@@ -257,7 +256,7 @@ func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range f.sims {
 		g.Go(func() error {
-			s, err := r.l.StartSim(gctx, testutil.SimOptions{Name: fmt.Sprintf("%s-sim%d", tag, i), Events: true, TimeScale: r.o.timeScale, Args: simArgs})
+			s, err := r.l.StartSim(gctx, harness.SimOptions{Name: fmt.Sprintf("%s-sim%d", tag, i), Events: true, TimeScale: r.o.timeScale, Args: simArgs})
 			f.sims[i] = s
 			return err
 		})
@@ -280,7 +279,7 @@ func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error
 	g, gctx = errgroup.WithContext(ctx)
 	for i := range f.gws {
 		g.Go(func() error {
-			gw, err := r.l.StartGateway(gctx, testutil.GatewayOptions{Name: fmt.Sprintf("%s-gateway%d", tag, i), Workers: workers, Policy: policy, KVIndex: kvIndex})
+			gw, err := r.l.StartGateway(gctx, harness.GatewayOptions{Name: fmt.Sprintf("%s-gateway%d", tag, i), Workers: workers, Policy: policy, KVIndex: kvIndex})
 			f.gws[i] = gw
 			return err
 		})
@@ -301,7 +300,7 @@ func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error
 		for _, gw := range f.gws {
 			ups = append(ups, fmt.Sprintf("127.0.0.1:%d", gw.Port))
 		}
-		n, err := r.l.StartNginx(ctx, testutil.NginxOptions{Upstreams: ups, Config: func(listen string, upstreams []string, prefix string) (string, error) {
+		n, err := r.l.StartNginx(ctx, harness.NginxOptions{Upstreams: ups, Config: func(listen string, upstreams []string, prefix string) (string, error) {
 			return deploy.NginxConfig(deploy.NginxParams{Listen: listen, Upstreams: upstreams, Standalone: true, Prefix: prefix, WorkerProcesses: 1})
 		}})
 		if err != nil {
@@ -344,11 +343,9 @@ func (r *runner) runOne(ctx context.Context, c configuration) (result, error) {
 	defer f.stop()
 	tag := fmt.Sprintf("%s-%s-%dgw", c.Policy, c.Index, c.Gateways)
 	jsonPath := filepath.Join(r.l.LogDir, tag+".json")
-	cmd := exec.CommandContext(ctx, r.l.Bin.Loadgen, r.loadgenArgs(c, f.url, jsonPath, f)...)
 	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = r.stderr // progress bar
-	runErr := cmd.Run()
+	lg := harness.Command{Name: tag + "-loadgen", Path: r.l.Bin.Loadgen, Args: r.loadgenArgs(c, f.url, jsonPath, f)}
+	runErr := harness.Run(ctx, lg, &out, r.stderr) // stderr: the progress bar
 	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".loadgen.txt"), out.Bytes(), 0o644)
 	if runErr != nil {
 		return res, fmt.Errorf("loadgen for %s: %w\n%s", res.label(), runErr, out.String())

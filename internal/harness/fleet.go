@@ -1,4 +1,4 @@
-package testutil
+package harness
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 	if name == "" {
 		name = fmt.Sprintf("sim%d", s.Port)
 	}
-	p, err := StartProcess(name, l.Bin.Simworker, args, l.LogDir)
+	p, err := Start(Command{Name: name, Path: l.Bin.Simworker, Args: args}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (l *Launcher) StartGateway(ctx context.Context, o GatewayOptions) (*Gateway
 	if name == "" {
 		name = fmt.Sprintf("gateway%d", g.Port)
 	}
-	p, err := StartProcess(name, l.Bin.Gateway, args, l.LogDir)
+	p, err := Start(Command{Name: name, Path: l.Bin.Gateway, Args: args}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +197,10 @@ type Nginx struct {
 
 // StartNginx writes the configuration to a fresh directory under LogDir and runs
 // `nginx -p DIR -c DIR/nginx.conf -e DIR/error.log -g 'daemon off;'` until Stop. It waits until
-// the port accepts requests (any HTTP status counts: the upstreams may not be ready).
+// the port accepts requests (any HTTP status counts: the upstreams may not be ready). The
+// master stays in the foreground (daemon off) with master_process on, so it is the process the
+// harness started and its workers are in its process group: Stop's SIGTERM is nginx's fast
+// shutdown, and the group kill removes any worker left (see doc.go).
 func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, error) {
 	port, err := FreeTCPPort()
 	if err != nil {
@@ -205,7 +208,7 @@ func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, erro
 	}
 	dir, err := os.MkdirTemp(l.LogDir, "nginx")
 	if err != nil {
-		return nil, fmt.Errorf("testutil: nginx: %w", err)
+		return nil, fmt.Errorf("harness: nginx: %w", err)
 	}
 	conf, err := o.Config(fmt.Sprintf("127.0.0.1:%d", port), o.Upstreams, dir)
 	if err != nil {
@@ -213,9 +216,9 @@ func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, erro
 	}
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		return nil, fmt.Errorf("testutil: nginx: %w", err)
+		return nil, fmt.Errorf("harness: nginx: %w", err)
 	}
-	p, err := StartProcess("nginx", "nginx", []string{"-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;"}, l.LogDir)
+	p, err := Start(Command{Name: "nginx", Path: "nginx", Args: []string{"-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;"}}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -256,10 +259,10 @@ func waitAnyStatus(ctx context.Context, url string, p *Process) error {
 		return true
 	})
 	if done, err := p.Exited(); done {
-		return fmt.Errorf("testutil: %s exited: %v", p.Name, err)
+		return fmt.Errorf("harness: %s exited: %v", p.Name, err)
 	}
 	if !ok {
-		return fmt.Errorf("testutil: %s: no answer on %s", p.Name, url)
+		return fmt.Errorf("harness: %s: no answer on %s", p.Name, url)
 	}
 	return nil
 }
@@ -302,15 +305,15 @@ func (l *Launcher) StartPrometheus(ctx context.Context, config, rules []byte) (*
 	}
 	dir, err := os.MkdirTemp(l.LogDir, "prometheus")
 	if err != nil {
-		return nil, fmt.Errorf("testutil: prometheus: %w", err)
+		return nil, fmt.Errorf("harness: prometheus: %w", err)
 	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, config, 0o644); err != nil {
-		return nil, fmt.Errorf("testutil: prometheus: %w", err)
+		return nil, fmt.Errorf("harness: prometheus: %w", err)
 	}
 	if rules != nil {
 		if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644); err != nil {
-			return nil, fmt.Errorf("testutil: prometheus: %w", err)
+			return nil, fmt.Errorf("harness: prometheus: %w", err)
 		}
 	}
 	args := []string{
@@ -319,7 +322,7 @@ func (l *Launcher) StartPrometheus(ctx context.Context, config, rules []byte) (*
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--log.level=warn",
 	}
-	p, err := StartProcess("prometheus", "prometheus", args, l.LogDir)
+	p, err := Start(Command{Name: "prometheus", Path: "prometheus", Args: args}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,10 @@
-package testutil
+package harness
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
-	"testing"
 )
 
 // portsMu guards handedOut, the ports this process has already returned, so that two callers
@@ -32,7 +31,7 @@ const (
 // the caller then sees a clear bind error.
 func FreeTCPPortBlock(n int) (int, error) {
 	if n < 1 || n > 64 {
-		return 0, fmt.Errorf("testutil: free port block: n=%d out of range", n)
+		return 0, fmt.Errorf("harness: free port block: n=%d out of range", n)
 	}
 	span := portHigh - portLow - n
 	for range 256 {
@@ -41,7 +40,7 @@ func FreeTCPPortBlock(n int) (int, error) {
 			return base, nil
 		}
 	}
-	return 0, fmt.Errorf("testutil: free port block: no %d free consecutive ports after 256 tries", n)
+	return 0, fmt.Errorf("harness: free port block: no %d free consecutive ports after 256 tries", n)
 }
 
 // blockFree claims base..base+n-1 for this process when none was handed out before and all
@@ -87,34 +86,4 @@ func FreeTCPPorts(n int) ([]int, error) {
 		ports = append(ports, p)
 	}
 	return ports, nil
-}
-
-// FreePort is FreeTCPPort for tests: it fails t when no port can be found.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	p, err := FreeTCPPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// FreePorts is FreeTCPPorts for tests.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ps, err := FreeTCPPorts(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ps
-}
-
-// FreePortBlock is FreeTCPPortBlock for tests.
-func FreePortBlock(t testing.TB, n int) int {
-	t.Helper()
-	p, err := FreeTCPPortBlock(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

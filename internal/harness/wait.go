@@ -1,11 +1,10 @@
-package testutil
+package harness
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"testing"
 	"time"
 )
 
@@ -28,7 +27,7 @@ func WaitHTTP(ctx context.Context, url string, want int, proc *Process) error {
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return fmt.Errorf("testutil: wait %s: %w", url, err)
+			return fmt.Errorf("harness: wait %s: %w", url, err)
 		}
 		resp, err := client.Do(req)
 		if err == nil {
@@ -43,24 +42,11 @@ func WaitHTTP(ctx context.Context, url string, want int, proc *Process) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testutil: wait %s for status %d: %w (last: %s)", url, want, ctx.Err(), last)
+			return fmt.Errorf("harness: wait %s for status %d: %w (last: %s)", url, want, ctx.Err(), last)
 		case <-procDone:
-			return fmt.Errorf("testutil: wait %s: process %s exited (last: %s)", url, proc.Name, last)
+			return fmt.Errorf("harness: wait %s: process %s exited (last: %s)", url, proc.Name, last)
 		case <-ticker.C:
 		}
-	}
-}
-
-// WaitReady is WaitHTTP for tests with a timeout: it fails t when url does not answer 200 in time.
-func WaitReady(t testing.TB, url string, timeout time.Duration, proc *Process) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := WaitHTTP(ctx, url, http.StatusOK, proc); err != nil {
-		if proc != nil {
-			t.Logf("---- %s log tail ----\n%s", proc.Name, proc.LogTail(4000))
-		}
-		t.Fatal(err)
 	}
 }
 

@@ -1,10 +1,9 @@
-package testutil
+package harness
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -14,7 +13,7 @@ import (
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("testutil: repo root: %w", err)
+		return "", fmt.Errorf("harness: repo root: %w", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
@@ -22,16 +21,17 @@ func RepoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("testutil: repo root: no go.mod above the working directory")
+			return "", fmt.Errorf("harness: repo root: no go.mod above the working directory")
 		}
 		dir = parent
 	}
 }
 
 // Build runs `go build -o outDir/<name> ./cmd/<name>` in the module root for each name (for
-// example "gateway", "simworker") and returns the binaries' paths by name. It builds all names
-// in one go command so the shared packages compile once. The go command's output is part of the
-// error when the build fails.
+// example "gateway", "simworker") and returns the binaries' paths by name. A name with a slash
+// is a package directory under the module root instead ("tools/bench" builds outDir/bench). It
+// builds all names in one go command so the shared packages compile once. The go command's
+// output is part of the error when the build fails.
 func Build(ctx context.Context, outDir string, names ...string) (map[string]string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -44,14 +44,16 @@ func Build(ctx context.Context, outDir string, names ...string) (map[string]stri
 	args := []string{"build", "-o", outDir + string(filepath.Separator)}
 	paths := make(map[string]string, len(names))
 	for _, n := range names {
-		args = append(args, "./cmd/"+n)
-		paths[n] = filepath.Join(outDir, n)
+		pkg := "./cmd/" + n
+		if strings.Contains(n, "/") {
+			pkg = "./" + n
+		}
+		args = append(args, pkg)
+		paths[n] = filepath.Join(outDir, filepath.Base(n))
 	}
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
+	out, err := CombinedOutput(ctx, Command{Name: "go", Path: goBin, Args: args, Dir: root})
 	if err != nil {
-		return nil, fmt.Errorf("testutil: go %s: %w\n%s", strings.Join(args, " "), err, out)
+		return nil, fmt.Errorf("harness: go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return paths, nil
 }
@@ -78,8 +80,8 @@ func Tokenizer(ctx context.Context) (string, error) {
 	}
 	path := filepath.Join(root, ".cache", "tokenizers", "qwen3", "tokenizer.json")
 	if _, err := os.Stat(path); err != nil {
-		if out, err := exec.CommandContext(ctx, filepath.Join(root, "tools", "testdata.sh")).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("testutil: tools/testdata.sh: %w\n%s", err, out)
+		if out, err := CombinedOutput(ctx, Command{Path: filepath.Join(root, "tools", "testdata.sh")}); err != nil {
+			return "", fmt.Errorf("harness: tools/testdata.sh: %w\n%s", err, out)
 		}
 	}
 	return path, nil

@@ -68,6 +68,10 @@ type ZMQCollector struct {
 	queue chan zmqItem
 	reqs  chan zmqCollectorReq
 	state stateCell
+	// syncs carries Sync's barriers to the consumer goroutine; started and done bracket it.
+	syncs   chan chan struct{}
+	started atomic.Bool
+	done    chan struct{}
 
 	unrouted  atomic.Uint64
 	malformed atomic.Uint64
@@ -135,6 +139,7 @@ func NewZMQCollector(cfg CollectorConfig, route CollectorRoute, log *zap.Logger,
 	}
 	return &ZMQCollector{cfg: cfg, route: route, log: log, m: m,
 		queue: make(chan zmqItem, cfg.QueueSize), reqs: make(chan zmqCollectorReq, 64),
+		syncs: make(chan chan struct{}), done: make(chan struct{}),
 		streams: map[zmqCollectorKey]*zmqCollectorStream{}}, nil
 }
 
@@ -182,8 +187,35 @@ func (c *ZMQCollector) Status() CollectorStatus {
 	return st
 }
 
+// Sync returns once every Consumer call that started before it has returned: Consumer calls
+// run on the collector's consumer goroutine, and Sync waits for that goroutine to reach it.
+// The owner of a route uses it before reusing what a removed route delivered into (the
+// router's worker IDs), instead of holding a lock across the calls. It returns at once when
+// Run is not running, and ctx's error when ctx ends first.
+func (c *ZMQCollector) Sync(ctx context.Context) error {
+	if !c.started.Load() {
+		return nil
+	}
+	ack := make(chan struct{})
+	select {
+	case c.syncs <- ack:
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ack:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Run binds and collects until ctx is done, then closes its sockets and returns nil.
 func (c *ZMQCollector) Run(ctx context.Context) error {
+	c.started.Store(true)
+	defer close(c.done)
 	c.state.store(StreamConnecting)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -209,6 +241,8 @@ func (c *ZMQCollector) consume(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case ack := <-c.syncs:
+			close(ack)
 		case it := <-c.queue:
 			key := zmqCollectorKey{it.topic, it.rank}
 			c.mu.Lock()

@@ -260,3 +260,64 @@ func (a *atomicString) store(s string) {
 	defer a.mu.Unlock()
 	a.s = s
 }
+
+// blockingConsumer signals each Batch call on entered and returns only when release is closed.
+type blockingConsumer struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (c *blockingConsumer) Batch(int, *indexer.Batch) bool {
+	select {
+	case c.entered <- struct{}{}:
+	default:
+	}
+	<-c.release
+	return false
+}
+
+func (c *blockingConsumer) Reset(int, string) {}
+
+// TestZMQCollectorSync: Sync waits for a Consumer call already running, so the router can free
+// a removed worker's IDs without holding a lock across deliveries.
+func TestZMQCollectorSync(t *testing.T) {
+	if err := (&ZMQCollector{}).Sync(t.Context()); err != nil {
+		t.Fatalf("Sync before Run: %v", err)
+	}
+	const topic = "kv@127.0.0.1:18005@m"
+	bc := &blockingConsumer{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	col := startCollector(t, CollectorConfig{}, func(string) (Consumer, int, bool) { return bc, 0, true })
+	pub := startPublisher(t, PublisherConfig{Endpoint: col.Endpoint(), Topic: topic})
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(defaultTestTimeout)
+publish:
+	for { // a connecting PUB drops what it sends before the connection is up
+		if _, err := pub.Publish(storedBatch(1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-bc.entered:
+			break publish
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the consumer was never called")
+		}
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- col.Sync(t.Context()) }()
+	select {
+	case err := <-synced:
+		t.Fatalf("Sync returned (%v) while a Consumer call was running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(bc.release)
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+	case <-time.After(defaultTestTimeout):
+		t.Fatal("Sync did not return after the Consumer call ended")
+	}
+}

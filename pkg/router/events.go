@@ -5,113 +5,134 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
+	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
-// newIndexConsumer feeds one worker's event stream into the index: rank r as the worker's
-// r-th WorkerID. The index learns the worker's block size from its stored events.
-func newIndexConsumer(m *member) *kvbridge.SinkConsumer {
-	return &kvbridge.SinkConsumer{Sink: m.rt.cfg.Index, IDs: m.ids}
+// The event path: each member's own source (kvbridge.NewSource from its spec) delivers into the
+// index through the member's SinkConsumer (rank r as its r-th WorkerID); the --kv-listen
+// collector delivers by topic into whichever member has that host:port. The index learns block
+// sizes from the events itself.
+
+// newEventSource builds the member's own event source, or nil when it has none.
+func (rt *Router) newEventSource(m *member) (kvbridge.Source, error) {
+	opts := kvbridge.SourceOptions{Dial: engine.DialOptions(), Logger: rt.log, Metrics: rt.cfg.KVMetrics}
+	if ec, ok := m.eng.(engine.EventConn); ok {
+		opts.Self = func(ctx context.Context) (grpc.ClientConnInterface, worker.Runtime, error) { return ec.EventConn(ctx) }
+	}
+	return kvbridge.NewSource(m.w.Spec(), m.sink, opts)
 }
 
-// newEventSource builds the worker's own event source from its spec (DESIGN.md §6), or returns
-// nil when it has none.
-func (rt *Router) newEventSource(m *member) (eventSource, error) {
-	spec := m.w.Spec()
-	ep := spec.EventEndpoint()
-	switch {
-	case ep == "":
-		return nil, nil
-	case ep == worker.EventsSelf:
-		// SubscribeKvEvents on the worker's own connection, once its runtime is known.
-		ec, ok := m.eng.(engine.EventConn)
-		if !ok {
-			return nil, fmt.Errorf("router: kv events of %s: the worker has no gRPC connection", m.w.URL())
-		}
-		return &deferredSource{build: func(ctx context.Context) (eventSource, error) {
-			conn, runtime, err := ec.EventConn(ctx)
-			if err != nil {
-				return nil, err
+// startCollectorLocked starts the --kv-listen collector under ctx: one bound SUB, batches
+// attributed to workers by topic (collectorConsumer).
+func (rt *Router) startCollectorLocked(ctx context.Context) error {
+	col, err := kvbridge.NewZMQCollector(kvbridge.CollectorConfig{
+		Listen: rt.cfg.KVListen,
+		Replay: func(topic string) string {
+			if m := rt.memberForTopic(topic); m != nil && m.w.Spec().Replay != "" {
+				return m.w.Spec().Replay
 			}
-			return kvbridge.NewGRPCSource(kvbridge.GRPCConfig{Runtime: runtime, Worker: m.w.URL()},
-				conn, newIndexConsumer(m), rt.log, rt.cfg.KVMetrics)
-		}}, nil
-	case strings.HasPrefix(ep, "grpc://"):
-		// A `kvbridge serve` sidecar: its own connection, the spec's runtime (vLLM's service by
-		// default, which the bridge serves unless told otherwise).
-		runtime := spec.Runtime
-		if runtime == "" {
-			runtime = worker.RuntimeVLLM
+			return ""
+		},
+	}, func(topic string) (kvbridge.Consumer, int, bool) {
+		host, ok := topicHost(topic)
+		if !ok {
+			return nil, 0, false
 		}
-		conn, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(ep, "grpc://"), engine.DialOptions()...)
-		if err != nil {
-			return nil, fmt.Errorf("router: kv events %s: %w", ep, err)
-		}
-		src, err := kvbridge.NewGRPCSource(kvbridge.GRPCConfig{Runtime: runtime, Worker: m.w.URL()}, conn, newIndexConsumer(m), rt.log, rt.cfg.KVMetrics)
-		if err != nil {
-			_ = conn.Close()
-			return nil, err
-		}
-		return &closingSource{eventSource: src, close: func() { _ = conn.Close() }}, nil
-	case strings.HasPrefix(ep, "tcp://"):
-		return rt.newZMQSource(m)
-	}
-	return nil, fmt.Errorf("router: kv events %q: unsupported endpoint", ep)
-}
-
-// deferredSource builds its source inside Run (e.g. after a gRPC worker's runtime has been
-// detected); until then it reports StreamConnecting. It must not be copied.
-type deferredSource struct {
-	build func(ctx context.Context) (eventSource, error)
-	inner atomic.Pointer[sourceBox]
-	final atomic.Int32 // StreamState after a failed build, 0 = none
-}
-
-func (d *deferredSource) Run(ctx context.Context) error {
-	src, err := d.build(ctx)
+		return &collectorConsumer{rt: rt, host: host}, 0, true
+	}, rt.log.Named("kv-listen"), rt.cfg.KVMetrics)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+		return fmt.Errorf("router: --kv-listen: %w", err)
+	}
+	rt.collector.Store(col)
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		if err := col.Run(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Warn("kv-listen collector ended", zap.Error(err))
 		}
-		d.final.Store(int32(kvbridge.StreamDown))
-		return err
-	}
-	d.inner.Store(&sourceBox{s: src})
-	return src.Run(ctx)
+	}()
+	rt.log.Info("kv-listen collector started", zap.String("listen", rt.cfg.KVListen))
+	return nil
 }
 
-func (d *deferredSource) State() kvbridge.StreamState {
-	if b := d.inner.Load(); b != nil {
-		return b.s.State()
+// syncCollector waits until the --kv-listen collector delivers nothing into a member removed
+// before the call (it delivers on one goroutine; see kvbridge.ZMQCollector.Sync), so that the
+// member's WorkerIDs can be freed and reused.
+func (rt *Router) syncCollector() {
+	col := rt.collector.Load()
+	if col == nil {
+		return
 	}
-	if f := d.final.Load(); f != 0 {
-		return kvbridge.StreamState(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := col.Sync(ctx); err != nil {
+		rt.log.Warn("kv-listen collector did not settle", zap.Error(err))
 	}
-	return kvbridge.StreamConnecting
 }
 
-// closingSource closes a resource (the sidecar connection) when its source's Run returns.
-type closingSource struct {
-	eventSource
-	close func()
+// topicHost extracts host:port from a collector topic kv@<host:port>@<model> (llm-d's
+// simulator's format); a topic without '@' is taken as host:port itself.
+func topicHost(topic string) (string, bool) {
+	parts := strings.Split(topic, "@")
+	switch {
+	case len(parts) >= 2 && parts[1] != "":
+		return parts[1], true
+	case len(parts) == 1 && parts[0] != "":
+		return parts[0], true
+	}
+	return "", false
 }
 
-func (c *closingSource) Run(ctx context.Context) error {
-	defer c.close()
-	return c.eventSource.Run(ctx)
+// memberForTopic returns the current worker a collector topic names, or nil.
+func (rt *Router) memberForTopic(topic string) *member {
+	host, ok := topicHost(topic)
+	if !ok {
+		return nil
+	}
+	return rt.fleet.Load().byHost[host]
+}
+
+// collectorConsumer delivers one topic's batches into whichever worker currently has that
+// host:port: looked up per batch, so a worker removed and added again is fed again, and a topic
+// of no (or a removed) worker is dropped. It takes no lock: RemoveWorker marks the member
+// removed and then waits for the collector (syncCollector) before freeing its IDs.
+type collectorConsumer struct {
+	rt   *Router
+	host string
+}
+
+func (c *collectorConsumer) member() *member {
+	m := c.rt.fleet.Load().byHost[c.host]
+	if m == nil || m.removed.Load() {
+		return nil
+	}
+	return m
+}
+
+func (c *collectorConsumer) Batch(rank int, b *indexer.Batch) bool {
+	m := c.member()
+	if m == nil {
+		return false
+	}
+	m.collected.Store(true)
+	return m.sink.Batch(rank, b)
+}
+
+func (c *collectorConsumer) Reset(rank int, reason string) {
+	if m := c.member(); m != nil {
+		m.sink.Reset(rank, reason)
+	}
 }
 
 // isUnimplemented reports whether a source ended because the worker has no event stream.
 func isUnimplemented(err error) bool { return errors.Is(err, kvbridge.ErrUnimplemented) }
 
-var (
-	_ eventSource = (*kvbridge.GRPCSource)(nil)
-	_ eventSource = (*deferredSource)(nil)
-	_ eventSource = (*closingSource)(nil)
-)
+var _ kvbridge.Consumer = (*collectorConsumer)(nil)

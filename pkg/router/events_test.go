@@ -181,8 +181,8 @@ func TestKVListenCollectorAttributesByTopic(t *testing.T) {
 	g := newTestGateway(t, Config{KVListen: "tcp://127.0.0.1:*"}, a.url(), b.url())
 	var ep string
 	g.waitFor(t, "collector bound", func() bool {
-		if box := g.rt.collector.Load(); box != nil {
-			ep = box.s.(*kvbridge.ZMQCollector).Endpoint()
+		if col := g.rt.collector.Load(); col != nil {
+			ep = col.Endpoint()
 		}
 		return ep != ""
 	})

@@ -196,7 +196,7 @@ func (rt *Router) Ready() (ok bool, reason string) {
 	if !healthy {
 		return false, "no healthy worker"
 	}
-	if b := rt.collector.Load(); b != nil && b.s.State() != kvbridge.StreamUp {
+	if col := rt.collector.Load(); col != nil && col.State() != kvbridge.StreamUp {
 		return false, "kv-listen collector not bound"
 	}
 	return true, ""

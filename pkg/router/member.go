@@ -25,29 +25,19 @@ type member struct {
 
 	eng engine.Engine
 
+	// sink applies the worker's events to the index, rank r as ids[r]; set with ids.
+	sink *kvbridge.SinkConsumer
 	// src is the worker's own event source (nil: none, or --kv-index off). Built by start.
-	src atomic.Pointer[sourceBox]
-	// collected is set when the --kv-listen collector delivered a batch for this worker.
+	src atomic.Pointer[kvbridge.Source]
+	// collected is set when the --kv-listen collector delivered a batch for this worker;
+	// removed once RemoveWorker took it out of the fleet (the collector then skips it).
 	collected atomic.Bool
-
-	// evMu guards removed and serialises the --kv-listen collector's deliveries with removal,
-	// so no batch lands in IDs that were freed (and may be reused).
-	evMu    sync.Mutex
-	removed bool
+	removed   atomic.Bool
 
 	// lifeMu guards cancel and running. Lock order: Router.mu before lifeMu.
 	lifeMu  sync.Mutex
 	cancel  context.CancelFunc
 	running sync.WaitGroup
-}
-
-// sourceBox lets an interface value sit in an atomic.Pointer.
-type sourceBox struct{ s eventSource }
-
-// eventSource is what the router needs of a kvbridge source.
-type eventSource interface {
-	Run(ctx context.Context) error
-	State() kvbridge.StreamState
 }
 
 func newMember(rt *Router, w *worker.Worker) (*member, error) {
@@ -85,7 +75,7 @@ func (m *member) start(ctx context.Context, cancel context.CancelFunc, wg *sync.
 	if src == nil {
 		return
 	}
-	m.src.Store(&sourceBox{s: src})
+	m.src.Store(&src)
 	run(func(ctx context.Context) {
 		err := src.Run(ctx)
 		switch {
@@ -112,17 +102,10 @@ func (m *member) stop() {
 // close releases the member's clients. Call after stop.
 func (m *member) close() { m.eng.Close() }
 
-// markRemoved stops collector deliveries into the member's IDs.
-func (m *member) markRemoved() {
-	m.evMu.Lock()
-	m.removed = true
-	m.evMu.Unlock()
-}
-
 // source returns the member's event source, or nil.
-func (m *member) source() eventSource {
-	if b := m.src.Load(); b != nil {
-		return b.s
+func (m *member) source() kvbridge.Source {
+	if p := m.src.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

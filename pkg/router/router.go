@@ -134,7 +134,7 @@ type Router struct {
 	wg      sync.WaitGroup  // per-worker goroutines started under runCtx
 
 	// collector is the --kv-listen source (nil without one); set once by Run.
-	collector atomic.Pointer[sourceBox]
+	collector atomic.Pointer[kvbridge.ZMQCollector]
 
 	// aborted is cancelled (cause errShutdown) by AbortInFlight; every completion request's
 	// context follows it.
@@ -262,6 +262,7 @@ func (rt *Router) AddWorker(spec worker.Spec) (*worker.Worker, error) {
 		return nil, fmt.Errorf("router: add worker %s: %w", w.URL(), worker.ErrDuplicate)
 	}
 	m.ids = rt.allocIDsLocked(w.Spec().DPSize)
+	m.sink = &kvbridge.SinkConsumer{Sink: rt.cfg.Index, IDs: m.ids}
 	rt.fleet.Store(newFleet(append(append(make([]*member, 0, len(old.members)+1), old.members...), m)))
 	if rt.runCtx != nil {
 		rt.startLocked(m)
@@ -294,8 +295,9 @@ func (rt *Router) RemoveWorker(url string) error {
 	rt.fleet.Store(newFleet(rest))
 	rt.mu.Unlock()
 
-	m.stop()        // cancels and joins the worker's goroutines; no lock held
-	m.markRemoved() // the --kv-listen collector delivers no more into its IDs
+	m.stop()              // cancels and joins the worker's goroutines; no lock held
+	m.removed.Store(true) // the --kv-listen collector delivers no more into its IDs...
+	rt.syncCollector()    // ...once the delivery it may be in has returned
 	for _, id := range m.ids {
 		rt.cfg.Index.RemoveWorker(id)
 		if rt.cfg.Tree != nil {

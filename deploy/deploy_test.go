@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kvgate/kvgate/internal/harness"
+	"github.com/kvgate/kvgate/internal/metricnames"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -323,12 +324,16 @@ func TestMetricNamesInPromQL(t *testing.T) {
 		{`histogram_quantile(0.95, sum by (le) (rate(kvgate_ttft_seconds_bucket{job="kvgate"}[$__rate_interval])))`,
 			[]string{"kvgate_ttft_seconds_bucket"}},
 		{`sum(x{code=~"5.."}) / clamp_min(sum(y), 1e-9) > 0.05 and on (instance) up == 0`, []string{"x", "y", "up"}},
-		{`sum(a) by (reason, worker) offset 5m`, []string{"a"}},
+		{`sum(a offset 5m) by (reason, worker)`, []string{"a"}},
 		{`fleet:prefix_cache_hit_rate:ratio_rate5m < .05`, []string{"fleet:prefix_cache_hit_rate:ratio_rate5m"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.expr, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, MetricNamesInPromQL(tc.expr)); diff != "" {
+			names, err := metricNamesInPromQL(tc.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -394,7 +399,7 @@ func shippedExprs(t *testing.T) (map[string]string, map[string]bool) {
 // kvgate_* from the gateway and its libraries, vllm:* from the simulator (standing in for the
 // engines, whose names it copies). Recording-rule outputs and Prometheus's own "up" are allowed.
 func TestShippedMetricNamesAreExported(t *testing.T) {
-	exported, unparsed, err := SourceMetricNames("..", "pkg", "cmd")
+	exported, unparsed, err := metricnames.Source("..", "pkg", "cmd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +414,11 @@ func TestShippedMetricNamesAreExported(t *testing.T) {
 	sort.Strings(keys)
 	used := map[string]bool{}
 	for _, k := range keys {
-		names := MetricNamesInPromQL(exprs[k])
+		names, err := metricNamesInPromQL(exprs[k])
+		if err != nil {
+			t.Errorf("%s: %v", k, err)
+			continue
+		}
 		if len(names) == 0 {
 			t.Errorf("%s: no metric name in %q", k, exprs[k])
 		}

@@ -6,6 +6,7 @@
 //
 // deploy_test.go checks that every YAML and JSON file parses, that the committed
 // nginx/kvgate.conf is the template's rendering, that promtool accepts the Prometheus files (when
-// promtool is installed) and that every metric name used by the dashboard and the rules is one
-// that kvgate or the simulator really registers (collected from the Go source).
+// promtool is installed) and that every metric name used by the dashboard and the rules (parsed
+// with Prometheus's own PromQL parser) is one that kvgate or the simulator really registers
+// (collected from the Go source by internal/metricnames).
 package deploy

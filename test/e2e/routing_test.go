@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvgate/kvgate/deploy"
 	"github.com/kvgate/kvgate/internal/harness"
+	"github.com/kvgate/kvgate/internal/metricnames"
 )
 
 // TestRoutingFollowsKVEvents runs the gateway binary against three simulator processes: sim0
@@ -107,7 +107,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 	})
 
 	t.Run("live metrics are the ones the source registers", func(t *testing.T) {
-		exported, _, err := deploy.SourceMetricNames(repoRoot, "pkg", "cmd")
+		exported, _, err := metricnames.Source(repoRoot, "pkg", "cmd")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 		}
 		sort.Strings(unknown)
 		if len(unknown) > 0 {
-			t.Errorf("served but not found by deploy.SourceMetricNames (the static dashboard check would miss them): %v", unknown)
+			t.Errorf("served but not found by metricnames.Source (the static dashboard check would miss them): %v", unknown)
 		}
 		for _, want := range []string{"kvgate_routing_decisions_total", "kvgate_matched_blocks", "kvgate_time_to_first_token_seconds",
 			"kvgate_requests_total", "kvgate_worker_healthy", "kvgate_index_blocks", "kvgate_worker_event_stream_state"} {

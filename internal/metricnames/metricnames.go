@@ -1,4 +1,4 @@
-package deploy
+package metricnames
 
 import (
 	"fmt"
@@ -12,123 +12,19 @@ import (
 	"strings"
 )
 
-// promqlKeywords are PromQL words that look like identifiers but are not metric names.
-var promqlKeywords = map[string]bool{
-	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true,
-	"group_right": true, "bool": true, "and": true, "or": true, "unless": true, "offset": true,
-	"inf": true, "nan": true, "atan2": true,
-	// Aggregations may be followed by a grouping clause instead of "(": sum by (le) (...).
-	"sum": true, "min": true, "max": true, "avg": true, "group": true, "stddev": true,
-	"stdvar": true, "count": true, "count_values": true, "bottomk": true, "topk": true,
-	"quantile": true, "limitk": true, "limit_ratio": true,
-}
-
-// MetricNamesInPromQL returns the metric names a PromQL expression selects, in order of first
-// appearance: identifiers that are not functions or aggregations (not followed by "("), not
-// keywords, not label names (inside {} matchers or by/without/on/ignoring/group_* lists), not
-// inside strings or range/offset brackets, and not Grafana variables ($name). It is a lexer, not
-// a parser: enough for the expressions kvgate ships, which promtool validates separately.
-func MetricNamesInPromQL(expr string) []string {
-	s := []rune(expr)
-	var names []string
-	seen := map[string]bool{}
-	isIdentStart := func(r rune) bool { return r == '_' || r == ':' || (r|0x20 >= 'a' && r|0x20 <= 'z') }
-	isIdent := func(r rune) bool { return isIdentStart(r) || (r >= '0' && r <= '9') }
-	skipTo := func(i int, close rune) int { // index just after the matching close
-		for i < len(s) && s[i] != close {
-			i++
-		}
-		return i + 1
-	}
-	nextNonSpace := func(i int) rune {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-			i++
-		}
-		if i < len(s) {
-			return s[i]
-		}
-		return 0
-	}
-	for i := 0; i < len(s); {
-		r := s[i]
-		switch {
-		case r == '"' || r == '\'' || r == '`':
-			j := i + 1
-			for j < len(s) && s[j] != r {
-				if s[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			i = j + 1
-		case r == '{':
-			i = skipTo(i, '}')
-		case r == '[':
-			i = skipTo(i, ']')
-		case r == '$': // Grafana variable
-			i++
-			for i < len(s) && isIdent(s[i]) {
-				i++
-			}
-		case r >= '0' && r <= '9' || (r == '.' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9'):
-			// A number, including exponents (1e-9) and durations (5m) outside brackets.
-			i++
-			for i < len(s) {
-				c := s[i]
-				if (c >= '0' && c <= '9') || c == '.' || isIdentStart(c) && c != ':' {
-					i++
-					continue
-				}
-				if (c == '-' || c == '+') && (s[i-1] == 'e' || s[i-1] == 'E') {
-					i++
-					continue
-				}
-				break
-			}
-		case isIdentStart(r):
-			j := i
-			for j < len(s) && isIdent(s[j]) {
-				j++
-			}
-			word := string(s[i:j])
-			i = j
-			lower := strings.ToLower(word)
-			if nextNonSpace(j) == '(' {
-				// A function or aggregation; a grouping clause's label list follows some words.
-				switch lower {
-				case "by", "without", "on", "ignoring", "group_left", "group_right":
-					for i < len(s) && s[i] != '(' {
-						i++
-					}
-					i = skipTo(i, ')')
-				}
-				continue
-			}
-			if promqlKeywords[lower] || seen[word] {
-				continue
-			}
-			seen[word] = true
-			names = append(names, word)
-		default:
-			i++
-		}
-	}
-	return names
-}
-
 // sourceMetricName matches a string literal that begins with a kvgate or vLLM metric name,
 // alone or followed by a label set or a value (hand-written exposition lines), or a
 // "# TYPE"/"# HELP" line naming one.
 var sourceMetricName = regexp.MustCompile(`^(?:#\s*(?:TYPE|HELP)\s+)?((?:kvgate_|vllm:)[a-zA-Z0-9_:]+)(?:$|[{\s])`)
 
-// SourceMetricNames collects the metric names registered by the Go code under the given
+// Source collects the metric names registered by the Go code under the given
 // directories (relative to root; non-test files only): the Name of every prometheus
 // CounterOpts/GaugeOpts/HistogramOpts/SummaryOpts literal (joined with Namespace and Subsystem
 // when those are set), the first argument of prometheus.NewDesc and BuildFQName, and string
 // literals that start with a kvgate_ or vllm: metric name (hand-written exposition). String
 // constants of the same package are resolved. Files that do not parse are skipped and listed in
 // the second result, so a half-written package does not hide the others.
-func SourceMetricNames(root string, dirs ...string) (map[string]bool, []string, error) {
+func Source(root string, dirs ...string) (map[string]bool, []string, error) {
 	names := map[string]bool{}
 	var unparsed []string
 	for _, d := range dirs {
@@ -146,7 +42,7 @@ func SourceMetricNames(root string, dirs ...string) (map[string]bool, []string, 
 			return nil
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("deploy: scan %s: %w", d, err)
+			return nil, nil, fmt.Errorf("metricnames: scan %s: %w", d, err)
 		}
 		for _, files := range pkgDirs {
 			unparsed = append(unparsed, scanPackage(files, names)...)

@@ -10,7 +10,7 @@ PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 MSGP := github.com/tinylib/msgp@v1.6.5
 
-.PHONY: all deps deps-test build test test-unit e2e testdata generate bench demo fuzz reliability clean
+.PHONY: all deps deps-test build test test-unit check e2e testdata generate bench demo fuzz reliability clean
 
 all: build
 
@@ -28,7 +28,12 @@ build: deps
 testdata:
 	@tools/testdata.sh
 
-test: deps-test testdata build
+# The repository's own consistency: go.mod tidy, generated code reproducible from the protos.
+check: deps-test
+	$(GO) mod tidy -diff
+	tools/generate.sh --check
+
+test: deps-test testdata build check
 	$(GO) vet ./...
 	$(GO) test -race -shuffle=on -count=1 ./...
 	$(GO) test -count=1 -run 'Allocs$$' ./pkg/... # allocation counts, which -race perturbs

@@ -6,8 +6,8 @@ set -euo pipefail
 want=(libzmq3-dev pkg-config)
 case "${1:-build}" in
   build) ;;
-  test) want+=(nginx prometheus) ;;
-  generate) want+=(protobuf-compiler) ;;
+  test) want+=(nginx prometheus protobuf-compiler libprotobuf-dev) ;; # protoc: make test checks the generated code
+  generate) want+=(protobuf-compiler libprotobuf-dev) ;; # libprotobuf-dev: the well-known types
   *) echo "usage: $0 build|test|generate" >&2; exit 2 ;;
 esac
 missing=()

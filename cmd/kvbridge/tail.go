@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -347,7 +348,7 @@ func appendEventJSON(buf []byte, seq uint64, rank int, ts float64, e *indexer.Ev
 		}
 		buf = append(buf, `,"medium":`...)
 		if e.Medium != "" {
-			buf = appendJSONString(buf, e.Medium)
+			buf = openai.AppendString(buf, e.Medium)
 		} else {
 			buf = append(buf, "null"...)
 		}
@@ -362,24 +363,6 @@ func appendEventJSON(buf []byte, seq uint64, rank int, ts float64, e *indexer.Ev
 		buf = append(buf, ']')
 	}
 	return append(buf, "}\n"...)
-}
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json
-// does.
-func appendJSONString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case r == '"' || r == '\\':
-			buf = append(buf, '\\', byte(r))
-		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == 0x2028 || r == 0x2029:
-			buf = append(buf, '\\', 'u', hex[(r>>12)&0xf], hex[(r>>8)&0xf], hex[(r>>4)&0xf], hex[r&0xf])
-		default:
-			buf = append(buf, string(r)...)
-		}
-	}
-	return append(buf, '"')
 }
 
 var _ kvbridge.Consumer = (*tailPrinter)(nil)

@@ -181,7 +181,7 @@ func encodeHash(dst []byte, h uint64, o *EncodeOptions) []byte {
 
 // DeriveDigest returns the 32-byte stand-in digest EncodeBatch writes for hash h in bytes mode
 // when EncodeOptions.Digest is nil: 24 bytes from a splitmix64 sequence seeded with h, then h
-// big-endian, so that FoldHashBytes(d[:]) == h.
+// big-endian, so that foldHashBytes(d[:]) == h.
 func DeriveDigest(h uint64) [32]byte {
 	var d [32]byte
 	x := h

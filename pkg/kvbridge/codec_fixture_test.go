@@ -106,7 +106,7 @@ func TestDecodeFixturesLive(t *testing.T) {
 				if m.Seq != uint64(i+1) {
 					t.Errorf("message %d seq: got %d, want %d", i+1, m.Seq, i+1)
 				}
-				rej, err := DecodeBatchRejected(m.Payload, &b)
+				rej, err := decodeBatchRejected(m.Payload, &b)
 				if err != nil {
 					t.Fatalf("message %d decode: %v", i+1, err)
 				}

@@ -6,9 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// ParseSeq reads a sequence-number frame: exactly 8 bytes, unsigned big-endian
+// parseSeq reads a sequence-number frame: exactly 8 bytes, unsigned big-endian
 // (wire/vllm-zmq.md §2).
-func ParseSeq(frame []byte) (uint64, error) {
+func parseSeq(frame []byte) (uint64, error) {
 	if len(frame) != 8 {
 		return 0, fmt.Errorf("kvbridge: parse seq: %w: frame has %d bytes, want 8", ErrMalformed, len(frame))
 	}
@@ -37,7 +37,7 @@ func ParseLive(frames [][]byte) (LiveMessage, error) {
 	if !utf8.Valid(frames[0]) {
 		return LiveMessage{}, fmt.Errorf("kvbridge: parse live message: %w: topic is not UTF-8", ErrMalformed)
 	}
-	seq, err := ParseSeq(frames[1])
+	seq, err := parseSeq(frames[1])
 	if err != nil {
 		return LiveMessage{}, err
 	}
@@ -75,7 +75,7 @@ func ParseReplayReply(frames [][]byte) (ReplayMessage, error) {
 	default:
 		return ReplayMessage{}, fmt.Errorf("kvbridge: parse replay reply: %w: %d frames, want 3 or 4 (2 or 3 without delimiter)", ErrMalformed, len(frames))
 	}
-	seq, err := ParseSeq(f[len(f)-2])
+	seq, err := parseSeq(f[len(f)-2])
 	if err != nil {
 		return ReplayMessage{}, err
 	}

@@ -22,12 +22,12 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte{0x92, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		var b indexer.Batch
-		rank, hasRank, peekErr := PeekRank(payload)
+		rank, hasRank, peekErr := peekRank(payload)
 		if err := DecodeBatch(payload, &b); err != nil {
 			return
 		}
 		if peekErr != nil || hasRank != b.HasDPRank || rank != b.DPRank {
-			t.Fatalf("PeekRank: got (%d, %v, %v), decoded rank (%d, %v)", rank, hasRank, peekErr, b.DPRank, b.HasDPRank)
+			t.Fatalf("peekRank: got (%d, %v, %v), decoded rank (%d, %v)", rank, hasRank, peekErr, b.DPRank, b.HasDPRank)
 		}
 		if len(b.Events) > len(payload) {
 			t.Fatalf("%d events from %d bytes", len(b.Events), len(payload))
@@ -36,7 +36,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		for _, opts := range []EncodeOptions{{}, {MapEvents: true, BytesHashes: true, Envelope: EnvelopeMap}} {
 			enc := EncodeBatch(nil, &want, opts)
 			var got indexer.Batch
-			rej, err := DecodeBatchRejected(enc, &got)
+			rej, err := decodeBatchRejected(enc, &got)
 			if err != nil || rej != 0 {
 				t.Fatalf("re-decode with %+v: got (%d, %v), want (0, nil)", opts, rej, err)
 			}

@@ -45,7 +45,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 						in := sampleBatch()
 						payload := EncodeBatch(nil, &in, opts)
 						var got indexer.Batch
-						rej, err := DecodeBatchRejected(payload, &got)
+						rej, err := decodeBatchRejected(payload, &got)
 						if err != nil || rej != 0 {
 							t.Fatalf("decode: got (%d, %v), want (0, nil)", rej, err)
 						}
@@ -238,7 +238,7 @@ func TestDecodeVariants(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got indexer.Batch
-			rej, err := DecodeBatchRejected(tt.payload, &got)
+			rej, err := decodeBatchRejected(tt.payload, &got)
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
@@ -342,9 +342,9 @@ func TestParseSeq(t *testing.T) {
 		{nil, 0, true},
 	}
 	for _, tt := range tests {
-		got, err := ParseSeq(tt.in)
+		got, err := parseSeq(tt.in)
 		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("ParseSeq(%x): got (%d, %v), want (%d, err=%v)", tt.in, got, err, tt.want, tt.wantErr)
+			t.Errorf("parseSeq(%x): got (%d, %v), want (%d, err=%v)", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
 	if got := AppendSeq(nil, 258); string(got) != "\x00\x00\x00\x00\x00\x00\x01\x02" {
@@ -419,14 +419,14 @@ func TestParseReplayReply(t *testing.T) {
 func TestFoldAndDigest(t *testing.T) {
 	for _, h := range []uint64{0, 1, 1 << 63, math.MaxUint64, 0x0123456789abcdef} {
 		d := DeriveDigest(h)
-		if got := FoldHashBytes(d[:]); got != h {
-			t.Errorf("FoldHashBytes(DeriveDigest(%#x)): got %#x", h, got)
+		if got := foldHashBytes(d[:]); got != h {
+			t.Errorf("foldHashBytes(DeriveDigest(%#x)): got %#x", h, got)
 		}
 	}
-	if got := FoldHashBytes([]byte{1, 2, 3}); got != 0x010203 {
+	if got := foldHashBytes([]byte{1, 2, 3}); got != 0x010203 {
 		t.Errorf("short digest: got %#x, want 0x010203", got)
 	}
-	if got := FoldHashBytes(nil); got != 0 {
+	if got := foldHashBytes(nil); got != 0 {
 		t.Errorf("empty digest: got %#x, want 0", got)
 	}
 }

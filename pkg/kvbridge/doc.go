@@ -7,8 +7,8 @@
 //     (wire/vllm-zmq.md). DecodeBatch decodes a payload into a reusable indexer.Batch without
 //     reflection and without per-block allocations; EncodeBatch writes the same formats (array or
 //     map events, int or bytes hashes, 2- or 3-element envelope) for the simulator, the
-//     publisher and tests. ParseLive, ParseSeq and ParseReplayReply (both replay layouts) handle
-//     the frames around the payload; PeekRank reads only the envelope rank.
+//     publisher and tests. ParseLive, parseSeq and ParseReplayReply (both replay layouts) handle
+//     the frames around the payload; peekRank reads only the envelope rank.
 //   - ZMQSource (zmq_source.go): one worker whose engine binds its PUB (vLLM's default). One SUB
 //     per DP rank (rank r on port+r), cursor per rank, replay from 0 on connect, gap repair
 //     through the engine's ROUTER, restart detection, reconnect with jittered backoff.

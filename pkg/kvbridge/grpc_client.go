@@ -181,7 +181,7 @@ func (s *GRPCSource) Run(ctx context.Context) error {
 		return fmt.Errorf("kvbridge: subscribe %s: %w", s.cfg.Worker, ErrUnimplemented)
 	}
 	defer func() {
-		s.metrics.StreamUp(s.cfg.Worker, false)
+		s.metrics.setStreamUp(s.cfg.Worker, false)
 		if s.state.load() != StreamUnavailable {
 			s.state.store(StreamStopped)
 		}
@@ -194,7 +194,7 @@ func (s *GRPCSource) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.metrics.StreamUp(s.cfg.Worker, false)
+		s.metrics.setStreamUp(s.cfg.Worker, false)
 		if end == endUnimplemented {
 			s.state.store(StreamUnavailable)
 			s.log.Warn(grpcUnimplementedMessage, zap.Error(err))
@@ -313,7 +313,7 @@ func (s *GRPCSource) markUp() {
 		return
 	}
 	s.state.store(StreamUp)
-	s.metrics.StreamUp(s.cfg.Worker, true)
+	s.metrics.setStreamUp(s.cfg.Worker, true)
 	if !s.upLogged {
 		s.log.Info("kv event stream up", zap.Uint64("cursor", s.rules.resumeFrom()))
 		s.upLogged = true

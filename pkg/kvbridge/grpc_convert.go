@@ -23,7 +23,8 @@ type ProtoDecoder struct {
 // position 0 (HasParent false), as on the ZMQ side; int64 hashes are reinterpreted as uint64
 // (the same 64 bits); block_size 0 is inferred from the first block's token count; the LoRA id
 // is taken from the first block. dst.DPRank/HasDPRank copy dp_rank. The hash and token slices of
-// dst's events point into d's storage and are overwritten by the next Decode.
+// dst's events point into d's storage and are overwritten by the next Decode. It walks the
+// batch once, event by event, into reused storage; its length is the conversion table above.
 func (d *ProtoDecoder) Decode(dst *indexer.Batch, src *common.KvEventBatch) (malformed int) {
 	dst.Reset()
 	dst.Seq = src.GetSequenceNumber()
@@ -110,12 +111,12 @@ func (d *ProtoDecoder) Decode(dst *indexer.Batch, src *common.KvEventBatch) (mal
 	return malformed
 }
 
-// BatchToProto converts b, published by DP rank rank, into a new KvEventBatch with the given
+// batchToProto converts b, published by DP rank rank, into a new KvEventBatch with the given
 // sequence number. eventID is the id of the first event; ids increase by one per event (they
 // are informational, wire/smg-grpc.md §2.2). The result shares no memory with b. A stored event
 // whose Tokens are not BlockSize per hash is sent with empty token_ids (the gateway hashes
 // token ids itself, so such blocks are unusable but keep their hashes for removals).
-func BatchToProto(rank int, seq, eventID uint64, b *indexer.Batch) *common.KvEventBatch {
+func batchToProto(rank int, seq, eventID uint64, b *indexer.Batch) *common.KvEventBatch {
 	r := int32(rank)
 	out := &common.KvEventBatch{
 		SequenceNumber: seq,

@@ -124,7 +124,7 @@ func TestProtoDecoderDecode(t *testing.T) {
 	}
 }
 
-// TestProtoRoundTrip checks that BatchToProto (the bridge's encoder) and ProtoDecoder (the
+// TestProtoRoundTrip checks that batchToProto (the bridge's encoder) and ProtoDecoder (the
 // client's decoder) agree, including the wire bytes in between.
 func TestProtoRoundTrip(t *testing.T) {
 	in := indexer.Batch{Seq: 77, Timestamp: 3.25, Events: []indexer.Event{
@@ -134,9 +134,9 @@ func TestProtoRoundTrip(t *testing.T) {
 		{Kind: indexer.EventRemoved, Hashes: []uint64{1 << 63}},
 		{Kind: indexer.EventCleared},
 	}}
-	pb := BatchToProto(2, 41, 100, &in)
+	pb := batchToProto(2, 41, 100, &in)
 	if pb.GetSequenceNumber() != 41 || pb.GetDpRank() != 2 || pb.Events[0].EventId != 100 || pb.Events[3].EventId != 103 {
-		t.Fatalf("BatchToProto header: got seq %d rank %d ids %d..%d, want 41 2 100..103",
+		t.Fatalf("batchToProto header: got seq %d rank %d ids %d..%d, want 41 2 100..103",
 			pb.GetSequenceNumber(), pb.GetDpRank(), pb.Events[0].EventId, pb.Events[3].EventId)
 	}
 	if got := pb.Events[0].GetStored().Blocks[0].BlockHash; got != -1<<63 {

@@ -149,7 +149,7 @@ func (s *BridgeServer) Batch(rank int, b *indexer.Batch) bool {
 		}
 		b = &kept
 	}
-	s.publish(BatchToProto(rank, 0, 0, b))
+	s.publish(batchToProto(rank, 0, 0, b))
 	return false
 }
 
@@ -170,8 +170,8 @@ func (s *BridgeServer) Reset(rank int, reason string) {
 	})
 }
 
-// LastSeq returns the sequence number of the newest batch, 0 before the first.
-func (s *BridgeServer) LastSeq() uint64 {
+// lastSeq returns the sequence number of the newest batch, 0 before the first.
+func (s *BridgeServer) lastSeq() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.nextSeq - 1

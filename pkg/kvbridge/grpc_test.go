@@ -535,8 +535,8 @@ func TestBridgeEndToEnd(t *testing.T) {
 			if err := stop(); err != nil {
 				t.Errorf("Run: got %v, want nil", err)
 			}
-			if got := bridge.LastSeq(); got != 4 {
-				t.Errorf("LastSeq: got %d, want 4", got)
+			if got := bridge.lastSeq(); got != 4 {
+				t.Errorf("lastSeq: got %d, want 4", got)
 			}
 		})
 	}

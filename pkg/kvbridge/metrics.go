@@ -163,25 +163,25 @@ func registerVec[T prometheus.Collector](reg prometheus.Registerer, c T) (T, err
 	return c, nil
 }
 
-// Batch counts one batch of worker with the given outcome (one of the Outcome* constants).
-func (m *Metrics) Batch(worker, outcome string) {
+// countBatch counts one batch of worker with the given outcome (one of the Outcome* constants).
+func (m *Metrics) countBatch(worker, outcome string) {
 	if m == nil {
 		return
 	}
 	m.batches.WithLabelValues(worker, outcome).Inc()
 }
 
-// Events counts n delivered events of the given kind ("stored", "removed", "cleared"; see
+// countEvents counts n delivered events of the given kind ("stored", "removed", "cleared"; see
 // indexer.EventKind.String).
-func (m *Metrics) Events(worker, kind string, n int) {
+func (m *Metrics) countEvents(worker, kind string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
 	m.events.WithLabelValues(worker, kind).Add(float64(n))
 }
 
-// CountEvents counts a delivered batch's events by kind.
-func (m *Metrics) CountEvents(worker string, b *indexer.Batch) {
+// countBatchEvents counts a delivered batch's events by kind.
+func (m *Metrics) countBatchEvents(worker string, b *indexer.Batch) {
 	if m == nil {
 		return
 	}
@@ -196,55 +196,55 @@ func (m *Metrics) CountEvents(worker string, b *indexer.Batch) {
 			cl++
 		}
 	}
-	m.Events(worker, indexer.EventStored.String(), st)
-	m.Events(worker, indexer.EventRemoved.String(), rm)
-	m.Events(worker, indexer.EventCleared.String(), cl)
+	m.countEvents(worker, indexer.EventStored.String(), st)
+	m.countEvents(worker, indexer.EventRemoved.String(), rm)
+	m.countEvents(worker, indexer.EventCleared.String(), cl)
 }
 
-// MalformedEvents counts n events rejected inside a decodable batch.
-func (m *Metrics) MalformedEvents(worker string, n int) {
+// countMalformed counts n events rejected inside a decodable batch.
+func (m *Metrics) countMalformed(worker string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
 	m.malformed.WithLabelValues(worker).Add(float64(n))
 }
 
-// Gap counts one sequence gap of worker (a lost batch on any of its DP ranks, including a
+// countGap counts one sequence gap of worker (a lost batch on any of its DP ranks, including a
 // batch dropped by a full queue).
-func (m *Metrics) Gap(worker string) {
+func (m *Metrics) countGap(worker string) {
 	if m == nil {
 		return
 	}
 	m.gaps.WithLabelValues(worker).Inc()
 }
 
-// Replay counts one replay request of worker with its result (one of the Replay* constants).
-func (m *Metrics) Replay(worker, result string) {
+// countReplay counts one replay request of worker with its result (one of the Replay* constants).
+func (m *Metrics) countReplay(worker, result string) {
 	if m == nil {
 		return
 	}
 	m.replays.WithLabelValues(worker, result).Inc()
 }
 
-// Reset counts one reset of worker's cache view with a short lower-case reason (see the Reset*
+// countReset counts one reset of worker's cache view with a short lower-case reason (see the Reset*
 // constants).
-func (m *Metrics) Reset(worker, reason string) {
+func (m *Metrics) countReset(worker, reason string) {
 	if m == nil {
 		return
 	}
 	m.resets.WithLabelValues(worker, reason).Inc()
 }
 
-// Resync counts one resync started because of an unknown parent.
-func (m *Metrics) Resync(worker string) {
+// countResync counts one resync started because of an unknown parent.
+func (m *Metrics) countResync(worker string) {
 	if m == nil {
 		return
 	}
 	m.resyncs.WithLabelValues(worker).Inc()
 }
 
-// StreamUp sets worker's stream-up gauge to 1 (up) or 0.
-func (m *Metrics) StreamUp(worker string, up bool) {
+// setStreamUp sets worker's stream-up gauge to 1 (up) or 0.
+func (m *Metrics) setStreamUp(worker string, up bool) {
 	if m == nil {
 		return
 	}
@@ -255,9 +255,9 @@ func (m *Metrics) StreamUp(worker string, up bool) {
 	m.streamUp.WithLabelValues(worker).Set(v)
 }
 
-// Cursor records the last applied sequence number of rank of worker. Values above 2^53 lose
+// setCursor records the last applied sequence number of rank of worker. Values above 2^53 lose
 // precision in the gauge; they are informational.
-func (m *Metrics) Cursor(worker string, rank int, seq uint64) {
+func (m *Metrics) setCursor(worker string, rank int, seq uint64) {
 	if m == nil {
 		return
 	}

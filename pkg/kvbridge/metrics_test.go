@@ -11,15 +11,15 @@ import (
 func TestMetricsNilSafe(t *testing.T) {
 	var m *Metrics
 	// Every method must be a no-op on nil.
-	m.Batch("w", OutcomeApplied)
-	m.Events("w", "stored", 3)
-	m.MalformedEvents("w", 1)
-	m.Gap("w")
-	m.Replay("w", ReplayOK)
-	m.Reset("w", ResetRestart)
-	m.Resync("w")
-	m.StreamUp("w", true)
-	m.Cursor("w", 0, 7)
+	m.countBatch("w", OutcomeApplied)
+	m.countEvents("w", "stored", 3)
+	m.countMalformed("w", 1)
+	m.countGap("w")
+	m.countReplay("w", ReplayOK)
+	m.countReset("w", ResetRestart)
+	m.countResync("w")
+	m.setStreamUp("w", true)
+	m.setCursor("w", 0, 7)
 	m.Forget("w")
 }
 
@@ -33,16 +33,16 @@ func TestMetricsRegisterTwice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second NewMetrics on the same registry: got error %v, want nil", err)
 	}
-	m1.Batch("w1", OutcomeApplied)
-	m2.Batch("w1", OutcomeApplied)
-	m2.Gap("w1")
-	m1.StreamUp("w1", true)
-	m1.Cursor("w1", 1, 42)
-	m1.Replay("w1", ReplayMismatch)
-	m1.Reset("w1", ResetGap)
-	m1.Resync("w1")
-	m1.Events("w1", "stored", 5)
-	m1.MalformedEvents("w1", 2)
+	m1.countBatch("w1", OutcomeApplied)
+	m2.countBatch("w1", OutcomeApplied)
+	m2.countGap("w1")
+	m1.setStreamUp("w1", true)
+	m1.setCursor("w1", 1, 42)
+	m1.countReplay("w1", ReplayMismatch)
+	m1.countReset("w1", ResetGap)
+	m1.countResync("w1")
+	m1.countEvents("w1", "stored", 5)
+	m1.countMalformed("w1", 2)
 
 	if got := testutil.ToFloat64(m1.batches.WithLabelValues("w1", OutcomeApplied)); got != 2 {
 		t.Errorf("applied batches: got %v, want 2 (both Metrics share one collector)", got)
@@ -65,7 +65,7 @@ kvgate_kv_stream_cursor{rank="1",worker="w1"} 42
 	if got := testutil.CollectAndCount(m1.replays); got != 1 {
 		t.Errorf("replay series: got %d, want 1", got)
 	}
-	m1.StreamUp("w1", false)
+	m1.setStreamUp("w1", false)
 	if got := testutil.ToFloat64(m1.streamUp.WithLabelValues("w1")); got != 0 {
 		t.Errorf("stream up after down: got %v, want 0", got)
 	}

@@ -47,7 +47,7 @@ type PublisherConfig struct {
 	Replay string
 	// Topic is frame 0 of every message (vLLM default: "").
 	Topic string
-	// Rank is this publisher's DP rank: it offsets the endpoints (RankEndpoint) and fills the
+	// Rank is this publisher's DP rank: it offsets the endpoints (rankEndpoint) and fills the
 	// envelope's rank for batches that have none (as vLLM does).
 	Rank int
 	// History is the number of batches kept for replay (vLLM buffer_steps); 0 means 10000.
@@ -136,10 +136,10 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	}
 	p.faults.Store(&PublisherFaults{})
 	var err error
-	if p.pubEP, err = RankEndpoint(cfg.Endpoint, cfg.Rank); err != nil {
+	if p.pubEP, err = rankEndpoint(cfg.Endpoint, cfg.Rank); err != nil {
 		return nil, err
 	}
-	if p.replayEP, err = RankEndpoint(cfg.Replay, cfg.Rank); err != nil {
+	if p.replayEP, err = rankEndpoint(cfg.Replay, cfg.Rank); err != nil {
 		return nil, err
 	}
 	if p.pub, err = zmq.NewSocket(zmq.PUB); err != nil {
@@ -327,7 +327,7 @@ func (p *Publisher) serveReplay(ctx context.Context, msg [][]byte) {
 		p.log.Warn("kvbridge: publisher: ignoring malformed replay request", zap.Int("frames", len(msg)))
 		return
 	}
-	start, err := ParseSeq(msg[2])
+	start, err := parseSeq(msg[2])
 	if err != nil {
 		p.log.Warn("kvbridge: publisher: ignoring malformed replay request", zap.Error(err))
 		return

@@ -257,9 +257,9 @@ func TestRankEndpoint(t *testing.T) {
 		{"tcp://h:1", -1, "", true},
 	}
 	for _, tt := range tests {
-		got, err := RankEndpoint(tt.ep, tt.rank)
+		got, err := rankEndpoint(tt.ep, tt.rank)
 		if got != tt.want || (err != nil) != tt.wantErr {
-			t.Errorf("RankEndpoint(%q, %d): got (%q, %v), want (%q, err=%v)", tt.ep, tt.rank, got, err, tt.want, tt.wantErr)
+			t.Errorf("rankEndpoint(%q, %d): got (%q, %v), want (%q, err=%v)", tt.ep, tt.rank, got, err, tt.want, tt.wantErr)
 		}
 	}
 	if got := connectEndpoint("tcp://*:5557"); got != "tcp://127.0.0.1:5557" {

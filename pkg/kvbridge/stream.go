@@ -175,7 +175,7 @@ func (s *streamRules[T]) clearCursor() {
 
 func (s *streamRules[T]) reset(reason string) {
 	s.stats.resets.Add(1)
-	s.m.Reset(s.worker, reason)
+	s.m.countReset(s.worker, reason)
 	s.log.Info("kvbridge: worker reset", zap.String("worker", s.worker), zap.Int("rank", s.rank), zap.String("reason", reason))
 	s.t.reset(reason)
 }
@@ -218,13 +218,13 @@ func (s *streamRules[T]) restart(reason string) {
 // shows the gap and repairs it.
 func (s *streamRules[T]) dropped() {
 	s.stats.dropped.Add(1)
-	s.m.Batch(s.worker, OutcomeDropped)
+	s.m.countBatch(s.worker, OutcomeDropped)
 }
 
 // malformedMsg counts a message whose frames could not be parsed.
 func (s *streamRules[T]) malformedMsg(err error) {
 	s.stats.malformed.Add(1)
-	s.m.Batch(s.worker, OutcomeMalformed)
+	s.m.countBatch(s.worker, OutcomeMalformed)
 	s.logMalformed(err)
 }
 
@@ -276,9 +276,9 @@ func (s *streamRules[T]) processLive(seq uint64, item T, restart bool) {
 		s.duplicate()
 	default:
 		s.stats.gaps.Add(1)
-		s.m.Gap(s.worker)
+		s.m.countGap(s.worker)
 		if s.t.request == nil {
-			s.m.Replay(s.worker, ReplayUnavailable)
+			s.m.countReplay(s.worker, ReplayUnavailable)
 			s.reset(ResetGap)
 			s.clearCursor()
 			s.apply(seq, item, OutcomeApplied)
@@ -295,7 +295,7 @@ func (s *streamRules[T]) processLive(seq uint64, item T, restart bool) {
 
 func (s *streamRules[T]) duplicate() {
 	s.stats.duplicates.Add(1)
-	s.m.Batch(s.worker, OutcomeDuplicate)
+	s.m.countBatch(s.worker, OutcomeDuplicate)
 }
 
 // startReplay enters the repair state for the batches from start (full: a rebuild from 0);
@@ -323,7 +323,7 @@ func (s *streamRules[T]) endReplay() {
 // replayOutcome counts a requested repair's result.
 func (s *streamRules[T]) replayOutcome(result string) {
 	if s.requested {
-		s.m.Replay(s.worker, result)
+		s.m.countReplay(s.worker, result)
 	}
 }
 
@@ -378,7 +378,7 @@ func (s *streamRules[T]) replayMsg(gen, seq uint64, item T, end bool) {
 	default:
 		// A hole inside the publisher's buffer (a batch that was never buffered).
 		s.stats.gaps.Add(1)
-		s.m.Gap(s.worker)
+		s.m.countGap(s.worker)
 		s.reset(ResetGap)
 		s.clearCursor()
 		s.apply(seq, item, OutcomeReplayed)
@@ -420,7 +420,7 @@ func (s *streamRules[T]) tick(now time.Time) {
 	}
 	s.endReplay()
 	s.replayGen++ // late replies are ignored
-	s.m.Replay(s.worker, ReplayTimeout)
+	s.m.countReplay(s.worker, ReplayTimeout)
 	s.log.Warn("kvbridge: replay timed out", zap.String("worker", s.worker), zap.Int("rank", s.rank),
 		zap.Uint64("from", s.replayStart))
 	if !s.replayFull || s.hasCursor {
@@ -439,12 +439,12 @@ func (s *streamRules[T]) apply(seq uint64, item T, outcome string) {
 	rejected, err := s.t.decode(item, b)
 	if err != nil {
 		s.stats.malformed.Add(1)
-		s.m.Batch(s.worker, OutcomeMalformed)
+		s.m.countBatch(s.worker, OutcomeMalformed)
 		s.logMalformed(err)
 		return
 	}
 	if rejected > 0 {
-		s.m.MalformedEvents(s.worker, rejected)
+		s.m.countMalformed(s.worker, rejected)
 		s.logMalformed(errRejectedEvents)
 	}
 	b.Seq = seq
@@ -453,10 +453,10 @@ func (s *streamRules[T]) apply(seq uint64, item T, outcome string) {
 	} else {
 		s.stats.applied.Add(1)
 	}
-	s.m.Batch(s.worker, outcome)
-	s.m.CountEvents(s.worker, b)
+	s.m.countBatch(s.worker, outcome)
+	s.m.countBatchEvents(s.worker, b)
 	rank, resync := s.t.deliver(b)
-	s.m.Cursor(s.worker, rank, seq)
+	s.m.setCursor(s.worker, rank, seq)
 	if resync {
 		s.resync()
 	}
@@ -473,7 +473,7 @@ func (s *streamRules[T]) resync() {
 		return
 	}
 	s.everResynced, s.lastResync = true, now
-	s.m.Resync(s.worker)
+	s.m.countResync(s.worker)
 	s.reset(ResetResync)
 	s.clearCursor()
 	s.startReplay(true, 0, true)

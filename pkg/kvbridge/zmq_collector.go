@@ -296,7 +296,7 @@ func (c *ZMQCollector) newStream(key zmqCollectorKey, cons Consumer, routeRank i
 		replayTimeout: c.cfg.ReplayTimeout, resyncInterval: c.cfg.ResyncInterval, maxHeld: c.cfg.MaxHeld, scratch: scratch}
 	if c.cfg.Replay != nil {
 		if ep := c.cfg.Replay(key.topic); ep != "" {
-			if rep, err := RankEndpoint(connectEndpoint(ep), rank); err == nil {
+			if rep, err := rankEndpoint(connectEndpoint(ep), rank); err == nil {
 				st.t.request = func(start, gen uint64) {
 					select {
 					case c.reqs <- zmqCollectorReq{key: key, endpoint: rep, start: start, gen: gen}:
@@ -325,7 +325,7 @@ func (c *ZMQCollector) readLoop(ctx context.Context) {
 			return
 		}
 		c.state.store(StreamDown)
-		c.m.StreamUp(c.cfg.Listen, false)
+		c.m.setStreamUp(c.cfg.Listen, false)
 		wait := bo.next()
 		c.log.Warn("kvbridge: collector failed; rebinding", zap.String("listen", c.cfg.Listen), zap.Error(err),
 			zap.Duration("backoff", wait))
@@ -375,13 +375,13 @@ func (c *ZMQCollector) readSession(ctx context.Context) error {
 		c.bound.Store(ep)
 	}
 	c.state.store(StreamUp)
-	c.m.StreamUp(c.cfg.Listen, true)
+	c.m.setStreamUp(c.cfg.Listen, true)
 	for ctx.Err() == nil {
 		for drained := false; !drained; {
 			select {
 			case req := <-c.reqs:
 				if err := c.sendReplay(dealers, req); err != nil {
-					c.m.Replay(req.key.topic, ReplayError)
+					c.m.countReplay(req.key.topic, ReplayError)
 					c.log.Warn("kvbridge: collector: replay request failed", zap.String("topic", req.key.topic), zap.Error(err))
 				}
 			default:
@@ -432,7 +432,7 @@ func (c *ZMQCollector) readLive(sub *zmq.Socket) error {
 			continue
 		}
 		rank := -1 // the route decides
-		if r, ok, err := PeekRank(m.Payload); err != nil {
+		if r, ok, err := peekRank(m.Payload); err != nil {
 			c.countMalformed(err)
 			continue
 		} else if ok {
@@ -443,7 +443,7 @@ func (c *ZMQCollector) readLive(sub *zmq.Socket) error {
 		case c.queue <- it:
 		default:
 			c.dropped.Add(1)
-			c.m.Batch(it.topic, OutcomeDropped)
+			c.m.countBatch(it.topic, OutcomeDropped)
 		}
 	}
 }
@@ -452,7 +452,7 @@ func (c *ZMQCollector) readLive(sub *zmq.Socket) error {
 // goroutine only, which owns lastMalformedLog).
 func (c *ZMQCollector) countMalformed(err error) {
 	n := c.malformed.Add(1)
-	c.m.Batch(c.cfg.Listen, OutcomeMalformed)
+	c.m.countBatch(c.cfg.Listen, OutcomeMalformed)
 	now := c.cfg.Now()
 	if !c.lastMalformedLog.IsZero() && now.Sub(c.lastMalformedLog) < malformedLogInterval {
 		return

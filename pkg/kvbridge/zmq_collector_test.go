@@ -227,7 +227,7 @@ func TestPeekRank(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := sampleBatch()
 			b.DPRank, b.HasDPRank = tt.rank, tt.has
-			got, ok, err := PeekRank(EncodeBatch(nil, &b, tt.opts))
+			got, ok, err := peekRank(EncodeBatch(nil, &b, tt.opts))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,8 +237,8 @@ func TestPeekRank(t *testing.T) {
 		})
 	}
 	for _, bad := range [][]byte{nil, {0xc1}, {0x93, 0xcb}, {0x81, 0xa1, 'x'}} {
-		if _, _, err := PeekRank(bad); err == nil {
-			t.Errorf("PeekRank(%x): got nil error", bad)
+		if _, _, err := peekRank(bad); err == nil {
+			t.Errorf("peekRank(%x): got nil error", bad)
 		}
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// RankEndpoint derives DP rank rank's endpoint from the configured (rank 0) one, as vLLM's
+// rankEndpoint derives DP rank rank's endpoint from the configured (rank 0) one, as vLLM's
 // publisher does (wire/vllm-zmq.md §7): tcp://host:P → tcp://host:(P+rank); inproc://name →
 // inproc://name_dp<rank>; rank 0 is returned unchanged; ipc:// and other transports are rejected
 // for rank > 0. An empty endpoint stays empty (no replay socket).
-func RankEndpoint(endpoint string, rank int) (string, error) {
+func rankEndpoint(endpoint string, rank int) (string, error) {
 	if rank == 0 || endpoint == "" {
 		return endpoint, nil
 	}

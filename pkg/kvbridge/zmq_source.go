@@ -173,11 +173,11 @@ func NewZMQSource(cfg ZMQConfig, c Consumer, log *zap.Logger, m *Metrics) (*ZMQS
 		queue: make(chan zmqItem, cfg.QueueSize)}
 	scratch := &indexer.Batch{}
 	for r := range cfg.DPSize {
-		sub, err := RankEndpoint(connectEndpoint(cfg.Endpoint), r)
+		sub, err := rankEndpoint(connectEndpoint(cfg.Endpoint), r)
 		if err != nil {
 			return nil, fmt.Errorf("kvbridge: new zmq source %s: %w", cfg.Worker, err)
 		}
-		rep, err := RankEndpoint(connectEndpoint(cfg.Replay), r)
+		rep, err := rankEndpoint(connectEndpoint(cfg.Replay), r)
 		if err != nil {
 			return nil, fmt.Errorf("kvbridge: new zmq source %s: %w", cfg.Worker, err)
 		}
@@ -231,14 +231,14 @@ func (s *ZMQSource) setUp(rank int, up bool) {
 	case !up:
 		s.state.store(StreamDown)
 	}
-	s.m.StreamUp(s.cfg.Worker, all)
+	s.m.setStreamUp(s.cfg.Worker, all)
 }
 
 // Run subscribes until ctx is done, then closes every socket and returns nil (cancellation is
 // the normal way to stop). It must be called once.
 func (s *ZMQSource) Run(ctx context.Context) error {
 	s.state.store(StreamConnecting)
-	s.m.StreamUp(s.cfg.Worker, false)
+	s.m.setStreamUp(s.cfg.Worker, false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -252,7 +252,7 @@ func (s *ZMQSource) Run(ctx context.Context) error {
 	s.consume(ctx)
 	wg.Wait()
 	s.state.store(StreamStopped)
-	s.m.StreamUp(s.cfg.Worker, false)
+	s.m.setStreamUp(s.cfg.Worker, false)
 	return nil
 }
 
@@ -295,7 +295,7 @@ func (s *ZMQSource) enqueueLive(it zmqItem) {
 		// Counted here on the reader goroutine: the stream's counters are atomics and the
 		// metrics are goroutine-safe.
 		s.streams[it.rank].stats.dropped.Add(1)
-		s.m.Batch(s.cfg.Worker, OutcomeDropped)
+		s.m.countBatch(s.cfg.Worker, OutcomeDropped)
 	}
 }
 
@@ -385,57 +385,65 @@ func (ss *zmqSessionSockets) close() {
 	}
 }
 
-// session opens the rank's SUB (with a connection monitor) and reads until ctx is done or a
-// socket fails. received reports whether any message arrived (to reset the backoff).
-func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
-	var ss zmqSessionSockets
-	defer ss.close()
+// open creates the session's SUB, subscribes it, attaches a connection monitor and connects.
+func (r *zmqReader) open(ss *zmqSessionSockets) (err error) {
 	if ss.sub, err = zmq.NewSocket(zmq.SUB); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.sub.SetLinger(0); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.sub.SetRcvhwm(r.src.cfg.RcvHWM); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.sub.SetMaxmsgsize(r.src.cfg.MaxMsgSize); err != nil {
-		return false, err
+		return err
 	}
 	// libzmq's own TCP reconnection, made exponential up to the same 5 s cap.
 	if err = ss.sub.SetReconnectIvl(DefaultMinBackoff); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.sub.SetReconnectIvlMax(DefaultMaxBackoff); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.sub.SetSubscribe(r.src.cfg.Topic); err != nil {
-		return false, err
+		return err
 	}
 	// The monitor reports every TCP (re)connection libzmq makes on its own, so a restarted
 	// publisher triggers the replay from 0 that rebuilds the rank.
 	monEP := fmt.Sprintf("inproc://kvbridge-mon-%d-%d", zmqMonitorSeq.Add(1), r.rank)
 	if err = ss.sub.Monitor(monEP, zmq.EVENT_HANDSHAKE_SUCCEEDED|zmq.EVENT_DISCONNECTED); err != nil {
-		return false, err
+		return err
 	}
 	if ss.mon, err = zmq.NewSocket(zmq.PAIR); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.mon.SetLinger(0); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.mon.Connect(monEP); err != nil {
-		return false, err
+		return err
 	}
 	if err = ss.sub.Connect(r.sub); err != nil {
-		return false, fmt.Errorf("kvbridge: subscribe %s: %w", r.sub, err)
+		return fmt.Errorf("kvbridge: subscribe %s: %w", r.sub, err)
+	}
+	return nil
+}
+
+// session opens the rank's SUB (with a connection monitor) and reads until ctx is done or a
+// socket fails. received reports whether any message arrived (to reset the backoff).
+func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
+	var ss zmqSessionSockets
+	defer ss.close()
+	if err := r.open(&ss); err != nil {
+		return false, err
 	}
 	for ctx.Err() == nil {
 		select {
 		case req := <-r.reqs:
 			if err := r.sendReplayRequest(&ss, req); err != nil {
 				// The request is lost; the consumer's replay timeout handles it.
-				r.src.m.Replay(r.src.cfg.Worker, ReplayError)
+				r.src.m.countReplay(r.src.cfg.Worker, ReplayError)
 				r.src.log.Warn("kvbridge: replay request failed", zap.String("worker", r.src.cfg.Worker),
 					zap.Int("rank", r.rank), zap.Error(err))
 			}
@@ -529,7 +537,7 @@ func (s *ZMQSource) enqueueMalformed(rank int, err error) {
 	case s.queue <- zmqItem{kind: zmqItemMalformed, rank: rank, err: err}:
 	default:
 		s.streams[rank].stats.malformed.Add(1)
-		s.m.Batch(s.cfg.Worker, OutcomeMalformed)
+		s.m.countBatch(s.cfg.Worker, OutcomeMalformed)
 	}
 }
 
@@ -604,7 +612,7 @@ func (r *zmqReader) readReplay(ctx context.Context, ss *zmqSessionSockets) error
 // when the publisher has a replay endpoint).
 func rankTransport(c Consumer, r int) streamTransport[[]byte] {
 	return streamTransport[[]byte]{
-		decode:   DecodeBatchRejected,
+		decode:   decodeBatchRejected,
 		deliver:  func(b *indexer.Batch) (int, bool) { return r, c.Batch(r, b) },
 		reset:    func(reason string) { c.Reset(r, reason) },
 		restarts: true,

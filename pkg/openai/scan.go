@@ -84,7 +84,8 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// scanValue returns the end of the JSON value starting at b[i].
+// scanValue returns the end of the JSON value starting at b[i]. It is one switch over JSON's
+// value kinds, objects and arrays recursing, so the grammar reads in one place.
 func scanValue(b []byte, i, depth int) (int, error) {
 	if i >= len(b) {
 		return 0, errJSON

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -69,33 +70,9 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	if model == "" {
 		model = rt.defaultModel()
 	}
-	var tokens []uint32
-	switch {
-	case q.Has("tokens"):
-		for _, f := range strings.FieldsFunc(q.Get("tokens"), func(r rune) bool { return r == ',' || r == ' ' }) {
-			v, err := strconv.ParseUint(f, 10, 32)
-			if err != nil {
-				openai.WriteError(w, openai.BadRequest("tokens", "tokens must be comma-separated token ids"))
-				return
-			}
-			tokens = append(tokens, uint32(v))
-		}
-	case q.Has("prompt"):
-		if rt.cfg.Tokenizer == nil {
-			openai.WriteError(w, openai.BadRequest("prompt", "no tokenizer configured (--model-path); pass ?tokens= instead"))
-			return
-		}
-		var err error
-		if tokens, err = rt.cfg.Tokenizer.Encode(nil, q.Get("prompt"), true); err != nil {
-			openai.WriteError(w, openai.BadRequest("prompt", "prompt could not be tokenized: "+err.Error()))
-			return
-		}
-	default:
-		openai.WriteError(w, openai.BadRequest("prompt", "pass ?prompt=text or ?tokens=1,2,3"))
-		return
-	}
-	if len(tokens) == 0 {
-		openai.WriteError(w, openai.BadRequest("prompt", "prompt must not be empty"))
+	tokens, aerr := rt.debugTokens(q)
+	if aerr != nil {
+		openai.WriteError(w, aerr)
 		return
 	}
 	def := rt.defaultModel()
@@ -145,6 +122,36 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 		out.Decision = &decisionView{Worker: s.members[d.Index].w.URL(), Reason: string(d.Reason), MatchedBlocks: s.cands[d.Index].Matched}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// debugTokens returns the tokens /debug/route explains: ?tokens=1,2,3, or ?prompt= tokenized
+// like a completion prompt.
+func (rt *Router) debugTokens(q url.Values) ([]uint32, *openai.Error) {
+	var tokens []uint32
+	switch {
+	case q.Has("tokens"):
+		for _, f := range strings.FieldsFunc(q.Get("tokens"), func(r rune) bool { return r == ',' || r == ' ' }) {
+			v, err := strconv.ParseUint(f, 10, 32)
+			if err != nil {
+				return nil, openai.BadRequest("tokens", "tokens must be comma-separated token ids")
+			}
+			tokens = append(tokens, uint32(v))
+		}
+	case q.Has("prompt"):
+		if rt.cfg.Tokenizer == nil {
+			return nil, openai.BadRequest("prompt", "no tokenizer configured (--model-path); pass ?tokens= instead")
+		}
+		var err error
+		if tokens, err = rt.cfg.Tokenizer.Encode(nil, q.Get("prompt"), true); err != nil {
+			return nil, openai.BadRequest("prompt", "prompt could not be tokenized: "+err.Error())
+		}
+	default:
+		return nil, openai.BadRequest("prompt", "pass ?prompt=text or ?tokens=1,2,3")
+	}
+	if len(tokens) == 0 {
+		return nil, openai.BadRequest("prompt", "prompt must not be empty")
+	}
+	return tokens, nil
 }
 
 func (rt *Router) explainWorker(m *member, eligible bool, sc indexer.Score, c policy.Candidate) workerExplain {

@@ -426,17 +426,30 @@ func (c *Core) ResetPrefixCache() bool {
 // Schedule plans the next step at simulated time now and returns its duration; ok is false
 // when there is nothing to run. Every Schedule that returns ok must be followed by Finish.
 func (c *Core) Schedule(now time.Duration) (d time.Duration, ok bool) {
-	_ = now
-	bs := c.cfg.BlockSize
 	budget := c.cfg.MaxBatchedTokens
 	c.scheduled = c.scheduled[:0]
-	prefill, preempted := 0, false
+	prefill, preempted := c.scheduleRunning(&budget)
+	if !preempted { // a step that had to preempt admits nothing
+		prefill += c.admitWaiting(now, &budget)
+	}
+	c.drainEvicted()
+	if len(c.scheduled) == 0 {
+		return 0, false
+	}
+	c.inStep = true
+	c.stats.Steps++
+	d = c.cfg.StepOverhead + time.Duration(prefill)*c.cfg.PrefillPerToken + time.Duration(len(c.scheduled))*c.cfg.DecodePerSeq
+	return d, true
+}
 
-	// Running requests first, in admission order; allocation failures preempt from the back
-	// (vLLM's recompute preemption), possibly the request itself.
-	for i := 0; i < len(c.running) && budget > 0; i++ {
+// scheduleRunning schedules the running requests first, in admission order, within budget;
+// allocation failures preempt from the back (vLLM's recompute preemption), possibly the request
+// itself. It returns the prefill tokens scheduled and whether anything was preempted.
+func (c *Core) scheduleRunning(budget *int) (prefill int, preempted bool) {
+	bs := c.cfg.BlockSize
+	for i := 0; i < len(c.running) && *budget > 0; i++ {
 		r := c.running[i]
-		n := min(len(r.tokens)-r.numComputed, budget)
+		n := min(len(r.tokens)-r.numComputed, *budget)
 		self := false
 		for {
 			want := ceilDiv(r.numComputed+n, bs) - len(r.blocks)
@@ -460,15 +473,20 @@ func (c *Core) Schedule(now time.Duration) (d time.Duration, ok bool) {
 			break
 		}
 		r.numNew = n
-		budget -= n
+		*budget -= n
 		if !(n == 1 && r.numOutput > 0 && r.numComputed == len(r.tokens)-1) {
 			prefill += n
 		}
 		c.scheduled = append(c.scheduled, r)
 	}
+	return prefill, preempted
+}
 
-	// Then admit waiting requests while there is room, unless this step had to preempt.
-	for !preempted && len(c.waiting) > 0 && len(c.running) < c.cfg.MaxRunning && budget > 0 {
+// admitWaiting admits waiting requests that have arrived by now while there is room and
+// budget, crediting their cached prefix; it returns the prefill tokens scheduled.
+func (c *Core) admitWaiting(now time.Duration, budget *int) (prefill int) {
+	bs := c.cfg.BlockSize
+	for len(c.waiting) > 0 && len(c.running) < c.cfg.MaxRunning && *budget > 0 {
 		r := c.waiting[0]
 		if r.Arrival > now {
 			break // not arrived yet at the scheduler's time (arrivals are queued in order)
@@ -476,7 +494,7 @@ func (c *Core) Schedule(now time.Duration) (d time.Duration, ok bool) {
 		maxHit := min((len(r.tokens)-1)/bs, len(r.hashes))
 		hit := c.cache.Match(r.hashes[:maxHit])
 		cached := hit * bs
-		n := min(len(r.tokens)-cached, budget)
+		n := min(len(r.tokens)-cached, *budget)
 		fresh := ceilDiv(cached+n, bs) - hit
 		var ok bool
 		if r.blocks, ok = c.cache.Acquire(r.blocks[:0], r.hashes[:hit], fresh); !ok {
@@ -494,18 +512,11 @@ func (c *Core) Schedule(now time.Duration) (d time.Duration, ok bool) {
 		}
 		c.running = append(c.running, r)
 		r.numNew = n
-		budget -= n
+		*budget -= n
 		prefill += n
 		c.scheduled = append(c.scheduled, r)
 	}
-	c.drainEvicted()
-	if len(c.scheduled) == 0 {
-		return 0, false
-	}
-	c.inStep = true
-	c.stats.Steps++
-	d = c.cfg.StepOverhead + time.Duration(prefill)*c.cfg.PrefillPerToken + time.Duration(len(c.scheduled))*c.cfg.DecodePerSeq
-	return d, true
+	return prefill
 }
 
 // Finish completes the step planned by the last Schedule at simulated time now. It returns

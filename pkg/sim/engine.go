@@ -343,37 +343,43 @@ func (e *Engine) Run(ctx context.Context) error {
 
 		e.mu.Lock()
 		e.v = v + d
-		end := e.v
-		updated := e.core.Finish(end)
-		e.deliveries = e.deliveries[:0]
-		for _, r := range updated {
-			dl := delivery{s: r.stream, tok: r.tokens[len(r.tokens)-1], hasTok: true, finish: r.FinishReason,
-				cached: r.CachedTokens, first: r.numOutput == 1, prompt: len(r.Prompt), numOutputs: r.numOutput}
-			if dl.first {
-				dl.ttft = r.FirstToken - r.Arrival
-			}
-			if dl.finish != "" {
-				dl.e2e = r.Done - r.Arrival
-			}
-			e.deliveries = append(e.deliveries, dl)
-		}
-		ev := e.core.TakeEvents()
-		st := e.core.Stats()
-		delta := Stats{
-			PrefixQueries:    st.PrefixQueries - e.last.PrefixQueries,
-			PrefixHits:       st.PrefixHits - e.last.PrefixHits,
-			PromptTokens:     st.PromptTokens - e.last.PromptTokens,
-			GenerationTokens: st.GenerationTokens - e.last.GenerationTokens,
-			Preemptions:      st.Preemptions - e.last.Preemptions,
-			Steps:            st.Steps - e.last.Steps,
-		}
-		e.last = st
-		e.refreshLocked()
+		delta, ev := e.finishStepLocked(e.v)
 		e.mu.Unlock()
 
 		e.deliver(delta)
 		e.publish(ev)
 	}
+}
+
+// finishStepLocked ends the step at simulated time end: it queues the step's token deliveries
+// and returns the step's statistics and KV events for delivery outside the lock.
+func (e *Engine) finishStepLocked(end time.Duration) (Stats, *StepEvents) {
+	updated := e.core.Finish(end)
+	e.deliveries = e.deliveries[:0]
+	for _, r := range updated {
+		dl := delivery{s: r.stream, tok: r.tokens[len(r.tokens)-1], hasTok: true, finish: r.FinishReason,
+			cached: r.CachedTokens, first: r.numOutput == 1, prompt: len(r.Prompt), numOutputs: r.numOutput}
+		if dl.first {
+			dl.ttft = r.FirstToken - r.Arrival
+		}
+		if dl.finish != "" {
+			dl.e2e = r.Done - r.Arrival
+		}
+		e.deliveries = append(e.deliveries, dl)
+	}
+	ev := e.core.TakeEvents()
+	st := e.core.Stats()
+	delta := Stats{
+		PrefixQueries:    st.PrefixQueries - e.last.PrefixQueries,
+		PrefixHits:       st.PrefixHits - e.last.PrefixHits,
+		PromptTokens:     st.PromptTokens - e.last.PromptTokens,
+		GenerationTokens: st.GenerationTokens - e.last.GenerationTokens,
+		Preemptions:      st.Preemptions - e.last.Preemptions,
+		Steps:            st.Steps - e.last.Steps,
+	}
+	e.last = st
+	e.refreshLocked()
+	return delta, ev
 }
 
 func (e *Engine) deliver(delta Stats) {

@@ -167,16 +167,16 @@ func (s *GRPCServer) healthy() bool {
 	return true
 }
 
-// generate runs g on one rank and calls emit for every chunk (streaming) and every sample's
-// end. It aborts the engine requests when ctx ends or emit fails.
-func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) error) error {
+// admit checks a request against the engine (the rank it names, else one picked) and returns
+// that engine and the request's max_tokens (default: what is left of the model length).
+func (s *GRPCServer) admit(g genReq) (*Engine, int, error) {
 	if len(g.ids) == 0 {
-		return status.Error(codes.InvalidArgument, "input_ids must not be empty")
+		return nil, 0, status.Error(codes.InvalidArgument, "input_ids must not be empty")
 	}
 	eng := s.ranks.Pick()
 	if g.rank != nil {
 		if *g.rank < 0 || int(*g.rank) >= len(s.ranks) {
-			return status.Errorf(codes.InvalidArgument, "data_parallel_rank %d out of range [0, %d)", *g.rank, len(s.ranks))
+			return nil, 0, status.Errorf(codes.InvalidArgument, "data_parallel_rank %d out of range [0, %d)", *g.rank, len(s.ranks))
 		}
 		eng = s.ranks[*g.rank]
 	}
@@ -188,8 +188,18 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 	vocab := uint32(cfg.VocabSize)
 	for _, id := range g.ids {
 		if id >= vocab {
-			return status.Errorf(codes.InvalidArgument, "token id %d is out of vocabulary", id)
+			return nil, 0, status.Errorf(codes.InvalidArgument, "token id %d is out of vocabulary", id)
 		}
+	}
+	return eng, maxTokens, nil
+}
+
+// generate runs g on one rank and calls emit for every chunk (streaming) and every sample's
+// end. It aborts the engine requests when ctx ends or emit fails.
+func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) error) error {
+	eng, maxTokens, err := s.admit(g)
+	if err != nil {
+		return err
 	}
 	n := max(g.n, 1)
 	ready := make(chan struct{}, 1)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
@@ -604,7 +605,7 @@ func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, i
 			out = append(out, `","object":"text_completion","created":`...)
 			out = append(out, created...)
 			out = append(out, `,"model":`...)
-			out = appendJSONString(out, s.cfg.Model)
+			out = openai.AppendString(out, s.cfg.Model)
 			u, _ := json.Marshal(usageOf(p, choices))
 			out = append(out, `,"choices":[],"usage":`...)
 			out = append(out, u...)
@@ -639,14 +640,14 @@ func (s *Server) appendChunk(b []byte, id, created string, c *choice, text []byt
 	b = append(b, `","object":"text_completion","created":`...)
 	b = append(b, created...)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, s.cfg.Model)
+	b = openai.AppendString(b, s.cfg.Model)
 	b = append(b, `,"choices":[{"index":`...)
 	b = strconv.AppendInt(b, int64(c.index), 10)
 	b = append(b, `,"text":`...)
-	b = appendJSONString(b, string(text))
+	b = openai.AppendString(b, string(text))
 	b = append(b, `,"logprobs":null,"finish_reason":`...)
 	if c.finish != "" {
-		b = appendJSONString(b, c.finish)
+		b = openai.AppendString(b, c.finish)
 	} else {
 		b = append(b, "null"...)
 	}

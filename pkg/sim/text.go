@@ -2,7 +2,6 @@ package sim
 
 import (
 	"strconv"
-	"unicode/utf8"
 )
 
 // TextCodec turns prompt text into token ids and output ids back into text. cmd/simworker
@@ -39,51 +38,6 @@ func (d *wordDetok) Add(ids []uint32) string {
 		d.buf = append(d.buf, fallbackWords[id%uint32(len(fallbackWords))]...)
 	}
 	return string(d.buf)
-}
-
-// appendJSONString appends s as a JSON string literal; invalid UTF-8 becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"':
-				b = append(b, '\\', '"')
-			case '\\':
-				b = append(b, '\\', '\\')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 func appendUint32s(b []byte, ids []uint32) []byte {

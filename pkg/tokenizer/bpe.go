@@ -120,7 +120,8 @@ func (t *Tokenizer) mergeSymbols(st *encState, ids []uint32, out []uint32) []uin
 }
 
 // bpeHeap is Word::merge_all of tokenizers: a min-heap of (rank, position) over a linked list of
-// symbols, skipping stale entries. O(n log n) for very long words (a 10 MB run of letters).
+// symbols, skipping stale entries. O(n log n) for very long words (a 10 MB run of letters). It
+// stays one function, heap included, so the hot loop keeps its state in registers.
 func (t *Tokenizer) bpeHeap(st *encState, out []uint32) []uint32 {
 	ids := st.ids
 	n := len(ids)

@@ -261,6 +261,36 @@ func parseTokenizerJSON(data []byte) (*fileJSON, *modelJSON, error) {
 	return &f, m, nil
 }
 
+// merges reads the model's merges: "a b" strings (older files) or ["a", "b"] pairs.
+func (s *jscan) merges(m *modelJSON) error {
+	return s.array(func() error {
+		if s.peek() == '"' { // "a b"
+			line, err := s.str()
+			if err != nil {
+				return err
+			}
+			m.mergeLines = append(m.mergeLines, line)
+			return nil
+		}
+		var pair [2]string
+		n := 0
+		err := s.array(func() error {
+			if n == 2 {
+				return s.errorf("merge with more than two tokens")
+			}
+			var err error
+			pair[n], err = s.str()
+			n++
+			return err
+		})
+		if err == nil && n != 2 {
+			err = s.errorf("merge with %d tokens", n)
+		}
+		m.mergePairs = append(m.mergePairs, pair)
+		return err
+	})
+}
+
 func (s *jscan) model() (*modelJSON, error) {
 	m := &modelJSON{}
 	err := s.object(func(key string) error {
@@ -283,32 +313,7 @@ func (s *jscan) model() (*modelJSON, error) {
 			})
 		case "merges":
 			m.hasMerges = true
-			return s.array(func() error {
-				if s.peek() == '"' { // "a b"
-					line, err := s.str()
-					if err != nil {
-						return err
-					}
-					m.mergeLines = append(m.mergeLines, line)
-					return nil
-				}
-				var pair [2]string
-				n := 0
-				err := s.array(func() error {
-					if n == 2 {
-						return s.errorf("merge with more than two tokens")
-					}
-					var err error
-					pair[n], err = s.str()
-					n++
-					return err
-				})
-				if err == nil && n != 2 {
-					err = s.errorf("merge with %d tokens", n)
-				}
-				m.mergePairs = append(m.mergePairs, pair)
-				return err
-			})
+			return s.merges(m)
 		}
 		span, err := s.skip()
 		if err != nil {

@@ -294,6 +294,11 @@ func (t *Tokenizer) loadModel(m *modelJSON) error {
 			t.byteID[b] = int32(id)
 		}
 	}
+	return t.loadMerges(m)
+}
+
+// loadMerges builds the merge table from the model's merges, in rank order.
+func (t *Tokenizer) loadMerges(m *modelJSON) error {
 	// Merges: either ["a b", ...] (older files) or [["a", "b"], ...].
 	if len(m.mergePairs) > 0 && len(m.mergeLines) > 0 {
 		return fmt.Errorf("%w: merges mix the \"a b\" and [\"a\", \"b\"] forms", ErrMalformed)

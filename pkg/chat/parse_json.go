@@ -145,6 +145,7 @@ func (m *jsonMachine) feed(b []byte) (int, jevent) {
 		m.termEnd = false
 		ev, ok := m.step(c)
 		if !ok {
+			m.flushToken()
 			return i, jErr
 		}
 		if m.unread {
@@ -839,4 +840,33 @@ func appendPyFloat(b []byte, f float64) []byte {
 		b = append(b, digits[decpt:nd]...)
 	}
 	return b
+}
+
+// flushToken writes the raw text of a token an error cut short (a number, a literal, an
+// escape), so that arguments that go on raw after the error lose nothing.
+func (m *jsonMachine) flushToken() {
+	if !m.emitting || m.raw {
+		return
+	}
+	switch m.st {
+	case jNum:
+		m.out = append(m.out, m.num...)
+	case jLit:
+		m.out = append(m.out, m.lit[:m.litPos]...)
+	case jStr, jStrEsc, jStrU:
+		if m.strRole&strEmit == 0 {
+			return
+		}
+		m.flushHi()
+		m.flushUTF()
+		switch m.st {
+		case jStrEsc:
+			m.out = append(m.out, '\\')
+		case jStrU:
+			m.out = append(m.out, '\\', 'u')
+			for k := m.uN - 1; k >= 0; k-- {
+				m.out = append(m.out, hexDigits[m.uVal>>(4*k)&15])
+			}
+		}
+	}
 }

@@ -217,6 +217,7 @@ func (c *callDriver) endEnvelope(e *emitter) bool {
 func (c *callDriver) nextEnvelope() {
 	c.committed = false
 	c.region = c.region[:0]
+	c.m.resetEnvelope()
 }
 
 // fail turns an uncommitted call's text into content.

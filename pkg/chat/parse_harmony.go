@@ -118,6 +118,7 @@ func (h *harmonyStage) stepHeader(e *emitter, b []byte, eof bool) int {
 		if j < 0 {
 			j = len(b)
 		}
+		j = min(j, h.limit+1-len(h.header)) // the header overflows on the same byte however split
 		h.header = append(h.header, b[:j]...)
 		if len(h.header) > h.limit {
 			h.flushHeader(e)

@@ -167,14 +167,26 @@ func (c *callDriver) begin(marker string) {
 	c.region = append(c.region[:0], marker...)
 }
 
-// feed gives b to the machine and returns how much it consumed and why it stopped.
+// feed gives b to the machine and returns how much it consumed and why it stopped. Before the
+// commit it goes one byte at a time, so that the commit and the limit fall on the same byte
+// however the text was split.
 func (c *callDriver) feed(e *emitter, b []byte) (int, jevent) {
-	n, ev := c.m.feed(b)
-	if !c.committed {
-		c.region = append(c.region, b[:n]...)
+	done := 0
+	for !c.committed && done < len(b) {
+		n, ev := c.m.feed(b[done : done+1])
+		c.region = append(c.region, b[done:done+n]...)
+		done += n
+		c.sync(e)
+		if ev != jMore || c.overLimit(c.m.limit) {
+			return done, ev
+		}
 	}
+	if done == len(b) {
+		return done, jMore
+	}
+	n, ev := c.m.feed(b[done:])
 	c.sync(e)
-	return n, ev
+	return done + n, ev
 }
 
 func (c *callDriver) sync(e *emitter) {

@@ -23,8 +23,10 @@
 // state machine over a small input buffer. A stage consumes what it can decide and keeps only
 // an undecided tail: a trailing prefix of one of its markers, a JSON token in flight (a number,
 // an escape) or the not-yet-committed start of a tool call. That tail is bounded by the longest
-// marker plus MaxCallBytes (default 1 MiB); a call whose header grows past the bound is given
-// up and becomes content, arguments past it are passed on verbatim.
+// marker plus three times MaxCallBytes (default 1 MiB: the call's raw text, and at most as much
+// again of its decoded name and of arguments that came before the name); a call that is not
+// committed within MaxCallBytes is given up and becomes content. Committed arguments are passed
+// on as they arrive, however long.
 //
 // Tool-call arguments of the JSON formats (hermes, llama3_json, mistral's JSON-array form,
 // openai/Harmony, tool_choice "required") are re-formatted while they stream into exactly the
@@ -261,7 +263,7 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 // split of the same text.
 func (p *Parsers) Parse(req RequestInfo, text string) Message {
 	s := p.NewStream(req)
-	var acc Accumulator
+	var acc accumulator
 	acc.Add(s.Feed(text))
 	acc.Add(s.Finish())
 	return acc.Message(s)
@@ -328,9 +330,6 @@ func (s *Stream) content(b []byte) {
 	}
 }
 
-// ToolCalled reports whether the stream has produced at least one tool call.
-func (s *Stream) ToolCalled() bool { return s.out.ncalls > 0 }
-
 // FinishReason maps the engine's finish reason ("stop", "length", ...; "" counts as "stop") to
 // the one to send: "tool_calls" when at least one call was made for tool_choice auto or
 // required and the engine stopped normally, as vLLM's streaming path does (a named tool choice
@@ -364,9 +363,9 @@ func (s *Stream) held() int {
 	return n
 }
 
-// Accumulator builds a Message from the deltas of one Stream, as a client concatenates them.
-// The zero value is ready to use.
-type Accumulator struct {
+// accumulator builds a Message from the deltas of one Stream, as a client concatenates them
+// (Parse is built on it, and the tests compare streams with it). The zero value is ready.
+type accumulator struct {
 	reasoning, content strings.Builder
 	hasR, hasC         bool
 	calls              []ToolCall
@@ -374,7 +373,7 @@ type Accumulator struct {
 }
 
 // Add appends one delta.
-func (a *Accumulator) Add(d Delta) {
+func (a *accumulator) Add(d Delta) {
 	if d.Reasoning != "" {
 		a.reasoning.WriteString(d.Reasoning)
 		a.hasR = true
@@ -401,7 +400,7 @@ func (a *Accumulator) Add(d Delta) {
 
 // Message returns the accumulated message. s (may be nil) supplies the request-level rule that
 // a named or required tool_choice answers content "" rather than null, as vLLM does.
-func (a *Accumulator) Message(s *Stream) Message {
+func (a *accumulator) Message(s *Stream) Message {
 	var m Message
 	if a.hasR {
 		r := a.reasoning.String()

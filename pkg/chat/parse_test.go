@@ -98,7 +98,7 @@ func toGolden(m Message) goldenMessage {
 // reason, and the largest number of bytes the stream held after a Feed.
 func streamParts(p *Parsers, req RequestInfo, parts []string) (Message, string, int) {
 	s := p.NewStream(req)
-	var acc Accumulator
+	var acc accumulator
 	maxHeld := 0
 	for _, part := range parts {
 		acc.Add(s.Feed(part))
@@ -334,7 +334,7 @@ func TestMultipleChoicesAreIndependent(t *testing.T) {
 	p := newTestParsers(t, ReasoningQwen3, ToolHermes)
 	req := RequestInfo{ToolsGiven: true}
 	a, b := p.NewStream(req), p.NewStream(req)
-	var accA, accB Accumulator
+	var accA, accB accumulator
 	accA.Add(a.Feed("think</think><tool_call>{\"name\": \"f\", \"argu"))
 	accB.Add(b.Feed("other</think>plain "))
 	accA.Add(a.Feed("ments\": {}}</tool_call>"))
@@ -347,5 +347,50 @@ func TestMultipleChoicesAreIndependent(t *testing.T) {
 	}
 	if a.FinishReason("stop") != "tool_calls" || b.FinishReason("stop") != "stop" || a.FinishReason("length") != "length" {
 		t.Errorf("finish reasons %q %q %q, want tool_calls stop length", a.FinishReason("stop"), b.FinishReason("stop"), a.FinishReason("length"))
+	}
+}
+
+// TestBoundedHolding streams long outputs in 1 KiB pieces and checks how much a stream holds:
+// plain text, reasoning and committed arguments are passed on as they come; an uncommitted
+// call is held only up to MaxCallBytes, then becomes content.
+func TestBoundedHolding(t *testing.T) {
+	const limit = 16 << 10
+	const piece = 1 << 10
+	long := strings.Repeat("abc <tool_cal x ", 1<<14) // 256 KiB with near-markers
+	tests := []struct {
+		name, reasoning, tool string
+		req                   RequestInfo
+		text                  string
+		bound                 int
+		wantCalls             int
+	}{
+		{"content", "", ToolHermes, toolsReq, long, 64, 0},
+		{"reasoning", ReasoningQwen3, "", RequestInfo{}, long + "</think>" + long, 64, 0},
+		{"committed arguments", "", ToolHermes, toolsReq,
+			`<tool_call>{"name": "f", "arguments": {"s": "` + strings.Repeat("x\\u00e9", 1<<16) + `"}}</tool_call>`, 64, 1},
+		{"name that never ends", "", ToolHermes, toolsReq, `<tool_call>{"name": "` + strings.Repeat("n", 4*limit), 2*limit + 2*piece, 0},
+		{"arguments before the name", "", ToolHermes, toolsReq,
+			`<tool_call>{"arguments": [` + strings.Repeat("1, ", 2*limit) + `1], "name": "f"}</tool_call>`, 2*limit + 2*piece, 0},
+		{"llama arguments", "", ToolLlama3JSON, toolsReq, `{"name": "f", "parameters": [` + strings.Repeat("1.50, ", 1<<15) + `2]}`, 64, 1},
+		{"harmony", ReasoningGptOss, ToolOpenAI, toolsReq, "<|channel|>analysis<|message|>" + long + "<|end|>", 64, 0},
+		{"deepseek name", "", ToolDeepSeekV3, toolsReq, dsCallsBegin + dsCallBegin + "function" + dsSep + strings.Repeat("n", 4*limit), 2*limit + 2*piece, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newTestParsers(t, tt.reasoning, tt.tool, WithMaxCallBytes(limit))
+			var parts []string
+			for s := tt.text; len(s) > 0; {
+				n := min(piece, len(s))
+				parts = append(parts, s[:n])
+				s = s[n:]
+			}
+			m, _, held := streamParts(p, tt.req, parts)
+			if held > tt.bound {
+				t.Errorf("held %d bytes, want at most %d", held, tt.bound)
+			}
+			if len(m.ToolCalls) != tt.wantCalls {
+				t.Errorf("got %d calls, want %d", len(m.ToolCalls), tt.wantCalls)
+			}
+		})
 	}
 }

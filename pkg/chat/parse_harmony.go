@@ -77,16 +77,17 @@ func (h *harmonyStage) run(e *emitter, text string, eof bool) {
 	h.buf = append(h.buf, text...)
 	b := h.buf
 	for len(b) > 0 {
+		st := h.st
 		var n int
-		if h.st == hsHeader {
+		if st == hsHeader {
 			n = h.stepHeader(e, b, eof)
 		} else {
 			n = h.stepBody(e, b, eof)
 		}
-		if n == 0 {
-			break
-		}
 		b = b[n:]
+		if n == 0 && st == h.st {
+			break // needs more input
+		}
 	}
 	k := copy(h.buf, b)
 	h.buf = h.buf[:k]

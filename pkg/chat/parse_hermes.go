@@ -61,7 +61,9 @@ func (t *toolStage) stepHermes(e *emitter, b []byte, eof bool) int {
 		}
 		switch markerAt(b, toolCallClose) {
 		case fullMatch:
-			if t.call.committed || t.call.m.end() && t.call.endEnvelope(e) {
+			if t.call.committed {
+				t.call.m.end() // a number cut short by the marker is still sent
+				t.call.sync(e)
 				t.st = hAfter
 				return len(toolCallClose)
 			}

@@ -89,6 +89,8 @@ hermes = {"reasoning": "qwen3", "tool": "hermes", "cases": [
     case("error inside arguments: rest of the call raw",
          '<tool_call>{"name": "f", "arguments": {"a": 1,}}\n</tool_call>', calls=[("f", '{"a": 1, }}\n')],
          finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
+    case("number cut short by the end marker", '<tool_call>{"name": "f", "arguments": [1, 2.50</tool_call>',
+         calls=[("f", "[1, 2.5")], finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
     case("missing outer brace keeps the call",
          '<tool_call>\n{"name": "f", "arguments": {"a": 1}\n</tool_call>', calls=[("f", '{"a": 1}')],
          finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
@@ -222,6 +224,10 @@ harmony = {"reasoning": "openai_gptoss", "tool": "openai", "cases": [
     case("function call without tools dropped", CH + "commentary to=functions.f" + MS + '{"a":1}' + CA + ST
          + "assistant" + CH + "final" + MS + "ok" + RE, content="ok"),
     case("plain text is content", "Just text.", content="Just text."),
+    case("a header inside a body ends the message", CH + "analysis" + MS + "think" + ST + "assistant" + CH + "final"
+         + MS + "answer" + RE, reasoning="think", content="answer"),
+    case("number cut short by the call marker", CH + "commentary to=functions.f" + MS + "42" + CA,
+         calls=[("f", "42")], finish="tool_calls", req=TOOLS),
 ]}
 
 # ---------------------------------------------------------------- tool_choice named / required (hermes parser)

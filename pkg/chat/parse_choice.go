@@ -15,16 +15,8 @@ const (
 
 func (t *toolStage) stepNamed(e *emitter, b []byte, eof bool) int {
 	if t.st == nWait {
-		n := skipSpace(b)
-		if n == len(b) {
-			if len(t.region)+n > t.limit {
-				t.call.idx = e.startCall(t.named)
-				e.addArgs(t.call.idx, t.region)
-				t.region = t.region[:0]
-				t.st = nArgs
-			} else {
-				t.region = append(t.region, b...)
-			}
+		if n := skipSpace(b); n == len(b) && len(t.region)+n <= t.limit {
+			t.region = append(t.region, b...)
 			return n
 		}
 		t.call.idx = e.startCall(t.named)

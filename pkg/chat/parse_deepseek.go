@@ -35,6 +35,10 @@ const (
 	dAfter
 )
 
+// capRegion limits a run of j header bytes so that the header overflows MaxCallBytes on the same
+// byte however the text was split; 0 means it is full.
+func (t *toolStage) capRegion(j int) int { return max(0, min(j, t.limit-len(t.region))) }
+
 func (t *toolStage) dsFail(e *emitter) int {
 	e.addContent(t.region)
 	t.region, t.name, t.typ = t.region[:0], t.name[:0], t.typ[:0]
@@ -90,7 +94,8 @@ func (t *toolStage) stepDeepSeek(e *emitter, b []byte, eof bool) int {
 			if j < 0 {
 				j = len(b)
 			}
-			if len(t.region)+j > t.limit {
+			j = t.capRegion(j)
+			if j == 0 {
 				return t.dsFail(e)
 			}
 			t.region = append(t.region, b[:j]...)
@@ -119,12 +124,12 @@ func (t *toolStage) stepDeepSeek(e *emitter, b []byte, eof bool) int {
 		if j < 0 {
 			j = len(b)
 		}
-		if len(t.region)+j > t.limit {
+		if j = t.capRegion(j); j == 0 && b[0] != '\n' {
 			return t.dsFail(e)
 		}
 		t.region = append(t.region, b[:j]...)
 		t.name = append(t.name, b[:j]...)
-		if j < len(b) {
+		if j < len(b) && b[j] == '\n' {
 			t.region = append(t.region, '\n')
 			t.st = dFence
 			return j + 1

@@ -256,6 +256,12 @@ func FuzzJSONCanon(f *testing.F) {
 			var out []byte
 			done := false
 			for _, part := range fuzzSplit(text, seed) {
+				if done {
+					if strings.TrimLeft(part, " \t\r\n") != "" {
+						t.Fatalf("done before the end of %q", text)
+					}
+					continue
+				}
 				n, ev := m.feed([]byte(part))
 				out = append(out, m.out...)
 				m.out = m.out[:0]

@@ -136,6 +136,9 @@ func (h *harmonyStage) stepHeader(e *emitter, b []byte, eof bool) int {
 		}
 	}
 	h.header = append(h.header, '<')
+	if len(h.header) > h.limit {
+		h.flushHeader(e)
+	}
 	return 1
 }
 

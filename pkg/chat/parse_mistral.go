@@ -87,7 +87,7 @@ func (t *toolStage) stepMistral(e *emitter, b []byte, eof bool) int {
 			if j < 0 {
 				j = len(b)
 			}
-			if len(t.region)+j > t.limit {
+			if j = t.capRegion(j); j == 0 {
 				e.addContent(t.region)
 				t.region, t.name = t.region[:0], t.name[:0]
 				t.st = mText

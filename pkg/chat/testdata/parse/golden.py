@@ -114,6 +114,11 @@ hermes = {"reasoning": "qwen3", "tool": "hermes", "cases": [
          "reasoning<tool_call>\n<function=f>\n</function>\n</tool_call>",
          reasoning="reasoning", content="<tool_call>\n<function=f>\n</function>\n</tool_call>", req=TOOLS,
          note="qwen3_reasoning_parser: <tool_call> + <function= ends reasoning; hermes cannot parse XML, so content"),
+    case("second call broken: first kept, second content",
+         '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": b}</tool_call>',
+         content='<tool_call>{"name": b}</tool_call>', calls=[("a", "{}")], finish="tool_calls",
+         req={"tools": True, "reasoning_ended": True},
+         note="deviation: vLLM non-streaming makes the whole output content when any call fails"),
     case("non-ASCII in arguments stays raw", '<tool_call>{"name": "f", "arguments": {"c": "' + U + '\\u00e9"}}</tool_call>',
          calls=[("f", '{"c": "' + U + U + '"}')], finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
 ]}
@@ -141,6 +146,7 @@ llama = {"reasoning": "", "tool": "llama3_json", "cases": [
          calls=[("f", '{"q": [1, 2')], finish="tool_calls", req=TOOLS),
     case("text after the call is content", '{"name": "f", "parameters": {}}\nHope that helps.',
          content="Hope that helps.", calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("python_tag then prose is content", "<|python_tag|>print(1)", content="<|python_tag|>print(1)", req=TOOLS),
     case("broken JSON before commit is content", '{"name": "f", parameters: {}}',
          content='{"name": "f", parameters: {}}', req=TOOLS),
 ]}
@@ -156,6 +162,7 @@ def dscall(name, args, typ="function"):
 deepseek = {"reasoning": "deepseek_r1", "tool": "deepseek_v3", "cases": [
     case("R1 reasoning then answer", "Let me see.\n</think>\n\nThe answer is 4.",
          reasoning="Let me see.\n", content="\n\nThe answer is 4."),
+    case("R1 output that repeats <think>", "<think>\nabc</think>x", reasoning="\nabc", content="x"),
     case("R1 reasoning, two calls",
          "Need tools.</think>Checking." + B + dscall("get_weather", '{"location": "Tokyo"}') + "\n"
          + dscall("get_time", '{"tz":"JST"}') + E,
@@ -193,6 +200,8 @@ mistral = {"reasoning": "", "tool": "mistral", "cases": [
          calls=[("add", '{"a":1}'), ("sub", '{"x": 1.50}')], finish="tool_calls", req=TOOLS),
     case("v11 malformed arguments stay a call", '[TOOL_CALLS]f{"a": ', calls=[("f", '{"a": ')],
          finish="tool_calls", req=TOOLS),
+    case("pre-v11 array keeps non-ASCII raw", '[TOOL_CALLS][{"name": "f", "arguments": {"v": "\\u00e9t' + U + '"}}]',
+         calls=[("f", '{"v": "' + U + 't' + U + '"}')], finish="tool_calls", req=TOOLS),
     case("name without arguments is content", "[TOOL_CALLS]lonely", content="[TOOL_CALLS]lonely", req=TOOLS),
     case("array with a non-object is content", '[TOOL_CALLS][1, 2]', content="[TOOL_CALLS][1, 2]", req=TOOLS),
 ]}
@@ -215,6 +224,10 @@ harmony = {"reasoning": "openai_gptoss", "tool": "openai", "cases": [
     case("two analysis messages joined", CH + "analysis" + MS + "a" + EN + ST + "assistant" + CH + "analysis" + MS
          + "b" + EN + ST + "assistant" + CH + "final" + MS + "c" + RE, reasoning="a\nb", content="c"),
     case("truncated final", CH + "final" + MS + "Partial ans", content="Partial ans"),
+    case("truncated analysis", CH + "analysis" + MS + "Still thinking", reasoning="Still thinking"),
+    case("truncated call keeps what was sent", CH + "commentary to=functions.f " + CO + "json" + MS + '{"a": [1, 2',
+         calls=[("f", '{"a": [1, 2')], finish="tool_calls", req=TOOLS,
+         note="deviation: vLLM lists only completed Harmony calls"),
     case("invalid JSON arguments kept raw", CH + "commentary to=functions.f" + MS + "not json" + CA,
          calls=[("f", "not json")], finish="tool_calls", req=TOOLS),
     case("non-JSON content type is raw", CH + "commentary to=functions.f " + CO + "text" + MS + '{"a":1}' + CA,

@@ -1,25 +1,22 @@
-// Package router is the gateway itself: the OpenAI-compatible HTTP API (POST /v1/completions,
-// GET /v1/models), health and readiness, the admin API (/workers) and /debug/route, the worker
-// registry with health checks and engine-load scrapes, the routing decision, and the two worker
-// clients.
+// Package router is the gateway itself: the HTTP server and its routes, the fleet, the routing
+// decision, retries, the admin and debug API and the metrics. The wire format lives in
+// pkg/openai, the upstream clients in pkg/engine, the index lookup in pkg/indexer, the choice in
+// pkg/policy and the event sources in pkg/kvbridge; the router wires them together.
 //
-// Routing (DESIGN.md §4–§5): a request's prompt is tokenized (or taken as token ids), cut into
-// block keys per worker block size, and each healthy candidate is scored: workers with a
-// KV-event stream from the exact event index (max over DP ranks) overlaid with the pending
-// blocks of requests just routed there; workers without one (no kv_events, gRPC UNIMPLEMENTED,
-// or --kv-index off) from the approximate token tree. Scores share one scale (blocks of the
-// default size), so a mixed fleet is compared fairly. The Policy picks; the decision is
-// recorded in the pending overlay or the tree, counted by reason, and shown in the
-// X-Kvgate-Worker and X-Kvgate-Matched-Blocks response headers.
+// A request, file by file: server.go routes it and counts it; completions.go reads and parses
+// the body (openai.ParseCompletion) and tokenizes text prompts; route.go picks the worker
+// (eligible workers → indexer.Lookup scores them from the event index, pending overlay or tree →
+// policy.Take picks and takes the worker's load) and commit records the decision in the pending
+// overlay or the tree; completions.go's send calls the worker's engine.Generate, and relay.go
+// copies the response to the client through one write loop (SSE error events via pkg/openai).
+// A failure before the first byte is retried once on the next-best worker.
 //
-// Worker clients: http:// workers get the client's body proxied (model renamed to the
-// worker's own name; token ids as the prompt with ForwardTokenIDs) and their answer streamed
-// back with a flush per read for SSE. grpc:// workers (SMG engine servicers: vLLM, SGLang,
-// TokenSpeed) get Generate with token ids; their output is detokenized incrementally into
-// OpenAI chunks, and a dropped client sends Abort. A failure before the first byte is retried
-// once on the next-best worker; after it, an SSE stream ends with one OpenAI error event.
+// The fleet (fleet.go, member.go): AddWorker builds a member (engine client, index IDs, one per
+// DP rank); Run starts each member's health loop (health.go: health checks, model discovery,
+// engine-load scrapes) and its event source (events.go: kvbridge.NewSource, or the --kv-listen
+// collector by topic). The fleet is an immutable snapshot read without locks; changes build a
+// new one. RemoveWorker stops the member, waits for the collector and drops its blocks.
 //
-// Lifecycle: New validates a Config and starts nothing; AddWorker/RemoveWorker change the
-// fleet (an immutable snapshot read without locks); Run owns every background goroutine
-// (health loops, event sources, the --kv-listen collector) and returns when they have exited.
+// Lifecycle: New validates a Config and starts nothing; Run owns every background goroutine and
+// returns when they have exited.
 package router

@@ -1,0 +1,128 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// workerView is one entry of GET /workers.
+type workerView struct {
+	worker.Spec
+	Kind          string `json:"kind"`
+	Healthy       bool   `json:"healthy"`
+	HealthMessage string `json:"health_message,omitempty"`
+	ReportedModel string `json:"reported_model,omitempty"`
+	InFlight      int64  `json:"in_flight"`
+	EngineLoad    *int64 `json:"engine_load,omitempty"`
+	BlockSizeUsed int    `json:"block_size_used"`
+	EventFed      bool   `json:"event_fed"`
+	EventStream   string `json:"event_stream,omitempty"`
+	IndexBlocks   int    `json:"index_blocks"`
+	Runtime       string `json:"runtime_detected,omitempty"`
+}
+
+func (rt *Router) view(m *member) workerView {
+	v := workerView{
+		Spec: m.w.Spec(), Kind: m.w.Kind().String(), Healthy: m.w.Healthy(), HealthMessage: m.w.HealthMessage(),
+		ReportedModel: m.w.ReportedModel(), InFlight: m.w.InFlight(), BlockSizeUsed: m.blockSize(),
+		EventFed: m.eventFed(), IndexBlocks: m.indexBlocks(),
+	}
+	if n, _, ok := m.w.EngineLoad(); ok {
+		v.EngineLoad = &n
+	}
+	if st, ok := m.streamState(); ok {
+		v.EventStream = st.String()
+	} else if m.collected.Load() {
+		v.EventStream = "collector"
+	}
+	v.Runtime = string(m.eng.Runtime())
+	return v
+}
+
+func (rt *Router) handleListWorkers(w http.ResponseWriter, _ *http.Request) {
+	ms := rt.members()
+	out := struct {
+		Workers []workerView `json:"workers"`
+	}{Workers: make([]workerView, 0, len(ms))}
+	for _, m := range ms {
+		out.Workers = append(out.Workers, rt.view(m))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
+	body, release, aerr := openai.ReadBody(w, r, 64<<10)
+	defer release()
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	var spec worker.Spec
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		// A spec string is accepted too: {"spec":"url=...,runtime=..."} is not needed when the
+		// body is the flag syntax itself.
+		s, perr := worker.ParseSpec(strings.TrimSpace(string(body)))
+		if perr != nil {
+			openai.WriteError(w, openai.BadRequest("", "body must be a worker spec object (url, runtime, model, kv_events, replay, topic, dp_size, block_size) or a --worker string"))
+			return
+		}
+		spec = s
+	}
+	wk, err := rt.AddWorker(spec)
+	switch {
+	case errors.Is(err, worker.ErrDuplicate):
+		openai.WriteError(w, &openai.Error{Status: http.StatusConflict, Message: err.Error(), Type: openai.TypeInvalidRequest, Code: "worker_exists"})
+		return
+	case err != nil:
+		openai.WriteError(w, openai.BadRequest("", err.Error()))
+		return
+	}
+	m := rt.fleet.Load().byURL[wk.URL()]
+	if m == nil { // removed concurrently
+		writeJSON(w, http.StatusCreated, map[string]string{"url": wk.URL()})
+		return
+	}
+	writeJSON(w, http.StatusCreated, rt.view(m))
+}
+
+func (rt *Router) handleRemoveWorker(w http.ResponseWriter, r *http.Request) {
+	url := r.URL.Query().Get("url")
+	if url == "" {
+		body, release, aerr := openai.ReadBody(w, r, 64<<10)
+		defer release()
+		if aerr != nil {
+			openai.WriteError(w, aerr)
+			return
+		}
+		var req struct {
+			URL string `json:"url"`
+		}
+		if len(body) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				openai.WriteError(w, openai.BadRequest("url", "body must be {\"url\": ...}"))
+				return
+			}
+		}
+		url = req.URL
+	}
+	if url == "" {
+		openai.WriteError(w, openai.BadRequest("url", "url is required (query parameter or JSON body)"))
+		return
+	}
+	if err := rt.RemoveWorker(url); err != nil {
+		if errors.Is(err, worker.ErrNotFound) {
+			openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Message: "no such worker", Type: openai.TypeNotFound, Param: "url", Code: "worker_not_found"})
+			return
+		}
+		openai.WriteError(w, &openai.Error{Status: http.StatusInternalServerError, Message: err.Error(), Type: openai.TypeServer})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,47 @@
+package router
+
+import (
+	"net/http"
+	"sort"
+)
+
+// modelList is the GET /v1/models body.
+type modelList struct {
+	Object string      `json:"object"`
+	Data   []modelCard `json:"data"`
+}
+
+type modelCard struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	Parent  string `json:"parent,omitempty"` // the base model of a LoRA adapter, as vLLM lists it
+}
+
+func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
+	def := rt.defaultModel()
+	seen := map[string]bool{}
+	list := modelList{Object: "list", Data: []modelCard{}}
+	for _, m := range rt.members() {
+		name := m.w.ServedModel(def)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate"})
+	}
+	// LoRA adapters the workers list are served under their own names (DESIGN.md §3).
+	for _, m := range rt.members() {
+		parent := m.w.ServedModel(def)
+		for _, a := range m.w.Adapters() {
+			if seen[a] {
+				continue
+			}
+			seen[a] = true
+			list.Data = append(list.Data, modelCard{ID: a, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate", Parent: parent})
+		}
+	}
+	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
+	writeJSON(w, http.StatusOK, list)
+}

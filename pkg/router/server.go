@@ -1,0 +1,122 @@
+package router
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// Handler returns the gateway's HTTP API: POST /v1/completions, GET /v1/models, GET /health,
+// GET /readiness, GET/POST/DELETE /workers and GET /debug/route. Unknown paths answer an
+// OpenAI-style 404. Metrics are served separately (Config.Registerer).
+func (rt *Router) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.handleCompletions))
+	mux.Handle("GET /v1/models", rt.instrument("/v1/models", rt.handleModels))
+	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
+	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
+	mux.Handle("GET /workers", rt.instrument("/workers", rt.admin(rt.handleListWorkers)))
+	mux.Handle("POST /workers", rt.instrument("/workers", rt.admin(rt.handleAddWorker)))
+	mux.Handle("DELETE /workers", rt.instrument("/workers", rt.admin(rt.handleRemoveWorker)))
+	mux.Handle("GET /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRoute)))
+	known := map[string]bool{"/v1/completions": true, "/v1/models": true, "/health": true, "/readiness": true, "/workers": true, "/debug/route": true}
+	mux.Handle("/", rt.instrument("other", func(w http.ResponseWriter, r *http.Request) {
+		if known[r.URL.Path] {
+			openai.WriteError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " not allowed on " + r.URL.Path, Type: openai.TypeInvalidRequest, Code: "method_not_allowed"})
+			return
+		}
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path, Type: openai.TypeNotFound, Code: "not_found"})
+	}))
+	return mux
+}
+
+// statusWriter records the status code for metrics. It unwraps for http.ResponseController,
+// so flushing streams still reaches the real writer.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// instrument counts requests by route and code and observes their duration.
+func (rt *Router) instrument(route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			code := sw.code
+			if code == 0 {
+				code = http.StatusOK
+			}
+			rt.met.requests.WithLabelValues(route, statusText(code)).Inc()
+			rt.met.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		}()
+		h(sw, r)
+	})
+}
+
+// statusText returns the decimal code without allocating for the common ones.
+func statusText(code int) string {
+	switch code {
+	case 200:
+		return "200"
+	case 400:
+		return "400"
+	case 404:
+		return "404"
+	case 499:
+		return "499"
+	case 502:
+		return "502"
+	case 503:
+		return "503"
+	}
+	b := []byte{byte('0' + code/100%10), byte('0' + code/10%10), byte('0' + code%10)}
+	return string(b)
+}
+
+// admin guards a handler with the admin token when one is configured.
+func (rt *Router) admin(h http.HandlerFunc) http.HandlerFunc {
+	if rt.cfg.AdminToken == "" {
+		return h
+	}
+	want := []byte("Bearer " + rt.cfg.AdminToken)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate-admin"`)
+			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Message: "admin token required", Type: openai.TypeAuth, Code: "unauthorized"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		openai.WriteError(w, &openai.Error{Status: http.StatusInternalServerError, Message: "encode response", Type: openai.TypeServer})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -184,7 +185,7 @@ func newHTTPResponse(resp *http.Response, rw *modelRewriter) *Response {
 type httpBody struct {
 	resp *http.Response
 	out  *Response
-	buf  []byte
+	buf  *[]byte        // from copyPool, returned by Close
 	sse  *sseRewriter   // event stream to rewrite line by line
 	json *modelRewriter // JSON body to rewrite whole (up to maxRewriteBody)
 	err  error          // the read error to report once the bytes before it are out
@@ -192,16 +193,21 @@ type httpBody struct {
 
 const copyBufSize = 32 << 10
 
+// copyPool holds the buffers HTTP bodies are read into: one per response in flight, so a
+// request does not allocate 32 KiB (a measured p99 cost through GC, BenchmarkGatewayOverhead).
+var copyPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
 func (b *httpBody) Next() ([]byte, error) {
 	if b.json != nil {
 		return b.nextJSON()
 	}
 	if b.buf == nil {
-		b.buf = make([]byte, copyBufSize)
+		b.buf = copyPool.Get().(*[]byte)
 	}
+	buf := *b.buf
 	for b.err == nil {
-		n, err := b.resp.Body.Read(b.buf)
-		out := b.buf[:n]
+		n, err := b.resp.Body.Read(buf)
+		out := buf[:n]
 		if b.sse != nil {
 			out = b.sse.feed(out)
 			if err != nil {
@@ -235,6 +241,13 @@ func (b *httpBody) nextJSON() ([]byte, error) {
 	return out, nil
 }
 
-func (b *httpBody) Close() { b.resp.Body.Close() }
+// Close implements Body; the last piece Next returned is no longer valid.
+func (b *httpBody) Close() {
+	b.resp.Body.Close()
+	if b.buf != nil {
+		copyPool.Put(b.buf)
+		b.buf = nil
+	}
+}
 
 var _ Engine = (*httpEngine)(nil)

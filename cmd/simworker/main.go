@@ -45,6 +45,7 @@ type options struct {
 	faultDropEvery, faultRestartAfter int
 	faultEventDelay, faultStallFor    time.Duration
 	faultStallAfter, faultExitAfter   int64
+	replyFile                         string
 
 	logLevel string
 }
@@ -116,6 +117,7 @@ Flags:
 	fs.Int64Var(&o.faultStallAfter, "fault-stall-after", 0, "freeze the engine after N finished requests (0 = off)")
 	fs.DurationVar(&o.faultStallFor, "fault-stall-for", 0, "how long --fault-stall-after freezes the engine (0 = until shutdown)")
 	fs.Int64Var(&o.faultExitAfter, "fault-exit-after", 0, "exit abruptly (status 3) after N completed requests (0 = off)")
+	fs.StringVar(&o.replyFile, "reply-file", "", "FILE of JSON strings, one per line: generation n emits exactly the tokens of line n mod N and stops (needs --tokenizer)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug|info|warn|error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -174,6 +176,10 @@ func run(ctx context.Context, o *options) error {
 
 	var codec sim.TextCodec
 	var bos int32
+	var replies *sim.Replies
+	if o.replyFile != "" && o.tokenizerPath == "" {
+		return errors.New("simworker: --reply-file needs --tokenizer (the replies are tokenized as the model would emit them)")
+	}
 	if o.tokenizerPath != "" {
 		var tok *tokenizer.Tokenizer
 		if st, statErr := os.Stat(o.tokenizerPath); statErr == nil && st.IsDir() {
@@ -191,6 +197,12 @@ func run(ctx context.Context, o *options) error {
 		}
 		if b, ok := tok.BOS(); ok {
 			bos = int32(b)
+		}
+		if o.replyFile != "" {
+			// Output text as the model emits it: special-token text is the special token, no BOS.
+			if replies, err = sim.LoadReplies(o.replyFile, func(s string) ([]uint32, error) { return tok.Encode(nil, s, false) }); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -261,7 +273,7 @@ func run(ctx context.Context, o *options) error {
 			}
 		}
 	}
-	scfg := sim.ServerConfig{Model: o.model, Codec: codec, Logger: log, OnCompleted: onCompleted}
+	scfg := sim.ServerConfig{Model: o.model, Codec: codec, Logger: log, OnCompleted: onCompleted, Replies: replies}
 	hs, err := sim.NewServer(scfg, ranks, reg)
 	if err != nil {
 		return err
@@ -276,7 +288,7 @@ func run(ctx context.Context, o *options) error {
 	var gl net.Listener
 	if o.grpcPort != 0 {
 		gs, err := sim.NewGRPCServer(sim.GRPCConfig{Runtime: o.runtime, Model: o.model, TokenizerPath: o.tokenizerPath,
-			Codec: codec, BOSTokenID: bos, Logger: log, OnCompleted: onCompleted}, ranks, bridge)
+			Codec: codec, BOSTokenID: bos, Logger: log, OnCompleted: onCompleted, Replies: replies}, ranks, bridge)
 		if err != nil {
 			hl.Close()
 			return err

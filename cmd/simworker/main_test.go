@@ -85,23 +85,7 @@ func TestRunServesTextPromptsAndShutsDown(t *testing.T) {
 	go func() { done <- run(ctx, o) }()
 
 	base := "http://127.0.0.1:" + strconv.Itoa(hp)
-	// Loading a 150k-token vocabulary takes seconds under -race on a busy machine.
-	deadline := time.Now().Add(6 * defaultTestTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/health never answered: %v", err)
-		}
-		<-tick.C
-	}
+	waitHealthy(t, base)
 
 	tok := loadQwen3(t)
 	text := "The quick brown fox jumps over the lazy dog. Ünïcödé ✓"
@@ -160,6 +144,28 @@ func TestRunServesTextPromptsAndShutsDown(t *testing.T) {
 		}
 	case <-time.After(defaultTestTimeout):
 		t.Fatal("run did not return after cancellation")
+	}
+}
+
+// waitHealthy waits for the simulator's /health.
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	// Loading a 150k-token vocabulary takes seconds under -race on a busy machine.
+	deadline := time.Now().Add(6 * defaultTestTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health never answered: %v", err)
+		}
+		<-tick.C
 	}
 }
 

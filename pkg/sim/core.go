@@ -138,6 +138,9 @@ type Request struct {
 	StopTokenIDs []uint32
 	// Seed seeds the output token sequence; see SeedFor.
 	Seed uint64
+	// Script, when set, is the exact output (Replies): its tokens in order, then finish reason
+	// "stop", unless MaxTokens ends it first. Seed is then unused.
+	Script []uint32
 
 	// Arrival, FirstToken and Done are simulated times (since the engine started) of
 	// admission, the first output token and completion. Valid once the respective event
@@ -540,7 +543,12 @@ func (c *Core) Finish(now time.Duration) []*Request {
 		if r.numComputed < len(r.tokens) {
 			continue // chunked prefill continues next step
 		}
-		tok := c.sample(r)
+		var tok uint32
+		if r.Script != nil {
+			tok = r.Script[r.numOutput]
+		} else {
+			tok = c.sample(r)
+		}
 		r.tokens = append(r.tokens, tok)
 		r.numOutput++
 		c.stats.GenerationTokens++
@@ -548,6 +556,8 @@ func (c *Core) Finish(now time.Duration) []*Request {
 			r.FirstToken = now
 		}
 		switch {
+		case r.Script != nil && r.numOutput >= len(r.Script):
+			r.FinishReason = "stop"
 		case slices.Contains(r.StopTokenIDs, tok):
 			r.FinishReason = "stop"
 		case r.numOutput >= r.MaxTokens:

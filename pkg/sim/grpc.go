@@ -33,6 +33,8 @@ type GRPCConfig struct {
 	// OnCompleted, when set, is called after every Generate call that ran to its end (used
 	// by the exit fault switch).
 	OnCompleted func()
+	// Replies, when set, scripts every generation's output (see Replies).
+	Replies *Replies
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
@@ -212,7 +214,7 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 	}
 	for k := range n {
 		r := &Request{ID: fmt.Sprintf("%s-%d", g.id, k), Prompt: g.ids, MaxTokens: maxTokens, StopTokenIDs: g.stopIDs,
-			Seed: SeedFor(g.ids, g.seed, k)}
+			Seed: SeedFor(g.ids, g.seed, k), Script: s.cfg.Replies.Next()}
 		st, err := eng.Submit(r, g.stream, ready)
 		if err != nil {
 			abortAll()

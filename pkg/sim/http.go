@@ -32,6 +32,8 @@ type ServerConfig struct {
 	// OnCompleted, when set, is called after every completion request that ran to its end
 	// (used by the exit fault switch).
 	OnCompleted func()
+	// Replies, when set, scripts every generation's output (see Replies).
+	Replies *Replies
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
@@ -400,7 +402,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		for k := range p.n {
 			req := &Request{
 				ID: id + "-" + strconv.Itoa(len(choices)), Prompt: prompt, MaxTokens: p.maxTokens,
-				StopTokenIDs: p.stopIDs, Seed: SeedFor(prompt, p.seed, k),
+				StopTokenIDs: p.stopIDs, Seed: SeedFor(prompt, p.seed, k), Script: s.cfg.Replies.Next(),
 			}
 			st, err := eng.Submit(req, p.stream || len(p.stop) > 0, ready)
 			if err != nil {

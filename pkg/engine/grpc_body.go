@@ -20,18 +20,26 @@ type genEvent struct {
 // choiceState accumulates one output choice.
 type choiceState struct {
 	dec        StreamDecoder
+	stop       stopText
 	text       []byte // non-streaming only
 	completion int
-	done       bool
-	finish     string
+	done         bool
+	finishReason string
 }
 
-// decode appends the text of ids to dst.
+// decode appends the final text of ids to dst: decoded, and cut at the request's stop strings.
 func (c *choiceState) decode(dst []byte, ids []uint32) []byte {
+	var text []byte
 	for _, t := range ids {
-		dst = append(dst, c.dec.Add(t)...)
+		text = append(text, c.dec.Add(t)...)
 	}
-	return dst
+	return append(dst, c.stop.add(string(text))...)
+}
+
+// finish appends the text held at the end of the choice to dst.
+func (c *choiceState) finish(dst []byte) []byte {
+	dst = append(dst, c.stop.add(c.dec.Flush())...)
+	return append(dst, c.stop.flush()...)
 }
 
 // promptState accumulates one prompt's usage.
@@ -80,6 +88,7 @@ func newGRPCBody(e *grpcEngine, rt *runtimeInUse, ctx context.Context, cancel co
 		events: make(chan genEvent), choices: make([]choiceState, n*r.Completion.N), prompts: make([]promptState, n)}
 	for i := range b.choices {
 		b.choices[i].dec = e.cfg.Tokenizer.NewDecoder()
+		b.choices[i].stop = newStopText(r.Completion.Stop)
 	}
 	return b
 }
@@ -187,8 +196,8 @@ func (b *grpcBody) message(ci int, m genMsg) {
 		b.emit(ci, ch.decode(b.text[:0], m.tokens), nil)
 	}
 	fr := mapFinishReason(m.finishReason)
-	ch.done, ch.finish = true, fr
-	b.emit(ci, append(b.text[:0], ch.dec.Flush()...), &fr)
+	ch.done, ch.finishReason = true, fr
+	b.emit(ci, ch.finish(b.text[:0]), &fr)
 }
 
 // emit delivers text (and the finish reason, on a choice's last delta): a chunk appended to the
@@ -236,7 +245,7 @@ func (b *grpcBody) tail() {
 	}
 	c.Choices = make([]openai.CompletionChoice, len(b.choices))
 	for i := range b.choices {
-		fr := b.choices[i].finish
+		fr := b.choices[i].finishReason
 		c.Choices[i] = openai.CompletionChoice{Index: i, Text: string(b.choices[i].text), FinishReason: &fr}
 	}
 	b.out, _ = json.Marshal(c)

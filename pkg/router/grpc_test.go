@@ -535,3 +535,51 @@ func TestAbortInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestGRPCStopStrings: the engine stops at a stop string, but its token ids still spell it;
+// the gateway cuts the text before it, streaming or not (as vLLM's own detokenizer does).
+func TestGRPCStopStrings(t *testing.T) {
+	f := newFakeVLLM()
+	f.gen = func(r *vllm.GenerateRequest, s grpc.ServerStreamingServer[vllm.GenerateResponse]) error {
+		out := []uint32{}
+		for _, c := range "hello STOP" {
+			out = append(out, uint32(c))
+		}
+		if !r.Stream {
+			return s.Send(vComplete(0, "stop", 3, 0, out...))
+		}
+		for _, o := range out {
+			if err := s.Send(vChunk(0, 3, 0, o)); err != nil {
+				return err
+			}
+		}
+		return s.Send(vComplete(0, "stop", 3, 0, out[len(out)-1]))
+	}
+	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
+	g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm")
+	_, body := g.post(t, `{"prompt":"abc","max_tokens":20,"stop":["STOP"]}`)
+	var out openai.Completion
+	if err := json.Unmarshal([]byte(body), &out); err != nil || len(out.Choices) != 1 {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	if got := out.Choices[0].Text; got != "hello " {
+		t.Errorf("non-streaming text: got %q, want %q", got, "hello ")
+	}
+	_, body = g.post(t, `{"prompt":"abc","max_tokens":20,"stop":["STOP"],"stream":true}`)
+	var text strings.Builder
+	for _, d := range sseData(body) {
+		if d == "[DONE]" {
+			continue
+		}
+		var c openai.Completion
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatalf("event %q: %v", d, err)
+		}
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Text)
+		}
+	}
+	if text.String() != "hello " {
+		t.Errorf("streamed text: got %q, want %q", text.String(), "hello ")
+	}
+}

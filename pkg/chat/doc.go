@@ -1,0 +1,36 @@
+// Package chat turns OpenAI chat requests into the prompt text and token ids the engine
+// computes for them (wire/vllm-chat.md), so the gateway routes chat requests on the same
+// tokens the worker's KV cache holds.
+//
+// What it does, in vLLM's order:
+//   - template loading from a model directory (New): the request's chat_template (only
+//     with Options.TrustRequestChatTemplate, rendered in a Sandbox process), else
+//     Options.ChatTemplate (--chat-template), else chat_template.jinja, else
+//     tokenizer_config.json's chat_template (a string, or named templates: "tool_use" when
+//     the request has tools, else "default"); special tokens (bos_token, ..., only those set
+//     and non-null; AddedToken objects give their content; additional_special_tokens;
+//     extra_special_tokens) from tokenizer_config.json;
+//   - the request rules vLLM applies when rendering (§2: tool parser, untrusted templates),
+//     messages → conversation (§3) in the content format detected from the template
+//     (DetectContentFormat, §4), tools (§5), template kwargs and continue_final_message
+//     (§7);
+//   - rendering with github.com/ardanlabs/jinja set up as transformers sets up Jinja2
+//     (§8; env.go lists what is closed with render variables, values.go the one value the
+//     library cannot hold exactly);
+//   - tokenization with pkg/tokenizer (§9): Encode(text, addSpecial=false) unless the
+//     request sets add_special_tokens;
+//   - gpt-oss models (model_type "gpt_oss") are rendered with the Harmony encoding instead,
+//     as vLLM does (harmony.go). Mistral-tokenizer models (mistral_common) are out of scope:
+//     they are rendered with their Jinja template, which vLLM does not use for them.
+//
+// Which call to use: Renderer.Render for prompt and ids (what the gateway routes on),
+// Renderer.RenderText for the text only. A Renderer is immutable and safe for concurrent
+// use. Every failure a request can cause is a 400 *openai.Error with the engine's message.
+//
+// Safety: operator templates are trusted and render in process (panics recovered, range()
+// bounded as in Jinja2's sandbox, prompt size bounded, recursion bounded through the
+// request's nesting bound); request templates are untrusted and render only in a child
+// process with a deadline and stack and heap caps (sandbox.go says why).
+//
+// The output side for gRPC engines (reasoning and tool-call parsers) lives in parse*.go.
+package chat

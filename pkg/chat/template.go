@@ -225,6 +225,7 @@ func prepareSource(src string) string {
 
 // compiled is one template ready to render.
 type compiled struct {
+	source string
 	tmpl   *jinja.Template
 	format string // detected content format
 }
@@ -234,7 +235,7 @@ func compileTemplate(src string) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{tmpl: t, format: DetectContentFormat(src)}, nil
+	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src)}, nil
 }
 
 // compileRecovered compiles with the library, turning a panic into an error.

@@ -220,3 +220,74 @@ func strftime(t time.Time, format string) string {
 	}
 	return b.String()
 }
+
+// The |trim filter of the library strips Go whitespace, which lacks the separators
+// U+001C–U+001F that Python's str.strip removes, and filters cannot be replaced. But the
+// library resolves a filter name it does not know from the render variables, so the
+// template source is rewritten to call trim under a private name that only a render
+// variable provides: every |trim (and {% filter trim %}) found by the Jinja lexer inside
+// tags, never in text, comments, raw blocks or string literals. The rename is exact: the
+// private name is a filter name only, and the variable implements Jinja2's do_trim
+// (soft_str(value).strip(chars)).
+const trimFilterName = "__kvgate_trim"
+
+// rewriteTrim renames the trim filter in src; a source the lexer cannot read is returned
+// unchanged (the library then reports its own error).
+func rewriteTrim(src string) string {
+	var at []int
+	ok := scanTags(src, func(_ bool, toks []token) {
+		for i := 1; i < len(toks); i++ {
+			t := toks[i]
+			if t.kind != tkName || t.val != "trim" {
+				continue
+			}
+			prev := toks[i-1]
+			if prev.kind == tkOp && prev.val == "|" || i == 1 && prev.kind == tkName && prev.val == "filter" {
+				at = append(at, t.pos)
+			}
+		}
+	})
+	if !ok || len(at) == 0 {
+		return src
+	}
+	var b strings.Builder
+	b.Grow(len(src) + len(at)*len(trimFilterName))
+	last := 0
+	for _, p := range at {
+		b.WriteString(src[last:p])
+		b.WriteString(trimFilterName)
+		last = p + len("trim")
+	}
+	b.WriteString(src[last:])
+	return b.String()
+}
+
+// trimFilter is Jinja2's do_trim: the value as a string, stripped of Python whitespace or
+// of the given characters.
+func trimFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.Undefined(), fmt.Errorf("do_trim() missing 1 required positional argument: 'value'")
+	}
+	s := softStr(args[0])
+	chars, ok := kwargs["chars"]
+	if !ok && len(args) > 1 {
+		chars, ok = args[1], true
+	}
+	if !ok || chars.IsNone() || chars.IsUndefined() {
+		return jinja.NewString(pyStrip(s)), nil
+	}
+	set := softStr(chars)
+	return jinja.NewString(strings.TrimFunc(s, func(r rune) bool { return strings.ContainsRune(set, r) })), nil
+}
+
+// softStr is Jinja2's soft_str as the library prints values: strings as they are, an
+// undefined as "", everything else in Python's str() form.
+func softStr(v jinja.Value) string {
+	switch {
+	case v.IsString():
+		return v.AsString()
+	case v.IsUndefined():
+		return ""
+	}
+	return v.String()
+}

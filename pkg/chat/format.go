@@ -152,27 +152,39 @@ const (
 type token struct {
 	kind tokKind
 	val  string // name, decoded string, number text or operator
+	pos  int    // offset of the token in the source
 }
 
 // scanStatements returns the tokens of every {% ... %} tag in source order, skipping raw
 // blocks, comments and {{ }} expressions. It fails on an unterminated tag or string.
 func scanStatements(src string) ([][]token, bool) {
 	var out [][]token
+	ok := scanTags(src, func(statement bool, toks []token) {
+		if statement {
+			out = append(out, toks)
+		}
+	})
+	return out, ok
+}
+
+// scanTags calls fn with the tokens of every {% ... %} (statement) and {{ ... }} tag in
+// source order, skipping raw blocks and comments. It fails on an unterminated tag or string.
+func scanTags(src string, fn func(statement bool, toks []token)) bool {
 	i := 0
 	for {
 		j := strings.IndexByte(src[i:], '{')
 		if j < 0 {
-			return out, true
+			return true
 		}
 		i += j
 		if i+1 >= len(src) {
-			return out, true
+			return true
 		}
 		switch src[i+1] {
 		case '#':
 			k := strings.Index(src[i+2:], "#}")
 			if k < 0 {
-				return nil, false
+				return false
 			}
 			i += 2 + k + 2
 		case '{', '%':
@@ -182,22 +194,23 @@ func scanStatements(src string) ([][]token, bool) {
 			}
 			toks, end, ok := lexTag(src, i+2, closer)
 			if !ok {
-				return nil, false
+				return false
 			}
 			i = end
 			if closer == "}}" {
+				fn(false, toks)
 				continue
 			}
 			if len(toks) > 0 && toks[0].kind == tkName && toks[0].val == "raw" {
 				// Skip to {% endraw %} (Jinja's raw block: the body is not lexed).
 				k := indexEndraw(src, i)
 				if k < 0 {
-					return nil, false
+					return false
 				}
 				i = k
 				continue
 			}
-			out = append(out, toks)
+			fn(true, toks)
 		default:
 			i++
 		}
@@ -251,7 +264,7 @@ func lexTag(src string, i int, closer string) ([]token, int, bool) {
 			if !ok {
 				return nil, 0, false
 			}
-			toks = append(toks, token{tkString, s})
+			toks = append(toks, token{tkString, s, i})
 			i = end
 		case c >= '0' && c <= '9':
 			j := i
@@ -259,14 +272,14 @@ func lexTag(src string, i int, closer string) ([]token, int, bool) {
 				(src[j] == '+' || src[j] == '-') && (src[j-1] == 'e' || src[j-1] == 'E')) {
 				j++
 			}
-			toks = append(toks, token{tkNumber, src[i:j]})
+			toks = append(toks, token{tkNumber, src[i:j], i})
 			i = j
 		case isIdent(c):
 			j := i
 			for j < len(src) && isIdent(src[j]) {
 				j++
 			}
-			toks = append(toks, token{tkName, src[i:j]})
+			toks = append(toks, token{tkName, src[i:j], i})
 			i = j
 		default:
 			op := ""
@@ -282,7 +295,7 @@ func lexTag(src string, i int, closer string) ([]token, int, bool) {
 				}
 				op = src[i : i+1]
 			}
-			toks = append(toks, token{tkOp, op})
+			toks = append(toks, token{tkOp, op, i})
 			i += len(op)
 		}
 	}

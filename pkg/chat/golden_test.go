@@ -31,13 +31,6 @@ var knownDivergences = map[string]string{
 	"llama3.1-tools/tools-bigint": "integer beyond int64 printed as a float",
 	"llama3.2/tools-bigint":       "integer beyond int64 printed as a float",
 	"qwen3-coder/tools-bigint":    "integer beyond int64 printed as a float",
-	// The |trim filter uses Go's whitespace, which lacks U+001C–U+001F (Python's str.strip
-	// removes them); filters cannot be replaced from outside the library.
-	"gemma3/py-whitespace":         "|trim keeps U+001C–U+001F",
-	"llama3/py-whitespace":         "|trim keeps U+001C–U+001F",
-	"llama3_1/py-whitespace":       "|trim keeps U+001C–U+001F",
-	"llama3.1-tools/py-whitespace": "|trim keeps U+001C–U+001F",
-	"llama3.2/py-whitespace":       "|trim keeps U+001C–U+001F",
 }
 
 type goldenCase struct {

@@ -345,6 +345,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string
 	vars := make(map[string]jinja.Value, 8+len(r.specials)+len(merged.keys))
 	vars["range"] = jinja.NewCallable("range", rangeGlobal)
 	vars["strftime_now"] = strftimeGlobal(r.now)
+	vars[trimFilterName] = jinja.NewCallable("trim", trimFilter)
 	for _, s := range r.specials {
 		vars[s.name] = s.jinjaValue()
 	}

@@ -326,3 +326,22 @@ func TestNewFromModelDir(t *testing.T) {
 		t.Errorf("no template: got %+v, want vLLM's no-template 400", err)
 	}
 }
+
+func TestRewriteTrim(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		{"{{ x|trim }}", "{{ x|__kvgate_trim }}"},
+		{"{{ x | trim('ab') | upper }}|trim", "{{ x | __kvgate_trim('ab') | upper }}|trim"},
+		{"{% filter trim %}a{% endfilter %}", "{% filter __kvgate_trim %}a{% endfilter %}"},
+		{"{% set trim = 1 %}{{ trim }}{{ '|trim' }}{# |trim #}{% raw %}{{ x|trim }}{% endraw %}", "{% set trim = 1 %}{{ trim }}{{ '|trim' }}{# |trim #}{% raw %}{{ x|trim }}{% endraw %}"},
+		{"{{ x|a.trim }}{{ x|trimmed }}", "{{ x|a.trim }}{{ x|trimmed }}"},
+	} {
+		if got := rewriteTrim(tt.src); got != tt.want {
+			t.Errorf("rewriteTrim(%q): got %q, want %q", tt.src, got, tt.want)
+		}
+	}
+	r := literalRenderer(t, "[{{ messages[0].content|trim }}][{{ 'xxayxx'|trim('x') }}][{{ none|trim }}]", Options{})
+	got, err := r.RenderText(mustParse(t, `{"messages":[{"role":"user","content":"\u001c\u0085 a \u3000\u001f"}]}`))
+	if err != nil || got != "[a][ay][None]" {
+		t.Errorf("got %q, %v; want %q", got, err, "[a][ay][None]")
+	}
+}

@@ -6,7 +6,7 @@ set -euo pipefail
 want=(libzmq3-dev pkg-config)
 case "${1:-build}" in
   build) ;;
-  test) want+=(nginx prometheus) ;;
+  test) want+=(nginx prometheus python3-jinja2) ;; # python3-jinja2: pkg/chat golden check (tools/chat/gen.py)
   generate) want+=(protobuf-compiler) ;;
   *) echo "usage: $0 build|test|generate" >&2; exit 2 ;;
 esac

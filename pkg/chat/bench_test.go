@@ -73,7 +73,7 @@ func BenchmarkRenderChat(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bodies := benchBodies(b, 512)
+	bodies := benchBodies(b, 4096)
 	reqs := make([]*openai.ChatRequest, len(bodies))
 	prompts := make([]string, len(bodies))
 	for i, body := range bodies {

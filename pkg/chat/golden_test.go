@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -262,4 +263,17 @@ func clip(s string) string {
 		return s[:80] + "…"
 	}
 	return s
+}
+
+// TestGoldenReference checks that the committed golden files are what the reference
+// produces now (tools/chat/gen.py --check: Debian's python3-jinja2, no Node needed), so the
+// goldens and the reference rules cannot drift apart.
+func TestGoldenReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Python reference")
+	}
+	out, err := exec.Command("/usr/bin/python3", repoPath("tools", "chat", "gen.py"), "--check").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tools/chat/gen.py --check: %v\n%s(python3-jinja2 comes from `make deps-test`; regenerate goldens with /usr/bin/python3 tools/chat/gen.py)", err, out)
+	}
 }

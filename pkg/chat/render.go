@@ -69,7 +69,13 @@ type Renderer struct {
 	defaultT, toolT *compiled
 	defaults        json.RawMessage
 	harmony         *harmonyEncoding // non-nil for gpt-oss
+	strftime        jinja.Value
 }
+
+var (
+	rangeValue = jinja.NewCallable("range", rangeGlobal)
+	trimValue  = jinja.NewCallable("trim", trimFilter)
+)
 
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
 // optional chat_template.jinja and config.json). It fails when a template does not
@@ -93,6 +99,7 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
+	r.strftime = strftimeGlobal(r.now)
 	if r.maxPrompt <= 0 {
 		r.maxPrompt = DefaultMaxPromptBytes
 	}
@@ -343,9 +350,10 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string
 		return nil, nil, err
 	}
 	vars := make(map[string]jinja.Value, 8+len(r.specials)+len(merged.keys))
-	vars["range"] = jinja.NewCallable("range", rangeGlobal)
-	vars["strftime_now"] = strftimeGlobal(r.now)
-	vars[trimFilterName] = jinja.NewCallable("trim", trimFilter)
+	// The globals hold no state, so one value serves every render.
+	vars["range"] = rangeValue
+	vars["strftime_now"] = r.strftime
+	vars[trimFilterName] = trimValue
 	for _, s := range r.specials {
 		vars[s.name] = s.jinjaValue()
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzRender feeds arbitrary request bodies through real templates (Qwen3's, with tools,
-// and Gemma 3's openai-format one): a render never panics, takes bounded time and gives
+// and Gemma 3's openai-format one) and through Harmony (gpt-oss): a render never panics,
+// takes bounded time and gives
 // either a 400 or a bounded prompt with decodable ids.
 func FuzzRender(f *testing.F) {
 	convs := readConversations(f)
@@ -25,12 +26,17 @@ func FuzzRender(f *testing.F) {
 		}
 		rs = append(rs, r)
 	}
+	gtk := loadTok(f, "gptoss")
+	h, err := newRenderer(&modelFiles{}, Options{Tokenizer: gtk, ModelType: "gpt_oss", MaxPromptBytes: 1 << 20})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, perr := openai.ParseChat(body, openai.Limits{MaxMessages: 256})
 		if perr != nil {
 			return
 		}
-		for _, r := range rs {
+		for _, r := range append(rs, h) {
 			start := time.Now()
 			res, err := r.Render(req)
 			if d := time.Since(start); d > 2*time.Second {
@@ -46,7 +52,7 @@ func FuzzRender(f *testing.F) {
 				t.Fatalf("prompt of %d bytes passed the bound", len(res.Prompt))
 			}
 			// Decoding gives the prompt up to the tokenizer's NFC normalization.
-			if _, derr := tk.Decode(res.TokenIDs, false); derr != nil || len(res.TokenIDs) == 0 && res.Prompt != "" {
+			if _, derr := r.tok.Decode(res.TokenIDs, false); derr != nil || len(res.TokenIDs) == 0 && res.Prompt != "" {
 				t.Fatalf("ids %v do not decode: %v", res.TokenIDs, derr)
 			}
 		}

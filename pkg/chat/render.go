@@ -177,8 +177,13 @@ func (r *Renderer) Render(req *openai.ChatRequest) (Result, *openai.Error) {
 	return Result{Prompt: text, TokenIDs: ids}, nil
 }
 
-// RenderText is Render without tokenization: the prompt text only.
+// RenderText is Render without tokenization: the prompt text only (for gpt-oss, whose
+// prompt is built as tokens, the text those tokens decode to).
 func (r *Renderer) RenderText(req *openai.ChatRequest) (string, *openai.Error) {
+	if r.harmony != nil {
+		res, err := r.renderHarmony(req)
+		return res.Prompt, err
+	}
 	if err := r.checkToolParser(req); err != nil {
 		return "", err
 	}

@@ -32,6 +32,8 @@ var knownDivergences = map[string]string{
 	"llama3.1-tools/tools-bigint": "integer beyond int64 printed as a float",
 	"llama3.2/tools-bigint":       "integer beyond int64 printed as a float",
 	"qwen3-coder/tools-bigint":    "integer beyond int64 printed as a float",
+	"granite3.3/tools-bigint":     "integer beyond int64 printed as a float",
+	"granite4/tools-bigint":       "integer beyond int64 printed as a float",
 }
 
 type goldenCase struct {

@@ -181,7 +181,10 @@ func TestSandbox(t *testing.T) {
 			if err == nil || err.Status != 400 {
 				t.Fatalf("got %q, %+v; want a 400", got, err)
 			}
-			if tt.wantErr != "" && err.Message != tt.wantErr {
+			// A loaded machine may reach the deadline before the stack or heap cap: both stop
+			// the runaway render, which is what matters.
+			const deadline = "chat template rendering took longer than 3s and was stopped"
+			if tt.wantErr != "" && err.Message != tt.wantErr && err.Message != deadline {
 				t.Errorf("got %q, want %q", err.Message, tt.wantErr)
 			}
 		})

@@ -301,7 +301,7 @@ var chatFields = []struct {
 				return false
 			}
 			ok := true
-			_ = scanObject(d, func(_ string, val []byte) { ok = ok && firstByte(val) == '"' })
+			eachMember(d, func(_ string, val []byte) { ok = ok && firstByte(val) == '"' })
 			return ok
 		}); err != nil {
 			return bad
@@ -384,7 +384,7 @@ func (r *ChatRequest) checkTools(raw map[string]json.RawMessage) *Error {
 		return BadRequest("tool_choice", fmt.Sprintf(`Invalid value for `+"`tool_choice`"+`: %s! Only named tools, "none", "auto" or "required" are supported.`, bytes.TrimSpace(cv)))
 	}
 	var fn json.RawMessage
-	_ = scanObject(cv, func(k string, v []byte) {
+	eachMember(cv, func(k string, v []byte) {
 		if k == "function" {
 			fn = v
 		}
@@ -393,7 +393,7 @@ func (r *ChatRequest) checkTools(raw map[string]json.RawMessage) *Error {
 		return BadRequest("tool_choice.function", fmt.Sprintf("Invalid value for `function`: `%s` in `tool_choice`! %s", bytes.TrimSpace(fn), usage))
 	}
 	var name json.RawMessage
-	_ = scanObject(fn, func(k string, v []byte) {
+	eachMember(fn, func(k string, v []byte) {
 		if k == "name" {
 			name = v
 		}
@@ -426,7 +426,7 @@ func parseTools(v []byte) ([]ChatTool, *Error) {
 		}
 		t := ChatTool{Type: "function"}
 		var fn []byte
-		_ = scanObject(tv, func(k string, val []byte) {
+		eachMember(tv, func(k string, val []byte) {
 			switch k {
 			case "type":
 				if s, ok := jsonString(val); !ok || s != "function" {
@@ -444,7 +444,7 @@ func parseTools(v []byte) ([]ChatTool, *Error) {
 			return false
 		}
 		hasName := false
-		_ = scanObject(fn, func(k string, val []byte) {
+		eachMember(fn, func(k string, val []byte) {
 			if perr != nil {
 				return
 			}
@@ -557,7 +557,7 @@ func parseMessage(v []byte, i int) (ChatMessage, *Error) {
 			perr = BadRequest(param+"."+field, param+"."+field+" must be "+what)
 		}
 	}
-	_ = scanObject(v, func(k string, val []byte) {
+	eachMember(v, func(k string, val []byte) {
 		if perr != nil {
 			return
 		}
@@ -675,7 +675,7 @@ func parseContent(v []byte, param string) (Content, *Error) {
 			}
 			p := ContentPart{Raw: pv, TextNull: true}
 			var members []RawMember
-			_ = scanObject(pv, func(k string, val []byte) { members = setMember(members, k, val) })
+			eachMember(pv, func(k string, val []byte) { members = setMember(members, k, val) })
 			for _, mb := range members {
 				if mb.Key == "type" {
 					s, ok := jsonString(mb.Value)
@@ -724,7 +724,7 @@ func parseToolCalls(v []byte, param string) ([]ToolCall, *Error) {
 		}
 		c := ToolCall{Type: "function"}
 		var fn []byte
-		_ = scanObject(cv, func(k string, val []byte) {
+		eachMember(cv, func(k string, val []byte) {
 			if perr != nil {
 				return
 			}
@@ -756,7 +756,7 @@ func parseToolCalls(v []byte, param string) ([]ToolCall, *Error) {
 			perr = BadRequest(cp+".function", cp+".function must be an object")
 			return false
 		}
-		_ = scanObject(fn, func(k string, val []byte) {
+		eachMember(fn, func(k string, val []byte) {
 			if perr != nil {
 				return
 			}
@@ -821,8 +821,8 @@ func isEmptyObject(v []byte) bool {
 
 var errStop = fmt.Errorf("stop")
 
-// eachElem calls fn with each element of the JSON array v (already validated) until fn
-// returns false; it then returns errStop.
+// eachElem calls fn with each element of the validated JSON array v until fn returns
+// false; it then returns errStop.
 func eachElem(v []byte, fn func(elem []byte) bool) error {
 	i := skipWS(v, 0)
 	if i >= len(v) || v[i] != '[' {
@@ -833,10 +833,10 @@ func eachElem(v []byte, fn func(elem []byte) bool) error {
 		return nil
 	}
 	for {
-		end, err := scanValue(v, i, 1)
-		if err != nil {
-			return err
+		if i >= len(v) {
+			return errJSON
 		}
+		end := skipTrusted(v, i)
 		if !fn(v[i:end]) {
 			return errStop
 		}
@@ -868,11 +868,7 @@ func jsonDepth(b []byte) int {
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
+			i = skipString(b, i) - 1
 		case '[', '{':
 			depth++
 			deepest = max(deepest, depth)
@@ -881,4 +877,88 @@ func jsonDepth(b []byte) int {
 		}
 	}
 	return deepest
+}
+
+// The chat parser walks nested values of a body that scanBody has already validated, often
+// several levels deep (body → messages → message → content parts), so nested values are
+// skipped with the trusted scanners below, which only find where a value ends: strings are
+// crossed with bytes.IndexByte instead of byte by byte. They must only see validated JSON.
+
+// skipString returns the end of the string starting at b[i] (after its closing quote), or
+// len(b) when it is not terminated.
+func skipString(b []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		j += k
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// skipTrusted returns the end of the validated JSON value starting at b[i].
+func skipTrusted(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
+}
+
+// eachMember calls fn with each key (unescaped) and raw value of the validated JSON object v.
+func eachMember(v []byte, fn func(key string, val []byte)) {
+	i := skipWS(v, 0)
+	if i >= len(v) || v[i] != '{' {
+		return
+	}
+	i = skipWS(v, i+1)
+	for i < len(v) && v[i] == '"' {
+		kend := skipString(v, i)
+		key, _ := jsonString(v[i:kend])
+		i = skipWS(v, kend)
+		if i >= len(v) || v[i] != ':' {
+			return
+		}
+		i = skipWS(v, i+1)
+		if i >= len(v) {
+			return
+		}
+		vend := skipTrusted(v, i)
+		fn(key, v[i:vend])
+		i = skipWS(v, vend)
+		if i >= len(v) || v[i] != ',' {
+			return
+		}
+		i = skipWS(v, i+1)
+	}
 }

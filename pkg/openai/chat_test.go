@@ -167,3 +167,24 @@ func FuzzParseChat(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSkipTrusted checks the trusted skipper against the validating scanner on every valid
+// JSON value: both must find the same end.
+func FuzzSkipTrusted(f *testing.F) {
+	for _, s := range []string{`"a\"b\\"`, `{"a":[1,"]",{"b":"\\\\"}]}`, `-1.5e3`, `[ true , null ]`, `"\\\"}"`, `{"k\u00e9":"v"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		b = []byte(strings.TrimLeft(string(b), " \t\r\n"))
+		if len(b) == 0 || !json.Valid(b) {
+			return
+		}
+		want, err := scanValue(b, 0, 1)
+		if err != nil {
+			return // deeper than the scanner allows
+		}
+		if got := skipTrusted(b, 0); got != want {
+			t.Fatalf("%q: skipTrusted ends at %d, scanValue at %d", b, got, want)
+		}
+	})
+}

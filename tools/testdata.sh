@@ -102,6 +102,14 @@ if [ ! -e .cache/templates/.done-ollama-utils-0.0.18-$(sha1sum tools/chat/templa
       if (!(t.entry in byModel)) throw new Error("ollama-utils has no entry " + t.entry);
       fs.writeFileSync(".cache/templates/" + t.name + ".jinja", byModel[t.entry]);
     }
+    // Every distinct template of the package, for the sweep test (pkg/chat TestSweep).
+    fs.mkdirSync(".cache/templates/sweep", { recursive: true });
+    const seen = new Set();
+    for (const [model, src] of Object.entries(byModel)) {
+      if (typeof src !== "string" || seen.has(src)) continue;
+      seen.add(src);
+      fs.writeFileSync(".cache/templates/sweep/" + model.replace(/^library\//, "").replace(/[^A-Za-z0-9._-]/g, "_") + ".jinja", src);
+    }
   ' "$tmp/package/src/chat-template-automap.ts"
   rm -rf "$tmp"
   touch .cache/templates/.done-ollama-utils-0.0.18-$(sha1sum tools/chat/templates.json | cut -c1-12)

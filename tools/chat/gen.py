@@ -139,6 +139,7 @@ def _assign_content_item(root):
                 break
 
 
+@lru_cache(maxsize=256)
 def detect_content_format(source):
     try:
         ast = ENV.parse(source)
@@ -270,6 +271,11 @@ APPLY_PARAMS = {"conversation", "tools", "documents", "chat_template", "add_gene
 CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 
 
+@lru_cache(maxsize=256)
+def undeclared_variables(source):
+    return jinja2.meta.find_undeclared_variables(ENV.parse(source))
+
+
 def render_request(source, special, req):
     """Returns the prompt text, or raises (Rejected for request rules, anything else for a
     template failure: vLLM answers every one with a 400 carrying str(exception))."""
@@ -285,7 +291,7 @@ def render_request(source, special, req):
         extra["enable_thinking"] = req["reasoning_effort"] != "none"
     kwargs = merge_kwargs(merge_kwargs({}, {"tools": tools, "tokenize": False}), merge_kwargs(user_kwargs, extra))
     # resolve_chat_template_kwargs: keep template variables and apply_chat_template params
-    undeclared = jinja2.meta.find_undeclared_variables(ENV.parse(source))
+    undeclared = undeclared_variables(source)
     kept = {k: v for k, v in kwargs.items() if k in undeclared or k in APPLY_PARAMS}
     # apply_chat_template → render_jinja_template
     chat = [convert_message(m, fmt) for m in req["messages"]]
@@ -387,6 +393,34 @@ def token_ids(family, texts):
     return [json.loads(l) for l in proc.stdout.decode("utf-8").splitlines()]
 
 
+SWEEP_SPECIAL = {"bos_token": "<s>", "eos_token": "</s>"}
+
+
+def sweep(convs):
+    """pkg/chat/testdata/golden/sweep.jsonl: every distinct template of ollama-utils
+    (.cache/templates/sweep, written by tools/testdata.sh) with generic special tokens, each
+    conversation's prompt as the first 16 hex digits of its SHA-256 (the files stay small;
+    rerun this script to see a prompt), or "!" + the message of a 400 (only when exact)."""
+    import hashlib
+    d = os.path.join(ROOT, ".cache", "templates", "sweep")
+    lines = []
+    for fname in sorted(os.listdir(d)):
+        with open(os.path.join(d, fname), encoding="utf-8", newline="") as f:
+            src = f.read()
+        cases = {}
+        for c in convs:
+            try:
+                _, text = render_request(src, SWEEP_SPECIAL, c["request"])
+                cases[c["id"]] = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+            except Rejected as exc:
+                cases[c["id"]] = "!" + str(exc) if exc.exact else "!"
+            except Exception as exc:
+                exact = isinstance(exc, TemplateError) and type(exc) is TemplateError
+                cases[c["id"]] = "!" + str(exc) if exact else "!"
+        lines.append({"template": fname[:-len(".jinja")], "format": detect_content_format(src), "cases": cases})
+    return lines
+
+
 def main():
     check = sys.argv[1:] == ["--check"]
     with open(os.path.join(TESTDATA, "conversations.jsonl"), encoding="utf-8") as f:
@@ -426,6 +460,18 @@ def main():
                 f.write(json.dumps(l, ensure_ascii=False) + "\n")
         n_err = sum("error" in l for l in lines)
         print("%-16s format=%-6s cases=%d rejected=%d -> %s" % (name, detect_content_format(src), len(lines), n_err, os.path.relpath(path, ROOT)))
+    sweep_path = os.path.join(TESTDATA, "golden", "sweep.jsonl")
+    lines = sweep(convs)
+    if check:
+        with open(sweep_path, encoding="utf-8") as f:
+            if [json.loads(l) for l in f if l.strip()] != lines:
+                print("sweep: committed golden differs from the reference", file=sys.stderr)
+                failed = True
+    else:
+        with open(sweep_path, "w", encoding="utf-8") as f:
+            for l in lines:
+                f.write(json.dumps(l, ensure_ascii=False) + "\n")
+        print("sweep: %d templates -> %s" % (len(lines), os.path.relpath(sweep_path, ROOT)))
     if failed:
         sys.exit(1)
 

@@ -81,7 +81,7 @@ fi
 # carry, for pkg/chat's golden tests: @huggingface/ollama-utils ships, in
 # src/chat-template-automap.ts, the Hugging Face chat template of each Ollama library model
 # verbatim (the `gguf` field). tools/chat/templates.json names the entries taken.
-if [ ! -e .cache/templates/.done-ollama-utils-0.0.18-$(sha1sum tools/chat/templates.json | cut -c1-12) ]; then
+if [ ! -e .cache/templates/.done-ollama-utils-0.0.18-$(sha1sum tools/chat/templates.json | cut -c1-12) ] || [ ! -d .cache/templates/sweep ]; then
   mkdir -p .cache/templates
   tgz=".cache/npm/huggingface-ollama-utils-0.0.18.tgz"
   if [ ! -s "$tgz" ]; then

@@ -1,8 +1,11 @@
 module github.com/kvgate/kvgate
 
-go 1.26.8
+go 1.27.0
+
+toolchain go1.27.3
 
 require (
+	github.com/ardanlabs/jinja v1.12.0
 	github.com/google/go-cmp v0.7.0
 	github.com/pebbe/zmq4 v1.4.0
 	github.com/prometheus/client_golang v1.25.0

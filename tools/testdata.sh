@@ -76,3 +76,41 @@ if ! cmp -s tools/tokenizer/package-lock.json .cache/node/package-lock.json ||
   cp tools/tokenizer/package.json tools/tokenizer/package-lock.json .cache/node/
   (cd .cache/node && npm ci --silent --no-audit --no-fund >/dev/null)
 fi
+
+# Real chat templates of tool-calling model families that the tokenizer packages above do not
+# carry, for pkg/chat's golden tests: @huggingface/ollama-utils ships, in
+# src/chat-template-automap.ts, the Hugging Face chat template of each Ollama library model
+# verbatim (the `gguf` field). tools/chat/templates.json names the entries taken.
+if [ ! -e .cache/templates/.done-ollama-utils-0.0.18-$(sha1sum tools/chat/templates.json | cut -c1-12) ] || [ ! -d .cache/templates/sweep ]; then
+  mkdir -p .cache/templates
+  tgz=".cache/npm/huggingface-ollama-utils-0.0.18.tgz"
+  if [ ! -s "$tgz" ]; then
+    echo "testdata: npm pack @huggingface/ollama-utils@0.0.18" >&2
+    (cd .cache/npm && npm pack --silent "@huggingface/ollama-utils@0.0.18" >/dev/null)
+  fi
+  tmp="$(mktemp -d)"
+  tar -xzf "$tgz" -C "$tmp" package/src/chat-template-automap.ts
+  node -e '
+    const fs = require("fs"), vm = require("vm");
+    let s = fs.readFileSync(process.argv[1], "utf8");
+    s = s.replace(/^import .*$/m, "").replace(/export const (\w+)\s*:[^=]*=/, "result =");
+    const ctx = {};
+    vm.runInNewContext(s, ctx);
+    const byModel = {};
+    for (const e of ctx.result) if (!(e.model in byModel)) byModel[e.model] = e.gguf;
+    for (const t of JSON.parse(fs.readFileSync("tools/chat/templates.json", "utf8")).ollama) {
+      if (!(t.entry in byModel)) throw new Error("ollama-utils has no entry " + t.entry);
+      fs.writeFileSync(".cache/templates/" + t.name + ".jinja", byModel[t.entry]);
+    }
+    // Every distinct template of the package, for the sweep test (pkg/chat TestSweep).
+    fs.mkdirSync(".cache/templates/sweep", { recursive: true });
+    const seen = new Set();
+    for (const [model, src] of Object.entries(byModel)) {
+      if (typeof src !== "string" || seen.has(src)) continue;
+      seen.add(src);
+      fs.writeFileSync(".cache/templates/sweep/" + model.replace(/^library\//, "").replace(/[^A-Za-z0-9._-]/g, "_") + ".jinja", src);
+    }
+  ' "$tmp/package/src/chat-template-automap.ts"
+  rm -rf "$tmp"
+  touch .cache/templates/.done-ollama-utils-0.0.18-$(sha1sum tools/chat/templates.json | cut -c1-12)
+fi

@@ -11,17 +11,27 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kvgate/kvgate/pkg/chat"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run is main without the process: it dispatches `gateway tokenize ...` and otherwise serves
-// until SIGTERM or SIGINT, then drains and returns 0.
+// run is main without the process: it dispatches `gateway tokenize ...`, `gateway render ...`
+// and the hidden `gateway render-sandbox` (the child process of chat.Sandbox), and otherwise
+// serves until SIGTERM or SIGINT, then drains and returns 0.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "tokenize" {
-		return runTokenize(args[1:], stdin, stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "tokenize":
+			return runTokenize(args[1:], stdin, stdout, stderr)
+		case "render":
+			return runRender(args[1:], stdin, stdout, stderr)
+		case renderSandboxCommand:
+			return chat.ServeSandbox(stdin, stdout)
+		}
 	}
 	o, err := parseOptions(args, stderr)
 	if errors.Is(err, errHelp) {

@@ -18,7 +18,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// `gateway render --trust-request-chat-template` runs os.Executable() render-sandbox: in
+	// tests that is this binary, which then acts as the sandbox child.
+	if len(os.Args) > 1 && os.Args[1] == renderSandboxCommand {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 const defaultTestTimeout = 10 * time.Second
 

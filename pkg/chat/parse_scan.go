@@ -44,12 +44,10 @@ func anyMarkerAt(b []byte, ms []string) (full int, part bool) {
 	return full, part
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
 // skipSpace returns the number of leading JSON/ASCII whitespace bytes of b.
 func skipSpace(b []byte) int {
 	i := 0
-	for i < len(b) && isSpace(b[i]) {
+	for i < len(b) && isJSONSpace(b[i]) {
 		i++
 	}
 	return i

@@ -16,10 +16,10 @@ import (
 type goldenFile struct {
 	Reasoning string       `json:"reasoning"`
 	Tool      string       `json:"tool"`
-	Cases     []goldenCase `json:"cases"`
+	Cases     []parseCase `json:"cases"`
 }
 
-type goldenCase struct {
+type parseCase struct {
 	Name    string `json:"name"`
 	Text    string `json:"text"`
 	Request struct {
@@ -44,7 +44,7 @@ type goldenCall struct {
 	Arguments string `json:"arguments"`
 }
 
-func (c goldenCase) req() RequestInfo {
+func (c parseCase) req() RequestInfo {
 	return RequestInfo{ToolsGiven: c.Request.Tools, ToolChoice: c.Request.ToolChoice,
 		NamedTool: c.Request.NamedTool, ReasoningEnded: c.Request.ReasoningEnded}
 }

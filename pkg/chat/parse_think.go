@@ -117,7 +117,7 @@ func implicitEnd(b []byte, eof bool) int {
 		}
 		return partMatch
 	}
-	if c := rest[len(fn)]; c == '=' || isSpace(c) {
+	if c := rest[len(fn)]; c == '=' || isJSONSpace(c) {
 		return fullMatch
 	}
 	return noMatch

@@ -19,10 +19,10 @@ type genEvent struct {
 
 // choiceState accumulates one output choice.
 type choiceState struct {
-	dec        StreamDecoder
-	stop       stopText
-	text       []byte // non-streaming only
-	completion int
+	dec          StreamDecoder
+	stop         stopText
+	text         []byte // non-streaming only
+	completion   int
 	done         bool
 	finishReason string
 }

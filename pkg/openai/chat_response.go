@@ -35,15 +35,16 @@ type ChatChoice struct {
 // out (Reasoning is the field current vLLM writes, ReasoningContent the name SGLang, older vLLM
 // and most clients read); ToolCalls is always a list, empty without calls, as vLLM writes it.
 type ChatResponseMessage struct {
-	Role             string     `json:"role"`
-	Content          *string    `json:"content"`
-	Reasoning        *string    `json:"reasoning,omitempty"`
-	ReasoningContent *string    `json:"reasoning_content,omitempty"`
-	ToolCalls        []ToolCall `json:"tool_calls"`
+	Role             string             `json:"role"`
+	Content          *string            `json:"content"`
+	Reasoning        *string            `json:"reasoning,omitempty"`
+	ReasoningContent *string            `json:"reasoning_content,omitempty"`
+	ToolCalls        []ResponseToolCall `json:"tool_calls"`
 }
 
-// ToolCall is one function call of a message; Arguments is a JSON text.
-type ToolCall struct {
+// ResponseToolCall is one function call of a response message; Function.Arguments is a JSON
+// text.
+type ResponseToolCall struct {
 	ID       string       `json:"id"`
 	Type     string       `json:"type"`
 	Function FunctionCall `json:"function"`

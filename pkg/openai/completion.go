@@ -24,6 +24,10 @@ const (
 type Limits struct {
 	// MaxN is the largest n accepted (0: no limit).
 	MaxN int
+	// MaxMessages bounds the messages of a chat request (0: DefaultMaxMessages).
+	MaxMessages int
+	// MaxJSONDepth bounds the nesting of a chat body (0: DefaultMaxJSONDepth).
+	MaxJSONDepth int
 }
 
 // Prompt is one prompt of a completion request: Text, or token ids when IsTokens.
@@ -141,8 +145,17 @@ var samplingFields = []struct {
 
 // parse fills s from the raw fields; absent and null fields keep their defaults.
 func (s *Sampling) parse(raw map[string]json.RawMessage, lim Limits) *Error {
+	return s.parseExcept(raw, lim, "")
+}
+
+// parseExcept is parse without the field named except (chat requests check stream_options
+// with vLLM's own rule).
+func (s *Sampling) parseExcept(raw map[string]json.RawMessage, lim Limits, except string) *Error {
 	s.N = 1
 	for _, f := range samplingFields {
+		if f.name == except {
+			continue
+		}
 		if v, ok := raw[f.name]; ok && !isNull(v) {
 			if err := f.parse(s, v, lim); err != nil {
 				return err

@@ -13,8 +13,8 @@ const hexDigits = "0123456789abcdef"
 // AppendString appends s as a JSON string literal exactly as encoding/json writes it with HTML
 // escaping off (json.Encoder.SetEscapeHTML(false)), which is also how Python servers write
 // non-ASCII text with ensure_ascii=False: '"' and '\\' escaped, \b \f \n \r \t in short form,
-// other control characters as \u00XX, U+2028 and U+2029 as \u2028 and \u2029, invalid UTF-8 as
-// \ufffd, everything else raw. It is the package's one JSON string writer (TestAppendString
+// other control characters as \u00XX, U+2028 and U+2029 as \u2028 and \u2029, each invalid UTF-8 byte as a raw U+FFFD (as
+// encoding/json writes it since Go 1.27), everything else raw. It is the package's one JSON string writer (TestAppendString
 // compares it with encoding/json).
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
@@ -50,7 +50,7 @@ func AppendString(dst []byte, s string) []byte {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
+			dst = append(dst, "\uFFFD"...)
 			i += size
 			start = i
 			continue

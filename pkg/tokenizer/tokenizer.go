@@ -147,6 +147,32 @@ func (t *Tokenizer) Encode(dst []uint32, text string, addSpecial bool) ([]uint32
 	return out, nil
 }
 
+// EncodeOrdinary appends the ids of text encoded as ordinary text: added and special tokens
+// written in the text are not recognised but encoded like any other characters (tiktoken's
+// encode_ordinary). Harmony (gpt-oss) prompts are built this way: formatting tokens are
+// inserted as ids and every text segment between them is encoded ordinarily, so a user who
+// writes "<|start|>" gets text, not a message boundary. Errors and allocation are as Encode's.
+func (t *Tokenizer) EncodeOrdinary(dst []uint32, text string) ([]uint32, error) {
+	if !utf8.ValidString(text) {
+		return dst, ErrInvalidUTF8
+	}
+	st := statePool.Get().(*encState)
+	st.out = dst
+	s := text
+	if len(t.norms) > 0 && !t.isNormalized(s) {
+		st.norm, st.norm2 = t.appendNormalized(st.norm[:0], st.norm2, s)
+		s = unsafe.String(unsafe.SliceData(st.norm), len(st.norm))
+	}
+	t.preTokenize(st, 0, s)
+	out := st.out
+	st.out = nil
+	if cap(st.ids) > maxScratch || cap(st.heap) > maxScratch || cap(st.norm) > maxScratch || cap(st.norm2) > maxScratch {
+		*st = encState{}
+	}
+	statePool.Put(st)
+	return out, nil
+}
+
 // encodeNormalizing normalizes a piece of text between non-normalized added tokens, then splits
 // it on normalized added tokens and encodes the rest.
 func (t *Tokenizer) encodeNormalizing(st *encState, s string) {

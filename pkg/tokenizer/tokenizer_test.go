@@ -458,3 +458,36 @@ func TestLoadTruncated(t *testing.T) {
 		}
 	}
 }
+
+func TestEncodeOrdinary(t *testing.T) {
+	tk, err := LoadDir(filepath.Join("..", "..", ".cache", "tokenizers", "gptoss"))
+	if err != nil {
+		t.Fatalf("gpt-oss tokenizer missing (%v): run `make testdata`", err)
+	}
+	for _, tt := range []struct{ name, text string }{
+		{"plain text equals Encode", "Hello, world! 日本"},
+		{"special token text stays text", "a<|start|>user<|message|>b"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tk.EncodeOrdinary(nil, tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range got {
+				if tk.IsSpecial(id) {
+					t.Errorf("got special id %d in %v, want ordinary ids only", id, got)
+				}
+			}
+			back, err := tk.Decode(got, false)
+			if err != nil || back != tt.text {
+				t.Errorf("got decode %q (%v), want %q", back, err, tt.text)
+			}
+			if !strings.Contains(tt.text, "<|") {
+				want, _ := tk.Encode(nil, tt.text, false)
+				if d := cmp.Diff(want, got); d != "" {
+					t.Errorf("(-Encode +EncodeOrdinary):\n%s", d)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// maxRenderLine bounds one input line of `gateway render`, as for `gateway tokenize`.
+const maxRenderLine = 16 << 20
+
+// renderSandboxCommand is the hidden subcommand a chat.Sandbox runs: the gateway binary
+// renders an untrusted request template in a child of itself.
+const renderSandboxCommand = "render-sandbox"
+
+const renderUsage = `usage: gateway render --model-path DIR [flags]
+
+Reads one chat completion request body (JSON) per line on stdin and prints, for each, what the
+gateway routes on: {"prompt": TEXT, "token_ids": [...]}, or {"error": {...}} (the OpenAI error
+body) for a request the engine would reject. DIR is a model directory (tokenizer.json,
+tokenizer_config.json, optional chat_template.jinja and config.json). The defaults model
+` + "`vllm serve DIR --enable-auto-tool-choice --tool-call-parser X`" + `:
+
+  --chat-template FILE                 the template to use instead of the model's (a file, or
+                                       the template text itself)
+  --chat-template-content-format F     auto (default), string or openai
+  --default-chat-template-kwargs JSON  kwargs passed to every render (a JSON object)
+  --trust-request-chat-template        accept a request's chat_template (rendered in a
+                                       sandboxed child process)
+  --no-tool-call-parser                as a server without --tool-call-parser: tool_choice
+                                       other than "none" is rejected
+  --model-type T                       override config.json's model_type (gpt_oss: Harmony)
+
+A line that is not JSON, or is longer than 16 MiB, prints an error object like any rejected
+request. The exit status is 0 when every line was answered, 1 on an input or output failure,
+2 on bad usage or an unloadable model.
+`
+
+// runRender is `gateway render`: args are the arguments after "render".
+func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gateway render", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, renderUsage) }
+	dir := fs.String("model-path", "", "model directory")
+	var opts chat.Options
+	fs.StringVar(&opts.ChatTemplate, "chat-template", "", "chat template file or text")
+	fs.StringVar(&opts.ContentFormat, "chat-template-content-format", "auto", "auto, string or openai")
+	kwargs := fs.String("default-chat-template-kwargs", "", "JSON object of default template kwargs")
+	fs.BoolVar(&opts.TrustRequestChatTemplate, "trust-request-chat-template", false, "accept request chat templates")
+	fs.BoolVar(&opts.NoToolParser, "no-tool-call-parser", false, "reject tool_choice other than none")
+	fs.StringVar(&opts.ModelType, "model-type", "", "override config.json's model_type")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gateway render: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *dir == "" {
+		fmt.Fprint(stderr, "gateway render: --model-path is required\n\n", renderUsage)
+		return 2
+	}
+	if *kwargs != "" {
+		opts.DefaultTemplateKwargs = json.RawMessage(*kwargs)
+	}
+	if opts.TrustRequestChatTemplate {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "gateway render: %v\n", err)
+			return 2
+		}
+		opts.Sandbox = &chat.Sandbox{Command: []string{exe, renderSandboxCommand}}
+	}
+	r, err := chat.New(*dir, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway render: %v\n", err)
+		return 2
+	}
+
+	in := bufio.NewReaderSize(stdin, 64<<10)
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	var line, buf []byte
+	status := 0
+	for {
+		var readErr error
+		tooLong := false
+		line = line[:0]
+		for {
+			chunk, err := in.ReadSlice('\n')
+			if len(line)+len(chunk) > maxRenderLine+1 {
+				tooLong = true
+			} else {
+				line = append(line, chunk...)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			readErr = err
+			break
+		}
+		if len(line) == 0 && !tooLong {
+			if readErr != nil && readErr != io.EOF {
+				fmt.Fprintf(stderr, "gateway render: read stdin: %v\n", readErr)
+				status = 1
+			}
+			break
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		buf = buf[:0]
+		switch {
+		case tooLong:
+			buf = openai.BadRequest("", fmt.Sprintf("line longer than %d bytes", maxRenderLine)).AppendBody(buf)
+		default:
+			buf = appendRendered(buf, r, line)
+		}
+		buf = append(buf, '\n')
+		if _, err := out.Write(buf); err != nil {
+			fmt.Fprintf(stderr, "gateway render: write: %v\n", err)
+			return 1
+		}
+		if cap(line) > 1<<20 {
+			line = nil
+		}
+		if readErr != nil {
+			if readErr != io.EOF {
+				fmt.Fprintf(stderr, "gateway render: read stdin: %v\n", readErr)
+				status = 1
+			}
+			break
+		}
+	}
+	if err := out.Flush(); err != nil {
+		fmt.Fprintf(stderr, "gateway render: write: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+// appendRendered appends the answer for one request body.
+func appendRendered(buf []byte, r *chat.Renderer, body []byte) []byte {
+	req, perr := openai.ParseChat(body, openai.Limits{})
+	if perr != nil {
+		return perr.AppendBody(buf)
+	}
+	res, rerr := r.Render(req)
+	if rerr != nil {
+		return rerr.AppendBody(buf)
+	}
+	buf = append(buf, `{"prompt":`...)
+	buf = openai.AppendString(buf, res.Prompt)
+	buf = append(buf, `,"token_ids":`...)
+	if res.TokenIDs == nil {
+		res.TokenIDs = []uint32{}
+	}
+	buf = appendUint32s(buf, res.TokenIDs)
+	return append(buf, '}')
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvgate/kvgate/pkg/tokenizer"
+)
+
+func runRen(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code = runRender(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRenderLines(t *testing.T) {
+	dir := qwen3Dir(t)
+	tk, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := filepath.Join(t.TempDir(), "t.jinja")
+	if err := os.WriteFile(tmpl, []byte("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"messages":[{"role":"user","content":"Hello"}]}`,
+		`not json`,
+		`{"messages":[{"role":"user","content":"x"}],"tools":[]}`,
+		`{"messages":[{"role":"user","content":"x"}],"chat_template":"{{ 1 }}"}`,
+		`{"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}]}`,
+	}, "\r\n") + "\n"
+	for _, tt := range []struct {
+		name string
+		args []string
+		want []string // prompt, or "error: message"
+	}{
+		{"model template", []string{"--model-path", dir}, []string{
+			"<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n",
+			"error: invalid JSON body: syntax error at offset 2",
+			"error: `tools` must not be an empty array. Either provide at least one tool or omit the field entirely.",
+			"error: Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.",
+			"", // rendered with tools (checked for being a prompt only)
+		}},
+		{"template file, no tool parser", []string{"--model-path", dir, "--chat-template", tmpl, "--no-tool-call-parser"}, []string{
+			"<user>Hello",
+			"error: invalid JSON body: syntax error at offset 2",
+			"error: `tools` must not be an empty array. Either provide at least one tool or omit the field entirely.",
+			"error: Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.",
+			`error: "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`,
+		}},
+		{"trusted request templates", []string{"--model-path", dir, "--trust-request-chat-template"}, []string{
+			"<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n",
+			"error: invalid JSON body: syntax error at offset 2",
+			"error: `tools` must not be an empty array. Either provide at least one tool or omit the field entirely.",
+			"1",
+			"",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := runRen(t, in, tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errs)
+			}
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("got %d lines, want %d: %q", len(lines), len(tt.want), out)
+			}
+			for i, l := range lines {
+				var got struct {
+					Prompt   *string  `json:"prompt"`
+					TokenIDs []uint32 `json:"token_ids"`
+					Error    *struct {
+						Message string `json:"message"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal([]byte(l), &got); err != nil {
+					t.Fatalf("line %d %q: %v", i, l, err)
+				}
+				want := tt.want[i]
+				if msg, ok := strings.CutPrefix(want, "error: "); ok {
+					if got.Error == nil || got.Error.Message != msg {
+						t.Errorf("line %d: got %s, want error %q", i, l, msg)
+					}
+					continue
+				}
+				if got.Prompt == nil {
+					t.Fatalf("line %d: got %s, want a prompt", i, l)
+				}
+				if want != "" && *got.Prompt != want {
+					t.Errorf("line %d: got prompt %q, want %q", i, *got.Prompt, want)
+				}
+				ids, _ := tk.Encode(nil, *got.Prompt, false)
+				if d := cmp.Diff(ids, got.TokenIDs); d != "" {
+					t.Errorf("line %d token ids (-want +got):\n%s", i, d)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderUsage(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"no model", nil, 2},
+		{"bad dir", []string{"--model-path", filepath.Join(t.TempDir(), "nope")}, 2},
+		{"bad format", []string{"--model-path", qwen3Dir(t), "--chat-template-content-format", "xml"}, 2},
+		{"bad kwargs", []string{"--model-path", qwen3Dir(t), "--default-chat-template-kwargs", "[1]"}, 2},
+		{"extra argument", []string{"--model-path", qwen3Dir(t), "x"}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if code, _, _ := runRen(t, "", tt.args...); code != tt.code {
+				t.Errorf("got exit %d, want %d", code, tt.code)
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+package chat
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// benchBodies returns n variants of the bench-10msg-4k conversation (12 messages, 3 tools,
+// 3783 Qwen3 tokens as written) whose message letters are permuted differently in each (the
+// JSON structure, keys and tool schemas stay), so the tokenizer's word cache has not seen
+// the message text of an iteration when it runs: the cold case a new conversation is.
+func benchBodies(b *testing.B, n int) [][]byte {
+	var req json.RawMessage
+	for _, c := range readConversations(b) {
+		if c.ID == "bench-10msg-4k" {
+			req = c.Request
+		}
+	}
+	if req == nil {
+		b.Fatal("no bench-10msg-4k conversation")
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(req, &body); err != nil {
+		b.Fatal(err)
+	}
+	var msgs []map[string]any
+	if err := json.Unmarshal(body["messages"], &msgs); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := make([][]byte, n)
+	const vowels, consonants = "aeiou", "bcdfghjklmnpqrstvwxyz"
+	for i := range out {
+		// Vowels are permuted among vowels and consonants among consonants, so the words
+		// stay pronounceable and tokenize into about as many tokens as the original text.
+		perm := make([]int, 26)
+		for _, set := range []string{vowels, consonants} {
+			for j, k := range rng.Perm(len(set)) {
+				perm[set[j]-'a'] = int(set[k] - 'a')
+			}
+		}
+		scramble := func(s string) string {
+			rs := []rune(s)
+			for j, r := range rs {
+				switch {
+				case r >= 'a' && r <= 'z':
+					rs[j] = 'a' + rune(perm[r-'a'])
+				case r >= 'A' && r <= 'Z':
+					rs[j] = unicode.ToUpper('a' + rune(perm[r-'A']))
+				}
+			}
+			return string(rs)
+		}
+		vm := make([]map[string]any, len(msgs))
+		for j, m := range msgs {
+			c := map[string]any{}
+			for k, v := range m {
+				c[k] = v
+			}
+			if s, ok := m["content"].(string); ok {
+				c["content"] = scramble(s)
+			}
+			vm[j] = c
+		}
+		mb, _ := json.Marshal(vm)
+		body["messages"] = mb
+		out[i], _ = json.Marshal(body)
+	}
+	return out
+}
+
+const freshCacheTrials = 9
+
+var (
+	freshOnce sync.Once
+	freshNs   float64
+)
+
+// freshCacheRender renders the original bench conversation with freshCacheTrials freshly
+// loaded tokenizers and returns the median duration of the first render with each.
+func freshCacheRender(b *testing.B) float64 {
+	var body []byte
+	for _, c := range readConversations(b) {
+		if c.ID == "bench-10msg-4k" {
+			body = c.Request
+		}
+	}
+	req, perr := openai.ParseChat(body, openai.Limits{})
+	if perr != nil {
+		b.Fatal(perr.Message)
+	}
+	var ds []time.Duration
+	for range freshCacheTrials {
+		r, err := New(repoPath(".cache", "tokenizers", "qwen3"), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		start := time.Now()
+		if _, err := r.Render(req); err != nil {
+			b.Fatal(err.Message)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	slices.Sort(ds)
+	return float64(ds[len(ds)/2].Nanoseconds())
+}
+
+// BenchmarkRenderChat is render + tokenize of the 10-message, ~4k-token conversation with
+// tools (Qwen3's template), on text the tokenizer's caches have not seen (cold) and on one
+// repeated text (warm), with the parts measured alone on the same inputs.
+func BenchmarkRenderChat(b *testing.B) {
+	r, err := New(repoPath(".cache", "tokenizers", "qwen3"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bodies := benchBodies(b, 4096)
+	reqs := make([]*openai.ChatRequest, len(bodies))
+	prompts := make([]string, len(bodies))
+	for i, body := range bodies {
+		req, perr := openai.ParseChat(body, openai.Limits{})
+		if perr != nil {
+			b.Fatal(perr.Message)
+		}
+		reqs[i] = req
+		if prompts[i], perr = r.RenderText(req); perr != nil {
+			b.Fatal(perr.Message)
+		}
+	}
+	res, _ := r.Render(reqs[0])
+	b.Logf("prompt: %d bytes, %d tokens", len(res.Prompt), len(res.TokenIDs))
+	b.Run("render+tokenize/cold", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := r.Render(reqs[i%len(reqs)]); err != nil {
+				b.Fatal(err.Message)
+			}
+			i++
+		}
+	})
+	b.Run("render+tokenize/warm", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := r.Render(reqs[0]); err != nil {
+				b.Fatal(err.Message)
+			}
+		}
+	})
+	// A new tokenizer has an empty word cache: the cold cost on the conversation as written
+	// (natural text; the scrambled variants above tokenize into about twice as many tokens).
+	// Loading takes ~0.1 s, so this is measured on freshCacheTrials tokenizers once, reported
+	// as fresh-ns/op beside the loop's own (warm) ns/op.
+	b.Run("render+tokenize/fresh-cache", func(b *testing.B) {
+		freshOnce.Do(func() { freshNs = freshCacheRender(b) })
+		for b.Loop() {
+			if _, err := r.Render(reqs[0]); err != nil {
+				b.Fatal(err.Message)
+			}
+		}
+		b.ReportMetric(freshNs, "fresh-ns/op")
+	})
+	b.Run("render", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := r.RenderText(reqs[i%len(reqs)]); err != nil {
+				b.Fatal(err.Message)
+			}
+			i++
+		}
+	})
+	b.Run("tokenize/cold", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		var ids []uint32
+		for b.Loop() {
+			ids, _ = r.tok.Encode(ids[:0], prompts[i%len(prompts)], false)
+			i++
+		}
+	})
+	b.Run("parse", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := openai.ParseChat(bodies[i%len(bodies)], openai.Limits{}); err != nil {
+				b.Fatal(err.Message)
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,653 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/tokenizer"
+)
+
+// DefaultMaxPromptBytes bounds a rendered prompt when Options.MaxPromptBytes is zero: far
+// beyond any context window (1M tokens are about 4 MB of text).
+const DefaultMaxPromptBytes = 32 << 20
+
+// Options configure a Renderer like the matching `vllm serve` flags. The zero value is
+// `vllm serve MODEL --enable-auto-tool-choice --tool-call-parser X`: requests with tools
+// are accepted, the content format is detected, there are no default template kwargs and
+// request templates are refused.
+type Options struct {
+	// ChatTemplate is --chat-template: a file path, or the template itself when the text
+	// holds '{', '}' or a newline. It replaces the model directory's templates.
+	ChatTemplate string
+	// TrustRequestChatTemplate is --trust-request-chat-template: requests may carry their
+	// own chat_template. Such templates are untrusted and render only in Sandbox.
+	TrustRequestChatTemplate bool
+	// Sandbox renders untrusted (request) templates; required when
+	// TrustRequestChatTemplate is set.
+	Sandbox *Sandbox
+	// ContentFormat is --chat-template-content-format: "auto" or "" (detect, §4),
+	// "string" or "openai".
+	ContentFormat string
+	// DefaultTemplateKwargs is --default-chat-template-kwargs, a JSON object (nil: none).
+	DefaultTemplateKwargs json.RawMessage
+	// NoToolParser models a server started without --enable-auto-tool-choice and
+	// --tool-call-parser: tool_choice other than "none" is refused with vLLM's messages.
+	NoToolParser bool
+	// ModelType overrides config.json's model_type ("gpt_oss" renders with Harmony).
+	ModelType string
+	// Tokenizer is the model's tokenizer; nil loads tokenizer.json from the model directory.
+	Tokenizer *tokenizer.Tokenizer
+	// Now is the clock of strftime_now and of Harmony's "Current date" (nil: time.Now).
+	Now func() time.Time
+	// MaxPromptBytes bounds a rendered prompt (0: DefaultMaxPromptBytes).
+	MaxPromptBytes int
+}
+
+// Result is a rendered chat request: the prompt text and its token ids, as the engine
+// computes them.
+type Result struct {
+	Prompt   string
+	TokenIDs []uint32
+}
+
+// Renderer turns chat requests into prompts for one model. It is built once from a model
+// directory, is immutable afterwards and safe for concurrent use.
+type Renderer struct {
+	tok       *tokenizer.Tokenizer
+	opts      Options
+	now       func() time.Time
+	maxPrompt int
+	specials  []special
+	// defaultT and toolT are the model's templates (toolT is the "tool_use" one of a named
+	// set, used when the request has tools); nil when the model has none.
+	defaultT, toolT *compiled
+	defaults        json.RawMessage
+	harmony         *harmonyEncoding // non-nil for gpt-oss
+	strftime        jinja.Value
+}
+
+var (
+	rangeValue = jinja.NewCallable("range", rangeGlobal)
+	trimValue  = jinja.NewCallable("trim", trimFilter)
+)
+
+// New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
+// optional chat_template.jinja and config.json). It fails when a template does not
+// compile or a file is malformed; a model without any template is accepted and its
+// requests get vLLM's "no chat template" 400.
+func New(dir string, opts Options) (*Renderer, error) {
+	mf, err := loadModelFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Tokenizer == nil {
+		if opts.Tokenizer, err = tokenizer.LoadDir(dir); err != nil {
+			return nil, fmt.Errorf("chat: %w", err)
+		}
+	}
+	return newRenderer(mf, opts)
+}
+
+func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
+	r := &Renderer{opts: opts, now: opts.Now, maxPrompt: opts.MaxPromptBytes, specials: mf.specials, defaults: opts.DefaultTemplateKwargs}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.strftime = strftimeGlobal(r.now)
+	if r.maxPrompt <= 0 {
+		r.maxPrompt = DefaultMaxPromptBytes
+	}
+	switch opts.ContentFormat {
+	case "", "auto", FormatString, FormatOpenAI:
+	default:
+		return nil, fmt.Errorf("chat: content format %q is not auto, string or openai", opts.ContentFormat)
+	}
+	if opts.TrustRequestChatTemplate && opts.Sandbox == nil {
+		return nil, errors.New("chat: trusting request chat templates needs a Sandbox to render them in")
+	}
+	if len(r.defaults) > 0 {
+		if firstNonSpace(r.defaults) != '{' || !json.Valid(r.defaults) {
+			return nil, errors.New("chat: default chat template kwargs must be a JSON object")
+		}
+	}
+	r.tok = opts.Tokenizer
+	var err error
+	modelType := opts.ModelType
+	if modelType == "" {
+		modelType = mf.modelType
+	}
+	if modelType == "gpt_oss" {
+		if r.tok == nil {
+			return nil, errors.New("chat: gpt-oss (Harmony) rendering needs the model's tokenizer")
+		}
+		if r.harmony, err = newHarmonyEncoding(r.tok); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	templates := mf.templates
+	if opts.ChatTemplate != "" {
+		src, err := loadTemplateOption(opts.ChatTemplate)
+		if err != nil {
+			return nil, err
+		}
+		templates = map[string]string{"default": src}
+	}
+	if src, ok := templates["default"]; ok {
+		if r.defaultT, err = compileTemplate(src); err != nil {
+			return nil, fmt.Errorf("chat: default template: %w", err)
+		}
+	}
+	if src, ok := templates["tool_use"]; ok {
+		if r.toolT, err = compileTemplate(src); err != nil {
+			return nil, fmt.Errorf("chat: tool_use template: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Tokenizer returns the tokenizer the renderer encodes with (nil when it renders text only).
+func (r *Renderer) Tokenizer() *tokenizer.Tokenizer { return r.tok }
+
+// Render builds the prompt of a chat request and tokenizes it as the engine does (§9:
+// without adding special tokens unless the request asks). Every failure the request can
+// cause, including template errors, is a 400 in the OpenAI shape carrying the message vLLM
+// would give; no panic escapes.
+func (r *Renderer) Render(req *openai.ChatRequest) (Result, *openai.Error) {
+	if r.harmony != nil {
+		return r.renderHarmony(req)
+	}
+	text, err := r.RenderText(req)
+	if err != nil {
+		return Result{}, err
+	}
+	if r.tok == nil {
+		return Result{Prompt: text}, nil
+	}
+	ids, terr := r.tok.Encode(make([]uint32, 0, len(text)/3+8), text, req.AddSpecialTokens)
+	if terr != nil {
+		return Result{}, openai.BadRequest("messages", terr.Error())
+	}
+	return Result{Prompt: text, TokenIDs: ids}, nil
+}
+
+// RenderText is Render without tokenization: the prompt text only (for gpt-oss, whose
+// prompt is built as tokens, the text those tokens decode to).
+func (r *Renderer) RenderText(req *openai.ChatRequest) (string, *openai.Error) {
+	if r.harmony != nil {
+		res, err := r.renderHarmony(req)
+		return res.Prompt, err
+	}
+	if err := r.checkToolParser(req); err != nil {
+		return "", err
+	}
+	reqTemplate, hasReqTemplate, err := requestTemplate(req)
+	if err != nil {
+		return "", err
+	}
+	if hasReqTemplate {
+		if !r.opts.TrustRequestChatTemplate {
+			return "", openai.BadRequest("chat_template", "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.")
+		}
+		return r.opts.Sandbox.render(r.sandboxConfig(), req, reqTemplate)
+	}
+	t := r.defaultT
+	if req.Tools != nil && r.toolT != nil {
+		t = r.toolT
+	}
+	if t == nil {
+		return "", openai.BadRequest("", "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.")
+	}
+	return r.renderCompiled(req, t)
+}
+
+// requestTemplate is the template a request brings: chat_template, else a string
+// chat_template_kwargs.chat_template.
+func requestTemplate(req *openai.ChatRequest) (string, bool, *openai.Error) {
+	if req.HasChatTemplate {
+		return req.ChatTemplate, true, nil
+	}
+	if req.ChatTemplateKwargs == nil {
+		return "", false, nil
+	}
+	kw, err := decodeJSON(req.ChatTemplateKwargs)
+	if err != nil {
+		return "", false, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs is not valid JSON")
+	}
+	v, ok := kw.AsDict().Get("chat_template")
+	if !ok || v.IsNone() {
+		return "", false, nil
+	}
+	if !v.IsString() {
+		return "", false, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs.chat_template must be a string")
+	}
+	return v.AsString(), true, nil
+}
+
+// checkToolParser applies vLLM's tool_choice checks for a server without a tool parser.
+func (r *Renderer) checkToolParser(req *openai.ChatRequest) *openai.Error {
+	if !r.opts.NoToolParser {
+		return nil
+	}
+	switch req.ToolChoice.Mode {
+	case openai.ToolChoiceNone, "":
+		return nil
+	case openai.ToolChoiceAuto:
+		return openai.BadRequest("tool_choice", `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`)
+	case openai.ToolChoiceRequired:
+		return openai.BadRequest("tool_choice", `tool_choice="required" requires --tool-call-parser to be set`)
+	}
+	return openai.BadRequest("tool_choice", fmt.Sprintf(`tool_choice=function "%s" requires --tool-call-parser to be set`, req.ToolChoice.Name))
+}
+
+// renderCompiled renders a trusted template in process.
+func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string, *openai.Error) {
+	format := r.opts.ContentFormat
+	if format == "" || format == "auto" {
+		format = t.format
+	}
+	vars, cfm, err := r.buildVars(req, format)
+	if err != nil {
+		return "", err
+	}
+	out, rerr := execTemplate(t.tmpl, vars)
+	if rerr != nil {
+		return "", openai.BadRequest("", rerr.Error())
+	}
+	if len(out) > r.maxPrompt {
+		return "", openai.BadRequest("", fmt.Sprintf("the rendered prompt is %d bytes, more than the %d allowed", len(out), r.maxPrompt))
+	}
+	if cfm != nil {
+		return cfm.cut(out)
+	}
+	return out, nil
+}
+
+// execTemplate renders with the library, turning a panic into an error: templates are
+// code, and a library bug on an odd input must cost one request, not the process.
+func execTemplate(t *jinja.Template, vars map[string]jinja.Value) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = "", fmt.Errorf("chat template rendering failed: %v", p)
+		}
+	}()
+	return t.RenderValues(vars)
+}
+
+// continueTag is transformers' continue_final_message marker.
+const continueTag = "CONTINUE_FINAL_MESSAGE_TAG "
+
+// continueFinal remembers the final message text for the continue_final_message cut.
+type continueFinal struct{ final string }
+
+// cut is transformers' render_jinja_template tail for continue_final_message (§7).
+func (c *continueFinal) cut(out string) (string, *openai.Error) {
+	tag := pyStrip(continueTag)
+	if !strings.Contains(out, pyStrip(c.final)) || !strings.Contains(out, tag) {
+		return "", openai.BadRequest("", "continue_final_message is set but the final message does not appear in the chat after applying the chat template! This can happen if the chat template deletes portions of the final message. Please verify the chat template and final message in your chat to ensure they are compatible.")
+	}
+	loc := strings.LastIndex(out, tag)
+	if strings.HasPrefix(out[loc:], continueTag) {
+		return out[:loc], nil
+	}
+	return pyRStrip(out[:loc]), nil
+}
+
+// notTemplateVars are apply_chat_template's own parameters: kwargs so named configure the
+// call and never reach the template.
+var notTemplateVars = map[string]bool{
+	"conversation": true, "tools": true, "documents": true, "chat_template": true, "add_generation_prompt": true,
+	"continue_final_message": true, "tokenize": true, "padding": true, "truncation": true, "max_length": true,
+	"return_tensors": true, "return_dict": true, "return_assistant_tokens_mask": true, "tokenizer_kwargs": true,
+}
+
+// buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
+// conversation of §3, tools of §5, special tokens, and the environment's globals.
+func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string]jinja.Value, *continueFinal, *openai.Error) {
+	var merged orderedVars
+	if len(r.defaults) > 0 {
+		d, err := decodeJSON(r.defaults)
+		if err != nil {
+			return nil, nil, openai.BadRequest("", "default chat template kwargs are not valid JSON")
+		}
+		merged.mergeDict(d.AsDict())
+	}
+	if req.Tools != nil {
+		tools, err := toolDicts(req.Tools)
+		if err != nil {
+			return nil, nil, err
+		}
+		merged.merge("tools", tools)
+	}
+	hasThinkingKwarg := false
+	if req.ChatTemplateKwargs != nil {
+		kw, err := decodeJSON(req.ChatTemplateKwargs)
+		if err != nil {
+			return nil, nil, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs is not valid JSON")
+		}
+		hasThinkingKwarg = kw.AsDict().Has("enable_thinking")
+		merged.mergeDict(kw.AsDict())
+	}
+	merged.merge("add_generation_prompt", jinja.NewBool(req.AddGenerationPrompt))
+	merged.merge("continue_final_message", jinja.NewBool(req.ContinueFinalMessage))
+	if req.Documents != nil {
+		docs, err := decodeJSON(req.Documents)
+		if err != nil {
+			return nil, nil, openai.BadRequest("documents", "documents is not valid JSON")
+		}
+		merged.merge("documents", docs)
+	}
+	if req.ReasoningEffort != "" {
+		merged.merge("reasoning_effort", jinja.NewString(req.ReasoningEffort))
+		if !hasThinkingKwarg {
+			merged.merge("enable_thinking", jinja.NewBool(req.ReasoningEffort != "none"))
+		}
+	}
+
+	conv, err := conversation(req.Messages, format)
+	if err != nil {
+		return nil, nil, err
+	}
+	vars := make(map[string]jinja.Value, 8+len(r.specials)+len(merged.keys))
+	// The globals hold no state, so one value serves every render.
+	vars["range"] = rangeValue
+	vars["strftime_now"] = r.strftime
+	vars[trimFilterName] = trimValue
+	for _, s := range r.specials {
+		vars[s.name] = s.jinjaValue()
+	}
+	for i, k := range merged.keys {
+		if k == "messages" {
+			return nil, nil, openai.BadRequest("chat_template_kwargs", "jinja2.environment.Template.render() got multiple values for keyword argument 'messages'")
+		}
+		if !notTemplateVars[k] {
+			vars[k] = merged.vals[i]
+		}
+	}
+	tools, ok := merged.get("tools")
+	if !ok {
+		tools = jinja.None()
+	} else if !tools.IsNone() {
+		// transformers accepts JSON schemas (dicts) or Python functions as tools.
+		for _, t := range listItems(tools) {
+			if !t.IsDict() {
+				return nil, nil, openai.BadRequest("tools", "Tools should either be a JSON schema, or a callable function with type hints and a docstring suitable for auto-conversion to a schema.")
+			}
+		}
+	}
+	docs, ok := merged.get("documents")
+	if !ok {
+		docs = jinja.None()
+	} else if !docs.IsNone() {
+		for _, d := range listItems(docs) {
+			if !d.IsDict() {
+				return nil, nil, openai.BadRequest("documents", "Documents should be a list of dicts with 'title' and 'text' keys!")
+			}
+		}
+	}
+	vars["tools"] = tools
+	vars["documents"] = docs
+	agp, _ := merged.get("add_generation_prompt")
+	vars["add_generation_prompt"] = agp
+
+	var cfm *continueFinal
+	if req.ContinueFinalMessage {
+		if cfm, err = appendContinueTag(conv); err != nil {
+			return nil, nil, err
+		}
+	}
+	vars["messages"] = jinja.NewList(conv)
+	return vars, cfm, nil
+}
+
+// listItems returns the items of a list value (nil for anything else).
+func listItems(v jinja.Value) []jinja.Value {
+	if v.IsList() {
+		return v.AsList().Items
+	}
+	return nil
+}
+
+// appendContinueTag marks the final message for continue_final_message (§7).
+func appendContinueTag(conv []jinja.Value) (*continueFinal, *openai.Error) {
+	if len(conv) == 0 {
+		return nil, openai.BadRequest("messages", "list index out of range")
+	}
+	last := conv[len(conv)-1].AsDict()
+	content, _ := last.Get("content")
+	switch {
+	case content.IsString():
+		last.Set("content", jinja.NewString(content.AsString()+continueTag))
+		return &continueFinal{final: content.AsString()}, nil
+	case content.IsList():
+		items := content.AsList().Items
+		for i := len(items) - 1; i >= 0; i-- {
+			if !items[i].IsDict() {
+				continue
+			}
+			p := items[i].AsDict()
+			if text, ok := p.Get("text"); ok && text.IsString() {
+				p.Set("text", jinja.NewString(text.AsString()+continueTag))
+				return &continueFinal{final: text.AsString()}, nil
+			}
+		}
+		return nil, openai.BadRequest("messages", "continue_final_message is set but we could not find any text to continue in the final message!")
+	}
+	return nil, openai.BadRequest("messages", "unsupported operand type(s) for +: 'NoneType' and 'str'")
+}
+
+// orderedVars is vLLM's merge_kwargs accumulator: later values win unless they are None or
+// the string "auto" (those never override, §7).
+type orderedVars struct {
+	keys []string
+	vals []jinja.Value
+}
+
+func (o *orderedVars) merge(k string, v jinja.Value) {
+	unset := v.IsNone() || v.IsString() && v.AsString() == "auto"
+	for i, kk := range o.keys {
+		if kk == k {
+			if !unset {
+				o.vals[i] = v
+			}
+			return
+		}
+	}
+	if unset {
+		return
+	}
+	o.keys = append(o.keys, k)
+	o.vals = append(o.vals, v)
+}
+
+func (o *orderedVars) mergeDict(d *jinja.Dict) {
+	for _, k := range d.Keys {
+		o.merge(k, d.Data[k])
+	}
+}
+
+func (o *orderedVars) get(k string) (jinja.Value, bool) {
+	for i, kk := range o.keys {
+		if kk == k {
+			return o.vals[i], true
+		}
+	}
+	return jinja.Undefined(), false
+}
+
+// toolDicts is ChatCompletionToolsParam.model_dump() of each tool (§5):
+// {"type": "function", "function": {"name", "description"|None, "parameters"|None, extras}}.
+func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
+	items := make([]jinja.Value, len(tools))
+	for i, t := range tools {
+		fn := jinja.NewDict()
+		f := fn.AsDict()
+		f.Set("name", jinja.NewString(t.Name))
+		if t.HasDescription {
+			f.Set("description", jinja.NewString(t.Description))
+		} else {
+			f.Set("description", jinja.None())
+		}
+		params := jinja.None()
+		if t.Parameters != nil {
+			var err error
+			if params, err = decodeJSON(t.Parameters); err != nil {
+				return jinja.Undefined(), openai.BadRequest(fmt.Sprintf("tools[%d].function.parameters", i), "tool parameters are not valid JSON")
+			}
+		}
+		f.Set("parameters", params)
+		for _, m := range t.Extra {
+			v, err := decodeJSON(m.Value)
+			if err != nil {
+				return jinja.Undefined(), openai.BadRequest(fmt.Sprintf("tools[%d].function", i), "tool function is not valid JSON")
+			}
+			f.Set(m.Key, v)
+		}
+		tool := jinja.NewDict()
+		tool.AsDict().Set("type", jinja.NewString("function"))
+		tool.AsDict().Set("function", fn)
+		items[i] = tool
+	}
+	return jinja.NewList(items), nil
+}
+
+// conversation turns request messages into template messages (§3): each a fresh dict in
+// the key order role, content, then tool_calls, reasoning, reasoning_content (assistant),
+// tool_call_id (tool) or tools (developer), then name.
+func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *openai.Error) {
+	out := make([]jinja.Value, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		texts, err := contentTexts(m, i)
+		if err != nil {
+			return nil, err
+		}
+		d := jinja.NewDict()
+		dict := d.AsDict()
+		dict.Set("role", jinja.NewString(m.Role))
+		dict.Set("content", contentValue(texts, format, m.Role == "tool"))
+		switch m.Role {
+		case "assistant":
+			if m.HasToolCalls && len(m.ToolCalls) > 0 {
+				calls := make([]jinja.Value, len(m.ToolCalls))
+				for j, c := range m.ToolCalls {
+					id := jinja.None()
+					if c.HasID {
+						id = jinja.NewString(c.ID)
+					}
+					name := jinja.None()
+					if c.HasName {
+						name = jinja.NewString(c.Name)
+					}
+					fn := jinja.NewDict()
+					fn.AsDict().Set("arguments", loadsArguments(c.Arguments))
+					fn.AsDict().Set("name", name)
+					call := jinja.NewDict()
+					call.AsDict().Set("id", id)
+					call.AsDict().Set("function", fn)
+					call.AsDict().Set("type", jinja.NewString(c.Type))
+					calls[j] = call
+				}
+				dict.Set("tool_calls", jinja.NewList(calls))
+			}
+			if m.HasReasoning {
+				dict.Set("reasoning", jinja.NewString(m.Reasoning))
+				dict.Set("reasoning_content", jinja.NewString(m.Reasoning))
+			}
+		case "tool":
+			if m.HasToolCallID {
+				dict.Set("tool_call_id", jinja.NewString(m.ToolCallID))
+			}
+		case "developer":
+			tools := jinja.None()
+			if m.Tools != nil {
+				v, err := decodeJSON(m.Tools)
+				if err != nil {
+					return nil, openai.BadRequest(fmt.Sprintf("messages[%d].tools", i), "tools is not valid JSON")
+				}
+				tools = v
+			}
+			dict.Set("tools", tools)
+		}
+		if m.HasName {
+			dict.Set("name", jinja.NewString(m.Name))
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// contentTexts returns the text parts of a message's content in order (null parts dropped;
+// a string is one part). Media parts need a multimodal model, which the gateway does not
+// render: such requests are refused.
+func contentTexts(m *openai.ChatMessage, i int) ([]string, *openai.Error) {
+	switch m.Content.Kind {
+	case openai.ContentNull:
+		return nil, nil
+	case openai.ContentString:
+		return []string{m.Content.Text}, nil
+	}
+	texts := make([]string, 0, len(m.Content.Parts))
+	for j, p := range m.Content.Parts {
+		if p.IsString {
+			texts = append(texts, p.Text)
+			continue
+		}
+		if _, ok := textPartTypes[p.Type]; !ok {
+			param := fmt.Sprintf("messages[%d].content[%d]", i, j)
+			if p.Type == "" {
+				return nil, openai.BadRequest(param, "content part has no type")
+			}
+			return nil, openai.BadRequest(param, fmt.Sprintf("content part type %q needs a multimodal model; this model takes text only", p.Type))
+		}
+		if p.TextNull {
+			continue
+		}
+		texts = append(texts, p.Text)
+	}
+	return texts, nil
+}
+
+var textPartTypes = map[string]struct{}{"text": {}, "input_text": {}, "output_text": {}, "refusal": {}, "thinking": {}}
+
+// contentValue is a message's content as the template sees it: in string format the
+// non-empty texts joined with "\n"; in openai format a list of text parts, except for tool
+// messages, whose all-text lists are joined back into one string (empty parts included).
+func contentValue(texts []string, format string, tool bool) jinja.Value {
+	if format == FormatString {
+		switch len(texts) {
+		case 0:
+			return jinja.NewString("")
+		case 1:
+			return jinja.NewString(texts[0])
+		}
+		var b strings.Builder
+		for _, t := range texts {
+			if t == "" {
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(t)
+		}
+		return jinja.NewString(b.String())
+	}
+	if tool {
+		return jinja.NewString(strings.Join(texts, "\n"))
+	}
+	parts := make([]jinja.Value, len(texts))
+	for i, t := range texts {
+		p := jinja.NewDict()
+		p.AsDict().Set("type", jinja.NewString("text"))
+		p.AsDict().Set("text", jinja.NewString(t))
+		parts[i] = p
+	}
+	return jinja.NewList(parts)
+}

@@ -1,0 +1,249 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// maxTemplateFile bounds a template or tokenizer_config.json read from disk.
+const maxTemplateFile = 64 << 20
+
+// specialTokenKeys are the tokenizer attributes transformers passes to every template when
+// set (special_tokens_map), in its order.
+var specialTokenKeys = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
+
+// modelFiles is what a model directory tells the renderer.
+type modelFiles struct {
+	// templates by name: "default", and "tool_use" etc. when tokenizer_config.json holds a
+	// list of named templates. chat_template.jinja, when present, is the only template.
+	templates map[string]string
+	specials  []special
+	modelType string
+}
+
+// special is one special-token variable: a string, or a list of strings
+// (additional_special_tokens).
+type special struct {
+	name   string
+	value  string
+	list   []string
+	isList bool
+}
+
+func (s special) jinjaValue() jinja.Value {
+	if !s.isList {
+		return jinja.NewString(s.value)
+	}
+	items := make([]jinja.Value, len(s.list))
+	for i, x := range s.list {
+		items[i] = jinja.NewString(x)
+	}
+	return jinja.NewList(items)
+}
+
+// loadModelFiles reads the templates, special tokens and model type of a model directory.
+// Missing files are not errors (a directory may hold only tokenizer.json); unreadable or
+// malformed ones are.
+func loadModelFiles(dir string) (*modelFiles, error) {
+	mf := &modelFiles{templates: map[string]string{}}
+	cfg, err := readSmall(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if cfg != nil {
+		if err := mf.parseTokenizerConfig(cfg); err != nil {
+			return nil, fmt.Errorf("chat: %s: %w", filepath.Join(dir, "tokenizer_config.json"), err)
+		}
+	}
+	// transformers: "the file template clobbers any template in the config".
+	if b, err := readSmall(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		mf.templates = map[string]string{"default": string(b)}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if b, err := readSmall(filepath.Join(dir, "config.json")); err == nil {
+		var c struct {
+			ModelType string `json:"model_type"`
+		}
+		if json.Unmarshal(b, &c) == nil {
+			mf.modelType = c.ModelType
+		}
+	}
+	return mf, nil
+}
+
+func readSmall(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxTemplateFile {
+		return nil, fmt.Errorf("chat: %s is %d bytes, larger than %d", path, st.Size(), maxTemplateFile)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	return b, nil
+}
+
+func (mf *modelFiles) parseTokenizerConfig(b []byte) error {
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return err
+	}
+	for _, k := range specialTokenKeys {
+		if s, ok := tokenContent(cfg[k]); ok {
+			mf.specials = append(mf.specials, special{name: k, value: s})
+		}
+	}
+	if v, ok := cfg["additional_special_tokens"]; ok && !isNullJSON(v) {
+		var raws []json.RawMessage
+		if err := json.Unmarshal(v, &raws); err != nil {
+			return fmt.Errorf("additional_special_tokens: %w", err)
+		}
+		sp := special{name: "additional_special_tokens", isList: true, list: []string{}}
+		for _, r := range raws {
+			if s, ok := tokenContent(r); ok {
+				sp.list = append(sp.list, s)
+			}
+		}
+		mf.specials = append(mf.specials, sp)
+	}
+	// transformers v5 names model-specific special tokens (image_token, ...) in
+	// extra_special_tokens; each becomes a variable of its own.
+	if v, ok := cfg["extra_special_tokens"]; ok && firstNonSpace(v) == '{' {
+		var named map[string]json.RawMessage
+		if err := json.Unmarshal(v, &named); err != nil {
+			return fmt.Errorf("extra_special_tokens: %w", err)
+		}
+		for _, k := range orderedKeys(v) {
+			if s, ok := tokenContent(named[k]); ok {
+				mf.specials = append(mf.specials, special{name: k, value: s})
+			}
+		}
+	}
+	if v, ok := cfg["chat_template"]; ok && !isNullJSON(v) {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			mf.templates["default"] = s
+		} else {
+			var named []struct {
+				Name     string `json:"name"`
+				Template string `json:"template"`
+			}
+			if err := json.Unmarshal(v, &named); err != nil {
+				return fmt.Errorf("chat_template: %w", err)
+			}
+			for _, n := range named {
+				mf.templates[n.Name] = n.Template
+			}
+		}
+	}
+	return nil
+}
+
+// tokenContent is a special token's text: a string, or an AddedToken object's content.
+func tokenContent(v json.RawMessage) (string, bool) {
+	if len(v) == 0 || isNullJSON(v) {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, true
+	}
+	var obj struct {
+		Content *string `json:"content"`
+	}
+	if json.Unmarshal(v, &obj) == nil && obj.Content != nil {
+		return *obj.Content, true
+	}
+	return "", false
+}
+
+func isNullJSON(v []byte) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+func firstNonSpace(v []byte) byte {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}
+
+// orderedKeys returns the keys of a JSON object in document order.
+func orderedKeys(v []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	var keys []string
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		keys = append(keys, t.(string))
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return keys
+		}
+	}
+	return keys
+}
+
+// loadTemplateOption resolves --chat-template as vLLM's load_chat_template does: text
+// holding '{', '}' or a newline is the template itself; anything else is a file path.
+func loadTemplateOption(opt string) (string, error) {
+	if strings.ContainsAny(opt, "{}\n") {
+		return opt, nil
+	}
+	b, err := readSmall(opt)
+	if err != nil {
+		return "", fmt.Errorf("chat: --chat-template %q: %w", opt, err)
+	}
+	return string(b), nil
+}
+
+// prepareSource applies Jinja2's lexer rules the library lacks, which are exact
+// transformations of the source: "\r\n" and "\r" become "\n", and one trailing newline is
+// dropped (keep_trailing_newline=False).
+func prepareSource(src string) string {
+	if strings.IndexByte(src, '\r') >= 0 {
+		src = strings.ReplaceAll(src, "\r\n", "\n")
+		src = strings.ReplaceAll(src, "\r", "\n")
+	}
+	return strings.TrimSuffix(src, "\n")
+}
+
+// compiled is one template ready to render.
+type compiled struct {
+	source string
+	tmpl   *jinja.Template
+	format string // detected content format
+}
+
+func compileTemplate(src string) (*compiled, error) {
+	t, err := compileRecovered(rewriteTrim(prepareSource(src)))
+	if err != nil {
+		return nil, err
+	}
+	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src)}, nil
+}
+
+// compileRecovered compiles with the library, turning a panic into an error.
+func compileRecovered(src string) (t *jinja.Template, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, fmt.Errorf("chat template does not compile: %v", p)
+		}
+	}()
+	return jinja.Compile(src)
+}

@@ -1,0 +1,480 @@
+#!/usr/bin/python3
+"""Reference renderer for pkg/chat's golden tests: vLLM's chat-request rules on top of Jinja2
+set up exactly as Hugging Face transformers sets it up for apply_chat_template.
+
+For every template of tools/chat/templates.json and every request of
+pkg/chat/testdata/conversations.jsonl it writes one line of
+pkg/chat/testdata/golden/<template>.jsonl:
+
+  {"id", "format", "prompt", "ids"}                  the rendered prompt and its token ids
+  {"id", "format", "error", "exact"}                 a request vLLM rejects with a 400;
+                                                     exact: the Go side must give this message
+
+Token ids come from the reference Hugging Face tokenizers (tools/chat/ids.js, the
+`tokenizers` Rust library through its Node build, as tools/tokenizer/golden.js uses it).
+
+  /usr/bin/python3 tools/chat/gen.py            regenerate the golden files
+  /usr/bin/python3 tools/chat/gen.py --check    exit 1 if a committed prompt or error differs
+                                                (no Node needed: ids are not recomputed)
+
+Needs Debian's python3-jinja2 (/usr/bin/python3) and, to regenerate, `make testdata`.
+The rules implemented here are wire/vllm-chat.md §2-§8, written from vLLM's sources
+(vllm/renderers/hf.py, entrypoints/chat_utils.py, chat_completion/protocol.py,
+renderers/online_renderer.py) and transformers' chat_template_utils.py.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from functools import lru_cache
+
+import jinja2
+import jinja2.ext
+import jinja2.meta
+import jinja2.nodes
+from jinja2 import nodes
+from jinja2.exceptions import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESTDATA = os.path.join(ROOT, "pkg", "chat", "testdata")
+# The clock of strftime_now in the golden renders (the Go test uses the same instant).
+NOW = datetime(2026, 7, 26, 9, 5, 3)
+
+
+# ---------------------------------------------------------------- §8 the environment
+
+class GenerationBlock(jinja2.ext.Extension):
+    """transformers' AssistantTracker: {% generation %} renders its body."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render_body"), [], [], body).set_lineno(lineno)
+
+    def _render_body(self, caller):
+        return caller()
+
+
+def _raise_exception(message):
+    raise TemplateError(message)
+
+
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt):
+    return NOW.strftime(fmt)
+
+
+ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols])
+ENV.filters["tojson"] = _tojson
+ENV.globals["raise_exception"] = _raise_exception
+ENV.globals["strftime_now"] = _strftime_now
+
+
+@lru_cache(maxsize=64)
+def compile_template(source):
+    return ENV.from_string(source)
+
+
+# ---------------------------------------------------------------- §4 content format (vllm/renderers/hf.py)
+
+def _is_var_access(node, varname):
+    return isinstance(node, nodes.Name) and node.ctx == "load" and node.name == varname
+
+
+def _is_attr_access(node, varname, key):
+    if isinstance(node, nodes.Getitem):
+        return _is_var_access(node.node, varname) and isinstance(node.arg, nodes.Const) and node.arg.value == key
+    if isinstance(node, nodes.Getattr):
+        return _is_var_access(node.node, varname) and node.attr == key
+    return False
+
+
+def _is_var_or_elems_access(node, varname, key=None):
+    if isinstance(node, nodes.Filter):
+        return node.node is not None and _is_var_or_elems_access(node.node, varname, key)
+    if isinstance(node, nodes.Test):
+        return _is_var_or_elems_access(node.node, varname, key)
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice):
+        return _is_var_or_elems_access(node.node, varname, key)
+    return _is_attr_access(node, varname, key) if key else _is_var_access(node, varname)
+
+
+def _assign_var_or_elems(root, varname):
+    yield root, varname
+    related = [varname]
+    while related:
+        rv = related.pop(0)
+        for a in root.find_all(nodes.Assign):
+            if _is_var_or_elems_access(a.node, rv):
+                assert isinstance(a.target, nodes.Name)
+                yield a, a.target.name
+                if a.target.name != rv:
+                    related.append(a.target.name)
+
+
+def _assign_messages_item(root):
+    names = [v for _, v in _assign_var_or_elems(root, "messages")]
+    for loop in root.find_all(nodes.For):
+        for v in names:
+            if _is_var_or_elems_access(loop.iter, v):
+                assert isinstance(loop.target, nodes.Name)
+                yield loop, loop.target.name
+                break
+
+
+def _assign_content_item(root):
+    names = [v for _, v in _assign_messages_item(root)]
+    for loop in root.find_all(nodes.For):
+        for v in names:
+            if _is_var_or_elems_access(loop.iter, v, "content"):
+                assert isinstance(loop.target, nodes.Name)
+                yield loop, loop.target.name
+                break
+
+
+@lru_cache(maxsize=256)
+def detect_content_format(source):
+    try:
+        ast = ENV.parse(source)
+    except Exception:
+        return "string"
+    try:
+        next(_assign_content_item(ast))
+    except StopIteration:
+        return "string"
+    except Exception:
+        return "string"
+    return "openai"
+
+
+# ---------------------------------------------------------------- §2 request rules
+
+class Rejected(Exception):
+    def __init__(self, message, exact=True):
+        super().__init__(message)
+        self.exact = exact
+
+
+def check_request(req):
+    """The rules of chat_completion/protocol.py and online_renderer.render_chat that the
+    test conversations exercise, with vLLM's messages."""
+    if req.get("stream_options") and not req.get("stream"):
+        raise Rejected("Stream options can only be defined when `stream=True`.")
+    if req.get("tools") == []:
+        raise Rejected("`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.")
+    tc = req.get("tool_choice")
+    if tc not in (None, "none") and req.get("tools") is None:
+        raise Rejected("When using `tool_choice`, `tools` must be set.")
+    if req.get("continue_final_message") and req.get("add_generation_prompt", True):
+        raise Rejected("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+    kw = req.get("chat_template_kwargs") or {}
+    if req.get("chat_template") is not None or kw.get("chat_template") is not None:
+        raise Rejected("Chat template is passed with request, but --trust-request-chat-template is not set. "
+                       "Refused request with untrusted chat template.")
+
+
+# ---------------------------------------------------------------- §3 messages
+
+TEXT_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal", "thinking": "thinking"}
+
+
+def parse_content(content, fmt, role):
+    if content is None:
+        parts = []
+    elif isinstance(content, str):
+        parts = [{"type": "text", "text": content}]
+    else:
+        parts = content
+    texts = []
+    for p in parts:
+        if isinstance(p, str):
+            texts.append(p)
+            continue
+        key = TEXT_KEYS.get(p.get("type"))
+        if key is None:
+            # media parts need a multimodal model; the gateway renders text-only models
+            raise Rejected("content part type %r needs a multimodal model" % p.get("type"), exact=False)
+        if p.get(key) is None:
+            continue
+        texts.append(p[key])
+    if fmt == "string":
+        return "\n".join(t for t in texts if t != "")
+    out = [{"type": "text", "text": t} for t in texts]
+    if role == "tool":
+        return "\n".join(t for t in texts)
+    return out
+
+
+def parse_arguments(args):
+    if not isinstance(args, str):
+        return args if isinstance(args, (dict, list)) else {}
+    try:
+        return json.loads(args)
+    except ValueError:
+        return {}
+
+
+def convert_message(m, fmt):
+    role = m["role"]
+    out = {"role": role, "content": parse_content(m.get("content"), fmt, role)}
+    reasoning = m.get("reasoning")
+    if reasoning is None:
+        reasoning = m.get("reasoning_content")
+    if role == "assistant":
+        if m.get("tool_calls") is not None:
+            calls = []
+            for c in m["tool_calls"]:
+                f = c.get("function", {})
+                calls.append({"id": c.get("id"), "function": {"arguments": parse_arguments(f.get("arguments")), "name": f.get("name")},
+                              "type": c.get("type", "function")})
+            if calls:
+                out["tool_calls"] = calls
+        if reasoning is not None:
+            out["reasoning"] = reasoning
+            out["reasoning_content"] = reasoning
+    elif role == "tool":
+        if m.get("tool_call_id") is not None:
+            out["tool_call_id"] = m["tool_call_id"]
+    elif role == "developer":
+        out["tools"] = m.get("tools")
+    if isinstance(m.get("name"), str):
+        out["name"] = m["name"]
+    return out
+
+
+# ---------------------------------------------------------------- §5 tools, §7 kwargs
+
+def convert_tool(t):
+    f = t["function"]
+    fn = {"name": f["name"], "description": f.get("description"), "parameters": f.get("parameters")}
+    for k, v in f.items():
+        if k not in fn:
+            fn[k] = v
+    return {"type": "function", "function": fn}
+
+
+def merge_kwargs(defaults, overrides):
+    return defaults | {k: v for k, v in overrides.items() if v not in (None, "auto")}
+
+
+APPLY_PARAMS = {"conversation", "tools", "documents", "chat_template", "add_generation_prompt", "continue_final_message",
+                "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
+                "return_assistant_tokens_mask", "tokenizer_kwargs"}
+
+CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+
+
+@lru_cache(maxsize=256)
+def undeclared_variables(source):
+    return jinja2.meta.find_undeclared_variables(ENV.parse(source))
+
+
+def render_request(source, special, req):
+    """Returns the prompt text, or raises (Rejected for request rules, anything else for a
+    template failure: vLLM answers every one with a 400 carrying str(exception))."""
+    check_request(req)
+    fmt = detect_content_format(source)
+    tools = [convert_tool(t) for t in req["tools"]] if req.get("tools") is not None else None
+    # build_chat_params + with_defaults: server defaults (tools) < request kwargs < top level
+    extra = {"add_generation_prompt": req.get("add_generation_prompt", True),
+             "continue_final_message": req.get("continue_final_message", False),
+             "documents": req.get("documents"), "reasoning_effort": req.get("reasoning_effort")}
+    user_kwargs = req.get("chat_template_kwargs") or {}
+    if req.get("reasoning_effort") is not None and "enable_thinking" not in user_kwargs:
+        extra["enable_thinking"] = req["reasoning_effort"] != "none"
+    kwargs = merge_kwargs(merge_kwargs({}, {"tools": tools, "tokenize": False}), merge_kwargs(user_kwargs, extra))
+    # resolve_chat_template_kwargs: keep template variables and apply_chat_template params
+    undeclared = undeclared_variables(source)
+    kept = {k: v for k, v in kwargs.items() if k in undeclared or k in APPLY_PARAMS}
+    # apply_chat_template → render_jinja_template
+    chat = [convert_message(m, fmt) for m in req["messages"]]
+    tools_arg = kept.pop("tools", None)
+    documents = kept.pop("documents", None)
+    agp = kept.pop("add_generation_prompt", False)
+    cfm = kept.pop("continue_final_message", False)
+    for k in list(kept):
+        if k in APPLY_PARAMS:
+            del kept[k]
+    template_kwargs = {**special, **kept}
+    if tools_arg is not None:
+        for t in tools_arg:
+            if not isinstance(t, dict):
+                raise ValueError("Tools should either be a JSON schema, or a callable function with type hints "
+                                 "and a docstring suitable for auto-conversion to a schema.")
+    if documents is not None:
+        for d in documents:
+            if not isinstance(d, dict):
+                raise TypeError("Documents should be a list of dicts with 'title' and 'text' keys!")
+    final_message = None
+    if cfm:
+        final_message = chat[-1]["content"]
+        if isinstance(final_message, (list, tuple)):
+            for block in reversed(final_message):
+                if "text" in block:
+                    final_message = block["text"]
+                    block["text"] = block["text"] + CONTINUE_TAG
+                    break
+            else:
+                raise ValueError("continue_final_message is set but we could not find any text to continue in the final message!")
+        else:
+            chat[-1]["content"] = chat[-1]["content"] + CONTINUE_TAG
+    rendered = compile_template(source).render(messages=chat, tools=tools_arg, documents=documents,
+                                               add_generation_prompt=agp, **template_kwargs)
+    if cfm:
+        if final_message.strip() not in rendered or CONTINUE_TAG.strip() not in rendered:
+            raise ValueError("continue_final_message is set but the final message does not appear in the chat after "
+                             "applying the chat template! This can happen if the chat template deletes portions of the "
+                             "final message. Please verify the chat template and final message in your chat to ensure "
+                             "they are compatible.")
+        loc = rendered.rindex(CONTINUE_TAG.strip())
+        if rendered[loc:loc + len(CONTINUE_TAG)] == CONTINUE_TAG:
+            rendered = rendered[:loc]
+        else:
+            rendered = rendered[:loc].rstrip()
+    return fmt, rendered
+
+
+# ---------------------------------------------------------------- templates
+
+SPECIAL_KEYS = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]
+
+
+def _content(v):
+    return v.get("content") if isinstance(v, dict) else v
+
+
+def special_tokens(cfg):
+    out = {}
+    for k in SPECIAL_KEYS:
+        v = _content(cfg.get(k))
+        if v is not None:
+            out[k] = v
+    if cfg.get("additional_special_tokens") is not None:
+        out["additional_special_tokens"] = [_content(x) for x in cfg["additional_special_tokens"] if _content(x) is not None]
+    extra = cfg.get("extra_special_tokens")
+    if isinstance(extra, dict):
+        for k, v in extra.items():
+            if _content(v) is not None:
+                out[k] = _content(v)
+    return out
+
+
+def load_templates():
+    with open(os.path.join(ROOT, "tools", "chat", "templates.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    out = []
+    for t in spec["local"]:
+        with open(os.path.join(ROOT, ".cache", "tokenizers", t["tokenizer"], "tokenizer_config.json"), encoding="utf-8") as f:
+            cfg = json.load(f)
+        src = cfg["chat_template"]
+        if isinstance(src, list):
+            src = {x["name"]: x["template"] for x in src}["default"]
+        out.append((t["name"], src, special_tokens(cfg), t["tokenizer"]))
+    for t in spec["ollama"]:
+        with open(os.path.join(ROOT, ".cache", "templates", t["name"] + ".jinja"), encoding="utf-8", newline="") as f:
+            out.append((t["name"], f.read(), t["special_tokens"], t["tokenizer"]))
+    return out
+
+
+def token_ids(family, texts):
+    """Reference ids of each text, from tools/chat/ids.js."""
+    if not texts:
+        return []
+    proc = subprocess.run(["node", os.path.join(ROOT, "tools", "chat", "ids.js"), family],
+                          input="".join(json.dumps(t, ensure_ascii=False) + "\n" for t in texts).encode("utf-8"),
+                          capture_output=True, check=True)
+    return [json.loads(l) for l in proc.stdout.decode("utf-8").splitlines()]
+
+
+SWEEP_SPECIAL = {"bos_token": "<s>", "eos_token": "</s>"}
+
+
+def sweep(convs):
+    """pkg/chat/testdata/golden/sweep.jsonl: every distinct template of ollama-utils
+    (.cache/templates/sweep, written by tools/testdata.sh) with generic special tokens, each
+    conversation's prompt as the first 16 hex digits of its SHA-256 (the files stay small;
+    rerun this script to see a prompt), or "!" + the message of a 400 (only when exact)."""
+    import hashlib
+    d = os.path.join(ROOT, ".cache", "templates", "sweep")
+    lines = []
+    for fname in sorted(os.listdir(d)):
+        with open(os.path.join(d, fname), encoding="utf-8", newline="") as f:
+            src = f.read()
+        cases = {}
+        for c in convs:
+            try:
+                _, text = render_request(src, SWEEP_SPECIAL, c["request"])
+                cases[c["id"]] = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+            except Rejected as exc:
+                cases[c["id"]] = "!" + str(exc) if exc.exact else "!"
+            except Exception as exc:
+                exact = isinstance(exc, TemplateError) and type(exc) is TemplateError
+                cases[c["id"]] = "!" + str(exc) if exact else "!"
+        lines.append({"template": fname[:-len(".jinja")], "format": detect_content_format(src), "cases": cases})
+    return lines
+
+
+def main():
+    check = sys.argv[1:] == ["--check"]
+    with open(os.path.join(TESTDATA, "conversations.jsonl"), encoding="utf-8") as f:
+        convs = [json.loads(l) for l in f if l.strip()]
+    os.makedirs(os.path.join(TESTDATA, "golden"), exist_ok=True)
+    failed = False
+    for name, src, special, family in load_templates():
+        lines = []
+        for c in convs:
+            try:
+                fmt, text = render_request(src, special, c["request"])
+                lines.append({"id": c["id"], "format": fmt, "prompt": text})
+            except Rejected as exc:
+                lines.append({"id": c["id"], "format": detect_content_format(src), "error": str(exc), "exact": exc.exact})
+            except Exception as exc:  # vLLM: any template exception → 400 with str(exc)
+                lines.append({"id": c["id"], "format": detect_content_format(src), "error": str(exc),
+                              "exact": isinstance(exc, TemplateError) and type(exc) is TemplateError})
+        path = os.path.join(TESTDATA, "golden", name + ".jsonl")
+        if check:
+            with open(path, encoding="utf-8") as f:
+                old = [json.loads(l) for l in f if l.strip()]
+            for a, b in zip(old, lines):
+                a.pop("ids", None)
+                if a != b:
+                    print("%s %s: committed golden differs from the reference" % (name, b["id"]), file=sys.stderr)
+                    failed = True
+            if len(old) != len(lines):
+                print("%s: %d committed cases, %d now" % (name, len(old), len(lines)), file=sys.stderr)
+                failed = True
+            continue
+        prompts = [l["prompt"] for l in lines if "prompt" in l]
+        ids = iter(token_ids(family, prompts))
+        with open(path, "w", encoding="utf-8") as f:
+            for l in lines:
+                if "prompt" in l:
+                    l["ids"] = next(ids)
+                f.write(json.dumps(l, ensure_ascii=False) + "\n")
+        n_err = sum("error" in l for l in lines)
+        print("%-16s format=%-6s cases=%d rejected=%d -> %s" % (name, detect_content_format(src), len(lines), n_err, os.path.relpath(path, ROOT)))
+    sweep_path = os.path.join(TESTDATA, "golden", "sweep.jsonl")
+    lines = sweep(convs)
+    if check:
+        with open(sweep_path, encoding="utf-8") as f:
+            if [json.loads(l) for l in f if l.strip()] != lines:
+                print("sweep: committed golden differs from the reference", file=sys.stderr)
+                failed = True
+    else:
+        with open(sweep_path, "w", encoding="utf-8") as f:
+            for l in lines:
+                f.write(json.dumps(l, ensure_ascii=False) + "\n")
+        print("sweep: %d templates -> %s" % (len(lines), os.path.relpath(sweep_path, ROOT)))
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -222,11 +222,19 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 // Parse parses a whole response text; the result equals what a Stream accumulates from any
 // split of the same text.
 func (p *Parsers) Parse(req RequestInfo, text string) Message {
+	m, _ := p.ParseFinish(req, text, "stop")
+	return m
+}
+
+// ParseFinish is Parse that also maps the engine's finish reason as the stream's FinishReason
+// does ("tool_calls" when calls were made and the engine stopped normally), for non-streaming
+// responses.
+func (p *Parsers) ParseFinish(req RequestInfo, text, engineFinish string) (Message, string) {
 	s := p.NewStream(req)
 	var acc accumulator
 	acc.Add(s.Feed(text))
 	acc.Add(s.Finish())
-	return acc.Message(s)
+	return acc.Message(s), s.FinishReason(engineFinish)
 }
 
 // Stream is the parsing state of one response choice. Feed and Finish return increments;

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -41,12 +42,17 @@ type Model struct {
 
 // Request is one client request as the engines need it.
 type Request struct {
-	// Completion is the parsed client request.
+	// Completion or Chat is the parsed client request (exactly one is set).
 	Completion *openai.CompletionRequest
+	Chat       *openai.ChatRequest
+	// ChatOutput says how a gRPC worker's chat output becomes the message (an HTTP worker's
+	// engine parses its own).
+	ChatOutput ChatOutput
 	// Model is the model name the client asked for (defaulted); responses carry it.
 	Model string
-	// Tokens holds each prompt's token ids; an entry is nil for a text prompt the gateway
-	// could not tokenize (then only HTTP workers can serve it).
+	// Tokens holds each prompt's token ids (a chat request has one prompt, the rendered
+	// conversation); an entry is nil for a prompt the gateway could not tokenize (then only
+	// HTTP workers can serve it).
 	Tokens [][]uint32
 	// ForwardTokenIDs sends Tokens as the prompt to HTTP workers (when every prompt has them).
 	ForwardTokenIDs bool
@@ -101,9 +107,36 @@ type Config struct {
 }
 
 // Detokenizer is what gRPC workers need of the tokenizer: incremental decoders of generated
-// token ids.
+// token ids, skipping special tokens or keeping them (for output parsers whose markers are
+// special tokens, chat.Parsers.SkipSpecialTokens).
 type Detokenizer interface {
-	NewDecoder() StreamDecoder
+	NewDecoder(skipSpecial bool) StreamDecoder
+}
+
+// Where reasoning text goes in chat responses (ChatOutput.ReasoningField, --reasoning-field).
+const (
+	// ReasoningBoth writes it as reasoning (current vLLM) and as reasoning_content (SGLang,
+	// older vLLM and most clients); the default ("").
+	ReasoningBoth = "both"
+	// ReasoningOnly writes only reasoning.
+	ReasoningOnly = "reasoning"
+	// ReasoningContentOnly writes only reasoning_content.
+	ReasoningContentOnly = "reasoning_content"
+)
+
+// ReasoningFields lists the accepted ReasoningField values.
+func ReasoningFields() []string { return []string{ReasoningBoth, ReasoningOnly, ReasoningContentOnly} }
+
+// ChatOutput configures the chat output of gRPC workers.
+type ChatOutput struct {
+	// Parsers splits reasoning and tool calls out of the generated text as vLLM's server
+	// does; nil: all text is content.
+	Parsers *chat.Parsers
+	// Info describes the request to the parsers (tools, tool_choice, whether the prompt
+	// already ended reasoning).
+	Info chat.RequestInfo
+	// ReasoningField is one of the Reasoning* constants; "" is ReasoningBoth.
+	ReasoningField string
 }
 
 // StreamDecoder turns generated token ids into text incrementally: Add returns the text that

@@ -178,20 +178,13 @@ func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error
 	if rt == nil {
 		return nil, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "runtime_unknown", Message: "worker runtime not detected yet"}
 	}
-	c := r.Completion
-	maxTokens := c.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = openai.DefaultCompletionMaxTokens
-	}
+	g, p := e.generation(r)
 	gctx, cancel := context.WithCancel(ctx)
-	id := openai.NewID("cmpl-")
-	b := newGRPCBody(e, rt, gctx, cancel, r, id)
+	b := newGRPCBody(e, rt, gctx, cancel, r, p)
 	for i, toks := range r.Tokens {
-		b.ids[i] = id + "-" + strconv.Itoa(i)
-		st, err := rt.c.generate(gctx, &genRequest{
-			id: b.ids[i], tokens: toks, stream: c.Stream, maxTokens: maxTokens, temperature: c.Temperature,
-			topP: c.TopP, n: c.N, stop: c.Stop, stopTokenIDs: c.StopTokenIDs, seed: c.Seed, ignoreEOS: c.IgnoreEOS,
-		})
+		b.ids[i] = b.id + "-" + strconv.Itoa(i)
+		g.id, g.tokens = b.ids[i], toks
+		st, err := rt.c.generate(gctx, &g)
 		if err != nil {
 			cancel()
 			ae := Classify(err)
@@ -203,11 +196,36 @@ func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error
 		b.streams[i] = st
 	}
 	b.start()
-	resp := &Response{Status: http.StatusOK, Header: http.Header{}, SSE: c.Stream, Body: b}
-	if !c.Stream {
+	resp := &Response{Status: http.StatusOK, Header: http.Header{}, SSE: p.stream, Body: b}
+	if !p.stream {
 		resp.Header.Set("Content-Type", "application/json")
 	}
 	return resp, nil
+}
+
+// generation returns the Generate parameters every prompt of r shares and what its body needs:
+// a completion decodes with special tokens skipped and defaults max_tokens to OpenAI's 16; a
+// chat request leaves max_tokens to the engine when the client gave none (vLLM's default: what
+// the context leaves) and decodes as its output parsers need.
+func (e *grpcEngine) generation(r *Request) (genRequest, bodyParams) {
+	if c := r.Chat; c != nil {
+		skip := true
+		if r.ChatOutput.Parsers != nil {
+			skip = r.ChatOutput.Parsers.SkipSpecialTokens(r.ChatOutput.Info)
+		}
+		g := genRequest{stream: c.Stream, maxTokens: c.MaxOutputTokens(), minTokens: c.MinTokens, temperature: c.Temperature,
+			topP: c.TopP, n: c.N, stop: c.Stop, stopTokenIDs: c.StopTokenIDs, seed: c.Seed, ignoreEOS: c.IgnoreEOS, skipSpecial: skip}
+		return g, bodyParams{output: newChatOutput(c, r.ChatOutput, c.N), stream: c.Stream, n: c.N, stops: c.Stop,
+			skipSpecial: skip, idPrefix: "chatcmpl-"}
+	}
+	c := r.Completion
+	maxTokens := c.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = openai.DefaultCompletionMaxTokens
+	}
+	g := genRequest{stream: c.Stream, maxTokens: maxTokens, temperature: c.Temperature, topP: c.TopP, n: c.N,
+		stop: c.Stop, stopTokenIDs: c.StopTokenIDs, seed: c.Seed, ignoreEOS: c.IgnoreEOS, skipSpecial: true}
+	return g, bodyParams{output: &completionOutput{req: c}, stream: c.Stream, n: c.N, stops: c.Stop, skipSpecial: true, idPrefix: "cmpl-"}
 }
 
 // abortAll tells the engine to drop the calls (SMG fires Abort with a 10 s deadline when a

@@ -21,7 +21,6 @@ type genEvent struct {
 type choiceState struct {
 	dec          StreamDecoder
 	stop         stopText
-	text         []byte // non-streaming only
 	completion   int
 	done         bool
 	finishReason string
@@ -53,18 +52,33 @@ var (
 	errBadIndex   = &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "upstream_malformed", Message: "worker sent an output index out of range"}
 )
 
+// grpcOutput turns the decoded text of each choice into the bytes of the OpenAI answer: the
+// completions shape (completionOutput) or the chat shape (chatOutput, grpc_chat.go). Its
+// methods append to b.out, the next piece.
+type grpcOutput interface {
+	// begin runs once, on the first message from the worker (chat streams send each choice's
+	// role chunk there, as vLLM does).
+	begin(b *grpcBody)
+	// text handles decoded text of choice ci; finish the choice's last text and the engine's
+	// finish reason.
+	text(b *grpcBody, ci int, text []byte)
+	finish(b *grpcBody, ci int, text []byte, engineFinish string)
+	// tail ends the answer once every choice has completed.
+	tail(b *grpcBody, u *openai.Usage)
+}
+
 // grpcBody turns a request's Generate streams (one per prompt, each with n choices) into the
-// OpenAI answer: one completion chunk per decoded delta and the final chunk of each choice,
-// then the usage chunk (with stream_options.include_usage) and [DONE]; or, not streaming, one
-// text_completion body once every choice has completed. One reader goroutine per stream feeds
-// events; they are owned by the body and joined by Close, which also sends Abort for calls that
-// did not finish.
+// OpenAI answer through its grpcOutput. One reader goroutine per stream feeds events; they are
+// owned by the body and joined by Close, which also sends Abort for calls that did not finish.
 type grpcBody struct {
 	e          *grpcEngine
 	rt         *runtimeInUse
 	ctx        context.Context
 	cancel     context.CancelFunc
 	req        *Request
+	output     grpcOutput
+	stream     bool
+	n          int // choices per prompt
 	id         string
 	created    int64
 	cumulative bool
@@ -76,19 +90,31 @@ type grpcBody struct {
 	choices []choiceState
 	prompts []promptState
 	open    int  // streams not ended yet
+	begun   bool // the output's begin ran
 	ended   bool // every choice completed and the tail was produced
 	out     []byte
 	text    []byte
 }
 
-func newGRPCBody(e *grpcEngine, rt *runtimeInUse, ctx context.Context, cancel context.CancelFunc, r *Request, id string) *grpcBody {
+// bodyParams are what differs between a completion and a chat body.
+type bodyParams struct {
+	output      grpcOutput
+	stream      bool
+	n           int
+	stops       []string
+	skipSpecial bool
+	idPrefix    string
+}
+
+func newGRPCBody(e *grpcEngine, rt *runtimeInUse, ctx context.Context, cancel context.CancelFunc, r *Request, p bodyParams) *grpcBody {
 	n := len(r.Tokens)
-	b := &grpcBody{e: e, rt: rt, ctx: ctx, cancel: cancel, req: r, id: id, created: e.cfg.Now().Unix(),
-		cumulative: rt.name.CumulativeTokens(), ids: make([]string, n), streams: make([]genStream, n),
-		events: make(chan genEvent), choices: make([]choiceState, n*r.Completion.N), prompts: make([]promptState, n)}
+	b := &grpcBody{e: e, rt: rt, ctx: ctx, cancel: cancel, req: r, output: p.output, stream: p.stream, n: p.n,
+		id: openai.NewID(p.idPrefix), created: e.cfg.Now().Unix(), cumulative: rt.name.CumulativeTokens(),
+		ids: make([]string, n), streams: make([]genStream, n), events: make(chan genEvent),
+		choices: make([]choiceState, n*p.n), prompts: make([]promptState, n)}
 	for i := range b.choices {
-		b.choices[i].dec = e.cfg.Tokenizer.NewDecoder()
-		b.choices[i].stop = newStopText(r.Completion.Stop)
+		b.choices[i].dec = e.cfg.Tokenizer.NewDecoder(p.skipSpecial)
+		b.choices[i].stop = newStopText(p.stops)
 	}
 	return b
 }
@@ -124,7 +150,7 @@ func (b *grpcBody) Next() ([]byte, error) {
 				return nil, io.EOF
 			}
 			b.ended = true
-			b.tail()
+			b.output.tail(b, b.usage())
 			break
 		}
 		var ev genEvent
@@ -147,8 +173,7 @@ func (b *grpcBody) handle(ev genEvent) error {
 		if !errors.Is(ev.err, io.EOF) {
 			return Classify(ev.err)
 		}
-		n := b.req.Completion.N
-		for i := ev.prompt * n; i < (ev.prompt+1)*n; i++ {
+		for i := ev.prompt * b.n; i < (ev.prompt+1)*b.n; i++ {
 			if !b.choices[i].done {
 				return errIncomplete
 			}
@@ -156,14 +181,17 @@ func (b *grpcBody) handle(ev genEvent) error {
 		return nil
 	}
 	m := ev.msg
-	n := b.req.Completion.N
-	if m.index < 0 || m.index >= n {
+	if m.index < 0 || m.index >= b.n {
 		return errBadIndex
+	}
+	if !b.begun {
+		b.begun = true
+		b.output.begin(b)
 	}
 	ps := &b.prompts[ev.prompt]
 	ps.prompt = max(ps.prompt, m.promptTokens)
 	ps.cached = max(ps.cached, m.cachedTokens)
-	b.message(ev.prompt*n+m.index, m)
+	b.message(ev.prompt*b.n+m.index, m)
 	return nil
 }
 
@@ -173,58 +201,47 @@ func (b *grpcBody) handle(ev genEvent) error {
 // non-streaming call sends only the complete, whose output_ids are the whole answer.
 func (b *grpcBody) message(ci int, m genMsg) {
 	ch := &b.choices[ci]
-	stream := b.req.Completion.Stream
 	if !m.complete {
-		if !stream {
+		if !b.stream {
 			return
 		}
 		ch.completion += len(m.tokens)
 		if b.cumulative {
 			ch.completion = max(ch.completion, m.completionTokens)
 		}
-		b.emit(ci, ch.decode(b.text[:0], m.tokens), nil)
+		b.emitText(ci, ch.decode(b.text[:0], m.tokens))
 		return
 	}
 	switch {
-	case !stream:
+	case !b.stream:
 		ch.completion = max(m.completionTokens, len(m.tokens))
-		b.emit(ci, ch.decode(b.text[:0], m.tokens), nil)
+		b.emitText(ci, ch.decode(b.text[:0], m.tokens))
 	case b.cumulative:
 		ch.completion = max(ch.completion, m.completionTokens)
 	case ch.completion == 0:
 		ch.completion = len(m.tokens)
-		b.emit(ci, ch.decode(b.text[:0], m.tokens), nil)
+		b.emitText(ci, ch.decode(b.text[:0], m.tokens))
 	}
-	fr := mapFinishReason(m.finishReason)
-	ch.done, ch.finishReason = true, fr
-	b.emit(ci, ch.finish(b.text[:0]), &fr)
-}
-
-// emit delivers text (and the finish reason, on a choice's last delta): a chunk appended to the
-// next piece when streaming (empty text without a finish sends nothing), else the choice's
-// accumulated text.
-func (b *grpcBody) emit(ci int, text []byte, finish *string) {
+	ch.done, ch.finishReason = true, mapFinishReason(m.finishReason)
+	text := ch.finish(b.text[:0])
 	b.text = text[:0]
-	if !b.req.Completion.Stream {
-		b.choices[ci].text = append(b.choices[ci].text, text...)
-		return
-	}
-	if len(text) == 0 && finish == nil {
-		return
-	}
-	c := openai.Completion{ID: b.id, Object: openai.ObjectTextCompletion, Created: b.created, Model: b.req.Model,
-		Choices: []openai.CompletionChoice{{Index: ci, Text: string(text), FinishReason: finish}}}
-	b.event(&c)
+	b.output.finish(b, ci, text, ch.finishReason)
 }
 
-func (b *grpcBody) event(c *openai.Completion) {
-	data, _ := json.Marshal(c) // plain structs always encode
+// emitText hands decoded text to the output, keeping the scratch buffer.
+func (b *grpcBody) emitText(ci int, text []byte) {
+	b.text = text[:0]
+	b.output.text(b, ci, text)
+}
+
+// event appends v as one SSE event to the next piece.
+func (b *grpcBody) event(v any) {
+	data, _ := json.Marshal(v) // plain structs always encode
 	b.out = openai.AppendEvent(b.out, data)
 }
 
-// tail produces the end of the answer once every choice has completed: the usage chunk and
-// [DONE] when streaming, the whole body otherwise.
-func (b *grpcBody) tail() {
+// usage sums the prompts' and choices' token counts.
+func (b *grpcBody) usage() *openai.Usage {
 	u := &openai.Usage{PromptTokensDetails: &openai.TokenDetails{}}
 	for _, p := range b.prompts {
 		u.PromptTokens += p.prompt
@@ -234,21 +251,7 @@ func (b *grpcBody) tail() {
 		u.CompletionTokens += b.choices[i].completion
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	c := openai.Completion{ID: b.id, Object: openai.ObjectTextCompletion, Created: b.created, Model: b.req.Model, Usage: u}
-	if b.req.Completion.Stream {
-		if b.req.Completion.IncludeUsage {
-			c.Choices = []openai.CompletionChoice{}
-			b.event(&c)
-		}
-		b.out = openai.AppendDone(b.out)
-		return
-	}
-	c.Choices = make([]openai.CompletionChoice, len(b.choices))
-	for i := range b.choices {
-		fr := b.choices[i].finishReason
-		c.Choices[i] = openai.CompletionChoice{Index: i, Text: string(b.choices[i].text), FinishReason: &fr}
-	}
-	b.out, _ = json.Marshal(c)
+	return u
 }
 
 // Close implements Body: it cancels the calls, joins the readers and, unless every choice
@@ -263,4 +266,63 @@ func (b *grpcBody) Close() {
 	}
 }
 
-var _ Body = (*grpcBody)(nil)
+// completionOutput writes the /v1/completions shapes: one text_completion chunk per decoded
+// delta and the final chunk of each choice, then the usage chunk (with
+// stream_options.include_usage) and [DONE]; or, not streaming, one text_completion body.
+type completionOutput struct {
+	req   *openai.CompletionRequest
+	texts [][]byte // non-streaming: each choice's text
+}
+
+func (o *completionOutput) begin(*grpcBody) {}
+
+func (o *completionOutput) text(b *grpcBody, ci int, text []byte) { o.emit(b, ci, text, nil) }
+
+func (o *completionOutput) finish(b *grpcBody, ci int, text []byte, engineFinish string) {
+	o.emit(b, ci, text, &engineFinish)
+}
+
+// emit delivers text (and the finish reason, on a choice's last delta): a chunk appended to the
+// next piece when streaming (empty text without a finish sends nothing), else the choice's
+// accumulated text.
+func (o *completionOutput) emit(b *grpcBody, ci int, text []byte, finish *string) {
+	if !o.req.Stream {
+		if o.texts == nil {
+			o.texts = make([][]byte, len(b.choices))
+		}
+		o.texts[ci] = append(o.texts[ci], text...)
+		return
+	}
+	if len(text) == 0 && finish == nil {
+		return
+	}
+	b.event(&openai.Completion{ID: b.id, Object: openai.ObjectTextCompletion, Created: b.created, Model: b.req.Model,
+		Choices: []openai.CompletionChoice{{Index: ci, Text: string(text), FinishReason: finish}}})
+}
+
+func (o *completionOutput) tail(b *grpcBody, u *openai.Usage) {
+	c := openai.Completion{ID: b.id, Object: openai.ObjectTextCompletion, Created: b.created, Model: b.req.Model, Usage: u}
+	if o.req.Stream {
+		if o.req.IncludeUsage {
+			c.Choices = []openai.CompletionChoice{}
+			b.event(&c)
+		}
+		b.out = openai.AppendDone(b.out)
+		return
+	}
+	c.Choices = make([]openai.CompletionChoice, len(b.choices))
+	for i := range b.choices {
+		fr := b.choices[i].finishReason
+		var text string
+		if o.texts != nil {
+			text = string(o.texts[i])
+		}
+		c.Choices[i] = openai.CompletionChoice{Index: i, Text: text, FinishReason: &fr}
+	}
+	b.out, _ = json.Marshal(c)
+}
+
+var (
+	_ Body       = (*grpcBody)(nil)
+	_ grpcOutput = (*completionOutput)(nil)
+)

@@ -18,7 +18,8 @@ type genRequest struct {
 	id           string
 	tokens       []uint32
 	stream       bool
-	maxTokens    int // > 0
+	maxTokens    int // 0: not given (the engine's default: what the context leaves)
+	minTokens    int
 	temperature  *float64
 	topP         *float64
 	n            int
@@ -26,6 +27,9 @@ type genRequest struct {
 	stopTokenIDs []uint32
 	seed         *int64
 	ignoreEOS    bool
+	// skipSpecial is the engine's detokenization setting, which its stop-string matching
+	// uses; the gateway decodes with the same setting.
+	skipSpecial bool
 }
 
 // genMsg is one engine-neutral Generate response message: a chunk or a complete.
@@ -76,7 +80,7 @@ func (v *vllmClient) generate(ctx context.Context, r *genRequest) (genStream, er
 		RepetitionPenalty:          1,
 		Stop:                       r.stop,
 		StopTokenIds:               r.stopTokenIDs,
-		SkipSpecialTokens:          true,
+		SkipSpecialTokens:          r.skipSpecial,
 		SpacesBetweenSpecialTokens: true,
 		IgnoreEos:                  r.ignoreEOS,
 		N:                          uint32(r.n),
@@ -89,8 +93,11 @@ func (v *vllmClient) generate(ctx context.Context, r *genRequest) (genStream, er
 	if r.topP != nil {
 		sp.TopP = float32(*r.topP)
 	}
-	mt := uint32(r.maxTokens)
-	sp.MaxTokens = &mt
+	if r.maxTokens > 0 {
+		mt := uint32(r.maxTokens)
+		sp.MaxTokens = &mt
+	}
+	sp.MinTokens = uint32(r.minTokens)
 	if r.seed != nil {
 		// SMG clamps an i64 seed into int32 (wire/smg-grpc.md §7.1).
 		s := int32(min(max(*r.seed, -1<<31), 1<<31-1))
@@ -151,7 +158,7 @@ func (v *sglangClient) generate(ctx context.Context, r *genRequest) (genStream, 
 		RepetitionPenalty:          1,
 		Stop:                       r.stop,
 		StopTokenIds:               r.stopTokenIDs,
-		SkipSpecialTokens:          true,
+		SkipSpecialTokens:          r.skipSpecial,
 		SpacesBetweenSpecialTokens: true,
 		N:                          uint32(r.n),
 		IgnoreEos:                  r.ignoreEOS,
@@ -162,8 +169,10 @@ func (v *sglangClient) generate(ctx context.Context, r *genRequest) (genStream, 
 	if r.topP != nil {
 		sp.TopP = float32(*r.topP)
 	}
-	mt := uint32(r.maxTokens)
-	sp.MaxNewTokens = &mt
+	if r.maxTokens > 0 {
+		mt := uint32(r.maxTokens)
+		sp.MaxNewTokens = &mt
+	}
 	st, err := v.c.Generate(ctx, &sglang.GenerateRequest{
 		RequestId:      r.id,
 		Tokenized:      &sglang.TokenizedInput{InputIds: r.tokens},
@@ -221,7 +230,6 @@ func (v *tokenspeedClient) generate(ctx context.Context, r *genRequest) (genStre
 	if r.topP != nil {
 		tp = float32(*r.topP)
 	}
-	mt := uint32(r.maxTokens)
 	sp := &tokenspeed.SamplingParams{
 		Temperature:                &t,
 		TopP:                       &tp,
@@ -229,13 +237,16 @@ func (v *tokenspeedClient) generate(ctx context.Context, r *genRequest) (genStre
 		FrequencyPenalty:           &zero,
 		PresencePenalty:            &zero,
 		RepetitionPenalty:          &rp,
-		MaxNewTokens:               &mt,
 		Stop:                       r.stop,
 		StopTokenIds:               r.stopTokenIDs,
 		IgnoreEos:                  r.ignoreEOS,
-		SkipSpecialTokens:          true,
+		SkipSpecialTokens:          r.skipSpecial,
 		SpacesBetweenSpecialTokens: true,
 		N:                          uint32(r.n),
+	}
+	if r.maxTokens > 0 {
+		mt := uint32(r.maxTokens)
+		sp.MaxNewTokens = &mt
 	}
 	if r.seed != nil {
 		if *r.seed < 0 {

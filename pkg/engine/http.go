@@ -107,13 +107,15 @@ func (e *httpEngine) Load(ctx context.Context) (int64, error) {
 	return parseEngineLoad(io.LimitReader(resp.Body, 16<<20))
 }
 
-// Generate implements Engine: POST /v1/completions with the client's body, model renamed (and,
-// with ForwardTokenIDs, the token ids as the prompt). A transport failure or a 5xx before any
-// byte is returned for a retry; a 4xx is the engine's answer to bad input and is passed through.
+// Generate implements Engine: POST /v1/completions or /v1/chat/completions with the client's
+// body, model renamed (and, for completions with ForwardTokenIDs, the token ids as the prompt;
+// a chat body is always the client's: the engine renders it itself). A transport failure or a
+// 5xx before any byte is returned for a retry; a 4xx is the engine's answer to bad input and is
+// passed through.
 func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error) {
 	engineModel := e.w.UpstreamModel(r.Model)
-	body := r.Completion.AppendUpstream(make([]byte, 0, r.Completion.BodyLen()+64), engineModel, forwarded(r))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.w.URL()+"/v1/completions", bytes.NewReader(body))
+	path, body, stream := upstreamBody(r, engineModel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.w.URL()+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, Classify(err)
 	}
@@ -123,7 +125,7 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 			req.Header.Set(h, v)
 		}
 	}
-	if r.Completion.Stream {
+	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	} else {
 		req.Header.Set("Accept", "application/json")
@@ -143,6 +145,15 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 			Message: fmt.Sprintf("worker answered %d: %s", resp.StatusCode, strings.TrimSpace(string(snippet)))}
 	}
 	return newHTTPResponse(resp, newModelRewriter(engineModel, r.Model)), nil
+}
+
+// upstreamBody returns the path and body of r for the engine, and whether it streams.
+func upstreamBody(r *Request, engineModel string) (path string, body []byte, stream bool) {
+	if c := r.Chat; c != nil {
+		return "/v1/chat/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel), c.Stream
+	}
+	c := r.Completion
+	return "/v1/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel, forwarded(r)), c.Stream
 }
 
 // forwarded returns the token ids to send as the prompt, or nil to send the client's prompt.

@@ -23,46 +23,58 @@ const (
 // statusClientClosed is recorded for requests whose client went away before an answer.
 const statusClientClosed = 499
 
-// call is one completion request in flight through the gateway.
+// call is one completion or chat request in flight through the gateway.
 type call struct {
-	req     *openai.CompletionRequest
-	model   string     // requested model (defaulted)
-	tokens  [][]uint32 // per prompt; nil entries when a text prompt was not tokenized
+	// req is what the engines get (the parsed request, its tokens, the client's headers).
+	req     engine.Request
 	arrival time.Time
-	header  http.Header // the client's request headers
 }
 
 // routeTokens returns the tokens the request is routed on: its first prompt's.
-func (c *call) routeTokens() []uint32 { return c.tokens[0] }
+func (c *call) routeTokens() []uint32 { return c.req.Tokens[0] }
 
 func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	c := &call{arrival: time.Now(), header: r.Header}
+	c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header, ForwardTokenIDs: rt.cfg.ForwardTokenIDs}}
 	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
 	defer release() // the parsed request refers into body until the handler returns
 	if aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
-	if c.req, aerr = openai.ParseCompletion(body, openai.Limits{MaxN: rt.cfg.MaxN}); aerr != nil {
+	if c.req.Completion, aerr = openai.ParseCompletion(body, openai.Limits{MaxN: rt.cfg.MaxN}); aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
-	c.model = c.req.Model
-	if c.model == "" {
-		c.model = rt.defaultModel()
-	}
-	if !rt.knowsModel(c.model) {
-		openai.WriteError(w, routeError(c.model, false, false))
+	if !rt.admitModel(w, c, c.req.Completion.Model) {
 		return
 	}
-	if c.tokens, aerr = rt.promptTokens(c.req); aerr != nil {
+	if c.req.Tokens, aerr = rt.promptTokens(c.req.Completion); aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
+	rt.serve(w, r, c)
+}
+
+// admitModel defaults the requested model and answers 404 for one no worker serves.
+func (rt *Router) admitModel(w http.ResponseWriter, c *call, model string) bool {
+	if model == "" {
+		model = rt.defaultModel()
+	}
+	c.req.Model = model
+	if !rt.knowsModel(model) {
+		openai.WriteError(w, routeError(model, false, false))
+		return false
+	}
+	return true
+}
+
+// serve routes a parsed call and sends it: route (taking the worker's load), record the
+// decision, send, and on a failure before the first byte retry once on the next-best worker.
+func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	s := rt.scratch.Get().(*routeScratch)
 	defer rt.scratch.Put(s)
 	var dec decision
-	if aerr := rt.route(s, &dec, c.model, c.routeTokens(), nil); aerr != nil {
+	if aerr := rt.route(s, &dec, c.req.Model, c.routeTokens(), nil); aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
@@ -94,7 +106,7 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			dec.m.forgetCache()
 		}
 		if attempt == 0 && retryable(err) {
-			if rerr := rt.route(s, &dec, c.model, c.routeTokens(), dec.m); rerr == nil {
+			if rerr := rt.route(s, &dec, c.req.Model, c.routeTokens(), dec.m); rerr == nil {
 				continue
 			}
 		}
@@ -135,16 +147,24 @@ func (rt *Router) promptTokens(req *openai.CompletionRequest) ([][]uint32, *open
 			}
 			out[i] = ids
 		}
-		if rt.cfg.MaxPromptTokens > 0 && len(out[i]) > rt.cfg.MaxPromptTokens {
-			return nil, &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: openai.TypeInvalidRequest, Param: "prompt", Code: "context_length_exceeded",
-				Message: fmt.Sprintf("prompt has %d tokens, more than the limit of %d", len(out[i]), rt.cfg.MaxPromptTokens)}
+		if aerr := rt.checkPromptLen(len(out[i]), "prompt"); aerr != nil {
+			return nil, aerr
 		}
-		rt.met.tokensSeen.Add(float64(len(out[i])))
 	}
 	if tokTime > 0 {
 		rt.met.tokenize.Observe(tokTime.Seconds())
 	}
 	return out, nil
+}
+
+// checkPromptLen enforces MaxPromptTokens (413) and counts the tokens routed.
+func (rt *Router) checkPromptLen(n int, param string) *openai.Error {
+	if rt.cfg.MaxPromptTokens > 0 && n > rt.cfg.MaxPromptTokens {
+		return &openai.Error{Status: http.StatusRequestEntityTooLarge, Type: openai.TypeInvalidRequest, Param: param, Code: "context_length_exceeded",
+			Message: fmt.Sprintf("prompt has %d tokens, more than the limit of %d", n, rt.cfg.MaxPromptTokens)}
+	}
+	rt.met.tokensSeen.Add(float64(n))
+	return nil
 }
 
 // send runs the call on the decision's worker. started reports whether anything was written to
@@ -159,8 +179,7 @@ func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision
 	h.Set(HeaderWorker, dec.m.w.URL())
 	h.Set(HeaderMatchedBlocks, strconv.Itoa(dec.matched))
 	h.Set(HeaderReason, string(dec.reason))
-	resp, gerr := dec.m.eng.Generate(ctx, &engine.Request{Completion: c.req, Model: c.model, Tokens: c.tokens,
-		ForwardTokenIDs: rt.cfg.ForwardTokenIDs, Header: c.header})
+	resp, gerr := dec.m.eng.Generate(ctx, &c.req)
 	if gerr != nil {
 		if ctx.Err() != nil {
 			return false, ctxError(ctx)

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -66,14 +67,69 @@ func policyName(p policy.Policy) string {
 // source, which decides nothing for the next request).
 func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	model := q.Get("model")
-	if model == "" {
-		model = rt.defaultModel()
-	}
 	tokens, aerr := rt.debugTokens(q)
 	if aerr != nil {
 		openai.WriteError(w, aerr)
 		return
+	}
+	rt.explainRoute(w, q.Get("model"), tokens)
+}
+
+// handleDebugRouteBody explains the route of a request body, as POST /v1/completions or POST
+// /v1/chat/completions would take it (a body with "messages" is a chat request): tokenized or
+// rendered like one, and explained like GET /debug/route.
+func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
+	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+	defer release()
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	var model string
+	var tokens []uint32
+	if isChatBody(body) {
+		req, aerr := openai.ParseChat(body, openai.Limits{MaxN: rt.cfg.MaxN})
+		if aerr != nil {
+			openai.WriteError(w, aerr)
+			return
+		}
+		if tokens, _, aerr = rt.renderChat(req); aerr != nil {
+			openai.WriteError(w, aerr)
+			return
+		}
+		model = req.Model
+	} else {
+		req, aerr := openai.ParseCompletion(body, openai.Limits{MaxN: rt.cfg.MaxN})
+		if aerr != nil {
+			openai.WriteError(w, aerr)
+			return
+		}
+		all, aerr := rt.promptTokens(req)
+		if aerr != nil {
+			openai.WriteError(w, aerr)
+			return
+		}
+		tokens, model = all[0], req.Model
+	}
+	if len(tokens) == 0 {
+		openai.WriteError(w, openai.BadRequest("messages", "the gateway has no tokenizer or chat template for this request (--model-path)"))
+		return
+	}
+	rt.explainRoute(w, model, tokens)
+}
+
+// isChatBody reports whether a request body is a chat request (it has "messages").
+func isChatBody(body []byte) bool {
+	var probe struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	return json.Unmarshal(body, &probe) == nil && probe.Messages != nil
+}
+
+// explainRoute writes the explanation of routing tokens for model ("" for the default).
+func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uint32) {
+	if model == "" {
+		model = rt.defaultModel()
 	}
 	def := rt.defaultModel()
 	ns := rt.adapterNamespace(model)

@@ -42,7 +42,7 @@ func (b byteTokenizer) VocabSize() int {
 	return b.vocab
 }
 
-func (b byteTokenizer) NewDecoder() engine.StreamDecoder { return &byteDecoder{} }
+func (b byteTokenizer) NewDecoder(bool) engine.StreamDecoder { return &byteDecoder{} }
 
 type byteDecoder struct{}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
@@ -48,6 +49,14 @@ type Config struct {
 	// grpc:// workers). nil: text prompts are proxied untokenized to http:// workers and
 	// routed without prefix information; grpc:// workers then accept token-id prompts only.
 	Tokenizer Tokenizer
+	// Chat renders chat requests into the token ids the engine computes (nil: chat requests
+	// are routed without prefix information, and only http:// workers can serve them).
+	Chat ChatRenderer
+	// ChatParsers splits reasoning and tool calls out of grpc:// workers' chat output as the
+	// engine's own server would (nil: all text is content).
+	ChatParsers *chat.Parsers
+	// ReasoningField is where that reasoning goes (engine.Reasoning*; "" writes both fields).
+	ReasoningField string
 	// Policy picks the worker. Required.
 	Policy policy.Policy
 	// KVIndex is KVIndexAuto (default) or KVIndexOff.

@@ -15,6 +15,7 @@ import (
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.handleCompletions))
+	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.handleChat))
 	mux.Handle("GET /v1/models", rt.instrument("/v1/models", rt.handleModels))
 	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
@@ -22,7 +23,8 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("POST /workers", rt.instrument("/workers", rt.admin(rt.handleAddWorker)))
 	mux.Handle("DELETE /workers", rt.instrument("/workers", rt.admin(rt.handleRemoveWorker)))
 	mux.Handle("GET /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRoute)))
-	known := map[string]bool{"/v1/completions": true, "/v1/models": true, "/health": true, "/readiness": true, "/workers": true, "/debug/route": true}
+	mux.Handle("POST /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRouteBody)))
+	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true, "/workers": true, "/debug/route": true}
 	mux.Handle("/", rt.instrument("other", func(w http.ResponseWriter, r *http.Request) {
 		if known[r.URL.Path] {
 			openai.WriteError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " not allowed on " + r.URL.Path, Type: openai.TypeInvalidRequest, Code: "method_not_allowed"})

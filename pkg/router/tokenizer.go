@@ -29,7 +29,9 @@ func (h hfTokenizer) Encode(dst []uint32, text string, addSpecial bool) ([]uint3
 
 func (h hfTokenizer) VocabSize() int { return h.t.VocabSize() }
 
-func (h hfTokenizer) NewDecoder() engine.StreamDecoder { return h.t.NewStreamDecoder() }
+func (h hfTokenizer) NewDecoder(skipSpecial bool) engine.StreamDecoder {
+	return h.t.NewStreamDecoderSpecial(skipSpecial)
+}
 
 var (
 	_ Tokenizer            = hfTokenizer{}

@@ -1,0 +1,77 @@
+package router
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// ChatRenderer renders a chat request into the prompt and token ids the engine computes for it
+// (pkg/chat, wire/vllm-chat.md); *chat.Renderer implements it.
+type ChatRenderer interface {
+	Render(req *openai.ChatRequest) (chat.Result, *openai.Error)
+}
+
+// handleChat serves POST /v1/chat/completions: the body is parsed (openai.ParseChat), rendered
+// and tokenized exactly as the engine will (Config.Chat) and routed on those ids like a
+// completion. http:// workers get the client's body (model renamed) and render it themselves;
+// grpc:// workers get the ids, and their output becomes the chat response in pkg/engine, parsed
+// by Config.ChatParsers. Without a renderer the request is routed without prefix information,
+// and only http:// workers can serve it.
+func (rt *Router) handleChat(w http.ResponseWriter, r *http.Request) {
+	c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
+	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+	defer release() // the parsed request refers into body until the handler returns
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	req, aerr := openai.ParseChat(body, openai.Limits{MaxN: rt.cfg.MaxN})
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	c.req.Chat = req
+	if !rt.admitModel(w, c, req.Model) {
+		return
+	}
+	ids, prompt, aerr := rt.renderChat(req)
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	c.req.Tokens = [][]uint32{ids}
+	c.req.ChatOutput = engine.ChatOutput{Parsers: rt.cfg.ChatParsers, Info: chatInfo(req, prompt), ReasoningField: rt.cfg.ReasoningField}
+	rt.serve(w, r, c)
+}
+
+// renderChat returns the token ids (and prompt text) a chat request is routed on, or nil ids
+// without a renderer.
+func (rt *Router) renderChat(req *openai.ChatRequest) ([]uint32, string, *openai.Error) {
+	if rt.cfg.Chat == nil {
+		return nil, "", nil
+	}
+	t0 := time.Now()
+	res, aerr := rt.cfg.Chat.Render(req)
+	rt.met.tokenize.Observe(time.Since(t0).Seconds())
+	if aerr != nil {
+		return nil, "", aerr
+	}
+	if aerr := rt.checkPromptLen(len(res.TokenIDs), "messages"); aerr != nil {
+		return nil, "", aerr
+	}
+	return res.TokenIDs, res.Prompt, nil
+}
+
+// chatInfo describes a chat request to the output parsers.
+func chatInfo(req *openai.ChatRequest, prompt string) chat.RequestInfo {
+	info := chat.RequestInfo{ToolsGiven: len(req.Tools) > 0, ToolChoice: req.ToolChoice.Mode,
+		ReasoningEnded: prompt != "" && chat.PromptEndsReasoning(prompt)}
+	if req.ToolChoice.Mode == openai.ToolChoiceFunction {
+		info.ToolChoice, info.NamedTool = "", req.ToolChoice.Name
+	}
+	return info
+}

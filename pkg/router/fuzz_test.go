@@ -38,7 +38,7 @@ func FuzzBearerToken(f *testing.F) {
 // texts, so no part of the input can appear in them.
 var keyErrorShapes = map[string]bool{
 	"router: keys: line N: the part before ':' must be a name of N-N letters, digits, '.', '_' or '-': invalid client keys": true,
-	"router: keys: line N: a key must be N-N printable ASCII characters without spaces: invalid client keys":                 true,
+	"router: keys: line N: a key must be N-N printable ASCII characters without spaces: invalid client keys":                true,
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)

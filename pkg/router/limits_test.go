@@ -3,8 +3,8 @@ package router
 import (
 	"io"
 	"net/http"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"

@@ -18,7 +18,7 @@ func main() {
 }
 
 // run is main without the process: it dispatches `gateway tokenize ...` and otherwise serves
-// until SIGTERM or SIGINT, then drains and returns 0.
+// until SIGTERM or SIGINT, then drains and returns 0; SIGHUP reloads the client keys.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "tokenize" {
 		return runTokenize(args[1:], stdin, stdout, stderr)
@@ -33,7 +33,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := serve(ctx, o, stderr, nil); err != nil {
+	// SIGHUP re-reads --api-key-file; caught always, so it never kills the gateway.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if err := serve(ctx, o, stderr, hooks{reload: hup}); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

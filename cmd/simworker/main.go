@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -183,21 +182,9 @@ func serverTLS(o *options) (*tls.Config, error) {
 	if o.tlsCert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	cfg, err := worker.LoadServerTLS(o.tlsCert, o.tlsKey, o.tlsClientCA)
 	if err != nil {
-		return nil, fmt.Errorf("simworker: --tls-cert/--tls-key: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if o.tlsClientCA != "" {
-		pem, err := os.ReadFile(o.tlsClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("simworker: --tls-client-ca: %w", err)
-		}
-		cfg.ClientCAs = x509.NewCertPool()
-		if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("simworker: --tls-client-ca %s: no PEM certificate", o.tlsClientCA)
-		}
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		return nil, fmt.Errorf("simworker: %w", err)
 	}
 	return cfg, nil
 }

@@ -56,24 +56,9 @@ func clientTLS(s worker.Spec) (*tls.Config, error) {
 	if s.TLSCAFile == "" && s.TLSCertFile == "" {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if s.TLSCAFile != "" {
-		pem, err := os.ReadFile(s.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("engine: worker %s: tls_ca_file: %w", s.URL, err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("engine: worker %s: tls_ca_file %s: no PEM certificate in it", s.URL, s.TLSCAFile)
-		}
-	}
-	if s.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
-		if err != nil {
-			// LoadX509KeyPair's errors name files and formats, never key material.
-			return nil, fmt.Errorf("engine: worker %s: tls_cert_file/tls_key_file: %w", s.URL, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := worker.LoadClientTLS(s.TLSCAFile, s.TLSCertFile, s.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("engine: worker %s: tls_ca_file, tls_cert_file, tls_key_file: %w", s.URL, err)
 	}
 	return tc, nil
 }

@@ -31,11 +31,11 @@ type APIKey struct {
 // NAME:KEY (split at the first ':'; a key that itself holds a ':' must therefore be named).
 // Blank lines and lines starting with '#' are skipped and surrounding spaces trimmed. A key is
 // 1 to MaxKeyLen printable ASCII bytes without spaces (it travels in a header); a name is 1 to
-// MaxKeyNameLen letters, digits, '.', '_' or '-'. Unnamed keys are named prefix-1, prefix-2, …
-// in order, so metrics can tell them apart without showing them.
+// MaxKeyNameLen letters, digits, '.', '_' or '-'. An unnamed key is named prefix-LINE (its line
+// number), so metrics can tell keys apart without showing them; name keys to keep their
+// metrics stable across edits of the file.
 func ParseKeys(data []byte, prefix string) ([]APIKey, error) {
 	var out []APIKey
-	unnamed := 0
 	for i, line := range bytes.Split(data, []byte("\n")) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 || line[0] == '#' {
@@ -48,8 +48,7 @@ func ParseKeys(data []byte, prefix string) ([]APIKey, error) {
 				return nil, fmt.Errorf("router: keys: line %d: the part before ':' must be a name of 1-%d letters, digits, '.', '_' or '-': %w", i+1, MaxKeyNameLen, ErrInvalidKeys)
 			}
 		} else {
-			unnamed++
-			k.Name = fmt.Sprintf("%s-%d", prefix, unnamed)
+			k.Name = fmt.Sprintf("%s-%d", prefix, i+1)
 		}
 		if !validKey(k.Key) {
 			return nil, fmt.Errorf("router: keys: line %d: a key must be 1-%d printable ASCII characters without spaces: %w", i+1, MaxKeyLen, ErrInvalidKeys)

@@ -19,7 +19,7 @@ func TestParseKeys(t *testing.T) {
 		{"comments and blanks", "# keys\n\n   \n# more\n", nil, false},
 		{"bare keys named in order", "sk-one\n  sk-two  \n", []APIKey{{"file-1", "sk-one"}, {"file-2", "sk-two"}}, false},
 		{"named", "team-a:sk-aaa\nteam.b : sk-bbb\n", []APIKey{{"team-a", "sk-aaa"}, {"team.b", "sk-bbb"}}, false},
-		{"mixed counts unnamed only", "sk-x\nops:sk-y\nsk-z\n", []APIKey{{"file-1", "sk-x"}, {"ops", "sk-y"}, {"file-2", "sk-z"}}, false},
+		{"unnamed keys are named by line", "sk-x\nops:sk-y\n\n# c\nsk-z\n", []APIKey{{"file-1", "sk-x"}, {"ops", "sk-y"}, {"file-5", "sk-z"}}, false},
 		{"colon in a named key", "n:a:b", []APIKey{{"n", "a:b"}}, false},
 		{"crlf", "sk-1\r\nsk-2\r\n", []APIKey{{"file-1", "sk-1"}, {"file-2", "sk-2"}}, false},
 		{"space inside key", "sk one", nil, true},

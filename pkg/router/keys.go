@@ -169,8 +169,9 @@ func (s *KeySet) index(presented string) int {
 
 // BearerToken returns the token of an "Authorization: Bearer TOKEN" header given its values
 // (http.Header.Values): exactly one value, the scheme in any case (RFC 9110 §11.1), one or more
-// spaces or tabs, then a token of visible ASCII with optional trailing spaces. Anything else
-// (no header, another scheme, two headers, an empty or malformed token) is not a bearer token.
+// spaces or tabs, then a token of 1 to MaxKeyLen visible ASCII characters with optional trailing
+// spaces. Anything else (no header, another scheme, two headers, an empty, overlong or malformed
+// token) is not a bearer token.
 func BearerToken(values []string) (string, bool) {
 	if len(values) != 1 {
 		return "", false
@@ -183,17 +184,12 @@ func BearerToken(values []string) (string, bool) {
 	return visibleToken(strings.TrimLeft(v[len(scheme):], " \t"))
 }
 
-// visibleToken trims trailing spaces and tabs from v and accepts what remains when it is a
-// non-empty run of visible ASCII.
+// visibleToken trims trailing spaces and tabs from v and accepts what remains when it could be
+// a key (validKey): a longer token can match no key, and is not worth hashing.
 func visibleToken(v string) (string, bool) {
 	v = strings.TrimRight(v, " \t")
-	if v == "" {
+	if !validKey(v) {
 		return "", false
-	}
-	for i := 0; i < len(v); i++ {
-		if v[i] < 0x21 || v[i] > 0x7e {
-			return "", false
-		}
 	}
 	return v, true
 }

@@ -149,6 +149,8 @@ func TestBearerToken(t *testing.T) {
 		{"space inside", []string{"Bearer sk 1"}, "", false},
 		{"non-ascii", []string{"Bearer sk-é"}, "", false},
 		{"prefix of scheme", []string{"Bear sk-1"}, "", false},
+		{"longest key", []string{"Bearer " + strings.Repeat("k", MaxKeyLen)}, strings.Repeat("k", MaxKeyLen), true},
+		{"longer than any key", []string{"Bearer " + strings.Repeat("k", MaxKeyLen+1)}, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

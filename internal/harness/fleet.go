@@ -172,6 +172,9 @@ type GatewayOptions struct {
 	Args []string
 	// NotReadyOK returns once /health answers, without waiting for /readiness.
 	NotReadyOK bool
+	// Env entries (KEY=VALUE) are added to the gateway's environment (say,
+	// KVGATE_ADMIN_TOKEN, which then stays off the command line).
+	Env []string
 }
 
 // Gateway is a running gateway replica.
@@ -211,7 +214,7 @@ func (l *Launcher) StartGateway(ctx context.Context, o GatewayOptions) (*Gateway
 	if name == "" {
 		name = fmt.Sprintf("gateway%d", g.Port)
 	}
-	p, err := Start(Command{Name: name, Path: l.Bin.Gateway, Args: args}, l.LogDir)
+	p, err := Start(Command{Name: name, Path: l.Bin.Gateway, Args: args, Env: o.Env}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}

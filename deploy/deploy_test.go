@@ -488,3 +488,81 @@ func TestRulesIntervalRewrite(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyPublicRoutesExposed: the shipped files expose the API (/v1/*, /health, /readiness)
+// and the metrics, never the admin API (DESIGN.md §11).
+func TestOnlyPublicRoutesExposed(t *testing.T) {
+	t.Run("nginx", func(t *testing.T) {
+		for _, p := range []NginxParams{DefaultNginxParams, {Listen: "127.0.0.1:1", Upstreams: []string{"a:1"}, Standalone: true, Prefix: "/tmp"}} {
+			conf, err := NginxConfig(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var locs []string
+			for _, m := range regexp.MustCompile(`(?m)^\s*location\s+([^{]+?)\s*\{`).FindAllStringSubmatch(conf, -1) {
+				locs = append(locs, m[1])
+			}
+			if d := cmp.Diff([]string{"/v1/", "= /health", "= /readiness", "/"}, locs); d != "" {
+				t.Errorf("locations (-want +got):\n%s", d)
+			}
+			catchAll := conf[strings.LastIndex(conf, "location / {"):]
+			catchAll = catchAll[:strings.Index(catchAll, "}")]
+			if !strings.Contains(catchAll, "return 404") || strings.Contains(catchAll, "proxy_pass") {
+				t.Errorf("location / must answer 404 itself, got:\n%s", catchAll)
+			}
+		}
+	})
+	t.Run("kubernetes", func(t *testing.T) {
+		var dep struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Args  []string `yaml:"args"`
+							Ports []struct {
+								ContainerPort int `yaml:"containerPort"`
+							} `yaml:"ports"`
+						} `yaml:"containers"`
+					} `yaml:"spec"`
+				} `yaml:"template"`
+			} `yaml:"spec"`
+		}
+		b, err := os.ReadFile("k8s/deployment.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &dep); err != nil {
+			t.Fatal(err)
+		}
+		c := dep.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--admin-host=127.0.0.1") || !slices.Contains(c.Args, "--admin-port=30900") {
+			t.Errorf("args %v: want the admin listener pinned to 127.0.0.1:30900", c.Args)
+		}
+		var ports []int
+		for _, p := range c.Ports {
+			ports = append(ports, p.ContainerPort)
+		}
+		if d := cmp.Diff([]int{30000, 29000}, ports); d != "" {
+			t.Errorf("container ports (-want +got):\n%s", d)
+		}
+	})
+	t.Run("systemd", func(t *testing.T) {
+		b, err := os.ReadFile("systemd/kvgate.service")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte("--admin-host=127.0.0.1 ")) || !bytes.Contains(b, []byte("ExecReload=/bin/kill -HUP $MAINPID")) {
+			t.Errorf("unit: want --admin-host=127.0.0.1 on ExecStart and ExecReload sending SIGHUP")
+		}
+	})
+	t.Run("docker", func(t *testing.T) {
+		b, err := os.ReadFile("Dockerfile")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^EXPOSE (.*)$`).FindSubmatch(b)
+		if m == nil || string(m[1]) != "30000 29000" {
+			t.Errorf("EXPOSE: got %q, want 30000 29000 (no admin port)", m)
+		}
+	})
+}

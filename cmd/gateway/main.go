@@ -21,7 +21,7 @@ func main() {
 
 // run is main without the process: it dispatches `gateway tokenize ...`, `gateway render ...`
 // and the hidden `gateway render-sandbox` (the child process of chat.Sandbox), and otherwise
-// serves until SIGTERM or SIGINT, then drains and returns 0.
+// serves until SIGTERM or SIGINT, then drains and returns 0; SIGHUP reloads the client keys.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
@@ -43,7 +43,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := serve(ctx, o, stderr, nil); err != nil {
+	// SIGHUP re-reads --api-key-file; caught always, so it never kills the gateway.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if err := serve(ctx, o, stderr, hooks{reload: hup}); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

@@ -110,37 +110,49 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 	for _, f := range []string{"host", "port", "prometheus-port", "model-path", "tokenizer", "model", "worker", "config", "policy",
 		"cache-threshold", "balance-abs-threshold", "balance-rel-threshold", "kv-index", "block-size", "kv-listen", "forward-token-ids",
-		"admin-token", "max-prompt-tokens", "max-body-bytes", "engine-metrics-interval", "health-interval", "log-level"} {
+		"admin-token", "max-prompt-tokens", "max-body-bytes", "engine-metrics-interval", "health-interval", "log-level",
+		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts"} {
 		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 			t.Errorf("--help does not document --%s", f)
 		}
 	}
 }
 
-// startGateway runs serve in-process on free ports and returns its API and metrics URLs and a
-// func that stops it (as SIGTERM does) and returns serve's result.
-func startGateway(t *testing.T, args ...string) (api, metrics string, stop func() error) {
+// testGW is a gateway served in-process by startGateway.
+type testGW struct {
+	api, admin, metrics string // base URLs
+	stop                func() error
+	reload              chan os.Signal
+}
+
+// startGateway runs serve in-process on free ports and returns its URLs and a func that stops
+// it (as SIGTERM does) and returns serve's result.
+func startGateway(t *testing.T, args ...string) *testGW {
 	t.Helper()
-	o, err := parseOptions(append([]string{"--port", "0", "--prometheus-port", "0", "--health-interval", "50ms", "--drain-timeout", "5s"}, args...), io.Discard)
+	o, err := parseOptions(append([]string{"--port", "0", "--prometheus-port", "0", "--admin-port", "0", "--health-interval", "50ms", "--drain-timeout", "5s"}, args...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]net.Addr, 1)
+	addrs := make(chan boundAddrs, 1)
 	done := make(chan error, 1)
+	gw := &testGW{reload: make(chan os.Signal)} // unbuffered: a send returns once serve took it
 	go func() {
-		done <- serve(ctx, o, io.Discard, func(a, m net.Addr) { addrs <- [2]net.Addr{a, m} })
+		done <- serve(ctx, o, io.Discard, hooks{up: func(a boundAddrs) { addrs <- a }, reload: gw.reload})
 	}()
-	var a [2]net.Addr
+	var a boundAddrs
 	select {
 	case a = <-addrs:
 	case err := <-done:
+		cancel()
 		t.Fatalf("serve: %v", err)
 	case <-time.After(defaultTestTimeout):
+		cancel()
 		t.Fatal("gateway did not start")
 	}
+	gw.api, gw.admin, gw.metrics = "http://"+a.API.String(), "http://"+a.Admin.String(), "http://"+a.Metrics.String()
 	stopped := false
-	stop = func() error {
+	gw.stop = func() error {
 		if stopped {
 			return nil
 		}
@@ -153,8 +165,8 @@ func startGateway(t *testing.T, args ...string) (api, metrics string, stop func(
 			return fmt.Errorf("serve did not return")
 		}
 	}
-	t.Cleanup(func() { _ = stop() })
-	return "http://" + a[0].String(), "http://" + a[1].String(), stop
+	t.Cleanup(func() { _ = gw.stop() })
+	return gw
 }
 
 func waitReady(t *testing.T, api string) {
@@ -201,7 +213,8 @@ func TestServeDrainsStreamsOnShutdown(t *testing.T) {
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	w := slowSSEWorker(t, started, release)
-	api, metrics, stop := startGateway(t, "--worker", w.URL)
+	gw := startGateway(t, "--worker", w.URL)
+	api, stop := gw.api, gw.stop
 	waitReady(t, api)
 
 	resp, err := http.Post(api+"/v1/completions", "application/json", strings.NewReader(`{"model":"sim","prompt":"x","stream":true}`))
@@ -238,7 +251,6 @@ func TestServeDrainsStreamsOnShutdown(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("serve: got %v, want nil", err)
 	}
-	_ = metrics
 }
 
 func TestServeMetricsAndModels(t *testing.T) {
@@ -246,7 +258,8 @@ func TestServeMetricsAndModels(t *testing.T) {
 	release := make(chan struct{})
 	close(release)
 	w := slowSSEWorker(t, started, release)
-	api, metrics, _ := startGateway(t, "--worker", w.URL, "--model", "public-name")
+	gw := startGateway(t, "--worker", w.URL, "--model", "public-name")
+	api, metrics := gw.api, gw.metrics
 	waitReady(t, api)
 	resp, err := http.Get(api + "/v1/models")
 	if err != nil {

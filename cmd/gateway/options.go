@@ -23,6 +23,15 @@ type options struct {
 	Host           string `yaml:"host"`
 	Port           int    `yaml:"port"`
 	PrometheusPort int    `yaml:"prometheus_port"`
+	AdminHost      string `yaml:"admin_host"`
+	AdminPort      int    `yaml:"admin_port"`
+
+	// Client keys and their limits (DESIGN.md §11).
+	APIKeys             []string `yaml:"api_keys"`
+	APIKeyFile          string   `yaml:"api_key_file"`
+	RateLimit           float64  `yaml:"rate_limit"`
+	RateBurst           int      `yaml:"rate_burst"`
+	MaxConcurrentPerKey int      `yaml:"max_concurrent_per_key"`
 
 	ModelPath string `yaml:"model_path"`
 	Tokenizer string `yaml:"tokenizer"`
@@ -49,6 +58,7 @@ type options struct {
 	MaxPromptTokens      int    `yaml:"max_prompt_tokens"`
 	MaxBodyBytes         int64  `yaml:"max_body_bytes"`
 	MaxN                 int    `yaml:"max_n"`
+	MaxPrompts           int    `yaml:"max_prompts"`
 	MaxInFlightPerWorker int    `yaml:"max_inflight_per_worker"`
 
 	EngineMetricsInterval time.Duration `yaml:"engine_metrics_interval"`
@@ -94,6 +104,8 @@ func defaultOptions() options {
 		Host:                "127.0.0.1",
 		Port:                30000,
 		PrometheusPort:      29000,
+		AdminHost:           "127.0.0.1",
+		AdminPort:           defaultAdminPort,
 		Policy:              policy.NameCacheAware,
 		CacheThreshold:      pc.CacheThreshold,
 		BalanceAbsThreshold: pc.BalanceAbsThreshold,
@@ -107,12 +119,30 @@ func defaultOptions() options {
 		PendingTTL:          5 * time.Second,
 		MaxBodyBytes:        router.DefaultMaxBodyBytes,
 		MaxN:                router.DefaultMaxN,
+		MaxPrompts:          router.DefaultMaxPrompts,
 		HealthInterval:      router.DefaultHealthInterval,
 		HealthTimeout:       router.DefaultHealthTimeout,
 		DrainTimeout:        30 * time.Second,
 		LogLevel:            "info",
 	}
 }
+
+// defaultAdminPort is the admin listener's port: its own, away from the API's 30000 (and the
+// ports of a few replicas run side by side, 30000+i) and the metrics' 29000.
+const defaultAdminPort = 30900
+
+// secretFlag is a string flag whose value --help never shows (the flag package prints a
+// flag's value as its default, and after --config that may be a token).
+type secretFlag struct{ p *string }
+
+func (f secretFlag) String() string     { return "" }
+func (f secretFlag) Set(s string) error { *f.p = s; return nil }
+
+// keysFlag appends each --api-key to the options' keys; like secretFlag it shows none.
+type keysFlag struct{ p *[]string }
+
+func (f keysFlag) String() string     { return "" }
+func (f keysFlag) Set(s string) error { *f.p = append(*f.p, s); return nil }
 
 // workerFlag appends each --worker to the options' workers.
 type workerFlag struct{ o *options }
@@ -136,7 +166,8 @@ const usageHead = `gateway: kvgate, a cache-aware OpenAI-compatible gateway for 
 
 Usage:
   gateway [flags]                 serve (POST /v1/completions, GET /v1/models, /health, /readiness,
-                                  admin /workers, /debug/route; metrics on --prometheus-port)
+                                  on --port; admin /workers, /debug/route on --admin-port;
+                                  metrics on --prometheus-port)
   gateway tokenize [flags]        print the token ids the gateway routes on (see gateway tokenize -h)
 
 A worker SPEC is comma-separated key=value pairs (a bare URL works too):
@@ -146,6 +177,10 @@ A worker SPEC is comma-separated key=value pairs (a bare URL works too):
   kv_events=tcp://host:port        engine ZMQ PUB (rank r on port+r); grpc://host:port for a
                                    kvbridge sidecar; off to disable (grpc:// default: the worker)
   replay=tcp://host:port           engine ZMQ replay ROUTER; topic=PREFIX; dp_size=N; block_size=N
+  api_key=KEY | api_key_file=FILE  sent as Authorization: Bearer on every call to the worker
+  tls=true                         TLS on the worker's gRPC connections (grpc:// url, grpc:// sidecar)
+  tls_ca_file=FILE                 CAs trusted for the worker (https:// or tls=true)
+  tls_cert_file=FILE,tls_key_file=FILE   client certificate for mTLS
 Example: --worker url=http://10.0.0.1:8000,kv_events=tcp://10.0.0.1:5557,replay=tcp://10.0.0.1:5558
 
 Flags (each also a key of the --config YAML file, with underscores):
@@ -159,9 +194,16 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.String("config", "", "YAML `FILE` with the same keys as the flags (workers: a list of specs or mappings); flags override it")
-	fs.StringVar(&o.Host, "host", o.Host, "address to listen on for the API")
+	fs.StringVar(&o.Host, "host", o.Host, "address to listen on for the API and the metrics")
 	fs.IntVar(&o.Port, "port", o.Port, "API port (0: any free port, logged at start)")
 	fs.IntVar(&o.PrometheusPort, "prometheus-port", o.PrometheusPort, "port of the /metrics listener on --host (-1: disabled)")
+	fs.StringVar(&o.AdminHost, "admin-host", o.AdminHost, "address of the admin listener (/workers, /debug/route); anything but loopback needs --admin-token")
+	fs.IntVar(&o.AdminPort, "admin-port", o.AdminPort, "admin listener port (0: any free port; -1: disabled)")
+	fs.Var(keysFlag{&o.APIKeys}, "api-key", "client `KEY` (or NAME:KEY) required as Authorization: Bearer on /v1/* (repeatable; default: none, no client authentication)")
+	fs.StringVar(&o.APIKeyFile, "api-key-file", o.APIKeyFile, "`FILE` of client keys, one KEY or NAME:KEY per line (# comments); re-read on SIGHUP")
+	fs.Float64Var(&o.RateLimit, "rate-limit", o.RateLimit, "requests per second per client key, over it 429 with Retry-After (without keys: for all clients together; 0: no limit)")
+	fs.IntVar(&o.RateBurst, "rate-burst", o.RateBurst, "requests a client key may send at once within --rate-limit (0: --rate-limit rounded up)")
+	fs.IntVar(&o.MaxConcurrentPerKey, "max-concurrent-per-key", o.MaxConcurrentPerKey, "requests in progress per client key, a stream counting until it ends; over it 429 (0: no limit)")
 	fs.StringVar(&o.ModelPath, "model-path", o.ModelPath, "model `DIR` holding tokenizer.json (and tokenizer_config.json); its base name is the default --model")
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "tokenizer.json `FILE` (instead of --model-path)")
 	fs.StringVar(&o.Model, "model", o.Model, "served model `NAME` (default: --model-path's base name, else the name the first worker reports)")
@@ -180,10 +222,11 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.TreeTTL, "tree-ttl", o.TreeTTL, "approximate tree: a routed prefix not seen again for this long stops matching")
 	fs.DurationVar(&o.PendingTTL, "pending-ttl", o.PendingTTL, "pending overlay: how long blocks just routed to an event-fed worker count as held before its events confirm them")
 	fs.BoolVar(&o.ForwardTokenIDs, "forward-token-ids", o.ForwardTokenIDs, "send the gateway's token ids as the prompt to http:// workers")
-	fs.StringVar(&o.AdminToken, "admin-token", o.AdminToken, "bearer token required on /workers and /debug/route (default: $KVGATE_ADMIN_TOKEN; empty: open)")
+	fs.Var(secretFlag{&o.AdminToken}, "admin-token", "bearer `TOKEN` required by the admin listener (default: $KVGATE_ADMIN_TOKEN; empty: open, allowed on loopback only)")
 	fs.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", o.MaxPromptTokens, "reject prompts longer than this with 413 (0: no limit)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "reject request bodies larger than this with 413")
 	fs.IntVar(&o.MaxN, "max-n", o.MaxN, "largest n accepted")
+	fs.IntVar(&o.MaxPrompts, "max-prompts", o.MaxPrompts, "most prompts one completion request may batch")
 	fs.IntVar(&o.MaxInFlightPerWorker, "max-inflight-per-worker", o.MaxInFlightPerWorker, "a worker with this many in-flight requests takes no more; all full: 429 (0: no limit)")
 	fs.DurationVar(&o.EngineMetricsInterval, "engine-metrics-interval", o.EngineMetricsInterval, "scrape each http:// worker's /metrics (vllm:num_requests_running+waiting) this often and blend it into the load (0: off)")
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "worker health check period (/health or gRPC HealthCheck)")
@@ -247,6 +290,12 @@ func (o *options) validate() error {
 		return fmt.Errorf("gateway: --port %d out of range", o.Port)
 	case o.PrometheusPort < -1 || o.PrometheusPort > 65535:
 		return fmt.Errorf("gateway: --prometheus-port %d out of range", o.PrometheusPort)
+	case o.AdminPort < -1 || o.AdminPort > 65535:
+		return fmt.Errorf("gateway: --admin-port %d out of range", o.AdminPort)
+	case o.AdminPort > 0 && o.AdminPort == o.Port:
+		return errors.New("gateway: --admin-port must differ from --port: the admin API is never served on the public listener")
+	case o.RateLimit < 0 || o.RateBurst < 0 || o.MaxConcurrentPerKey < 0:
+		return errors.New("gateway: --rate-limit, --rate-burst and --max-concurrent-per-key must not be negative")
 	case o.ModelPath != "" && o.Tokenizer != "":
 		return errors.New("gateway: give --model-path or --tokenizer, not both")
 	case o.DrainTimeout < 0:

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,14 +31,23 @@ import (
 // shutdown error before the remaining connections are closed.
 const abortGrace = time.Second
 
-// listening receives the bound API and metrics addresses once both listeners are up (tests use
-// it with --port 0); nil is fine.
-type listening func(api, metrics net.Addr)
+// hooks connect serve to its caller: up receives the bound addresses once every listener is up
+// (tests use it with port 0); reload delivers the signals that re-read --api-key-file (SIGHUP).
+// Both may be nil.
+type hooks struct {
+	up     func(boundAddrs)
+	reload <-chan os.Signal
+}
+
+// boundAddrs are the listeners' addresses; Admin and Metrics are nil when disabled.
+type boundAddrs struct {
+	API, Admin, Metrics net.Addr
+}
 
 // serve builds the gateway from o and runs it until ctx is done, then shuts down gracefully:
 // it stops accepting, lets in-flight requests and streams finish within DrainTimeout, stops the
 // router's background work and returns nil.
-func serve(ctx context.Context, o options, stderr io.Writer, up listening) error {
+func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	log, err := newLogger(o.LogLevel, stderr)
 	if err != nil {
 		return err
@@ -60,19 +71,12 @@ func serve(ctx context.Context, o options, stderr io.Writer, up listening) error
 		}
 	}
 	if len(o.Workers) == 0 {
-		log.Warn("no workers configured; add them with POST /workers")
+		log.Warn("no workers configured; add them with POST /workers on the admin listener")
 	}
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	lns, err := listen(o)
 	if err != nil {
-		return fmt.Errorf("gateway: listen: %w", err)
-	}
-	var mln net.Listener
-	if o.PrometheusPort >= 0 {
-		if mln, err = net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.PrometheusPort))); err != nil {
-			ln.Close()
-			return fmt.Errorf("gateway: listen metrics: %w", err)
-		}
+		return err
 	}
 	errLog := zap.NewStdLog(log.Named("http"))
 	api := &http.Server{
@@ -83,64 +87,47 @@ func serve(ctx context.Context, o options, stderr io.Writer, up listening) error
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          errLog,
 	}
-	var msrv *http.Server
-	if mln != nil {
+	// The admin and metrics servers answer small requests quickly: every timeout is short.
+	side := func(hd http.Handler) *http.Server {
+		return &http.Server{Handler: hd, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+			IdleTimeout: 120 * time.Second, MaxHeaderBytes: 1 << 20, ErrorLog: errLog}
+	}
+	servers := []namedServer{{"api", api, lns.api}}
+	if lns.admin != nil {
+		servers = append(servers, namedServer{"admin", side(rt.AdminHandler()), lns.admin})
+	}
+	if lns.metrics != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: errLog}))
-		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: errLog}
+		servers = append(servers, namedServer{"metrics", side(mux), lns.metrics})
 	}
-	var maddr net.Addr
-	if mln != nil {
-		maddr = mln.Addr()
-	}
-	log.Info("gateway listening", zap.Stringer("api", ln.Addr()), zap.Any("metrics", maddr),
-		zap.String("policy", o.Policy), zap.String("kv_index", o.KVIndex), zap.String("model", rcfg.Model), zap.Int("workers", len(o.Workers)))
-	if up != nil {
-		up(ln.Addr(), maddr)
+	addrs := lns.addrs()
+	log.Info("gateway listening", zap.Stringer("api", addrs.API), zap.Any("admin", addrs.Admin), zap.Any("metrics", addrs.Metrics),
+		zap.String("policy", o.Policy), zap.String("kv_index", o.KVIndex), zap.String("model", rcfg.Model), zap.Int("workers", len(o.Workers)),
+		zap.Strings("client_keys", rt.APIKeyNames()), zap.Bool("admin_token", o.AdminToken != ""))
+	warnExposure(log, o, addrs, rt.APIKeyNames())
+	if h.up != nil {
+		h.up(addrs)
 	}
 
 	rctx, stopRouter := context.WithCancel(context.Background())
 	defer stopRouter()
 	var g errgroup.Group
 	g.Go(func() error { return rt.Run(rctx) })
-	serveErr := make(chan error, 2)
-	g.Go(func() error {
-		if err := api.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- fmt.Errorf("gateway: serve: %w", err)
-		}
-		return nil
-	})
-	if msrv != nil {
+	serveErr := make(chan error, len(servers))
+	for _, s := range servers {
 		g.Go(func() error {
-			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("gateway: serve metrics: %w", err)
+			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("gateway: serve %s: %w", s.name, err)
 			}
 			return nil
 		})
 	}
 
-	var failed error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: draining in-flight requests", zap.Duration("deadline", o.DrainTimeout))
-	case failed = <-serveErr:
-		log.Error("listener failed; shutting down", zap.Error(failed))
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
-	defer cancel()
-	if err := api.Shutdown(dctx); err != nil {
-		// Streams still running get an OpenAI error event (gateway_shutting_down) rather than
-		// a bare disconnect; a short grace lets the handlers write it before the connections go.
-		log.Warn("drain deadline passed; ending in-flight requests with an error", zap.Error(err))
-		rt.AbortInFlight()
-		gctx, gcancel := context.WithTimeout(context.Background(), abortGrace)
-		if err := api.Shutdown(gctx); err != nil {
-			_ = api.Close()
-		}
-		gcancel()
-	}
-	if msrv != nil {
-		_ = msrv.Close()
+	failed := waitForStop(ctx, o, rt, log, serveErr, h.reload)
+	drain(o.DrainTimeout, api, rt, log)
+	for _, s := range servers[1:] {
+		_ = s.srv.Close()
 	}
 	stopRouter()
 	if err := g.Wait(); err != nil && failed == nil {
@@ -148,6 +135,160 @@ func serve(ctx context.Context, o options, stderr io.Writer, up listening) error
 	}
 	log.Info("gateway stopped")
 	return failed
+}
+
+// namedServer is one of the gateway's HTTP servers and its listener.
+type namedServer struct {
+	name string
+	srv  *http.Server
+	ln   net.Listener
+}
+
+// listeners are the gateway's bound sockets; admin and metrics are nil when disabled.
+type listeners struct {
+	api, admin, metrics net.Listener
+}
+
+func (l listeners) addrs() boundAddrs {
+	a := boundAddrs{API: l.api.Addr()}
+	if l.admin != nil {
+		a.Admin = l.admin.Addr()
+	}
+	if l.metrics != nil {
+		a.Metrics = l.metrics.Addr()
+	}
+	return a
+}
+
+// listen binds the API, admin and metrics listeners. The admin listener must be loopback-only
+// unless an admin token is set: whoever reaches it can add a worker and so receive every
+// prompt (DESIGN.md §11). The check is on the bound address, so a host name is judged by what
+// it resolved to.
+func listen(o options) (l listeners, err error) {
+	defer func() {
+		if err != nil {
+			for _, ln := range []net.Listener{l.api, l.admin, l.metrics} {
+				if ln != nil {
+					ln.Close()
+				}
+			}
+		}
+	}()
+	if l.api, err = net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port))); err != nil {
+		return l, fmt.Errorf("gateway: listen: %w", err)
+	}
+	if o.AdminPort >= 0 {
+		if l.admin, err = net.Listen("tcp", net.JoinHostPort(o.AdminHost, strconv.Itoa(o.AdminPort))); err != nil {
+			return l, fmt.Errorf("gateway: listen admin: %w", err)
+		}
+		if !isLoopback(l.admin.Addr()) && o.AdminToken == "" {
+			return l, fmt.Errorf("gateway: the admin listener on %s is not loopback-only and has no --admin-token: anyone who reaches it "+
+				"could add a worker and receive every prompt. Set --admin-token (or $KVGATE_ADMIN_TOKEN), bind --admin-host=127.0.0.1, "+
+				"or disable it with --admin-port=-1", l.admin.Addr())
+		}
+	}
+	if o.PrometheusPort >= 0 {
+		if l.metrics, err = net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.PrometheusPort))); err != nil {
+			return l, fmt.Errorf("gateway: listen metrics: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// isLoopback reports whether a bound address accepts loopback connections only.
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// warnExposure logs what the configuration leaves open to whoever reaches the API listener.
+func warnExposure(log *zap.Logger, o options, a boundAddrs, keys []string) {
+	if len(keys) == 0 && !isLoopback(a.API) {
+		log.Warn("the API listens beyond loopback without --api-key: anyone who reaches it can send requests", zap.Stringer("api", a.API))
+	}
+}
+
+// waitForStop returns when ctx is done (nil) or a listener failed (its error), reloading the
+// client keys on every reload signal meanwhile.
+func waitForStop(ctx context.Context, o options, rt *router.Router, log *zap.Logger, serveErr <-chan error, reload <-chan os.Signal) error {
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down: draining in-flight requests", zap.Duration("deadline", o.DrainTimeout))
+			return nil
+		case err := <-serveErr:
+			log.Error("listener failed; shutting down", zap.Error(err))
+			return err
+		case <-reload:
+			reloadKeys(o, rt, log)
+		}
+	}
+}
+
+// reloadKeys re-reads --api-key-file and swaps the client keys; on any error the keys in force
+// stay.
+func reloadKeys(o options, rt *router.Router, log *zap.Logger) {
+	if o.APIKeyFile == "" {
+		log.Info("reload signal: no --api-key-file to re-read")
+		return
+	}
+	ks, err := loadClientKeys(o)
+	if err == nil {
+		err = rt.SetAPIKeys(ks)
+	}
+	if err != nil {
+		log.Error("client keys not reloaded; the keys in force stay", zap.Error(err))
+		return
+	}
+	log.Info("client keys reloaded", zap.Strings("client_keys", ks.Names()))
+}
+
+// loadClientKeys builds the client key set from --api-key (unnamed ones are flag-N, the Nth
+// flag) and --api-key-file (file-LINE). nil when there are none.
+func loadClientKeys(o options) (*router.KeySet, error) {
+	keys, err := router.ParseKeys([]byte(strings.Join(o.APIKeys, "\n")), "flag")
+	if err != nil {
+		return nil, fmt.Errorf("gateway: --api-key (line N is the Nth --api-key): %w", err)
+	}
+	if o.APIKeyFile != "" {
+		b, err := os.ReadFile(o.APIKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: --api-key-file: %w", err)
+		}
+		fk, err := router.ParseKeys(b, "file")
+		if err != nil {
+			return nil, fmt.Errorf("gateway: --api-key-file %s: %w", o.APIKeyFile, err)
+		}
+		if len(fk) == 0 {
+			return nil, fmt.Errorf("gateway: --api-key-file %s holds no key", o.APIKeyFile)
+		}
+		keys = append(keys, fk...)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	ks, err := router.NewKeySet(keys)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: client keys: %w", err)
+	}
+	return ks, nil
+}
+
+// drain shuts the API server down within timeout; streams still running then get an OpenAI
+// error event (gateway_shutting_down) rather than a bare disconnect, with a short grace for the
+// handlers to write it before the connections go.
+func drain(timeout time.Duration, api *http.Server, rt *router.Router, log *zap.Logger) {
+	dctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := api.Shutdown(dctx); err != nil {
+		log.Warn("drain deadline passed; ending in-flight requests with an error", zap.Error(err))
+		rt.AbortInFlight()
+		gctx, gcancel := context.WithTimeout(context.Background(), abortGrace)
+		defer gcancel()
+		if err := api.Shutdown(gctx); err != nil {
+			_ = api.Close()
+		}
+	}
 }
 
 // buildRouterConfig turns options into the router's configuration: tokenizer, index, tree,
@@ -159,6 +300,10 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		BlockSize:             o.BlockSize,
 		ForwardTokenIDs:       o.ForwardTokenIDs,
 		AdminToken:            o.AdminToken,
+		RateLimit:             o.RateLimit,
+		RateBurst:             o.RateBurst,
+		MaxConcurrentPerKey:   o.MaxConcurrentPerKey,
+		MaxPrompts:            o.MaxPrompts,
 		MaxPromptTokens:       o.MaxPromptTokens,
 		MaxBodyBytes:          o.MaxBodyBytes,
 		MaxN:                  o.MaxN,
@@ -171,6 +316,11 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		Logger:                log,
 		Registerer:            reg,
 	}
+	keys, err := loadClientKeys(o)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.APIKeys = keys
 	switch {
 	case o.ModelPath != "":
 		t, err := tokenizer.LoadDir(o.ModelPath)

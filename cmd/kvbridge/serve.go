@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -23,6 +25,8 @@ type serveFlags struct {
 	listen             string
 	runtime            worker.Runtime
 	history            int
+	tlsCert, tlsKey    string
+	tlsClientCA        string
 	logLevel           string
 }
 
@@ -37,10 +41,14 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Var(&f.runtime, "runtime", "engine service to serve: vllm, sglang or tokenspeed")
 	fs.StringVar(&f.listen, "listen", "", "gRPC listen address HOST:PORT (port 0 picks one; the address is printed on stderr)")
 	fs.IntVar(&f.history, "history", kvbridge.DefaultBridgeHistory, "batches kept for clients resuming from a cursor")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate: serve gRPC over TLS (with --tls-key); gateways then use tls=true")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CAs: require client certificates signed by them (mTLS; needs --tls-cert)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: kvbridge serve --zmq tcp://HOST:PORT [--replay tcp://HOST:PORT] [--topic T] [--dp-size N]
                       --runtime vllm|sglang|tokenspeed --listen HOST:PORT [--history 10000]
+                      [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 
 Subscribes to an engine's ZMQ KV-event publisher (every DP rank, with replay) and serves
 SubscribeKvEvents (and HealthCheck) under the runtime's SMG service name. Batches of all ranks
@@ -68,6 +76,8 @@ Flags:
 		return nil, fmt.Errorf("--dp-size %d: must be at least 1", f.dpSize)
 	case f.history < 1:
 		return nil, fmt.Errorf("--history %d: must be at least 1", f.history)
+	case (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == ""):
+		return nil, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
 	return &f, nil
 }
@@ -104,7 +114,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvbridge serve: listen %s: %v\n", f.listen, err)
 		return exitError
 	}
-	srv := grpc.NewServer(kvbridge.BridgeServerOptions()...)
+	opts := kvbridge.BridgeServerOptions()
+	if f.tlsCert != "" {
+		tc, err := worker.LoadServerTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
+		if err != nil {
+			lis.Close()
+			fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
+			return exitUsage
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	srv := grpc.NewServer(opts...)
 	bridge.Register(srv)
 
 	// Printed before any goroutine logs, so the line is never interleaved; the listener is
@@ -130,11 +150,39 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		srv.GracefulStop()
 		return nil
 	})
-	log.Info("serving SubscribeKvEvents", zap.Stringer("runtime", f.runtime), zap.String("zmq", f.zmq),
+	log.Info("serving SubscribeKvEvents", zap.Stringer("runtime", f.runtime), zap.String("zmq", f.zmq), zap.Bool("tls", f.tlsCert != ""), zap.Bool("mtls", f.tlsClientCA != ""),
 		zap.String("replay", f.replay), zap.Int("dp_size", f.dpSize), zap.Int("history", f.history))
 	if err := g.Wait(); err != nil {
 		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
 		return exitError
 	}
 	return exitOK
+}
+
+// clientTLSFlags are the TLS flags of a gRPC client (kvbridge tail --grpc), the client side of
+// `kvbridge serve --tls-cert` and of TLS engines.
+type clientTLSFlags struct {
+	on                bool
+	ca, cert, keyFile string
+}
+
+func (c *clientTLSFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&c.on, "tls", false, "connect to --grpc over TLS (implied by the other --tls-* flags)")
+	fs.StringVar(&c.ca, "tls-ca", "", "PEM CAs trusted for --grpc (default: the system roots)")
+	fs.StringVar(&c.cert, "tls-cert", "", "PEM client certificate for mTLS (with --tls-key)")
+	fs.StringVar(&c.keyFile, "tls-key", "", "PEM private key of --tls-cert")
+}
+
+func (c *clientTLSFlags) given() bool { return c.on || c.ca != "" || c.cert != "" || c.keyFile != "" }
+
+// credentials returns TLS credentials when any --tls flag is given, else plaintext.
+func (c *clientTLSFlags) credentials() (credentials.TransportCredentials, error) {
+	if !c.given() {
+		return insecure.NewCredentials(), nil
+	}
+	tc, err := worker.LoadClientTLS(c.ca, c.cert, c.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tc), nil
 }

@@ -15,7 +15,6 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
@@ -34,6 +33,7 @@ type tailFlags struct {
 	dpSize             int
 	grpc               string
 	runtime            worker.Runtime
+	tls                clientTLSFlags
 	count              int
 	timeout            time.Duration
 	logLevel           string
@@ -49,6 +49,7 @@ func parseTailFlags(args []string, stderr io.Writer) (*tailFlags, error) {
 	fs.IntVar(&f.dpSize, "dp-size", 1, "number of data-parallel ranks to subscribe to (ZMQ)")
 	fs.StringVar(&f.grpc, "grpc", "", "gRPC worker or `kvbridge serve` address HOST:PORT (SubscribeKvEvents)")
 	fs.Var(&f.runtime, "runtime", "engine service for --grpc: vllm, sglang or tokenspeed")
+	f.tls.register(fs)
 	fs.IntVar(&f.count, "count", 0, "exit after this many events (0 = no limit)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "exit after this long without an event, e.g. 8s (0 = never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")
@@ -89,6 +90,8 @@ Flags:
 		return nil, fmt.Errorf("--count %d: must not be negative", f.count)
 	case f.timeout < 0:
 		return nil, fmt.Errorf("--timeout %v: must not be negative", f.timeout)
+	case f.zmq != "" && f.tls.given():
+		return nil, errors.New("--tls flags apply to --grpc only (ZMQ has no TLS)")
 	}
 	f.grpc = strings.TrimPrefix(f.grpc, "grpc://")
 	return &f, nil
@@ -113,7 +116,12 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	p := newTailPrinter(stdout, f.count, log)
 	var src runner
 	if f.grpc != "" {
-		conn, err := grpc.NewClient("passthrough:///"+f.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		creds, err := f.tls.credentials()
+		if err != nil {
+			fmt.Fprintf(stderr, "kvbridge tail: %v\n", err)
+			return exitUsage
+		}
+		conn, err := grpc.NewClient("passthrough:///"+f.grpc, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			fmt.Fprintf(stderr, "kvbridge tail: dial %s: %v\n", f.grpc, err)
 			return exitError

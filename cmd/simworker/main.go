@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/sim"
@@ -46,6 +48,8 @@ type options struct {
 	faultEventDelay, faultStallFor    time.Duration
 	faultStallAfter, faultExitAfter   int64
 	replyFile                         string
+
+	apiKey, tlsCert, tlsKey, tlsClientCA string
 
 	logLevel string
 }
@@ -118,6 +122,10 @@ Flags:
 	fs.DurationVar(&o.faultStallFor, "fault-stall-for", 0, "how long --fault-stall-after freezes the engine (0 = until shutdown)")
 	fs.Int64Var(&o.faultExitAfter, "fault-exit-after", 0, "exit abruptly (status 3) after N completed requests (0 = off)")
 	fs.StringVar(&o.replyFile, "reply-file", "", "FILE of JSON strings, one per line: generation n emits exactly the tokens of line n mod N and stops (needs --tokenizer)")
+	fs.StringVar(&o.apiKey, "api-key", "", "require Authorization: Bearer KEY on /v1/* (401 {\"error\":\"Unauthorized\"} otherwise, as vLLM's --api-key) and as gRPC authorization metadata")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate: serve HTTP (https://) and gRPC over TLS (with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM CAs: require client certificates signed by them on HTTP and gRPC (mTLS; needs --tls-cert)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug|info|warn|error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -136,6 +144,9 @@ Flags:
 	}
 	if o.timeScale <= 0 {
 		return nil, fmt.Errorf("simworker: --time-scale %v: must be positive", o.timeScale)
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") || (o.tlsClientCA != "" && o.tlsCert == "") {
+		return nil, errors.New("simworker: --tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
 	return o, nil
 }
@@ -165,6 +176,19 @@ func newLogger(level string) (*zap.Logger, error) {
 	cfg := zap.NewProductionConfig()
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	return cfg.Build()
+}
+
+// serverTLS returns the TLS configuration of --tls-cert/--tls-key (nil without them), requiring
+// client certificates signed by --tls-client-ca when given.
+func serverTLS(o *options) (*tls.Config, error) {
+	if o.tlsCert == "" {
+		return nil, nil
+	}
+	cfg, err := worker.LoadServerTLS(o.tlsCert, o.tlsKey, o.tlsClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("simworker: %w", err)
+	}
+	return cfg, nil
 }
 
 func run(ctx context.Context, o *options) error {
@@ -282,7 +306,15 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("simworker: http listen: %w", err)
 	}
-	httpSrv := &http.Server{Handler: hs.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	tlsCfg, err := serverTLS(o)
+	if err != nil {
+		hl.Close()
+		return err
+	}
+	if tlsCfg != nil {
+		hl = tls.NewListener(hl, tlsCfg)
+	}
+	httpSrv := &http.Server{Handler: sim.RequireAPIKey(hs.Handler(), o.apiKey), ReadHeaderTimeout: 10 * time.Second}
 
 	var grpcSrv *grpc.Server
 	var gl net.Listener
@@ -297,11 +329,15 @@ func run(ctx context.Context, o *options) error {
 			hl.Close()
 			return fmt.Errorf("simworker: grpc listen: %w", err)
 		}
-		grpcSrv = grpc.NewServer(kvbridge.BridgeServerOptions()...)
+		gopts := append(kvbridge.BridgeServerOptions(), sim.APIKeyServerOptions(o.apiKey)...)
+		if tlsCfg != nil {
+			gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+		}
+		grpcSrv = grpc.NewServer(gopts...)
 		gs.Register(grpcSrv)
 	}
 	cfg := ranks[0].Config()
-	log.Info("simworker up", zap.String("http", hl.Addr().String()), zap.Int("grpc_port", o.grpcPort), zap.Stringer("runtime", o.runtime),
+	log.Info("simworker up", zap.String("http", hl.Addr().String()), zap.Bool("tls", tlsCfg != nil), zap.Bool("mtls", o.tlsClientCA != ""), zap.Bool("api_key", o.apiKey != ""), zap.Int("grpc_port", o.grpcPort), zap.Stringer("runtime", o.runtime),
 		zap.String("model", o.model), zap.Int("dp_size", o.dpSize), zap.Int("num_blocks", cfg.NumBlocks), zap.Int("block_size", cfg.BlockSize),
 		zap.Float64("time_scale", o.timeScale))
 

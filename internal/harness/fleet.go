@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
@@ -50,6 +52,38 @@ type SimOptions struct {
 	// Port, EventsPort and ReplayPort fix the HTTP, ZMQ PUB and replay ports (0: a free port),
 	// e.g. to restart a simulator where a gateway expects it.
 	Port, EventsPort, ReplayPort int
+	// TLS, when set, serves the simulator's HTTP (then https://) and gRPC ports over TLS.
+	TLS *SimTLS
+}
+
+// SimTLS are the TLS files of a simulator: its server certificate (--tls-cert, --tls-key),
+// the CAs it requires client certificates from (--tls-client-ca, optional), and what the
+// harness's readiness probe trusts (CAFile) and presents (ClientCertFile, ClientKeyFile: needed
+// with ClientCAFile).
+type SimTLS struct {
+	CertFile, KeyFile, ClientCAFile       string
+	CAFile, ClientCertFile, ClientKeyFile string
+}
+
+// client returns an HTTP client trusting t.CAFile and presenting the client certificate.
+func (t *SimTLS) client() (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("harness: sim tls: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		tc.RootCAs.AppendCertsFromPEM(pem)
+	}
+	if t.ClientCertFile != "" {
+		c, err := tls.LoadX509KeyPair(t.ClientCertFile, t.ClientKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("harness: sim tls: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}, nil
 }
 
 // Sim is a running simulator.
@@ -88,6 +122,17 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 	}
 	s := &Sim{Port: ports[0], URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
 	args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(s.Port), "--tokenizer", l.Tokenizer, "--model", l.Model}
+	probe := &http.Client{Timeout: 2 * time.Second}
+	if o.TLS != nil {
+		s.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+		args = append(args, "--tls-cert", o.TLS.CertFile, "--tls-key", o.TLS.KeyFile)
+		if o.TLS.ClientCAFile != "" {
+			args = append(args, "--tls-client-ca", o.TLS.ClientCAFile)
+		}
+		if probe, err = o.TLS.client(); err != nil {
+			return nil, err
+		}
+	}
 	if o.Events {
 		s.KVEvents = fmt.Sprintf("tcp://127.0.0.1:%d", ports[1])
 		s.Replay = fmt.Sprintf("tcp://127.0.0.1:%d", ports[2])
@@ -106,7 +151,8 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 		return nil, err
 	}
 	s.Process = p
-	if err := l.waitReady(ctx, s.URL+"/health", p); err != nil {
+	defer probe.CloseIdleConnections()
+	if err := l.waitReadyWith(ctx, probe, s.URL+"/health", p); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -126,14 +172,18 @@ type GatewayOptions struct {
 	Args []string
 	// NotReadyOK returns once /health answers, without waiting for /readiness.
 	NotReadyOK bool
+	// Env entries (KEY=VALUE) are added to the gateway's environment (say,
+	// KVGATE_ADMIN_TOKEN, which then stays off the command line).
+	Env []string
 }
 
 // Gateway is a running gateway replica.
 type Gateway struct {
 	*Process
-	Port, PromPort int
-	// URL is the API base, http://127.0.0.1:PORT.
-	URL string
+	Port, PromPort, AdminPort int
+	// URL is the API base, http://127.0.0.1:PORT; AdminURL the admin listener's
+	// (/workers, /debug/route), http://127.0.0.1:ADMINPORT.
+	URL, AdminURL string
 }
 
 // MetricsURL is the gateway's Prometheus endpoint.
@@ -142,13 +192,14 @@ func (g *Gateway) MetricsURL() string { return fmt.Sprintf("http://127.0.0.1:%d/
 // StartGateway starts a gateway replica and waits until /readiness answers 200 (every event
 // stream connected and a healthy worker), or only /health with NotReadyOK.
 func (l *Launcher) StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
-	ports, err := FreeTCPPorts(2)
+	ports, err := FreeTCPPorts(3)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{Port: ports[0], PromPort: ports[1], URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
+	g := &Gateway{Port: ports[0], PromPort: ports[1], AdminPort: ports[2], URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		AdminURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2])}
 	args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(g.Port), "--prometheus-port", fmt.Sprint(g.PromPort),
-		"--tokenizer", l.Tokenizer, "--model", l.Model}
+		"--admin-host", "127.0.0.1", "--admin-port", fmt.Sprint(g.AdminPort), "--tokenizer", l.Tokenizer, "--model", l.Model}
 	for _, w := range o.Workers {
 		args = append(args, "--worker", w)
 	}
@@ -163,7 +214,7 @@ func (l *Launcher) StartGateway(ctx context.Context, o GatewayOptions) (*Gateway
 	if name == "" {
 		name = fmt.Sprintf("gateway%d", g.Port)
 	}
-	p, err := Start(Command{Name: name, Path: l.Bin.Gateway, Args: args}, l.LogDir)
+	p, err := Start(Command{Name: name, Path: l.Bin.Gateway, Args: args, Env: o.Env}, l.LogDir)
 	if err != nil {
 		return nil, err
 	}
@@ -234,9 +285,16 @@ func (l *Launcher) StartNginx(ctx context.Context, o NginxOptions) (*Nginx, erro
 }
 
 func (l *Launcher) waitReady(ctx context.Context, url string, p *Process) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	defer client.CloseIdleConnections()
+	return l.waitReadyWith(ctx, client, url, p)
+}
+
+// waitReadyWith is waitReady probing with client.
+func (l *Launcher) waitReadyWith(ctx context.Context, client *http.Client, url string, p *Process) error {
 	ctx, cancel := context.WithTimeout(ctx, l.startTimeout())
 	defer cancel()
-	if err := WaitHTTP(ctx, url, http.StatusOK, p); err != nil {
+	if err := WaitHTTPClient(ctx, client, url, http.StatusOK, p); err != nil {
 		_ = p.Stop(DefaultStopTimeout)
 		return fmt.Errorf("%w\n---- %s log tail ----\n%s", err, p.Name, p.LogTail(3000))
 	}

@@ -17,6 +17,11 @@ const pollInterval = 50 * time.Millisecond
 func WaitHTTP(ctx context.Context, url string, want int, proc *Process) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
+	return WaitHTTPClient(ctx, client, url, want, proc)
+}
+
+// WaitHTTPClient is WaitHTTP with the given client (say, one that trusts a test CA).
+func WaitHTTPClient(ctx context.Context, client *http.Client, url string, want int, proc *Process) error {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	var procDone <-chan struct{}

@@ -98,7 +98,8 @@ var forwardHeaders = []string{"X-Request-Id", "Traceparent", "Tracestate"}
 type Config struct {
 	// Tokenizer decodes generated token ids for gRPC workers; nil: gRPC workers answer 501.
 	Tokenizer Detokenizer
-	// HTTP is the transport for HTTP workers (one shared by every worker: NewTransport).
+	// HTTP is the transport for HTTP workers (one shared by every worker: NewTransport); a
+	// worker whose spec names a CA bundle or a client certificate gets a clone with them.
 	HTTP http.RoundTripper
 	// Logger receives debug lines (failed aborts); nil: none.
 	Logger *zap.Logger
@@ -146,7 +147,8 @@ type StreamDecoder interface {
 	Flush() string
 }
 
-// New returns the engine for w by its URL scheme.
+// New returns the engine for w by its URL scheme, with the spec's upstream credentials: its
+// api_key (or api_key_file, read now) and TLS files, which fail New when unreadable.
 func New(w *worker.Worker, cfg Config) (Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -159,7 +161,7 @@ func New(w *worker.Worker, cfg Config) (Engine, error) {
 		if cfg.HTTP == nil {
 			return nil, errors.New("engine: new: an HTTP transport is required")
 		}
-		return newHTTP(w, cfg), nil
+		return newHTTP(w, cfg)
 	case worker.KindGRPC:
 		return newGRPC(w, cfg)
 	}

@@ -14,8 +14,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -27,19 +25,6 @@ import (
 // detected by the first successful health check) or ctx ends.
 type EventConn interface {
 	EventConn(ctx context.Context) (grpc.ClientConnInterface, worker.Runtime, error)
-}
-
-// DialOptions follows SMG's client transport (wire/smg-grpc.md §9): plaintext h2c, keepalive
-// pings every 30 s with a 10 s timeout, also while idle. Every gRPC connection to an engine or a
-// kvbridge sidecar uses them.
-func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-		grpc.WithInitialWindowSize(16 << 20),
-		grpc.WithInitialConnWindowSize(32 << 20),
-	}
 }
 
 // grpcEngine is one grpc:// worker: one connection, and the runtime's client once the runtime is
@@ -63,7 +48,18 @@ type runtimeInUse struct {
 
 func newGRPC(w *worker.Worker, cfg Config) (*grpcEngine, error) {
 	target := strings.TrimPrefix(w.URL(), "grpc://")
-	conn, err := grpc.NewClient("passthrough:///"+target, DialOptions()...)
+	opts, err := DialOptions(w.Spec())
+	if err != nil {
+		return nil, err
+	}
+	key, err := apiKey(w.Spec())
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerCreds(key)))
+	}
+	conn, err := grpc.NewClient("passthrough:///"+target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: grpc client %s: %w", w.URL(), err)
 	}
@@ -124,7 +120,7 @@ func (e *grpcEngine) Health(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("engine: grpc health: %w", err)
+			return fmt.Errorf("engine: grpc health: %w", withTLSHint(err))
 		}
 		e.setRuntime(r)
 		return checkHealthy(ok, msg, nil)
@@ -135,7 +131,7 @@ func (e *grpcEngine) Health(ctx context.Context) error {
 func checkHealthy(ok bool, msg string, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("engine: grpc health: %w", err)
+		return fmt.Errorf("engine: grpc health: %w", withTLSHint(err))
 	case !ok:
 		return fmt.Errorf("engine: grpc health: unhealthy: %s", msg)
 	}

@@ -37,27 +37,57 @@ type httpEngine struct {
 	w  *worker.Worker
 	rt http.RoundTripper
 	c  *http.Client
+	// own is the worker's own transport when its spec asks for its own TLS configuration
+	// (closed by Close), else nil and rt is the shared one.
+	own *http.Transport
+	// auth is the Authorization header sent on every call ("" without an api_key).
+	auth string
 }
 
-func newHTTP(w *worker.Worker, cfg Config) *httpEngine {
-	return &httpEngine{w: w, rt: cfg.HTTP, c: &http.Client{Transport: cfg.HTTP}}
+func newHTTP(w *worker.Worker, cfg Config) (*httpEngine, error) {
+	rt, own, err := httpTransport(w.Spec(), cfg.HTTP)
+	if err != nil {
+		return nil, err
+	}
+	key, err := apiKey(w.Spec())
+	if err != nil {
+		return nil, err
+	}
+	e := &httpEngine{w: w, rt: rt, c: &http.Client{Transport: rt}, own: own}
+	if key != "" {
+		e.auth = "Bearer " + key
+	}
+	return e, nil
 }
 
 func (e *httpEngine) Runtime() worker.Runtime { return "" }
 
-// Close does nothing: the transport is shared and closed by its owner.
-func (e *httpEngine) Close() {}
+// Close releases the worker's own transport, if it has one; the shared one is its owner's.
+func (e *httpEngine) Close() {
+	if e.own != nil {
+		e.own.CloseIdleConnections()
+	}
+}
 
 func (e *httpEngine) get(ctx context.Context, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.w.URL()+path, nil)
 	if err != nil {
 		return nil, err
 	}
+	e.authorize(req)
 	resp, err := e.c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("engine: get %s: %w", path, stripURL(err))
+		return nil, fmt.Errorf("engine: get %s: %w", path, withTLSHint(stripURL(err)))
 	}
 	return resp, nil
+}
+
+// authorize sets the worker's key on req (DESIGN.md §11): every call carries it, and nothing
+// of the client's credentials.
+func (e *httpEngine) authorize(req *http.Request) {
+	if e.auth != "" {
+		req.Header.Set("Authorization", e.auth)
+	}
 }
 
 // Health implements Engine: GET /health answers 200.
@@ -125,6 +155,7 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 			req.Header.Set(h, v)
 		}
 	}
+	e.authorize(req)
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	} else {
@@ -135,6 +166,7 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		err = withTLSHint(err)
 		return nil, &openai.Error{Status: http.StatusBadGateway, Message: "worker unreachable: " + err.Error(), Type: openai.TypeUpstream,
 			Code: "upstream_unreachable", Cause: &TransportError{Err: err}}
 	}

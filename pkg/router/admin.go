@@ -10,7 +10,8 @@ import (
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
-// workerView is one entry of GET /workers.
+// workerView is one entry of GET /workers. Its spec is redacted: the list never shows an
+// upstream key.
 type workerView struct {
 	worker.Spec
 	Kind          string `json:"kind"`
@@ -28,7 +29,7 @@ type workerView struct {
 
 func (rt *Router) view(m *member) workerView {
 	v := workerView{
-		Spec: m.w.Spec(), Kind: m.w.Kind().String(), Healthy: m.w.Healthy(), HealthMessage: m.w.HealthMessage(),
+		Spec: m.w.Spec().Redacted(), Kind: m.w.Kind().String(), Healthy: m.w.Healthy(), HealthMessage: m.w.HealthMessage(),
 		ReportedModel: m.w.ReportedModel(), InFlight: m.w.InFlight(), BlockSizeUsed: m.blockSize(),
 		EventFed: m.eventFed(), IndexBlocks: m.indexBlocks(),
 	}
@@ -70,7 +71,7 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 		// body is the flag syntax itself.
 		s, perr := worker.ParseSpec(strings.TrimSpace(string(body)))
 		if perr != nil {
-			openai.WriteError(w, openai.BadRequest("", "body must be a worker spec object (url, runtime, model, kv_events, replay, topic, dp_size, block_size) or a --worker string"))
+			openai.WriteError(w, openai.BadRequest("", "body must be a worker spec object (url, runtime, model, kv_events, replay, topic, dp_size, block_size, api_key, api_key_file, tls, tls_ca_file, tls_cert_file, tls_key_file) or a --worker string"))
 			return
 		}
 		spec = s

@@ -8,7 +8,7 @@ import (
 
 func TestBadInput(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{MaxPromptTokens: 8, MaxBodyBytes: 1024, MaxN: 4, Tokenizer: byteTokenizer{vocab: 100}}, fw.url())
+	g := newTestGateway(t, Config{MaxPromptTokens: 8, MaxBodyBytes: 1024, MaxN: 4, MaxPrompts: 3, Tokenizer: byteTokenizer{vocab: 100}}, fw.url())
 	tests := []struct {
 		name   string
 		body   string
@@ -48,6 +48,8 @@ func TestBadInput(t *testing.T) {
 		{"user type", `{"prompt":"a","user":1}`, 400, "user"},
 		{"prompt over max tokens", `{"prompt":"123456789"}`, 413, "prompt"},
 		{"token prompt over max tokens", `{"prompt":[1,2,3,4,5,6,7,8,9]}`, 413, "prompt"},
+		{"more prompts than max prompts", `{"prompt":["a","b","c","d"]}`, 400, "prompt"},
+		{"more token prompts than max prompts", `{"prompt":[[1],[2],[3],[4]]}`, 400, "prompt"},
 		{"invalid UTF-8 in the prompt", "{\"prompt\":\"ab\xff\xfe\"}", 400, ""},
 		{"invalid UTF-8 in a key", "{\"prompt\":\"ab\",\"\xc3\":1}", 400, ""},
 		{"body over max bytes", `{"prompt":"` + strings.Repeat("a", 2000) + `"}`, 413, ""},

@@ -115,10 +115,13 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 }
 
-// promptTokens returns the token ids of every prompt: token-id prompts checked against the
-// vocabulary, text prompts tokenized (when a tokenizer is configured), all checked against
-// MaxPromptTokens.
+// promptTokens returns the token ids of every prompt: at most MaxPrompts of them, token-id
+// prompts checked against the vocabulary, text prompts tokenized (when a tokenizer is
+// configured), all checked against MaxPromptTokens.
 func (rt *Router) promptTokens(req *openai.CompletionRequest) ([][]uint32, *openai.Error) {
+	if len(req.Prompts) > rt.cfg.MaxPrompts {
+		return nil, openai.BadRequest("prompt", fmt.Sprintf("at most %d prompts per request, got %d", rt.cfg.MaxPrompts, len(req.Prompts)))
+	}
 	out := make([][]uint32, len(req.Prompts))
 	tk := rt.cfg.Tokenizer
 	var tokTime time.Duration

@@ -3,6 +3,12 @@
 // pkg/openai, the upstream clients in pkg/engine, the index lookup in pkg/indexer, the choice in
 // pkg/policy and the event sources in pkg/kvbridge; the router wires them together.
 //
+// Two handlers: Handler is the public API (/v1/*, /health, /readiness), AdminHandler the admin
+// API (/workers, /debug/route), to be served on separate listeners (DESIGN.md §11). On the
+// public one, auth.go checks the client key of every request but the probes (keys.go: the key
+// file format, constant-time matching) and limits.go admits it against its key's rate and
+// concurrency limits, before the mux sees it.
+//
 // A request, file by file: server.go routes it and counts it; completions.go reads and parses
 // the body (openai.ParseCompletion) and tokenizes text prompts; route.go picks the worker
 // (eligible workers → indexer.Lookup scores them from the event index, pending overlay or tree →

@@ -23,7 +23,11 @@ import (
 
 // newEventSource builds the member's own event source, or nil when it has none.
 func (rt *Router) newEventSource(m *member) (kvbridge.Source, error) {
-	opts := kvbridge.SourceOptions{Dial: engine.DialOptions(), Logger: rt.log, Metrics: rt.cfg.KVMetrics}
+	dial, err := engine.DialOptions(m.w.Spec())
+	if err != nil {
+		return nil, err
+	}
+	opts := kvbridge.SourceOptions{Dial: dial, Logger: rt.log, Metrics: rt.cfg.KVMetrics}
 	if ec, ok := m.eng.(engine.EventConn); ok {
 		opts.Self = func(ctx context.Context) (grpc.ClientConnInterface, worker.Runtime, error) { return ec.EventConn(ctx) }
 	}

@@ -137,11 +137,13 @@ func (fw *fakeWorker) nextReq(t *testing.T) map[string]any {
 	return nil
 }
 
-// testGateway is a Router running in the background and served by an httptest server.
+// testGateway is a Router running in the background, its public API and its admin API each
+// served by an httptest server, as cmd/gateway serves them on two listeners.
 type testGateway struct {
-	rt  *Router
-	srv *httptest.Server
-	reg *prometheus.Registry
+	rt    *Router
+	srv   *httptest.Server
+	admin *httptest.Server
+	reg   *prometheus.Registry
 }
 
 // newTestGateway builds a router from cfg (filling test defaults), adds the workers, runs it
@@ -211,8 +213,10 @@ func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(ctx) }()
 	srv := httptest.NewServer(rt.Handler())
+	admin := httptest.NewServer(rt.AdminHandler())
 	t.Cleanup(func() {
 		srv.Close()
+		admin.Close()
 		cancel()
 		select {
 		case err := <-done:
@@ -223,7 +227,7 @@ func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
 			t.Error("Run did not return")
 		}
 	})
-	g := &testGateway{rt: rt, srv: srv, reg: reg}
+	g := &testGateway{rt: rt, srv: srv, admin: admin, reg: reg}
 	g.waitFor(t, "all workers healthy", func() bool {
 		for _, w := range rt.Workers() {
 			if !w.Healthy() {
@@ -260,9 +264,27 @@ func (g *testGateway) post(t *testing.T, body string) (*http.Response, string) {
 	return g.do(t, http.MethodPost, "/v1/completions", body, "")
 }
 
+// do sends a request with an optional bearer token: admin paths (/workers, /debug/) to the
+// admin server, everything else to the public API.
 func (g *testGateway) do(t *testing.T, method, path, body, token string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, g.srv.URL+path, strings.NewReader(body))
+	srv := g.srv
+	if isAdminPath(path) {
+		srv = g.admin
+	}
+	return doOn(t, srv, method, path, body, token)
+}
+
+// isAdminPath reports whether path belongs to the admin API.
+func isAdminPath(path string) bool {
+	return strings.HasPrefix(path, "/workers") || strings.HasPrefix(path, "/debug/")
+}
+
+// doOn sends a request to srv with an optional bearer token and returns the response with its
+// body read.
+func doOn(t *testing.T, srv *httptest.Server, method, path, body, token string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +294,7 @@ func (g *testGateway) do(t *testing.T, method, path, body, token string) (*http.
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := g.srv.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

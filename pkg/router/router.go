@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -31,13 +32,14 @@ const (
 )
 
 // Defaults of Config fields left zero: the block size of DESIGN.md §3, an 8 MiB body limit, at
-// most 16 samples per request, a health check every 5 s with a 2 s timeout.
+// most 16 samples and 256 prompts per request, a health check every 5 s with a 2 s timeout.
 const (
 	DefaultBlockSize      = 16
 	DefaultMaxBodyBytes   = 8 << 20
 	DefaultMaxN           = 16
 	DefaultHealthInterval = 5 * time.Second
 	DefaultHealthTimeout  = 2 * time.Second
+	DefaultMaxPrompts     = 256
 )
 
 // Config configures a Router. Zero durations and limits take the documented defaults.
@@ -73,9 +75,25 @@ type Config struct {
 	// ForwardTokenIDs sends the gateway's token ids as the prompt to http:// workers, so the
 	// engine caches exactly what was indexed.
 	ForwardTokenIDs bool
-	// AdminToken, when set, is required as "Authorization: Bearer <token>" on /workers and
-	// /debug/route.
+	// AdminToken, when set, is required as "Authorization: Bearer <token>" by AdminHandler.
 	AdminToken string
+	// APIKeys, when it holds keys, guards the public API (Handler): every request but /health
+	// and /readiness must present one ("Authorization: Bearer KEY" or "api-key: KEY") or get a
+	// 401. nil or empty: no client authentication. SetAPIKeys replaces them while serving.
+	APIKeys *KeySet
+	// RateLimit is each client key's sustained request rate in requests per second, with
+	// bursts of RateBurst (default: RateLimit rounded up, at least 1); over it the gateway
+	// answers 429 with Retry-After. Without keys the limit applies to all requests together.
+	// 0: no rate limit.
+	RateLimit float64
+	RateBurst int
+	// MaxConcurrentPerKey bounds each client key's requests in progress (a stream counts until
+	// it ends); over it the gateway answers 429. Without keys it bounds all requests together.
+	// 0: no limit.
+	MaxConcurrentPerKey int
+	// MaxPrompts is the most prompts one completion request may batch (default 256); more is a
+	// 400. Each prompt is tokenized, routed and, on gRPC workers, generated separately.
+	MaxPrompts int
 	// MaxPromptTokens rejects prompts longer than this with 413 (0: no limit).
 	MaxPromptTokens int
 	// MaxBodyBytes rejects larger request bodies with 413 (default 8 MiB).
@@ -143,6 +161,13 @@ type Router struct {
 	stopped bool            // Run has returned or is returning
 	wg      sync.WaitGroup  // per-worker goroutines started under runCtx
 
+	// auth is the current generation of client keys and their limiter state (auth.go); authMu
+	// serialises SetAPIKeys. adminKeys holds the admin token (nil: the admin API is open).
+	auth      atomic.Pointer[authState]
+	authMu    sync.Mutex
+	adminKeys *KeySet
+	cmet      *clientMetrics
+
 	// collector is the --kv-listen source (nil without one); set once by Run.
 	collector atomic.Pointer[kvbridge.ZMQCollector]
 
@@ -185,6 +210,15 @@ func New(cfg Config) (*Router, error) {
 	if cfg.HealthTimeout == 0 {
 		cfg.HealthTimeout = DefaultHealthTimeout
 	}
+	if cfg.MaxPrompts == 0 {
+		cfg.MaxPrompts = DefaultMaxPrompts
+	}
+	if cfg.RateBurst == 0 && cfg.RateLimit > 0 {
+		cfg.RateBurst = max(1, int(math.Ceil(cfg.RateLimit)))
+	}
+	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) || cfg.RateBurst < 0 || cfg.MaxConcurrentPerKey < 0 || cfg.MaxPrompts < 0 {
+		return nil, errors.New("router: new: rate limit, burst, concurrency limit and max prompts must be finite and not negative")
+	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 ||
 		cfg.HealthInterval < 0 || cfg.HealthTimeout < 0 || cfg.EngineMetricsInterval < 0 || cfg.UpstreamTimeout < 0 {
 		return nil, errors.New("router: new: limits and intervals must not be negative")
@@ -210,6 +244,15 @@ func New(cfg Config) (*Router, error) {
 	if rt.met, err = newMetrics(cfg.Registerer, rt.members); err != nil {
 		return nil, err
 	}
+	if rt.cmet, err = newClientMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if cfg.AdminToken != "" {
+		if rt.adminKeys, err = NewKeySet([]APIKey{{Name: "admin", Key: cfg.AdminToken}}); err != nil {
+			return nil, errors.New("router: new: the admin token must be 1-4096 printable ASCII characters without spaces")
+		}
+	}
+	rt.auth.Store(rt.newAuthState(cfg.APIKeys, nil))
 	rt.scratch.New = func() any { return new(routeScratch) }
 	return rt, nil
 }

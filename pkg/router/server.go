@@ -1,7 +1,6 @@
 package router
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -9,9 +8,12 @@ import (
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
-// Handler returns the gateway's HTTP API: POST /v1/completions, GET /v1/models, GET /health,
-// GET /readiness, GET/POST/DELETE /workers and GET /debug/route. Unknown paths answer an
-// OpenAI-style 404. Metrics are served separately (Config.Registerer).
+// Handler returns the gateway's public API: POST /v1/completions, POST /v1/chat/completions,
+// GET /v1/models, GET /health and GET /readiness. With client keys configured (Config.APIKeys) every /v1/ request must carry
+// one, and the per-key limits apply (auth.go, limits.go); /health and /readiness stay open for
+// probes. Unknown paths, the admin API's among them, answer an OpenAI-style 404: the admin API
+// is served only by AdminHandler (DESIGN.md §11). Metrics are served separately
+// (Config.Registerer).
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.handleCompletions))
@@ -19,20 +21,37 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("GET /v1/models", rt.instrument("/v1/models", rt.handleModels))
 	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
+	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true}
+	mux.Handle("/", rt.instrument("other", notFound(known)))
+	return rt.guardClients(mux)
+}
+
+// AdminHandler returns the admin API: GET/POST/DELETE /workers and GET and POST /debug/route, each
+// requiring "Authorization: Bearer <Config.AdminToken>" when a token is configured. Whoever
+// reaches it can change the fleet and so read every prompt: serve it on its own listener,
+// loopback unless a token is set (cmd/gateway enforces this).
+func (rt *Router) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
 	mux.Handle("GET /workers", rt.instrument("/workers", rt.admin(rt.handleListWorkers)))
 	mux.Handle("POST /workers", rt.instrument("/workers", rt.admin(rt.handleAddWorker)))
 	mux.Handle("DELETE /workers", rt.instrument("/workers", rt.admin(rt.handleRemoveWorker)))
 	mux.Handle("GET /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRoute)))
 	mux.Handle("POST /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRouteBody)))
-	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true, "/workers": true, "/debug/route": true}
-	mux.Handle("/", rt.instrument("other", func(w http.ResponseWriter, r *http.Request) {
+	known := map[string]bool{"/workers": true, "/debug/route": true}
+	mux.Handle("/", rt.instrument("other", rt.admin(notFound(known))))
+	return mux
+}
+
+// notFound answers paths outside known with 404 and known paths with a method they do not
+// serve with 405.
+func notFound(known map[string]bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if known[r.URL.Path] {
 			openai.WriteError(w, &openai.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " not allowed on " + r.URL.Path, Type: openai.TypeInvalidRequest, Code: "method_not_allowed"})
 			return
 		}
 		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path, Type: openai.TypeNotFound, Code: "not_found"})
-	}))
-	return mux
+	}
 }
 
 // statusWriter records the status code for metrics. It unwraps for http.ResponseController,
@@ -95,15 +114,15 @@ func statusText(code int) string {
 	return string(b)
 }
 
-// admin guards a handler with the admin token when one is configured.
+// admin guards a handler with the admin token when one is configured. The token is compared
+// as client keys are (KeySet.Match): in constant time, whatever its length.
 func (rt *Router) admin(h http.HandlerFunc) http.HandlerFunc {
-	if rt.cfg.AdminToken == "" {
+	if rt.adminKeys == nil {
 		return h
 	}
-	want := []byte("Bearer " + rt.cfg.AdminToken)
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		tok, ok := BearerToken(r.Header.Values("Authorization"))
+		if _, match := rt.adminKeys.Match(tok); !ok || !match {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate-admin"`)
 			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Message: "admin token required", Type: openai.TypeAuth, Code: "unauthorized"})
 			return

@@ -70,12 +70,46 @@ type Spec struct {
 	// BlockSize is the engine's KV block size in tokens; 0 means "learn it from the first
 	// stored event, else use the gateway's --block-size".
 	BlockSize int `json:"block_size,omitempty" yaml:"block_size,omitempty"`
+
+	// APIKey is sent as "Authorization: Bearer <key>" on every call to the worker (requests,
+	// health checks, model discovery, metric scrapes), as engines started with --api-key
+	// require; APIKeyFile names a file holding it instead (read when the worker is added). At
+	// most one of them. The client's own credentials are never forwarded. String and Redacted
+	// never show the key.
+	APIKey     string `json:"api_key,omitempty" yaml:"api_key,omitempty"`
+	APIKeyFile string `json:"api_key_file,omitempty" yaml:"api_key_file,omitempty"`
+	// TLS turns on TLS for the worker's gRPC connections: a grpc:// worker's own, and a
+	// kv_events=grpc:// sidecar's. An https:// worker uses TLS for HTTP without it.
+	TLS bool `json:"tls,omitempty" yaml:"tls,omitempty"`
+	// TLSCAFile is a PEM bundle of the CAs that sign the worker's certificates (default: the
+	// system roots); TLSCertFile and TLSKeyFile are the gateway's client certificate and key
+	// for mTLS (both or neither). They apply to every TLS connection of the worker, so they
+	// need an https:// URL or TLS.
+	TLSCAFile   string `json:"tls_ca_file,omitempty" yaml:"tls_ca_file,omitempty"`
+	TLSCertFile string `json:"tls_cert_file,omitempty" yaml:"tls_cert_file,omitempty"`
+	TLSKeyFile  string `json:"tls_key_file,omitempty" yaml:"tls_key_file,omitempty"`
 }
 
+// RedactedValue replaces a credential wherever a spec is shown.
+const RedactedValue = "REDACTED"
+
+// Redacted returns s with its api_key replaced by RedactedValue, for showing the spec (the
+// admin API's worker list, logs).
+func (s Spec) Redacted() Spec {
+	if s.APIKey != "" {
+		s.APIKey = RedactedValue
+	}
+	return s
+}
+
+// UsesTLS reports whether the worker's HTTP (https://) or gRPC (tls) connections use TLS.
+func (s Spec) UsesTLS() bool { return s.TLS || strings.HasPrefix(s.URL, "https://") }
+
 // ParseSpec parses the --worker flag syntax: comma-separated key=value pairs with the keys url,
-// runtime, model, kv_events, replay, topic, dp_size and block_size. A first item without "=" is
-// taken as the url, so "--worker http://h:8000" works. The result is normalized (see Normalize).
-// Error messages never contain URL credentials.
+// runtime, model, kv_events, replay, topic, dp_size, block_size, api_key, api_key_file, tls,
+// tls_ca_file, tls_cert_file and tls_key_file. A first item without "=" is taken as the url, so
+// "--worker http://h:8000" works. The result is normalized (see Normalize). Error messages never
+// contain URL credentials or keys.
 func ParseSpec(s string) (Spec, error) {
 	var sp Spec
 	s = strings.TrimSpace(s)
@@ -114,6 +148,22 @@ func ParseSpec(s string) (Spec, error) {
 			sp.Replay = v
 		case "topic":
 			sp.Topic = v
+		case "api_key":
+			sp.APIKey = v
+		case "api_key_file":
+			sp.APIKeyFile = v
+		case "tls":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return sp, fmt.Errorf("worker: parse spec: tls must be true or false: %w", ErrInvalidSpec)
+			}
+			sp.TLS = b
+		case "tls_ca_file":
+			sp.TLSCAFile = v
+		case "tls_cert_file":
+			sp.TLSCertFile = v
+		case "tls_key_file":
+			sp.TLSKeyFile = v
 		case "dp_size", "block_size":
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -125,7 +175,7 @@ func ParseSpec(s string) (Spec, error) {
 				sp.BlockSize = n
 			}
 		default:
-			return sp, fmt.Errorf("worker: parse spec: unknown key %q (want url, runtime, model, kv_events, replay, topic, dp_size, block_size): %w", k, ErrInvalidSpec)
+			return sp, fmt.Errorf("worker: parse spec: unknown key %q (want url, runtime, model, kv_events, replay, topic, dp_size, block_size, api_key, api_key_file, tls, tls_ca_file, tls_cert_file, tls_key_file): %w", k, ErrInvalidSpec)
 		}
 	}
 	return sp.Normalize()
@@ -174,7 +224,41 @@ func (s Spec) Normalize() (Spec, error) {
 	if s.BlockSize < 0 || s.BlockSize > MaxBlockSize {
 		return s, fmt.Errorf("worker: spec: block_size %d out of range [1,%d]: %w", s.BlockSize, MaxBlockSize, ErrInvalidSpec)
 	}
-	return s, nil
+	return s, s.checkCredentials()
+}
+
+// MaxAPIKeyLen bounds an upstream key: it travels in a header.
+const MaxAPIKeyLen = 4096
+
+// checkCredentials validates the api_key and TLS keys; its errors never quote the key.
+func (s Spec) checkCredentials() error {
+	switch {
+	case s.APIKey != "" && s.APIKeyFile != "":
+		return fmt.Errorf("worker: spec: give api_key or api_key_file, not both: %w", ErrInvalidSpec)
+	case s.APIKey != "" && !ValidAPIKey(s.APIKey):
+		return fmt.Errorf("worker: spec: api_key must be 1-%d printable ASCII characters without spaces: %w", MaxAPIKeyLen, ErrInvalidSpec)
+	case s.TLS && s.Kind() != KindGRPC && !strings.HasPrefix(s.KVEvents, "grpc://"):
+		return fmt.Errorf("worker: spec: tls=true applies to gRPC connections (a grpc:// url or a kv_events=grpc:// sidecar); an HTTP worker uses TLS with an https:// url: %w", ErrInvalidSpec)
+	case (s.TLSCAFile != "" || s.TLSCertFile != "" || s.TLSKeyFile != "") && !s.UsesTLS():
+		return fmt.Errorf("worker: spec: tls_ca_file, tls_cert_file and tls_key_file need an https:// url or tls=true: %w", ErrInvalidSpec)
+	case (s.TLSCertFile == "") != (s.TLSKeyFile == ""):
+		return fmt.Errorf("worker: spec: give tls_cert_file and tls_key_file together: %w", ErrInvalidSpec)
+	}
+	return nil
+}
+
+// ValidAPIKey reports whether k can be sent as a bearer token: 1 to MaxAPIKeyLen visible
+// ASCII characters.
+func ValidAPIKey(k string) bool {
+	if len(k) == 0 || len(k) > MaxAPIKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Kind returns the protocol of the spec's URL. It is only meaningful on a normalized spec.
@@ -198,7 +282,8 @@ func (s Spec) EventEndpoint() string {
 // EventsSelf is what EventEndpoint returns for a grpc:// worker's own SubscribeKvEvents.
 const EventsSelf = "self"
 
-// String formats s in the --worker flag syntax with the non-default keys only.
+// String formats s in the --worker flag syntax with the non-default keys only; an api_key is
+// written as api_key=REDACTED, so a spec's String is safe to log (and does not round-trip it).
 func (s Spec) String() string {
 	var b strings.Builder
 	b.WriteString("url=")
@@ -222,6 +307,14 @@ func (s Spec) String() string {
 	if s.BlockSize > 0 {
 		add("block_size", strconv.Itoa(s.BlockSize))
 	}
+	add("api_key", s.Redacted().APIKey)
+	add("api_key_file", s.APIKeyFile)
+	if s.TLS {
+		add("tls", "true")
+	}
+	add("tls_ca_file", s.TLSCAFile)
+	add("tls_cert_file", s.TLSCertFile)
+	add("tls_key_file", s.TLSKeyFile)
 	return b.String()
 }
 

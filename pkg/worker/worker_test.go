@@ -26,6 +26,12 @@ func TestParseSpec(t *testing.T) {
 		{"grpc", "url=grpc://10.0.0.1:50051,runtime=tokenspeed", Spec{URL: "grpc://10.0.0.1:50051", Runtime: "tokenspeed", DPSize: 1}},
 		{"grpc events off", "url=grpc://h:1,kv_events=OFF", Spec{URL: "grpc://h:1", KVEvents: "off", DPSize: 1}},
 		{"sidecar", "url=http://h:1, kv_events=grpc://h:9000", Spec{URL: "http://h:1", KVEvents: "grpc://h:9000", DPSize: 1}},
+		{"https with ca and key file", "url=https://h:1,api_key_file=/run/k,tls_ca_file=/ca.pem",
+			Spec{URL: "https://h:1", APIKeyFile: "/run/k", TLSCAFile: "/ca.pem", DPSize: 1}},
+		{"grpc mtls", "url=grpc://h:1,tls=true,tls_ca_file=ca.pem,tls_cert_file=c.pem,tls_key_file=k.pem",
+			Spec{URL: "grpc://h:1", TLS: true, TLSCAFile: "ca.pem", TLSCertFile: "c.pem", TLSKeyFile: "k.pem", DPSize: 1}},
+		{"tls sidecar of an http worker", "url=http://h:1,kv_events=grpc://h:9,tls=1",
+			Spec{URL: "http://h:1", KVEvents: "grpc://h:9", TLS: true, DPSize: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +48,25 @@ func TestParseSpec(t *testing.T) {
 				t.Errorf("round trip of %q: got %+v, %v; want %+v", got.String(), again, err, got)
 			}
 		})
+	}
+}
+
+func TestSpecNeverShowsTheAPIKey(t *testing.T) {
+	sp, err := ParseSpec("url=http://h:1,api_key=sk-s3cret=")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.APIKey != "sk-s3cret=" {
+		t.Errorf("APIKey: got %q, want the key with its '='", sp.APIKey)
+	}
+	if got, want := sp.String(), "url=http://h:1,api_key=REDACTED"; got != want {
+		t.Errorf("String: got %q, want %q", got, want)
+	}
+	if r := sp.Redacted(); r.APIKey != RedactedValue || sp.APIKey != "sk-s3cret=" {
+		t.Errorf("Redacted: got %q (original now %q), want REDACTED and the original untouched", r.APIKey, sp.APIKey)
+	}
+	if r := (Spec{URL: "http://h:1"}).Redacted(); r.APIKey != "" {
+		t.Errorf("Redacted without a key: got %q, want empty", r.APIKey)
 	}
 }
 
@@ -65,6 +90,14 @@ func TestParseSpecErrors(t *testing.T) {
 		{"replay without events", "url=http://h:1,replay=tcp://h:2"},
 		{"port range", "url=http://h:99999"},
 		{"not key value", "url=http://h:1,oops"},
+		{"key and key file", "url=http://h:1,api_key=s3cret,api_key_file=/k"},
+		{"key with a space", "url=http://h:1,api_key=s3cret x"},
+		{"key not ascii", "url=http://h:1,api_key=s3cret\u00e9"},
+		{"tls on plain http", "url=http://h:1,tls=true,api_key=s3cret"},
+		{"tls not a bool", "url=grpc://h:1,tls=s3cret"},
+		{"ca without tls", "url=http://h:1,tls_ca_file=/ca.pem,api_key=s3cret"},
+		{"cert without key", "url=https://h:1,tls_cert_file=c.pem,api_key=s3cret"},
+		{"key without cert", "url=grpc://h:1,tls=true,tls_key_file=k.pem"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ func TestEventStreamFaults(t *testing.T) {
 	// matchedEvents returns how many blocks of prompt the index holds for worker url, and how
 	// many blocks the prompt has.
 	matchedEvents := func(prompt, url string) (int, int) {
-		r := debugRoute(t, gw.URL, prompt)
+		r := debugRoute(t, gw.AdminURL, prompt)
 		for _, w := range r.Workers {
 			if w.URL == url {
 				return w.MatchedEvents, r.RequestBlocks

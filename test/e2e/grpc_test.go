@@ -47,7 +47,7 @@ func TestGRPCWorkersAndBridge(t *testing.T) {
 
 	var view workersView
 	ok = harness.Eventually(20*time.Second, func() bool {
-		getJSON(t, gw.URL+"/workers", &view)
+		getJSON(t, gw.AdminURL+"/workers", &view)
 		states := map[string]string{}
 		for _, w := range view.Workers {
 			states[w.URL] = w.EventStream
@@ -70,7 +70,7 @@ func TestGRPCWorkersAndBridge(t *testing.T) {
 			mustf(t, w.Status == http.StatusOK, "warming: status %d: %s", w.Status, w.Body)
 			var r routeExplanation
 			ok := harness.Eventually(20*time.Second, func() bool {
-				r = debugRoute(t, gw.URL, prefix+" asked")
+				r = debugRoute(t, gw.AdminURL, prefix+" asked")
 				return r.Decision.Worker == c.routed && r.Decision.Reason == "cache_hit"
 			})
 			mustf(t, ok, "/debug/route never chose %s with cache_hit; last: %+v", c.routed, r)
@@ -96,7 +96,7 @@ func TestGRPCWorkersAndBridge(t *testing.T) {
 			}
 		}
 		mustf(t, prefix != "", "no fresh prefix was routed to the UNIMPLEMENTED worker in 40 tries")
-		r := debugRoute(t, gw.URL, prefix+" again")
+		r := debugRoute(t, gw.AdminURL, prefix+" again")
 		for _, w := range r.Workers {
 			if w.URL == grpcURL(grpcPorts[1]) && (w.ScoredFrom != "tree" || w.MatchedTree < r.RequestBlocks-2) {
 				t.Errorf("UNIMPLEMENTED worker: scored from %q with %d tree blocks of %d, want the tree with nearly all", w.ScoredFrom, w.MatchedTree, r.RequestBlocks)

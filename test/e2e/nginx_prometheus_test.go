@@ -67,6 +67,30 @@ func TestNginxAndPrometheus(t *testing.T) {
 	}
 	stopAtCleanup(t, prom.Process)
 
+	t.Run("nginx forwards only the public API", func(t *testing.T) {
+		for _, c := range []struct{ method, path string }{
+			{http.MethodGet, "/workers"}, {http.MethodPost, "/workers"}, {http.MethodDelete, "/workers"},
+			{http.MethodGet, "/debug/route?prompt=x"}, {http.MethodGet, "/metrics"}, {http.MethodGet, "/"},
+		} {
+			req, _ := http.NewRequest(c.method, nginx.URL+c.path, strings.NewReader(`{"url":"http://127.0.0.1:9"}`))
+			resp, err := httpClient.Do(req)
+			mustf(t, err == nil, "%s %s through nginx: %v", c.method, c.path, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"not_found_error"`) {
+				t.Errorf("%s %s through nginx: got %d %s, want nginx's OpenAI-shaped 404", c.method, c.path, resp.StatusCode, b)
+			}
+		}
+		for _, p := range []string{"/health", "/readiness", "/v1/models"} {
+			resp, err := httpClient.Get(nginx.URL + p)
+			mustf(t, err == nil, "GET %s through nginx: %v", p, err)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s through nginx: got %d, want 200", p, resp.StatusCode)
+			}
+		}
+	})
+
 	t.Run("streaming through nginx is incremental and complete", func(t *testing.T) {
 		// At --time-scale 1 the simulator spends at least its 22 ms step overhead per token, so
 		// 40 tokens take about a second; buffering anywhere would deliver them in one burst.

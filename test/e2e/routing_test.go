@@ -35,7 +35,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 	})
 
 	var workers workersView
-	getJSON(t, gw.URL+"/workers", &workers)
+	getJSON(t, gw.AdminURL+"/workers", &workers)
 	fed := map[string]bool{}
 	for _, w := range workers.Workers {
 		fed[w.URL] = w.EventFed
@@ -55,7 +55,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 		for i, p := range prefixes {
 			var r routeExplanation
 			ok := harness.Eventually(20*time.Second, func() bool {
-				r = debugRoute(t, gw.URL, p+" question one")
+				r = debugRoute(t, gw.AdminURL, p+" question one")
 				return r.Decision.Worker == sims[i].URL && r.Decision.Reason == "cache_hit"
 			})
 			mustf(t, ok, "prefix %d: /debug/route never chose sim%d (%s) with cache_hit from its events; last: %+v", i, i, sims[i].URL, r)
@@ -88,7 +88,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 			}
 		}
 		mustf(t, prefix != "", "no fresh prefix was routed to sim2 in 40 tries")
-		r := debugRoute(t, gw.URL, prefix+" second")
+		r := debugRoute(t, gw.AdminURL, prefix+" second")
 		var tree int
 		for _, w := range r.Workers {
 			if w.URL == sims[2].URL {
@@ -142,7 +142,7 @@ func TestRoutingFollowsKVEvents(t *testing.T) {
 		sims[0].Kill()
 		ok := harness.Eventually(20*time.Second, func() bool {
 			var w workersView
-			getJSON(t, gw.URL+"/workers", &w)
+			getJSON(t, gw.AdminURL+"/workers", &w)
 			for _, x := range w.Workers {
 				if x.URL == sims[0].URL {
 					return !x.Healthy

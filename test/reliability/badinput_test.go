@@ -121,16 +121,17 @@ func TestBadInput(t *testing.T) {
 		"good_ok", load.ok.Load(), "good_failed", load.failed.Load())
 }
 
-// TestAdminSecurity: with an admin token, /workers and /debug/route need it; worker URLs are
-// validated (schemes; no credentials), and a password in a rejected URL never appears in the
-// response, the logs or the metrics.
+// TestAdminSecurity: the admin API is on the admin listener only (the API listener answers it
+// 404); with an admin token, /workers and /debug/route need it; worker URLs are validated
+// (schemes; no credentials), and a password in a rejected URL never appears in the response,
+// the logs or the metrics.
 func TestAdminSecurity(t *testing.T) {
 	l := newLauncher(t)
 	s := startSim(t, l, harness.SimOptions{Name: "sim", TimeScale: simScale})
 	const token, secret = "admin-token-123", "S3cretPassw0rd"
 	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{s.WorkerSpec(false)},
 		Args: []string{"--admin-token", token}})
-	call := func(method, path, body, tok string) result {
+	callOn := func(base, method, path, body, tok string) result {
 		t.Helper()
 		hdr := map[string]string{}
 		if tok != "" {
@@ -138,11 +139,15 @@ func TestAdminSecurity(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), reqTimeout)
 		defer cancel()
-		r, err := do(ctx, method, gw.URL+path, []byte(body), hdr)
+		r, err := do(ctx, method, base+path, []byte(body), hdr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
+	}
+	call := func(method, path, body, tok string) result {
+		t.Helper()
+		return callOn(gw.AdminURL, method, path, body, tok)
 	}
 	denied := 0
 	for _, p := range []struct{ method, path, body string }{
@@ -155,6 +160,11 @@ func TestAdminSecurity(t *testing.T) {
 			r := call(p.method, p.path, p.body, tok)
 			_, _, _, ok := apiErr(r.Body)
 			mustf(t, r.Status == http.StatusUnauthorized && ok, "%s %s with token %q: %d %s, want 401 OpenAI error", p.method, p.path, tok, r.Status, r.Body)
+			denied++
+		}
+		for _, tok := range []string{"", token} {
+			r := callOn(gw.URL, p.method, p.path, p.body, tok)
+			mustf(t, r.Status == http.StatusNotFound, "%s %s on the API listener: %d %s, want 404", p.method, p.path, r.Status, r.Body)
 			denied++
 		}
 	}

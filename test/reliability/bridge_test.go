@@ -46,14 +46,14 @@ func TestBridgeRestart(t *testing.T) {
 	for i := range 5 {
 		warm(t, s, text(fmt.Sprintf("bridge-before-%d", i), 150))
 	}
-	_, idx, real, ok := indexAgrees(t, gw.URL, s, 20*time.Second)
+	_, idx, real, ok := indexAgrees(t, gw.AdminURL, s, 20*time.Second)
 	mustf(t, ok, "through the bridge: index %d blocks, engine %d", idx, real)
 	resetsBefore := scrape(t, gw.MetricsURL()).sum("kvgate_kv_worker_resets_total", map[string]string{"worker": s.URL})
 
 	br.Kill()
 	killedAt := time.Now()
 	var state string
-	detect, ok := poll(10*time.Second, func() bool { state = workers(t, gw.URL)[s.URL].EventStream; return state != "up" })
+	detect, ok := poll(10*time.Second, func() bool { state = workers(t, gw.AdminURL)[s.URL].EventStream; return state != "up" })
 	mustf(t, ok, "gateway still reports the event stream up after the bridge died")
 	detect = time.Since(killedAt)
 	// The engine keeps working while the bridge is down.
@@ -62,11 +62,11 @@ func TestBridgeRestart(t *testing.T) {
 	}
 	restartedAt := time.Now()
 	startBridge(t, s, port, "bridge-restarted")
-	took, idx, real, ok := indexAgrees(t, gw.URL, s, 30*time.Second)
+	took, idx, real, ok := indexAgrees(t, gw.AdminURL, s, 30*time.Second)
 	mustf(t, ok, "after the bridge restart: index %d blocks, engine %d; want equal", idx, real)
 	// Live batches flow again through the restarted bridge.
 	warm(t, s, text("bridge-after", 150))
-	_, idx, real, ok = indexAgrees(t, gw.URL, s, 20*time.Second)
+	_, idx, real, ok = indexAgrees(t, gw.AdminURL, s, 20*time.Second)
 	mustf(t, ok, "live after the bridge restart: index %d blocks, engine %d", idx, real)
 	resets := scrape(t, gw.MetricsURL()).sum("kvgate_kv_worker_resets_total", map[string]string{"worker": s.URL}) - resetsBefore
 	report(t, "bridge_restart", "stream_down_detect_ms", ms(detect), "down_state", state, "resynced_after_restart_ms", ms(took),

@@ -35,9 +35,9 @@ func TestEngineRestart(t *testing.T) {
 		Args: []string{"--health-interval", "1m"}})
 	old := text("engine-restart-old", 300)
 	warm(t, a, old)
-	_, idx, real, ok := indexAgrees(t, gw.URL, a, 20*time.Second)
+	_, idx, real, ok := indexAgrees(t, gw.AdminURL, a, 20*time.Second)
 	mustf(t, ok, "before the restart: index %d blocks, engine %d", idx, real)
-	mustf(t, debugRoute(t, gw.URL, old).matchedEvents(a.URL) > 0, "old prefix not matched on a before the restart")
+	mustf(t, debugRoute(t, gw.AdminURL, old).matchedEvents(a.URL) > 0, "old prefix not matched on a before the restart")
 	resetsBefore := scrape(t, gw.MetricsURL()).sum("kvgate_kv_worker_resets_total", map[string]string{"worker": a.URL})
 
 	a.Kill()
@@ -50,11 +50,11 @@ func TestEngineRestart(t *testing.T) {
 	batchAt := time.Now()
 	var matchedOld int
 	detect, ok := poll(20*time.Second, func() bool {
-		matchedOld = debugRoute(t, gw.URL, old).matchedEvents(a2.URL)
-		return matchedOld == 0 && workers(t, gw.URL)[a2.URL].IndexBlocks == simBlocks(t, a2)
+		matchedOld = debugRoute(t, gw.AdminURL, old).matchedEvents(a2.URL)
+		return matchedOld == 0 && workers(t, gw.AdminURL)[a2.URL].IndexBlocks == simBlocks(t, a2)
 	})
 	mustf(t, ok, "after the engine restart and one batch: old prefix still matches %d blocks on it (index %d, engine %d)",
-		matchedOld, workers(t, gw.URL)[a2.URL].IndexBlocks, simBlocks(t, a2))
+		matchedOld, workers(t, gw.AdminURL)[a2.URL].IndexBlocks, simBlocks(t, a2))
 	resets := scrape(t, gw.MetricsURL()).sum("kvgate_kv_worker_resets_total", map[string]string{"worker": a.URL}) - resetsBefore
 	mustf(t, resets >= 1, "no worker reset counted for the restarted engine")
 	// A request for the old prefix is now routed without a cache hit on the restarted engine.
@@ -88,7 +88,7 @@ func TestLostEventBatches(t *testing.T) {
 	warm(t, noReplay, text("lost-tail-n", 40))
 	sent := time.Since(start)
 
-	took, idx, real, ok := indexAgrees(t, gw.URL, withReplay, 20*time.Second)
+	took, idx, real, ok := indexAgrees(t, gw.AdminURL, withReplay, 20*time.Second)
 	mustf(t, ok, "with replay: index holds %d blocks, engine %d; want equal once quiescent", idx, real)
 	fams := scrape(t, gw.MetricsURL())
 	gaps := fams.sum("kvgate_kv_event_gaps_total", map[string]string{"worker": withReplay.URL})
@@ -104,7 +104,7 @@ func TestLostEventBatches(t *testing.T) {
 	_, ok = poll(20*time.Second, func() bool {
 		f := scrape(t, gw.MetricsURL())
 		nresets = f.sum("kvgate_kv_worker_resets_total", map[string]string{"worker": noReplay.URL})
-		nidx, nreal = workers(t, gw.URL)[noReplay.URL].IndexBlocks, simBlocks(t, noReplay)
+		nidx, nreal = workers(t, gw.AdminURL)[noReplay.URL].IndexBlocks, simBlocks(t, noReplay)
 		return nresets >= 1 && nidx <= nreal && nidx > 0
 	})
 	mustf(t, ok, "without replay: index %d blocks, engine %d, %v resets; want resets >= 1 and index <= engine", nidx, nreal, nresets)
@@ -127,12 +127,12 @@ func TestGatewayRestartRebuildsIndex(t *testing.T) {
 	warm(t, a, pa)
 	warm(t, b, pb)
 	for _, s := range []*harness.Sim{a, b} {
-		_, idx, real, ok := indexAgrees(t, gw.URL, s, 20*time.Second)
+		_, idx, real, ok := indexAgrees(t, gw.AdminURL, s, 20*time.Second)
 		mustf(t, ok, "first gateway: %s index %d blocks, engine %d", s.Name, idx, real)
 	}
 	before := map[string]int{}
 	for _, p := range []string{pa, pb} {
-		r := debugRoute(t, gw.URL, p)
+		r := debugRoute(t, gw.AdminURL, p)
 		before[p+a.URL], before[p+b.URL] = r.matchedEvents(a.URL), r.matchedEvents(b.URL)
 	}
 	mustf(t, before[pa+a.URL] > 0 && before[pb+b.URL] > 0, "nothing matched before the restart: %v", before)
@@ -146,7 +146,7 @@ func TestGatewayRestartRebuildsIndex(t *testing.T) {
 	took, ok := poll(20*time.Second, func() bool {
 		after = map[string]int{}
 		for _, p := range []string{pa, pb} {
-			r := debugRoute(t, gw2.URL, p)
+			r := debugRoute(t, gw2.AdminURL, p)
 			after[p+a.URL], after[p+b.URL] = r.matchedEvents(a.URL), r.matchedEvents(b.URL)
 		}
 		for k, v := range before {

@@ -140,7 +140,7 @@ func TestEventFlood(t *testing.T) {
 		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), reqTimeout)
-		r, err := do(ctx, http.MethodGet, gw.URL+"/debug/route?prompt="+url.QueryEscape(prompt), nil, nil)
+		r, err := do(ctx, http.MethodGet, gw.AdminURL+"/debug/route?prompt="+url.QueryEscape(prompt), nil, nil)
 		cancel()
 		mustf(t, err == nil && r.Status == http.StatusOK, "/debug/route during the flood: %v %d", err, r.Status)
 		lookups.add(time.Since(start))
@@ -195,7 +195,7 @@ func TestEventFlood(t *testing.T) {
 	})
 	mustf(t, ok, "marker batch %d after the flood not applied: the stream did not survive", n)
 	counters()
-	idx = workers(t, gw.URL)[s.URL].IndexBlocks
+	idx = workers(t, gw.AdminURL)[s.URL].IndexBlocks
 	end := scrape(t, gw.MetricsURL())
 	heapEnd := end.sum("go_memstats_heap_inuse_bytes", nil)
 	lp50, nl := lookups.pct(0.5)

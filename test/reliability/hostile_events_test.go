@@ -92,7 +92,7 @@ func TestHostileEventStream(t *testing.T) {
 		// The SUB may connect after the first sends (slow joiner): resend seq 0 until seen.
 		seq = 0
 		sendSeq(good[0])
-		return workers(t, gw.URL)[s.URL].IndexBlocks == 4
+		return workers(t, gw.AdminURL)[s.URL].IndexBlocks == 4
 	})
 	mustf(t, ok, "first valid batch never applied")
 
@@ -121,7 +121,7 @@ func TestHostileEventStream(t *testing.T) {
 		}
 		sendSeq(good[1]) // re-sent until the (possibly reconnected) SUB sees one
 		seq--
-		blocks = workers(t, gw.URL)[s.URL].IndexBlocks
+		blocks = workers(t, gw.AdminURL)[s.URL].IndexBlocks
 		return false
 	})
 	if !ok {

@@ -103,12 +103,12 @@ func TestWorkerKilled(t *testing.T) {
 		mustf(t, ev != "", "stream from a killed worker: got %d events ending %q (err %v), want an error event", len(sr.Events), sr.Events[len(sr.Events)-1], sr.Err)
 		typ, code, _, _ := apiErr([]byte(ev))
 
-		detect, ok := poll(10*time.Second, func() bool { return !workers(t, gw.URL)[victim.URL].Healthy })
+		detect, ok := poll(10*time.Second, func() bool { return !workers(t, gw.AdminURL)[victim.URL].Healthy })
 		mustf(t, ok, "gateway never marked %s unhealthy", victim.URL)
 		detect = time.Since(killedAt) // measured from the kill, not from the poll start
 		detectedAt := time.Now()
 		var blocks int
-		clearT, ok := poll(10*time.Second, func() bool { blocks = workers(t, gw.URL)[victim.URL].IndexBlocks; return blocks == 0 })
+		clearT, ok := poll(10*time.Second, func() bool { blocks = workers(t, gw.AdminURL)[victim.URL].IndexBlocks; return blocks == 0 })
 		mustf(t, ok, "killed worker %s still has %d blocks in the index", victim.URL, blocks)
 
 		// Load keeps going for a while after detection: none of it may fail.
@@ -135,11 +135,11 @@ func TestWorkerKilled(t *testing.T) {
 		sims[back.URL] = back
 		// The health check sees it again, and its event stream reconnects: the index learns the
 		// restarted engine's cache.
-		upAgain, ok := poll(10*time.Second, func() bool { return workers(t, gw.URL)[back.URL].Healthy })
+		upAgain, ok := poll(10*time.Second, func() bool { return workers(t, gw.AdminURL)[back.URL].Healthy })
 		mustf(t, ok, "restarted worker never marked healthy")
 		upAgain = time.Since(restartedAt)
-		_, idx, real, ok := indexAgrees(t, gw.URL, back, 20*time.Second)
-		mustf(t, ok, "restarted worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.URL)[back.URL].EventStream)
+		_, idx, real, ok := indexAgrees(t, gw.AdminURL, back, 20*time.Second)
+		mustf(t, ok, "restarted worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.AdminURL)[back.URL].EventStream)
 		// A prefix only the restarted worker holds must be routed there. Each attempt uses a new
 		// prefix, so one misrouted attempt (which caches the prompt elsewhere) cannot decide
 		// the next.
@@ -150,7 +150,7 @@ func TestWorkerKilled(t *testing.T) {
 			if attempt > 0 {
 				p = text(fmt.Sprintf("after-restart-%s-%d", victim.Name, attempt), 200)
 				warm(t, back, p)
-				_, _, _, _ = indexAgrees(t, gw.URL, back, 10*time.Second)
+				_, _, _, _ = indexAgrees(t, gw.AdminURL, back, 10*time.Second)
 			}
 			attempt++
 			r := completion(t, gw.URL, map[string]any{"model": testModel, "prompt": p + " again", "max_tokens": 2})
@@ -160,7 +160,7 @@ func TestWorkerKilled(t *testing.T) {
 			}
 			return r.Status == http.StatusOK && got == back.URL
 		})
-		mustf(t, ok, "restarted worker never used again: last request went to %s; /debug/route: %+v", got, debugRoute(t, gw.URL, fresh+" again"))
+		mustf(t, ok, "restarted worker never used again: last request went to %s; /debug/route: %+v", got, debugRoute(t, gw.AdminURL, fresh+" again"))
 		_ = restartedAt
 		report(t, "worker_killed_mid_stream", "stream_error_type", typ, "stream_error_code", code,
 			"stream_end_ms", ms(endedAfter), "detect_ms", ms(detect), "index_cleared_after_detect_ms", ms(clearT),
@@ -172,7 +172,7 @@ func TestWorkerKilled(t *testing.T) {
 		// Pick a worker with blocks in the index and no requests.
 		var victim *harness.Sim
 		for u, s := range sims {
-			if ok, _ := s.Exited(); !ok && workers(t, gw.URL)[u].Healthy {
+			if ok, _ := s.Exited(); !ok && workers(t, gw.AdminURL)[u].Healthy {
 				victim = s
 				break
 			}
@@ -180,7 +180,7 @@ func TestWorkerKilled(t *testing.T) {
 		mustf(t, victim != nil, "no live worker left")
 		idle := text("idle-victim", 200)
 		warm(t, victim, idle)
-		_, ok := poll(10*time.Second, func() bool { return workers(t, gw.URL)[victim.URL].IndexBlocks > 0 })
+		_, ok := poll(10*time.Second, func() bool { return workers(t, gw.AdminURL)[victim.URL].IndexBlocks > 0 })
 		mustf(t, ok, "index never learned %s's blocks", victim.URL)
 
 		killedAt := time.Now()
@@ -197,7 +197,7 @@ func TestWorkerKilled(t *testing.T) {
 				lost++
 				t.Logf("request %d after killing %s: %d %s (served by %q)", n, victim.URL, r.Status, r.Body, r.worker())
 			}
-			if detect == 0 && !workers(t, gw.URL)[victim.URL].Healthy {
+			if detect == 0 && !workers(t, gw.AdminURL)[victim.URL].Healthy {
 				detect = time.Since(killedAt)
 			}
 			if detect > 0 && n >= 20 {
@@ -206,7 +206,7 @@ func TestWorkerKilled(t *testing.T) {
 		}
 		mustf(t, detect > 0, "gateway never marked the idle victim unhealthy")
 		var blocks int
-		clearT, ok := poll(10*time.Second, func() bool { blocks = workers(t, gw.URL)[victim.URL].IndexBlocks; return blocks == 0 })
+		clearT, ok := poll(10*time.Second, func() bool { blocks = workers(t, gw.AdminURL)[victim.URL].IndexBlocks; return blocks == 0 })
 		mustf(t, ok, "killed idle worker still has %d blocks in the index", blocks)
 		mustf(t, lost == 0, "%d of %d requests failed after an idle worker was killed", lost, n)
 
@@ -215,15 +215,15 @@ func TestWorkerKilled(t *testing.T) {
 		fresh := text("after-idle-restart", 200)
 		warm(t, back, fresh)
 		sims[back.URL] = back
-		_, ok = poll(10*time.Second, func() bool { return workers(t, gw.URL)[back.URL].Healthy })
+		_, ok = poll(10*time.Second, func() bool { return workers(t, gw.AdminURL)[back.URL].Healthy })
 		mustf(t, ok, "restarted idle worker never marked healthy")
-		_, idx, real, ok := indexAgrees(t, gw.URL, back, 20*time.Second)
-		mustf(t, ok, "restarted idle worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.URL)[back.URL].EventStream)
+		_, idx, real, ok := indexAgrees(t, gw.AdminURL, back, 20*time.Second)
+		mustf(t, ok, "restarted idle worker: index %d blocks, engine %d (stream %q)", idx, real, workers(t, gw.AdminURL)[back.URL].EventStream)
 		_, ok = poll(20*time.Second, func() bool {
 			r := completion(t, gw.URL, map[string]any{"model": testModel, "prompt": fresh + " again", "max_tokens": 2})
 			return r.Status == http.StatusOK && r.worker() == back.URL
 		})
-		mustf(t, ok, "restarted idle worker never used again; /debug/route: %+v", debugRoute(t, gw.URL, fresh+" again"))
+		mustf(t, ok, "restarted idle worker never used again; /debug/route: %+v", debugRoute(t, gw.AdminURL, fresh+" again"))
 		report(t, "worker_killed_idle", "requests", n, "lost", lost, "detect_ms", ms(detect),
 			"index_cleared_after_detect_ms", ms(clearT), "recover_ms", ms(time.Since(restartedAt)))
 	})

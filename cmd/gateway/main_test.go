@@ -111,7 +111,9 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	for _, f := range []string{"host", "port", "prometheus-port", "model-path", "tokenizer", "model", "worker", "config", "policy",
 		"cache-threshold", "balance-abs-threshold", "balance-rel-threshold", "kv-index", "block-size", "kv-listen", "forward-token-ids",
 		"admin-token", "max-prompt-tokens", "max-body-bytes", "engine-metrics-interval", "health-interval", "log-level",
-		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts"} {
+		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts",
+		"chat-template", "chat-template-content-format", "default-chat-template-kwargs", "trust-request-chat-template", "reasoning-parser",
+		"tool-call-parser", "reasoning-field"} {
 		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 			t.Errorf("--help does not document --%s", f)
 		}

@@ -36,6 +36,8 @@ type options struct {
 	ModelPath string `yaml:"model_path"`
 	Tokenizer string `yaml:"tokenizer"`
 	Model     string `yaml:"model"`
+	// Chat rendering and parsing, with vLLM's flag names (DESIGN.md §10).
+	chatOptions `yaml:",inline"`
 
 	Workers []workerEntry `yaml:"workers"`
 
@@ -101,6 +103,7 @@ func (e *workerEntry) UnmarshalYAML(n *yaml.Node) error {
 func defaultOptions() options {
 	pc := policy.DefaultConfig()
 	return options{
+		chatOptions:         defaultChatOptions(),
 		Host:                "127.0.0.1",
 		Port:                30000,
 		PrometheusPort:      29000,
@@ -165,10 +168,11 @@ func (f workerFlag) Set(s string) error {
 const usageHead = `gateway: kvgate, a cache-aware OpenAI-compatible gateway for LLM inference workers.
 
 Usage:
-  gateway [flags]                 serve (POST /v1/completions, GET /v1/models, /health, /readiness,
-                                  on --port; admin /workers, /debug/route on --admin-port;
-                                  metrics on --prometheus-port)
+  gateway [flags]                 serve (POST /v1/completions and /v1/chat/completions, GET /v1/models,
+                                  /health, /readiness on --port; admin /workers, /debug/route on
+                                  --admin-port; metrics on --prometheus-port)
   gateway tokenize [flags]        print the token ids the gateway routes on (see gateway tokenize -h)
+  gateway render [flags]          print the chat prompts and ids the gateway routes on (gateway render -h)
 
 A worker SPEC is comma-separated key=value pairs (a bare URL works too):
   url=http://host:port | https://... | grpc://host:port   (required)
@@ -207,6 +211,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.ModelPath, "model-path", o.ModelPath, "model `DIR` holding tokenizer.json (and tokenizer_config.json); its base name is the default --model")
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "tokenizer.json `FILE` (instead of --model-path)")
 	fs.StringVar(&o.Model, "model", o.Model, "served model `NAME` (default: --model-path's base name, else the name the first worker reports)")
+	o.chatOptions.addFlags(fs)
 	fs.Var(workerFlag{o}, "worker", "worker `SPEC` (repeatable; see above)")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "routing policy: "+strings.Join(policy.Names(), ", "))
 	fs.Float64Var(&o.CacheThreshold, "cache-threshold", o.CacheThreshold, "cache_aware: minimum matched/request block ratio for the best-matching worker to win")
@@ -298,8 +303,10 @@ func (o *options) validate() error {
 		return errors.New("gateway: --rate-limit, --rate-burst and --max-concurrent-per-key must not be negative")
 	case o.ModelPath != "" && o.Tokenizer != "":
 		return errors.New("gateway: give --model-path or --tokenizer, not both")
+	case o.ChatTemplate != "" && o.ModelPath == "":
+		return errors.New("gateway: --chat-template needs --model-path (the model's tokenizer_config.json gives the special tokens)")
 	case o.DrainTimeout < 0:
 		return errors.New("gateway: --drain-timeout must not be negative")
 	}
-	return nil
+	return o.chatOptions.validate()
 }

@@ -321,6 +321,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		return cfg, err
 	}
 	cfg.APIKeys = keys
+	var cs chatSetup
 	switch {
 	case o.ModelPath != "":
 		t, err := tokenizer.LoadDir(o.ModelPath)
@@ -331,15 +332,29 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		if cfg.Model == "" {
 			cfg.Model = filepath.Base(filepath.Clean(o.ModelPath))
 		}
+		if cs, err = buildChat(o.ModelPath, cfg.Model, t, o.chatOptions, log); err != nil {
+			return cfg, err
+		}
 	case o.Tokenizer != "":
 		t, err := tokenizer.LoadFile(o.Tokenizer)
 		if err != nil {
 			return cfg, fmt.Errorf("gateway: --tokenizer: %w", err)
 		}
 		cfg.Tokenizer = router.FromTokenizer(t)
+		log.Warn("--tokenizer without --model-path: no chat template, so chat requests are routed without prefix information")
 	default:
-		log.Warn("no tokenizer (--model-path/--tokenizer): text prompts are routed without prefix information")
+		log.Warn("no tokenizer (--model-path/--tokenizer): text prompts and chat requests are routed without prefix information")
 	}
+	if cs.renderer == nil {
+		// Parsers still apply to grpc:// workers' chat output (with no renderer such a request
+		// cannot reach one: it has no ids), so they are built for the flags' validation.
+		if cs, err = buildChat("", cfg.Model, nil, o.chatOptions, log); err != nil {
+			return cfg, err
+		}
+	} else {
+		cfg.Chat = cs.renderer
+	}
+	cfg.ChatParsers, cfg.ReasoningField = cs.parsers, o.ReasoningField
 	pc := policy.DefaultConfig()
 	pc.CacheThreshold = o.CacheThreshold
 	pc.BalanceAbsThreshold = o.BalanceAbsThreshold

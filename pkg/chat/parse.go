@@ -111,14 +111,22 @@ var reasoningNames = map[string]bool{ReasoningQwen3: true, ReasoningDeepSeekR1: 
 
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true}
 
-func validNames(m map[string]bool) string {
+// ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
+func ReasoningParserNames() []string { return sortedNames(reasoningNames) }
+
+// ToolParserNames lists the tool-call parsers NewParsers accepts, sorted.
+func ToolParserNames() []string { return sortedNames(toolNames) }
+
+func sortedNames(m map[string]bool) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return strings.Join(names, ", ")
+	return names
 }
+
+func validNames(m map[string]bool) string { return strings.Join(sortedNames(m), ", ") }
 
 // DefaultMaxCallBytes is the default bound on the undecided text of one tool call.
 const DefaultMaxCallBytes = 1 << 20
@@ -389,11 +397,23 @@ func (a *accumulator) Message(s *Stream) Message {
 	return m
 }
 
-// DefaultParserNames picks vLLM's recommended parser names from a model family hint: a model
+// DefaultParserNames picks vLLM's recommended parser names from model family hints: a model
 // name or path ("Qwen/Qwen3-8B", "deepseek-ai/DeepSeek-R1") or a config.json model_type
-// ("qwen3", "gpt_oss"). Unknown families, and formats this package does not parse (Qwen3-Coder
-// and Qwen3.5 XML calls, DeepSeek V3.1+, Llama 4), give "" (plain content).
-func DefaultParserNames(family string) (reasoning, tool string) {
+// ("qwen3", "gpt_oss"). The first hint naming a known family decides, so a specific name
+// ("Qwen3-Coder-30B", plain content) wins over a generic model_type ("qwen3_moe") given after it.
+// Unknown families, and formats this package does not parse (Qwen3-Coder and Qwen3.5 XML calls,
+// DeepSeek V3.1+, Llama 4), give "" (plain content).
+func DefaultParserNames(hints ...string) (reasoning, tool string) {
+	for _, h := range hints {
+		if r, t, ok := familyParsers(h); ok {
+			return r, t
+		}
+	}
+	return "", ""
+}
+
+// familyParsers is DefaultParserNames for one hint; ok reports a known family.
+func familyParsers(family string) (reasoning, tool string, ok bool) {
 	f := strings.ToLower(family)
 	has := func(subs ...string) bool {
 		for _, s := range subs {
@@ -405,27 +425,27 @@ func DefaultParserNames(family string) (reasoning, tool string) {
 	}
 	switch {
 	case has("gpt-oss", "gpt_oss", "gptoss"):
-		return ReasoningGptOss, ToolOpenAI
+		return ReasoningGptOss, ToolOpenAI, true
 	case has("deepseek-v3.1", "deepseek-v3.2", "deepseek_v31", "deepseek_v32", "deepseek-v4", "deepseek_v4"):
-		return "", ""
+		return "", "", true
 	case has("deepseek-r1", "deepseek_r1"):
-		return ReasoningDeepSeekR1, ToolDeepSeekV3
+		return ReasoningDeepSeekR1, ToolDeepSeekV3, true
 	case has("deepseek-v3", "deepseek_v3"):
-		return "", ToolDeepSeekV3
+		return "", ToolDeepSeekV3, true
 	case has("qwen3-coder", "qwen3_coder", "qwen3coder"):
-		return "", ""
+		return "", "", true
 	case has("qwen3.5", "qwen3_5", "qwen3.6", "qwen3_6"):
-		return ReasoningQwen3, ""
+		return ReasoningQwen3, "", true
 	case has("qwen3", "qwq"):
-		return ReasoningQwen3, ToolHermes
+		return ReasoningQwen3, ToolHermes, true
 	case has("llama-4", "llama4", "llama_4"):
-		return "", ""
+		return "", "", true
 	case has("llama-3", "llama3", "llama_3"):
-		return "", ToolLlama3JSON
+		return "", ToolLlama3JSON, true
 	case has("mistral", "mixtral", "ministral", "magistral", "devstral", "codestral"):
-		return "", ToolMistral
+		return "", ToolMistral, true
 	}
-	return "", ""
+	return "", "", false
 }
 
 // PromptEndsReasoning reports whether a rendered prompt already closes reasoning for the

@@ -14,8 +14,8 @@ import (
 )
 
 type goldenFile struct {
-	Reasoning string       `json:"reasoning"`
-	Tool      string       `json:"tool"`
+	Reasoning string      `json:"reasoning"`
+	Tool      string      `json:"tool"`
 	Cases     []parseCase `json:"cases"`
 }
 
@@ -275,7 +275,7 @@ func TestDefaultParserNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.family, func(t *testing.T) {
-			r, tl := DefaultParserNames(tt.family)
+			r, tl := DefaultParserNames(tt.family, "gemma3")
 			if r != tt.reasoning || tl != tt.tool {
 				t.Errorf("got (%q, %q), want (%q, %q)", r, tl, tt.reasoning, tt.tool)
 			}
@@ -283,6 +283,26 @@ func TestDefaultParserNames(t *testing.T) {
 				t.Errorf("defaults do not construct: %v", err)
 			}
 		})
+	}
+}
+
+// TestDefaultParserNamesHints: the first hint naming a known family decides, a known
+// plain-content family included; unknown hints fall through.
+func TestDefaultParserNamesHints(t *testing.T) {
+	tests := []struct {
+		hints           []string
+		reasoning, tool string
+	}{
+		{[]string{"my-model", "qwen3"}, "qwen3", "hermes"},
+		{[]string{"Qwen3-Coder-30B-A3B-Instruct", "qwen3_moe"}, "", ""},
+		{[]string{"Llama-3.1-8B-Instruct", "llama"}, "", "llama3_json"},
+		{[]string{"gemma-3-27b-it", "gemma3_text", "llama"}, "", ""},
+		{nil, "", ""},
+	}
+	for _, tt := range tests {
+		if r, tl := DefaultParserNames(tt.hints...); r != tt.reasoning || tl != tt.tool {
+			t.Errorf("%q: got (%q, %q), want (%q, %q)", tt.hints, r, tl, tt.reasoning, tt.tool)
+		}
 	}
 }
 

@@ -70,6 +70,7 @@ type Renderer struct {
 	defaults        json.RawMessage
 	harmony         *harmonyEncoding // non-nil for gpt-oss
 	strftime        jinja.Value
+	modelType       string
 }
 
 var (
@@ -122,6 +123,7 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 	if modelType == "" {
 		modelType = mf.modelType
 	}
+	r.modelType = modelType
 	if modelType == "gpt_oss" {
 		if r.tok == nil {
 			return nil, errors.New("chat: gpt-oss (Harmony) rendering needs the model's tokenizer")
@@ -151,6 +153,10 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 	}
 	return r, nil
 }
+
+// ModelType is the model's config.json model_type (or Options.ModelType), "" when unknown; the
+// gateway picks default output parsers from it (DefaultParserNames).
+func (r *Renderer) ModelType() string { return r.modelType }
 
 // Tokenizer returns the tokenizer the renderer encodes with (nil when it renders text only).
 func (r *Renderer) Tokenizer() *tokenizer.Tokenizer { return r.tok }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -236,7 +235,7 @@ func (b *grpcBody) emitText(ci int, text []byte) {
 
 // event appends v as one SSE event to the next piece.
 func (b *grpcBody) event(v any) {
-	data, _ := json.Marshal(v) // plain structs always encode
+	data, _ := openai.Marshal(v) // plain structs always encode
 	b.out = openai.AppendEvent(b.out, data)
 }
 
@@ -319,7 +318,7 @@ func (o *completionOutput) tail(b *grpcBody, u *openai.Usage) {
 		}
 		c.Choices[i] = openai.CompletionChoice{Index: i, Text: text, FinishReason: &fr}
 	}
-	b.out, _ = json.Marshal(c)
+	b.out, _ = openai.Marshal(c)
 }
 
 var (

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
-
 	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
@@ -152,7 +150,7 @@ func (o *chatOutput) tail(b *grpcBody, u *openai.Usage) {
 	for i := range c.Choices {
 		c.Choices[i] = o.message(i)
 	}
-	b.out, _ = json.Marshal(c)
+	b.out, _ = openai.Marshal(c)
 }
 
 // message parses choice i's whole text into its chat.completion choice.

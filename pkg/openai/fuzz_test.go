@@ -93,3 +93,19 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// TestMarshalKeepsHTMLRaw: bodies keep '<', '>' and '&' raw, as the engines write them, and
+// otherwise match encoding/json.
+func TestMarshalKeepsHTMLRaw(t *testing.T) {
+	v := struct {
+		Content string `json:"content"`
+		N       int    `json:"n"`
+	}{"<tool_call>a & b</tool_call>", 3}
+	b, err := Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"content":"<tool_call>a & b</tool_call>","n":3}`; string(b) != want {
+		t.Errorf("Marshal: got %s, want %s", b, want)
+	}
+}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
@@ -154,4 +155,17 @@ func AppendTokenArray(b []byte, ids []uint32) []byte {
 		b = strconv.AppendUint(b, uint64(id), 10)
 	}
 	return append(b, ']')
+}
+
+// Marshal encodes v as encoding/json does but without HTML escaping, as Python servers write
+// their bodies (pydantic leaves '<', '>' and '&' raw): a model's "<tool_call>" stays readable
+// and byte-comparable with the engine's own responses.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
 }

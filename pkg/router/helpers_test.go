@@ -63,8 +63,9 @@ func (p *fixedPolicy) Pick(_ *policy.Request, cands []policy.Candidate) policy.D
 	return policy.Decision{Index: 0, Reason: policy.ReasonRoundRobin}
 }
 
-// fakeWorker is an OpenAI-compatible HTTP worker. Each /v1/completions request is published on
-// reqs (the decoded body); the response is produced by handle (default: a fixed JSON body).
+// fakeWorker is an OpenAI-compatible HTTP worker. Each /v1/completions and /v1/chat/completions
+// request is published on reqs (the decoded body; chat bodies get "_path" added); the response
+// is produced by handle (default: a fixed JSON body).
 type fakeWorker struct {
 	srv     *httptest.Server
 	reqs    chan map[string]any
@@ -96,6 +97,24 @@ func newFakeWorker(t *testing.T, model string) *fakeWorker {
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, fw.metrics)
+	})
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+			return
+		}
+		body["_path"] = r.URL.Path
+		select {
+		case fw.reqs <- body:
+		default:
+		}
+		if fw.handle != nil {
+			fw.handle(w, r, body)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`, body["model"])
 	})
 	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any

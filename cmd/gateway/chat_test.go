@@ -1,0 +1,189 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+func TestParseOptionsChat(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(cfg, []byte(`
+chat_template_content_format: string
+default_chat_template_kwargs:
+  enable_thinking: false
+reasoning_parser: qwen3
+tool_call_parser: none
+reasoning_field: reasoning
+`), 0o600)
+	o, err := parseOptions([]string{"--config", cfg, "--reasoning-field", "reasoning_content"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.chatOptions
+	if c.ChatTemplateContentFormat != "string" || string(c.DefaultChatTemplateKwargs) != `{"enable_thinking":false}` ||
+		c.ReasoningParser != "qwen3" || c.ToolCallParser != "none" || c.ReasoningField != "reasoning_content" {
+		t.Errorf("chat options: got %+v", c)
+	}
+	d, err := parseOptions(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ReasoningParser != parserAuto || d.ToolCallParser != parserAuto || d.ReasoningField != "both" || d.ChatTemplateContentFormat != "auto" {
+		t.Errorf("defaults: got %+v", d.chatOptions)
+	}
+	for _, args := range [][]string{
+		{"--reasoning-field", "thoughts"},
+		{"--default-chat-template-kwargs", "[1]"},
+		{"--default-chat-template-kwargs", "{bad"},
+		{"--chat-template", "x.jinja"}, // without --model-path there is nothing to render with
+	} {
+		if _, err := parseOptions(args, io.Discard); err == nil {
+			t.Errorf("parseOptions(%q): got nil error", args)
+		}
+	}
+}
+
+// TestBuildChatParsers: "auto" picks vLLM's parsers for the model family (Qwen3: qwen3 and
+// hermes), "none" turns one off (and, for tools, refuses tool_choice as a server without
+// --tool-call-parser does), and a name vLLM does not have fails the start.
+func TestBuildChatParsers(t *testing.T) {
+	dir := qwen3Dir(t)
+	log := zap.NewNop()
+	cs, err := buildChat(dir, "qwen3", nil, defaultChatOptions(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.renderer == nil || cs.parsers == nil || cs.parsers.Reasoning() != chat.ReasoningQwen3 || cs.parsers.Tool() != chat.ToolHermes {
+		t.Fatalf("auto: got renderer %v parsers %+v", cs.renderer != nil, cs.parsers)
+	}
+	// A directory whose name says nothing gets the family from config.json's model_type.
+	anon := filepath.Join(t.TempDir(), "served")
+	os.Mkdir(anon, 0o755)
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		if err := os.Symlink(filepath.Join(dir, f), filepath.Join(anon, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(anon, "config.json"), []byte(`{"model_type":"qwen3"}`), 0o644)
+	if cs, err := buildChat(anon, "served", nil, defaultChatOptions(), log); err != nil || cs.parsers == nil || cs.parsers.Tool() != chat.ToolHermes {
+		t.Errorf("model_type qwen3: got parsers %+v, %v; want qwen3 and hermes", cs.parsers, err)
+	}
+	tools := `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}`
+	req, perr := openai.ParseChat([]byte(tools), openai.Limits{})
+	if perr != nil {
+		t.Fatal(perr.Message)
+	}
+	if _, rerr := cs.renderer.Render(req); rerr != nil {
+		t.Errorf("auto: a tools request is refused: %s", rerr.Message)
+	}
+
+	o := defaultChatOptions()
+	o.ToolCallParser = parserNone
+	cs, err = buildChat(dir, "qwen3", nil, o, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.parsers == nil || cs.parsers.Tool() != "" || cs.parsers.Reasoning() != chat.ReasoningQwen3 {
+		t.Errorf("tool parser none: got %+v", cs.parsers)
+	}
+	if _, rerr := cs.renderer.Render(req); rerr == nil || !strings.Contains(rerr.Message, "--tool-call-parser") {
+		t.Errorf("tool parser none: a tool_choice auto request should be refused like vLLM without --tool-call-parser, got %v", rerr)
+	}
+
+	o = defaultChatOptions()
+	o.ReasoningParser, o.ToolCallParser = parserNone, parserNone
+	if cs, err = buildChat(dir, "qwen3", nil, o, log); err != nil || cs.parsers != nil {
+		t.Errorf("both none: got parsers %+v, err %v; want none", cs.parsers, err)
+	}
+	o = defaultChatOptions()
+	o.ToolCallParser = "pythonic"
+	if _, err := buildChat(dir, "qwen3", nil, o, log); err == nil || !strings.Contains(err.Error(), "hermes") {
+		t.Errorf("unknown parser: got %v, want an error listing the valid names", err)
+	}
+	if cs, err := buildChat("", "gemma-3-27b-it", nil, defaultChatOptions(), log); err != nil || cs.parsers != nil || cs.renderer != nil {
+		t.Errorf("unknown family without a model directory: got %+v, %v; want no renderer, no parsers", cs, err)
+	}
+}
+
+// TestServeChat: a gateway started with --model-path renders chat requests with the model's
+// template: /debug/route explains a chat body on the same ids `gateway render` prints, and an
+// http:// worker receives the client's body at /v1/chat/completions.
+func TestServeChat(t *testing.T) {
+	dir := qwen3Dir(t)
+	got := make(chan map[string]any, 4)
+	w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+		case "/v1/models":
+			io.WriteString(w, `{"object":"list","data":[{"id":"qwen3","object":"model"}]}`)
+		case "/v1/chat/completions":
+			var b map[string]any
+			json.NewDecoder(r.Body).Decode(&b)
+			got <- b
+			io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","model":"qwen3","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer w.Close()
+	gw := startGateway(t, "--worker", w.URL, "--model-path", dir)
+	waitReady(t, gw.api)
+
+	body := `{"model":"qwen3","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello, 世界"}],"chat_template_kwargs":{"enable_thinking":false}}`
+	code, out, stderr := runRen(t, body+"\n", "--model-path", dir)
+	if code != 0 {
+		t.Fatalf("gateway render: %d %s", code, stderr)
+	}
+	var want struct {
+		TokenIDs []uint32 `json:"token_ids"`
+	}
+	if err := json.Unmarshal([]byte(out), &want); err != nil || len(want.TokenIDs) == 0 {
+		t.Fatalf("gateway render: %q: %v", out, err)
+	}
+	resp, err := http.Post(gw.admin+"/debug/route", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex struct {
+		PromptTokens int `json:"prompt_tokens"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ex)
+	resp.Body.Close()
+	if ex.PromptTokens != len(want.TokenIDs) {
+		t.Errorf("/debug/route: %d prompt tokens, want %d (gateway render's)", ex.PromptTokens, len(want.TokenIDs))
+	}
+
+	resp, err = http.Post(gw.api+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"content":"ok"`) {
+		t.Fatalf("chat: got %d %s", resp.StatusCode, b)
+	}
+	fwd := <-got
+	if fwd["messages"] == nil || fwd["chat_template_kwargs"] == nil {
+		t.Errorf("worker got %v, want the client's chat body", fwd)
+	}
+	resp, err = http.Post(gw.api+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"qwen3","messages":[{"role":"user","content":"x"}],"chat_template":"{{ 1 }}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "--trust-request-chat-template") {
+		t.Errorf("untrusted request template: got %d %s, want vLLM's 400", resp.StatusCode, b)
+	}
+}

@@ -21,7 +21,8 @@ type Binaries struct {
 // ports. The zero value is not usable: set Bin, Tokenizer, Model and LogDir.
 type Launcher struct {
 	Bin Binaries
-	// Tokenizer is the tokenizer.json both the simulators and the gateways use.
+	// Tokenizer is the tokenizer.json both the simulators and the gateways use; gateways get
+	// its directory as --model-path, so they render chat requests with the model's template.
 	Tokenizer string
 	// Model is the served model name.
 	Model string
@@ -199,7 +200,7 @@ func (l *Launcher) StartGateway(ctx context.Context, o GatewayOptions) (*Gateway
 	g := &Gateway{Port: ports[0], PromPort: ports[1], AdminPort: ports[2], URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
 		AdminURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2])}
 	args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(g.Port), "--prometheus-port", fmt.Sprint(g.PromPort),
-		"--admin-host", "127.0.0.1", "--admin-port", fmt.Sprint(g.AdminPort), "--tokenizer", l.Tokenizer, "--model", l.Model}
+		"--admin-host", "127.0.0.1", "--admin-port", fmt.Sprint(g.AdminPort), "--model-path", filepath.Dir(l.Tokenizer), "--model", l.Model}
 	for _, w := range o.Workers {
 		args = append(args, "--worker", w)
 	}

@@ -1,0 +1,272 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvgate/kvgate/internal/harness"
+	"github.com/kvgate/kvgate/internal/testutil"
+)
+
+// chatMessage is a message as test/e2e/npm/chat.mjs reports it.
+type chatMessage struct {
+	Role             string  `json:"role"`
+	Content          *string `json:"content"`
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
+	ToolCalls        []struct {
+		ID, Type, Name, Arguments string
+	} `json:"tool_calls"`
+}
+
+// chatStream is a collected stream as chat.mjs reports it.
+type chatStream struct {
+	Chunks           int    `json:"chunks"`
+	FirstRole        string `json:"first_role"`
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content"`
+	Reasoning        string `json:"reasoning"`
+	ToolCalls        []struct {
+		ID, Type, Name, Arguments string
+	} `json:"tool_calls"`
+	FinishReason string `json:"finish_reason"`
+	Usage        *usage `json:"usage"`
+}
+
+type chatReport struct {
+	Nonstream struct {
+		ID           string      `json:"id"`
+		Object       string      `json:"object"`
+		Model        string      `json:"model"`
+		Message      chatMessage `json:"message"`
+		FinishReason string      `json:"finish_reason"`
+		Usage        *usage      `json:"usage"`
+		Worker       string      `json:"worker"`
+	} `json:"nonstream"`
+	Stream   chatStream `json:"stream"`
+	Sessions [][]struct {
+		Worker       string `json:"worker"`
+		Reason       string `json:"reason"`
+		PromptTokens int    `json:"prompt_tokens"`
+		CachedTokens int    `json:"cached_tokens"`
+		Answer       string `json:"answer"`
+	} `json:"sessions"`
+}
+
+// runChatClient runs test/e2e/npm/chat.mjs against base in mode (plain, tools, turns).
+func runChatClient(t *testing.T, base, mode string, args ...string) chatReport {
+	t.Helper()
+	if npmErr != nil {
+		t.Fatalf("the openai npm client is not installed: %v", npmErr)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := filepath.Join(repoRoot, "test", "e2e", "npm")
+	var stdout, stderr bytes.Buffer
+	cmd := harness.Command{Name: "node-chat", Path: node, Dir: dir, Args: append([]string{filepath.Join(dir, "chat.mjs"), base + "/v1", testModel, mode}, args...)}
+	if err := harness.Run(ctx, cmd, &stdout, &stderr); err != nil {
+		t.Fatalf("node chat.mjs %s: %v\nstdout: %s\nstderr: %s", mode, err, stdout.Bytes(), stderr.Bytes())
+	}
+	t.Logf("chat.mjs %s: %s", mode, stdout.Bytes())
+	var r chatReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("chat.mjs output %q: %v", stdout.Bytes(), err)
+	}
+	return r
+}
+
+// replyFile writes a simworker --reply-file with the given replies.
+func replyFile(t *testing.T, replies ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range replies {
+		j, _ := json.Marshal(r)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	p := filepath.Join(t.TempDir(), "replies.jsonl")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// plainAnswers are the scripted answers of the plain-chat simulators; each reply thinks first
+// (plainThought), as Qwen3 does with thinking on (the template's default).
+var plainAnswers = []string{
+	"Paris is the capital of France, on the Seine.",
+	"The fastest trains take about two hours.",
+	"Yes: Marseille is about three more hours by TGV.",
+}
+
+const plainThought = "A short factual question."
+
+func plainReplies() []string {
+	out := make([]string, len(plainAnswers))
+	for i, a := range plainAnswers {
+		out[i] = "<think>\n" + plainThought + "\n</think>\n\n" + a
+	}
+	return out
+}
+
+// isPlainAnswer reports whether content is a scripted answer as vLLM's qwen3 parser leaves it:
+// the text after </think>, its leading blank line included.
+func isPlainAnswer(content string) bool {
+	return strings.HasPrefix(content, "\n\n") && contains(plainAnswers, strings.TrimPrefix(content, "\n\n"))
+}
+
+// toolReply is a Qwen3 answer that reasons, then calls a tool in the Hermes format.
+const toolReply = "<think>\nThe user asks for the current weather in Paris; I should call the tool.\n</think>\n\n" +
+	"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>"
+
+// TestChatGRPCWorkers is issues 12 and 13 over grpc:// workers with the official openai npm
+// client: the gateway renders each chat request with the model's template, sends the ids to the
+// simulators' SMG vLLM service, and builds chat.completion(.chunk) from the generated tokens,
+// with Qwen3's reasoning and Hermes tool calls split out by the parsers the model family implies
+// (--reasoning-parser/--tool-call-parser auto). A conversation's later turns land on the worker
+// that served its earlier turns, because that worker's KV events hold the history.
+func TestChatGRPCWorkers(t *testing.T) {
+	l := newLauncher(t)
+	ports := testutil.FreePorts(t, 4)
+	plain := replyFile(t, plainReplies()...)
+	var specs []string
+	for i := range 3 {
+		startSim(t, l, harness.SimOptions{Name: fmt.Sprintf("grpc-chat-%d", i), Args: []string{"--grpc-port", fmt.Sprint(ports[i]), "--runtime", "vllm", "--reply-file", plain}})
+		specs = append(specs, fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", ports[i]))
+	}
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: specs})
+
+	t.Run("plain", func(t *testing.T) {
+		r := runChatClient(t, gw.URL, "plain")
+		ns := r.Nonstream
+		if ns.Object != "chat.completion" || !strings.HasPrefix(ns.ID, "chatcmpl-") || ns.Model != testModel {
+			t.Errorf("envelope: got object %q id %q model %q", ns.Object, ns.ID, ns.Model)
+		}
+		if ns.Message.Role != "assistant" || ns.Message.Content == nil || !isPlainAnswer(*ns.Message.Content) || ns.FinishReason != "stop" || len(ns.Message.ToolCalls) != 0 {
+			t.Errorf("message: got %+v (content %v) finish %q, want one of the scripted answers, stop", ns.Message, deref(ns.Message.Content), ns.FinishReason)
+		}
+		// --reasoning-field both: the think block in reasoning and reasoning_content.
+		want := "\n" + plainThought + "\n"
+		if deref(ns.Message.ReasoningContent) != want || deref(ns.Message.Reasoning) != want {
+			t.Errorf("reasoning: got reasoning_content %q reasoning %q, want %q in both", deref(ns.Message.ReasoningContent), deref(ns.Message.Reasoning), want)
+		}
+		if ns.Usage == nil || ns.Usage.PromptTokens < 40 || ns.Usage.CompletionTokens < 5 {
+			t.Errorf("usage: got %+v", ns.Usage)
+		}
+		st := r.Stream
+		if st.FirstRole != "assistant" || !isPlainAnswer(st.Content) || st.ReasoningContent != "\n"+plainThought+"\n" || st.FinishReason != "stop" || st.Chunks < 5 {
+			t.Errorf("stream: got %+v", st)
+		}
+		if st.Usage == nil || ns.Usage == nil || st.Usage.PromptTokens != ns.Usage.PromptTokens || st.Usage.PromptTokensDetails == nil || st.Usage.PromptTokensDetails.CachedTokens <= 0 {
+			t.Errorf("stream usage: got %+v, want the same prompt, now cached", st.Usage)
+		}
+	})
+
+	t.Run("turns", func(t *testing.T) {
+		r := runChatClient(t, gw.URL, "turns", "3", "4")
+		for s, turns := range r.Sessions {
+			for i, tr := range turns {
+				if tr.Worker == "" || !isPlainAnswer(tr.Answer) {
+					t.Errorf("session %d turn %d: worker %q answer %q", s, i, tr.Worker, tr.Answer)
+				}
+				if i == 0 {
+					continue
+				}
+				if tr.Worker != turns[0].Worker || tr.Reason != "cache_hit" {
+					t.Errorf("session %d turn %d went to %s (%s), want %s (cache_hit): the worker holding its history", s, i, tr.Worker, tr.Reason, turns[0].Worker)
+				}
+				// The engine computed this turn's prompt from the gateway's ids; everything up
+				// to the previous turn's prompt must be in its cache.
+				if tr.CachedTokens < turns[i-1].PromptTokens-16 {
+					t.Errorf("session %d turn %d: %d cached tokens, want about the previous prompt's %d", s, i, tr.CachedTokens, turns[i-1].PromptTokens)
+				}
+			}
+		}
+		if len(r.Sessions) != 3 {
+			t.Errorf("sessions: got %d, want 3", len(r.Sessions))
+		}
+	})
+
+	t.Run("tools", func(t *testing.T) {
+		tl := startSim(t, l, harness.SimOptions{Name: "grpc-tools", Args: []string{"--grpc-port", fmt.Sprint(ports[3]), "--runtime", "vllm", "--reply-file", replyFile(t, toolReply)}})
+		_ = tl
+		tgw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-tools", Workers: []string{fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", ports[3])}})
+		r := runChatClient(t, tgw.URL, "tools")
+		checkToolAnswer(t, "non-streaming", r.Nonstream.Message.ReasoningContent, r.Nonstream.Message.Content, r.Nonstream.FinishReason,
+			toolCalls(r.Nonstream.Message.ToolCalls))
+		content := &r.Stream.Content
+		if *content == "" {
+			content = nil
+		}
+		checkToolAnswer(t, "streaming", &r.Stream.ReasoningContent, content, r.Stream.FinishReason, toolCalls(r.Stream.ToolCalls))
+		if r.Stream.Reasoning != r.Stream.ReasoningContent {
+			t.Errorf("streaming: reasoning %q and reasoning_content %q differ (--reasoning-field both)", r.Stream.Reasoning, r.Stream.ReasoningContent)
+		}
+	})
+}
+
+type toolCall struct{ ID, Type, Name, Arguments string }
+
+func toolCalls[T ~struct{ ID, Type, Name, Arguments string }](in []T) []toolCall {
+	out := make([]toolCall, len(in))
+	for i, c := range in {
+		out[i] = toolCall(c)
+	}
+	return out
+}
+
+// checkToolAnswer checks toolReply as the client sees it: the reasoning split out, no content,
+// one get_weather call with its arguments, finish_reason tool_calls.
+func checkToolAnswer(t *testing.T, what string, reasoning, content *string, finish string, calls []toolCall) {
+	t.Helper()
+	if reasoning == nil || !strings.Contains(*reasoning, "current weather in Paris") || strings.Contains(*reasoning, "think>") {
+		t.Errorf("%s: reasoning_content %v, want the think block's text", what, deref(reasoning))
+	}
+	if content != nil && strings.TrimSpace(*content) != "" {
+		t.Errorf("%s: content %q, want none beside the tool call", what, *content)
+	}
+	if finish != "tool_calls" || len(calls) != 1 {
+		t.Fatalf("%s: finish %q, calls %+v; want one call and tool_calls", what, finish, calls)
+	}
+	c := calls[0]
+	var args map[string]any
+	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+		t.Errorf("%s: arguments %q are not JSON: %v", what, c.Arguments, err)
+	}
+	if c.Name != "get_weather" || c.Type != "function" || !strings.HasPrefix(c.ID, "chatcmpl-tool-") ||
+		!cmp.Equal(args, map[string]any{"city": "Paris", "unit": "celsius"}) {
+		t.Errorf("%s: call %+v", what, c)
+	}
+}
+
+func deref(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

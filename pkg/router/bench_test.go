@@ -64,6 +64,13 @@ func benchGateway(b *testing.B, urls ...string) *httptest.Server {
 			b.Fatal(err)
 		}
 	}
+	return runBenchRouter(b, rt)
+}
+
+// runBenchRouter runs rt until the benchmark ends, serves it on loopback and waits until it is
+// ready.
+func runBenchRouter(b *testing.B, rt *Router) *httptest.Server {
+	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()

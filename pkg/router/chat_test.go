@@ -289,7 +289,7 @@ func TestChatDebugRoute(t *testing.T) {
 	}
 }
 
-func mustParseChat(t *testing.T, body string) *openai.ChatRequest {
+func mustParseChat(t testing.TB, body string) *openai.ChatRequest {
 	t.Helper()
 	req, err := openai.ParseChat([]byte(body), openai.Limits{})
 	if err != nil {

@@ -214,7 +214,7 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return fmt.Errorf("simworker: load tokenizer: %w", err)
 		}
-		codec = tokCodec{t: tok}
+		codec = sim.NewTokenizerCodec(tok)
 		o.core.VocabSize = tok.VocabSize()
 		if eos, ok := tok.EOS(); ok {
 			o.core.EOSTokenIDs = []uint32{eos}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -34,12 +35,20 @@ type ServerConfig struct {
 	OnCompleted func()
 	// Replies, when set, scripts every generation's output (see Replies).
 	Replies *Replies
+	// Chat renders /v1/chat/completions requests with the model's chat template (a
+	// *chat.Renderer, which tokenizes with the model's tokenizer: pair it with a Codec of the
+	// same tokenizer); nil answers them 400, as vLLM does for a model without a template.
+	Chat ChatRenderer
+	// ChatParsers splits reasoning and tool calls out of chat output, as vLLM's
+	// --reasoning-parser and --tool-call-parser do; nil: all text is content.
+	ChatParsers *chat.Parsers
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
 
-// Server serves /v1/completions, /v1/models, /health, /metrics, /debug/cache and
-// /reset_prefix_cache over a set of engine ranks, spreading requests by least load.
+// Server serves /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics,
+// /debug/cache and /reset_prefix_cache over a set of engine ranks, spreading requests by least
+// load. Both generation routes run their prompt ids through the same engines.
 type Server struct {
 	cfg      ServerConfig
 	ranks    Ranks
@@ -66,6 +75,7 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	}
 	s := &Server{cfg: cfg, ranks: ranks, gatherer: gatherer, log: cfg.Logger, mux: http.NewServeMux(), created: time.Now().Unix()}
 	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /debug/cache", s.handleDebugCache)
@@ -282,8 +292,8 @@ func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
 		p.includeUsage = req.StreamOptions.IncludeUsage
 	}
 	if req.N != nil {
-		if *req.N < 1 || *req.N > 128 {
-			return nil, &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("n must be between 1 and 128, got %d", *req.N), param: "n"}
+		if *req.N < 1 || *req.N > maxN {
+			return nil, &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("n must be between 1 and %d, got %d", maxN, *req.N), param: "n"}
 		}
 		p.n = *req.N
 	}

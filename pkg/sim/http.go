@@ -25,8 +25,8 @@ type ServerConfig struct {
 	Model string
 	// Codec tokenizes text prompts and detokenizes output; nil accepts token-id prompts only.
 	Codec TextCodec
-	// DefaultMaxTokens applies when a request omits max_tokens (default 16, as vLLM's
-	// /v1/completions).
+	// DefaultMaxTokens applies when a completion request omits max_tokens (default 16, as
+	// vLLM's /v1/completions); a chat request without one may fill the context, as in vLLM.
 	DefaultMaxTokens int
 	// MaxBodyBytes bounds request bodies (default 32 MiB); larger ones get 413.
 	MaxBodyBytes int64

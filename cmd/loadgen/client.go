@@ -48,6 +48,11 @@ type completionBody struct {
 	StreamOptions map[string]any `json:"stream_options,omitempty"`
 }
 
+func newCompletionBody(model string, prompt any, maxTokens int) ([]byte, error) {
+	return json.Marshal(completionBody{Model: model, Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true,
+		Stream: true, StreamOptions: map[string]any{"include_usage": true}})
+}
+
 // outcome is the measurement of one request, in real (unscaled) time.
 type outcome struct {
 	ok           bool
@@ -58,13 +63,20 @@ type outcome struct {
 	outputTokens int
 	cachedTokens int    // usage.prompt_tokens_details.cached_tokens when reported
 	worker       string // x-kvgate-worker response header
-	text         string // generated text, kept for chat
+	text         string // generated text (chat: the answer's content), kept for chat
 }
 
-// streamChunk is the part of an OpenAI completion chunk the load generator reads.
+// streamChunk is the part of an OpenAI completion or chat completion chunk the load generator
+// reads.
 type streamChunk struct {
 	Choices []struct {
-		Text string `json:"text"`
+		Text  string `json:"text"`
+		Delta *struct {
+			Content          string            `json:"content"`
+			Reasoning        string            `json:"reasoning"`
+			ReasoningContent string            `json:"reasoning_content"`
+			ToolCalls        []json.RawMessage `json:"tool_calls"`
+		} `json:"delta"`
 	} `json:"choices"`
 	Usage *struct {
 		PromptTokens        int `json:"prompt_tokens"`
@@ -79,26 +91,21 @@ type streamChunk struct {
 	} `json:"error"`
 }
 
-// completer sends streaming completion requests.
+// completer sends streaming completion or chat completion requests.
 type completer struct {
 	client   *http.Client
 	url      string // full endpoint URL
 	model    string
 	keepText bool
+	// chat: the endpoint streams chat.completion.chunk deltas; TTFT is taken at the first
+	// delta carrying output (content, reasoning or a tool call), not at the role chunk.
+	chat bool
 }
 
-// do sends one streaming completion and measures it; start is the run's start for `end`.
+// do sends one streaming request body and measures it; start is the run's start for `end`.
 // Failures are reported in the outcome (never as a Go error), classified briefly so that the
 // report can group them.
-func (c *completer) do(ctx context.Context, start time.Time, prompt any, maxTokens int) (o outcome) {
-	body, err := json.Marshal(completionBody{
-		Model: c.model, Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true,
-		Stream: true, StreamOptions: map[string]any{"include_usage": true},
-	})
-	if err != nil {
-		o.err = "encode: " + err.Error()
-		return o
-	}
+func (c *completer) do(ctx context.Context, start time.Time, body []byte) (o outcome) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		o.err = "request: " + err.Error()
@@ -142,6 +149,9 @@ func (c *completer) do(ctx context.Context, start time.Time, prompt any, maxToke
 					if o.outputTokens == 0 {
 						o.outputTokens = chunks
 					}
+					if chunks == 0 {
+						o.ttft = time.Since(t0) // no output chunk: the answer was empty
+					}
 					o.text = text.String()
 					return o
 				}
@@ -154,13 +164,17 @@ func (c *completer) do(ctx context.Context, start time.Time, prompt any, maxToke
 					o.err = "stream error: " + ch.Error.Message
 					return o
 				}
-				if len(ch.Choices) > 0 {
+				if len(ch.Choices) > 0 && c.isOutput(&ch) {
 					if chunks == 0 {
 						o.ttft = time.Since(t0)
 					}
 					chunks++
 					if c.keepText {
-						text.WriteString(ch.Choices[0].Text)
+						if d := ch.Choices[0].Delta; d != nil {
+							text.WriteString(d.Content)
+						} else {
+							text.WriteString(ch.Choices[0].Text)
+						}
 					}
 				}
 				if u := ch.Usage; u != nil {
@@ -180,6 +194,17 @@ func (c *completer) do(ctx context.Context, start time.Time, prompt any, maxToke
 			return o
 		}
 	}
+}
+
+// isOutput reports whether a chunk with choices carries generated output: every completion
+// chunk does; a chat chunk does when its delta has content, reasoning or tool calls (the
+// role chunk and an empty last chunk do not).
+func (c *completer) isOutput(ch *streamChunk) bool {
+	if !c.chat {
+		return true
+	}
+	d := ch.Choices[0].Delta
+	return d != nil && (d.Content != "" || d.Reasoning != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0)
 }
 
 // shortErr drops the URL from *url.Error messages so that errors group in the report.

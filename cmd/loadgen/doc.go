@@ -1,25 +1,33 @@
-// Command loadgen drives an OpenAI-compatible /v1/completions endpoint (kvgate, nginx in front
-// of several kvgates, vLLM, SGLang or the simulator) with a prefix-heavy workload and reports
+// Command loadgen drives an OpenAI-compatible server (kvgate, nginx in front of several
+// kvgates, vLLM, SGLang or the simulator) with a prefix-heavy workload on /v1/completions
+// (--endpoint) or, for chat, /v1/chat/completions (--chat-endpoint), and reports
 // throughput, TTFT and end-to-end latency (mean, p50, p95, p99), errors, and the fleet's
 // prefix-cache hit rate: Δvllm:prefix_cache_hits_total ÷ Δvllm:prefix_cache_queries_total
 // summed over the workers named by --worker-metrics, read before and after the run (issue 7,
-// DESIGN.md §9). Every request streams, so TTFT is taken at the first token, and asks for a
-// fixed output length (max_tokens with ignore_eos).
+// DESIGN.md §9). Every request streams, so TTFT is taken at the first token (chat: the first
+// delta carrying content, reasoning or a tool call, not the role chunk), and asks for a fixed
+// output length (max_tokens with ignore_eos).
 //
 // Which workload:
 //   - prefix_repetition (default; the DESIGN §9 reference): --num-prefixes shared prefixes of
 //     --prefix-tokens tokens, each used equally often in a seeded random order, each request
 //     adding a unique --suffix-tokens suffix; the cleanest test of cache-aware routing.
-//   - chat: sessions of --turns turns that resend the growing conversation over a shared
-//     system prompt; the realistic case where reuse comes from the same client.
+//   - chat: sessions of --turns turns sent as real chat requests: the shared system prompt
+//     (--system-tokens; none for 0), then every earlier user message followed by the answer
+//     the server actually streamed for it (its content), then the new user message; the
+//     realistic case where reuse comes from the same client and the server's chat template
+//     decides which ids are reused. Chat carries text, so it needs --tokenizer (text mode);
+//     --token-ids is refused.
 //   - trace: replay of a Mooncake-format JSONL trace (timestamp ms, input_length,
 //     output_length, hash_ids of --trace-block-size tokens each) with its own timing, or
 //     lines carrying "prompt" or "token_ids".
 //
-// Which prompt form: --tokenizer FILE builds real text whose token count under that
-// tokenizer is exact (every piece is a single-token " word", which byte-level BPE
-// pre-tokenizers never merge across), which exercises the gateway's tokenizer like real
-// traffic; --token-ids sends token-id lists, needing no tokenizer and skipping tokenization.
+// Which prompt form: --tokenizer FILE|DIR (a tokenizer.json, or a model directory holding
+// it) builds real text whose token count under that tokenizer is exact (every piece is a
+// single-token " word", which byte-level BPE pre-tokenizers never merge across), which
+// exercises the gateway's tokenizer like real traffic; --token-ids sends token-id lists,
+// needing no tokenizer and skipping tokenization (not for chat). For chat the lengths are
+// those of the message texts; the template adds its own tokens around them.
 //
 // Which arrival process: --rate R gives an open loop (gamma-distributed gaps with shape
 // --burstiness, Poisson at 1), the right choice for latency under load since slow responses
@@ -35,6 +43,15 @@
 //
 // --ideal prints the workload's ideal hit rate (an infinite cache where every repeat of a
 // prefix hits; for prefix_repetition (requests − distinct prefixes) × P ÷ prompt tokens)
-// without sending anything; every report also carries it. --result-line 'k=v ...' ends the
+// without sending anything; every report also carries it. Chat's ideal depends on the answers,
+// so it is only reported after a run, and it is computed on the ids the engine computes: each
+// conversation rendered with the chat template of the --tokenizer model directory (or of
+// --chat-template FILE) by pkg/chat, the gateway's renderer, and tokenized as vLLM does. A turn
+// ideally hits the previous turn's ids followed by its answer's tokenization (exact when the
+// engine's output ids are the tokens of the answer text, as with the simulator's
+// --reply-file; with sampled ids a real cache hits less), a session's first turn what it
+// shares with the first first turn (system prompt and template). With a tokenizer.json file
+// and no --chat-template the chat ideal is n/a (the report says why); point --tokenizer and
+// the server at the same model directory. --result-line 'k=v ...' ends the
 // output with make demo's machine-readable RESULT line.
 package main

@@ -38,6 +38,7 @@ type fakeFleet struct {
 type recvBody struct {
 	Model         string          `json:"model"`
 	Prompt        json.RawMessage `json:"prompt"`
+	Messages      []chatMessage   `json:"messages"`
 	MaxTokens     int             `json:"max_tokens"`
 	IgnoreEOS     bool            `json:"ignore_eos"`
 	Stream        bool            `json:"stream"`
@@ -69,6 +70,7 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake-model","object":"model"}]}`)
 	})
 	mux.HandleFunc("POST /v1/completions", f.complete)
+	mux.HandleFunc("POST /v1/chat/completions", f.complete)
 	f.api = httptest.NewServer(mux)
 	for i := range f.metrics {
 		f.metrics[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -122,6 +124,10 @@ func (f *fakeFleet) complete(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("x-kvgate-worker", fmt.Sprintf("w%d", worker))
 	rc := http.NewResponseController(w)
+	if b.Messages != nil {
+		f.streamChat(w, &b)
+		return
+	}
 	for i := range b.MaxTokens {
 		if mode == "event" && i == 1 {
 			fmt.Fprint(w, "data: {\"error\":{\"message\":\"worker died\",\"type\":\"server_error\"}}\n\n")
@@ -138,6 +144,18 @@ func (f *fakeFleet) complete(w http.ResponseWriter, r *http.Request) {
 		prompt = len(strings.Fields(b.text()))
 	}
 	fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"prompt_tokens_details\":{\"cached_tokens\":%d}}}\n\n", prompt, b.MaxTokens, prompt/4)
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// streamChat answers a chat request as vLLM streams one: the role chunk, one content chunk
+// per token, an empty last chunk with the finish reason, usage, [DONE].
+func (f *fakeFleet) streamChat(w http.ResponseWriter, b *recvBody) {
+	fmt.Fprint(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n")
+	for range b.MaxTokens {
+		fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", f.reply)
+	}
+	fmt.Fprint(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n")
+	fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":%d}}\n\n", b.MaxTokens)
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
@@ -288,74 +306,94 @@ func TestEndToEndErrors(t *testing.T) {
 	}
 }
 
-func TestEndToEndChatTokenIDs(t *testing.T) {
-	f := newFakeFleet(t)
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	_, stderr, err := runLoadgen(t, "--url", f.api.URL, "--model", "m", "--token-ids", "--workload", "chat",
-		"--num-requests", "6", "--turns", "3", "--system-tokens", "10", "--user-tokens", "4", "--output-tokens", "2",
-		"--rate", "100", "--json", jsonPath)
-	if err != nil {
-		t.Fatalf("run: %v\nstderr: %s", err, stderr)
-	}
-	bodies := f.received()
-	if len(bodies) != 6 {
-		t.Fatalf("server got %d requests, want 6", len(bodies))
-	}
-	// Group by session: turn k's prompt extends turn k−1's by 2 reply + 4 user tokens.
-	byLen := map[int][][]uint32{}
-	for _, b := range bodies {
-		ids := b.ids()
-		byLen[len(ids)] = append(byLen[len(ids)], ids)
-	}
-	if diff := cmp.Diff([]int{2, 2, 2}, []int{len(byLen[14]), len(byLen[20]), len(byLen[26])}); diff != "" {
-		t.Fatalf("prompt lengths: want two each of 14, 20, 26 (-want +got):\n%s (got lengths %v)", diff, mapKeys(byLen))
-	}
-	for _, t2 := range byLen[20] {
-		if !slices.ContainsFunc(byLen[14], func(t1 []uint32) bool { return slices.Equal(t1, t2[:14]) }) {
-			t.Errorf("a second turn does not extend any first turn")
-		}
-	}
-	for _, t1 := range byLen[14] {
-		if !slices.Equal(t1[:10], byLen[14][0][:10]) {
-			t.Errorf("sessions do not share the system prompt")
-		}
-	}
-	rep := readReport(t, jsonPath)
-	// Ideal: second session's first turn hits 10; turns 2 and 3 hit 14 and 20 in each session.
-	want := float64(10+2*(14+20)) / float64(2*(14+20+26))
-	if rep.IdealHitRate == nil || *rep.IdealHitRate != want {
-		t.Errorf("ideal hit rate %v, want %v", rep.IdealHitRate, want)
-	}
-	if rep.Completed != 6 {
-		t.Errorf("completed %d, want 6", rep.Completed)
-	}
-}
-
-func mapKeys(m map[int][][]uint32) []int {
-	var ks []int
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
+// TestEndToEndChatText: chat sends real chat requests to the chat endpoint, each turn
+// carrying the system prompt, the earlier user messages with the streamed answers, and the new
+// user message; TTFT is taken at the first content, and the ideal hit rate is computed on the
+// conversations as the model directory's template renders them.
 func TestEndToEndChatText(t *testing.T) {
-	path, _ := realTokenizer(t, "qwen3")
+	path, c := realTokenizer(t, "qwen3")
+	dir := filepath.Dir(path)
 	f := newFakeFleet(t)
 	f.reply = " river"
-	_, stderr, err := runLoadgen(t, "--url", f.api.URL, "--model", "m", "--tokenizer", path, "--workload", "chat",
-		"--num-requests", "2", "--turns", "2", "--system-tokens", "30", "--user-tokens", "12", "--output-tokens", "3")
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	_, stderr, err := runLoadgen(t, "--url", f.api.URL, "--model", "m", "--tokenizer", dir, "--workload", "chat",
+		"--num-requests", "3", "--turns", "3", "--system-tokens", "30", "--user-tokens", "12", "--output-tokens", "3",
+		"--json", jsonPath)
 	if err != nil {
 		t.Fatalf("run: %v\nstderr: %s", err, stderr)
 	}
 	bodies := f.received()
-	if len(bodies) != 2 {
-		t.Fatalf("server got %d requests, want 2", len(bodies))
+	if len(bodies) != 3 {
+		t.Fatalf("server got %d requests, want 3", len(bodies))
 	}
-	first, second := bodies[0].text(), bodies[1].text()
-	if !strings.HasPrefix(second, first+" river river river") {
-		t.Errorf("turn 2 %q does not start with turn 1 plus the streamed answer", second)
+	var roles [][]string
+	for i, b := range bodies {
+		if b.Prompt != nil || !b.Stream || !b.IgnoreEOS || b.MaxTokens != 3 || !b.StreamOptions.IncludeUsage || b.Model != "m" {
+			t.Errorf("request %d: got %+v; want a streaming chat request with max_tokens 3, ignore_eos and include_usage", i, b)
+		}
+		var rs []string
+		for _, m := range b.Messages {
+			rs = append(rs, m.Role)
+		}
+		roles = append(roles, rs)
+	}
+	want := [][]string{{"system", "user"}, {"system", "user", "assistant", "user"}, {"system", "user", "assistant", "user", "assistant", "user"}}
+	if d := cmp.Diff(want, roles); d != "" {
+		t.Fatalf("message roles (-want +got):\n%s", d)
+	}
+	for k := 1; k < 3; k++ {
+		prev, cur := bodies[k-1].Messages, bodies[k].Messages
+		if d := cmp.Diff(prev, cur[:len(prev)]); d != "" {
+			t.Errorf("turn %d does not resend turn %d's messages (-want +got):\n%s", k+1, k, d)
+		}
+		if got := cur[len(prev)].Content; got != " river river river" {
+			t.Errorf("turn %d: the assistant message is %q, want the streamed answer", k+1, got)
+		}
+	}
+	if ids, err := c.encode(bodies[0].Messages[0].Content); err != nil || len(ids) != 30 {
+		t.Errorf("system prompt has %d tokens (%v), want 30", len(ids), err)
+	}
+
+	// The ideal, recomputed from the bodies: turn k hits turn k−1's rendered ids followed by
+	// its answer's tokens.
+	rep := readReport(t, jsonPath)
+	ci, err := loadChatIDs(dir, "", c.t)
+	if err != nil || ci == nil {
+		t.Fatalf("loadChatIDs: %v %v", ci, err)
+	}
+	var hit, total int
+	var prevCtx []uint32
+	for i, b := range bodies {
+		body, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := ci.ids(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			hit += commonPrefix(ids, prevCtx)
+		}
+		total += len(ids)
+		answer, _ := c.encode(" river river river")
+		prevCtx = append(ids, answer...)
+	}
+	if rep.IdealHitRate == nil || *rep.IdealHitRate != float64(hit)/float64(total) || rep.IdealNote != "" {
+		t.Errorf("ideal hit rate %v (%q), want %d/%d", rep.IdealHitRate, rep.IdealNote, hit, total)
+	}
+	if rep.Completed != 3 || rep.OutputTokens != 9 || rep.URL != f.api.URL+"/v1/chat/completions" {
+		t.Errorf("completed %d, output tokens %d, url %s; want 3, 9, the chat endpoint", rep.Completed, rep.OutputTokens, rep.URL)
+	}
+
+	// A tokenizer file has no template: the run works, the ideal is not reported.
+	_, stderr, err = runLoadgen(t, "--url", f.api.URL, "--model", "m", "--tokenizer", path, "--workload", "chat",
+		"--num-requests", "2", "--turns", "2", "--output-tokens", "2", "--json", jsonPath)
+	if err != nil {
+		t.Fatalf("run with a tokenizer file: %v\nstderr: %s", err, stderr)
+	}
+	if rep := readReport(t, jsonPath); rep.IdealHitRate != nil || rep.IdealNote == "" || rep.Completed != 2 {
+		t.Errorf("tokenizer file: ideal %v note %q completed %d; want no ideal, a note, 2", rep.IdealHitRate, rep.IdealNote, rep.Completed)
 	}
 }
 
@@ -370,6 +408,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--token-ids", "extra"},
 		{"--tokenizer", "/nonexistent/tokenizer.json"},
 		{"--token-ids", "--workload", "chat", "--ideal"},
+		{"--token-ids", "--workload", "chat"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			if _, _, err := runLoadgen(t, args...); err == nil {

@@ -38,8 +38,10 @@ func realMain() int {
 type options struct {
 	gen           genConfig
 	url, endpoint string
+	chatEndpoint  string
 	model         string
 	tokenizer     string
+	chatTemplate  string
 	tokenIDs      bool
 	concurrency   int
 	timeScale     float64
@@ -57,7 +59,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	g := &o.gen
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:30000", "base URL of the OpenAI-compatible server (gateway, nginx or engine)")
-	fs.StringVar(&o.endpoint, "endpoint", "/v1/completions", "completions path")
+	fs.StringVar(&o.endpoint, "endpoint", "/v1/completions", "completions path (prefix_repetition, trace)")
+	fs.StringVar(&o.chatEndpoint, "chat-endpoint", "/v1/chat/completions", "chat completions path (chat)")
 	fs.StringVar(&o.model, "model", "", "model name sent in requests (default: the first of GET /v1/models)")
 	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat or trace")
 	fs.IntVar(&g.numRequests, "num-requests", 1800, "requests to send (trace: 0 = every line)")
@@ -74,7 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&g.rate, "rate", 0, "open-loop arrival rate in requests (chat: sessions) per simulated second; 0 = all at once (trace: use its timestamps)")
 	fs.Float64Var(&g.burstiness, "burstiness", 1, "gamma shape of inter-arrival gaps: 1 = Poisson, <1 burstier, >1 smoother")
 	fs.Uint64Var(&g.seed, "seed", 0, "random seed of the workload and schedule")
-	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json: build prompts as text of exact token lengths")
+	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json, or a model directory holding it: build prompts as text of exact token lengths (chat: a model directory's template renders the conversations for the ideal hit rate)")
+	fs.StringVar(&o.chatTemplate, "chat-template", "", "chat: the template FILE the server renders with, when not the --tokenizer directory's (for the ideal hit rate)")
 	fs.BoolVar(&o.tokenIDs, "token-ids", false, "send prompts as token ids (no tokenizer needed)")
 	vocabLo := fs.Uint("min-token-id", 1000, "token-id prompts: smallest id")
 	vocabHi := fs.Uint("max-token-id", 32000, "token-id prompts: largest id + 1")
@@ -103,6 +107,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("loadgen: give exactly one of --tokenizer FILE and --token-ids")
 	case o.tokenizer != "" && o.tokenIDs:
 		return nil, errors.New("loadgen: --tokenizer and --token-ids are exclusive")
+	case g.kind == workloadChat && o.tokenIDs:
+		return nil, errChatNeedsText
 	case !(o.timeScale > 0) || math.IsInf(o.timeScale, 0):
 		return nil, errors.New("loadgen: --time-scale must be > 0")
 	case g.rate < 0 || !(g.burstiness > 0):
@@ -125,12 +131,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 		return err
 	}
 	m := promptMaker{lo: o.gen.vocabLo, hi: o.gen.vocabHi}
+	var tok *hfCodec
 	if o.tokenizer != "" {
-		c, err := loadCodec(o.tokenizer)
-		if err != nil {
+		if tok, err = loadCodec(o.tokenizer); err != nil {
 			return err
 		}
-		if m.tb, err = newTextBuilder(c); err != nil {
+		if m.tb, err = newTextBuilder(tok); err != nil {
 			return err
 		}
 	}
@@ -162,8 +168,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 			return err
 		}
 	}
+	c := &completer{client: client, url: base + o.endpoint, model: o.model}
+	var ids *chatIDs
+	if p.sessions != nil {
+		c.url, c.chat, c.keepText = base+o.chatEndpoint, true, true
+		if ids, err = loadChatIDs(o.tokenizer, o.chatTemplate, tok.t); err != nil {
+			return err
+		}
+	}
 	rep := &report{
-		Workload: o.gen.kind, Description: p.describe, URL: base + o.endpoint, Model: o.model,
+		Workload: o.gen.kind, Description: p.describe, URL: c.url, Model: o.model,
 		TimeScale: o.timeScale, Rate: o.gen.rate, Burstiness: o.gen.burstiness, Concurrency: o.concurrency,
 		Seed: o.gen.seed, Started: time.Now().UTC(), Labels: labels,
 	}
@@ -176,10 +190,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 		before, metricsErr = scrapeFleet(ctx, client, o.workerMetrics)
 	}
 
-	r := newRunner(&completer{client: client, url: base + o.endpoint, model: o.model, keepText: m.tb != nil && p.sessions != nil},
-		p, o.timeScale, o.concurrency, o.timeout, nil)
+	r := newRunner(c, p, o.timeScale, o.concurrency, o.timeout)
 	if p.sessions != nil {
-		r.tb = m.tb
+		r.chatIDs, r.tok = ids, tok
+		if ids == nil {
+			rep.IdealNote = "chat's ideal needs the chat template: give --tokenizer a model directory, or --chat-template"
+		}
 	}
 	var bar *progress
 	if o.progress == "always" || (o.progress == "auto" && stderrTTY) {

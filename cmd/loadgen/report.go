@@ -51,8 +51,10 @@ type report struct {
 	MetricsError string   `json:"metrics_error,omitempty"`
 	// UsageCachedRate is Σ usage cached_tokens ÷ Σ prompt tokens, when the server reports it.
 	UsageCachedRate *float64 `json:"usage_cached_rate,omitempty"`
-	// IdealHitRate: every repeat of a prefix hits an infinite cache.
+	// IdealHitRate: every repeat of a prefix hits an infinite cache (chat: on the ids of the
+	// conversations as the chat template renders them); IdealNote says why it is missing.
 	IdealHitRate *float64 `json:"ideal_hit_rate"`
+	IdealNote    string   `json:"ideal_note,omitempty"`
 	// Workers counts requests per x-kvgate-worker response header.
 	Workers map[string]int `json:"workers,omitempty"`
 }
@@ -180,7 +182,11 @@ func writeTable(w io.Writer, rep *report) {
 	if rep.MetricsError != "" {
 		hit += " (" + rep.MetricsError + ")"
 	}
-	fmt.Fprintf(tw, "prefix cache hit rate\t%s (ideal %s)\n", hit, pct(rep.IdealHitRate))
+	ideal := pct(rep.IdealHitRate)
+	if rep.IdealNote != "" {
+		ideal += ": " + rep.IdealNote
+	}
+	fmt.Fprintf(tw, "prefix cache hit rate\t%s (ideal %s)\n", hit, ideal)
 	if rep.UsageCachedRate != nil {
 		fmt.Fprintf(tw, "cached tokens (usage)\t%s\n", pct(rep.UsageCachedRate))
 	}

@@ -14,8 +14,11 @@ type runner struct {
 	scale   float64       // --time-scale F: wall = simulated × F (the simulator's convention)
 	sem     chan struct{} // --concurrency cap; nil when unbounded
 	timeout time.Duration // per request, real time; 0 for none
-	tb      *textBuilder  // chat in text mode (to count tokens); nil in token-id mode
 	total   int           // request slots
+	// chat: the conversations' ids as the engine computes them (nil: no template, no ideal)
+	// and the tokenizer that turns an answer back into ids.
+	chatIDs *chatIDs
+	tok     codec
 
 	// outcomes[i] is written once by the goroutine that ran slot i, before wg.Done.
 	outcomes []outcome
@@ -25,15 +28,18 @@ type runner struct {
 
 	// Chat's ideal accounting, computed from the prompts actually sent.
 	idealHit, idealTotal atomic.Int64
-	firstSent            atomic.Bool
+	// firstMu guards firstIDs: the ids of the first first turn sent, which later sessions'
+	// first turns share up to their user message.
+	firstMu  sync.Mutex
+	firstIDs []uint32
 }
 
-func newRunner(c *completer, p *plan, scale float64, concurrency int, timeout time.Duration, tb *textBuilder) *runner {
+func newRunner(c *completer, p *plan, scale float64, concurrency int, timeout time.Duration) *runner {
 	total := len(p.requests)
 	for _, s := range p.sessions {
 		total += len(s.users)
 	}
-	r := &runner{c: c, plan: p, scale: scale, timeout: timeout, tb: tb, total: total,
+	r := &runner{c: c, plan: p, scale: scale, timeout: timeout, total: total,
 		outcomes: make([]outcome, total), sent: make([]bool, total)}
 	if concurrency > 0 {
 		r.sem = make(chan struct{}, concurrency)
@@ -92,7 +98,12 @@ func (r *runner) run(ctx context.Context) (start time.Time, elapsed time.Duratio
 		r.sent[q.id] = true
 		wg.Go(func() {
 			defer r.release()
-			r.record(q.id, r.send(ctx, start, q.prompt(), q.tokens, q.maxTokens))
+			body, err := newCompletionBody(r.c.model, q.prompt(), q.maxTokens)
+			if err != nil {
+				r.record(q.id, outcome{err: "encode: " + err.Error()})
+				return
+			}
+			r.record(q.id, r.send(ctx, start, body, q.tokens))
 		})
 	}
 	for _, s := range r.plan.sessions {
@@ -117,13 +128,15 @@ func (q *request) prompt() any {
 	return q.text
 }
 
-func (r *runner) send(ctx context.Context, start time.Time, prompt any, tokens, maxTokens int) outcome {
+// send sends one request body; tokens is the prompt length to report when the server's usage
+// does not.
+func (r *runner) send(ctx context.Context, start time.Time, body []byte, tokens int) outcome {
 	if r.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 	}
-	o := r.c.do(ctx, start, prompt, maxTokens)
+	o := r.c.do(ctx, start, body)
 	if o.promptTokens == 0 {
 		o.promptTokens = tokens
 	}
@@ -139,62 +152,73 @@ func (r *runner) record(slot int, o outcome) {
 }
 
 // runSession plays one chat conversation turn by turn, waiting --think-time between an answer
-// and the next question. A failed turn ends the session (its later turns are not sent).
+// and the next question: each turn sends the system prompt, every earlier user message and
+// the answer actually streamed for it, and the new user message. A failed turn ends the
+// session (its later turns are not sent).
+//
+// The ideal accounting (an infinite cache) works on the ids the engine computes: each turn
+// is rendered with the chat template (chatIDs); a turn hits the previous turn's ids followed
+// by its answer's tokenization (what the engine held after generating it, when its output ids
+// are the answer text's tokens), and a session's first turn hits what it shares with the first
+// first turn sent (the system prompt and the template around it).
 func (r *runner) runSession(ctx context.Context, start time.Time, s *session) {
-	history := r.plan.system
+	var msgs []chatMessage
+	if r.plan.systemTokens > 0 {
+		msgs = append(msgs, chatMessage{Role: "system", Content: r.plan.system.text})
+	}
 	var prevCtx []uint32
 	for k, user := range s.users {
+		slot := s.first + k
 		if k > 0 && r.plan.thinkTime > 0 && !sleepUntil(ctx, time.Now().Add(r.real(r.plan.thinkTime))) {
 			return
 		}
-		prompt := concat(history, user)
+		msgs = append(msgs, chatMessage{Role: "user", Content: user})
+		body, err := newChatBody(r.c.model, msgs, r.plan.outputTokens)
 		var ids []uint32
-		if r.tb != nil {
-			var err error
-			if ids, err = r.tb.tok.encode(prompt.text); err != nil {
-				r.sent[s.first+k] = true
-				r.record(s.first+k, outcome{err: "encode: " + err.Error()})
-				return
-			}
-		} else {
-			ids = prompt.ids
+		if err == nil && r.chatIDs != nil {
+			ids, err = r.chatIDs.ids(body)
 		}
-		hit := 0
-		if k == 0 {
-			if r.firstSent.Swap(true) {
-				hit = r.plan.systemTokens
-			}
-		} else {
-			hit = commonPrefix(ids, prevCtx)
+		if err != nil {
+			r.sent[slot] = true
+			r.record(slot, outcome{err: "render: " + err.Error()})
+			return
 		}
 		if !r.acquire(ctx) {
 			return
 		}
-		r.sent[s.first+k] = true
-		r.idealHit.Add(int64(hit))
-		r.idealTotal.Add(int64(len(ids)))
-		var p any = prompt.text
-		if r.tb == nil {
-			p = prompt.ids
+		r.sent[slot] = true
+		if r.chatIDs != nil {
+			r.idealHit.Add(int64(r.idealHitOf(k, ids, prevCtx)))
+			r.idealTotal.Add(int64(len(ids)))
 		}
-		o := r.send(ctx, start, p, len(ids), r.plan.outputTokens)
+		o := r.send(ctx, start, body, len(ids))
 		r.release()
-		r.record(s.first+k, o)
+		r.record(slot, o)
 		if !o.ok {
 			return
 		}
-		var reply piece
-		if r.tb != nil {
-			reply = piece{text: o.text}
-			full, err := r.tb.tok.encode(prompt.text + o.text)
+		msgs = append(msgs, chatMessage{Role: "assistant", Content: o.text})
+		if r.chatIDs != nil {
+			answer, err := r.tok.encode(o.text)
 			if err != nil {
 				return
 			}
-			prevCtx = full
-		} else {
-			reply = s.replies[k]
-			prevCtx = prompt.ids // the engine's answer ids are unknown; only the prompt can hit
+			prevCtx = append(ids, answer...)
 		}
-		history = concat(prompt, reply)
 	}
+}
+
+// idealHitOf is the ideal cache hit of turn k with ids: the previous turn's context for a
+// later turn, what it shares with the first first turn for a first turn.
+func (r *runner) idealHitOf(k int, ids, prevCtx []uint32) int {
+	if k > 0 {
+		return commonPrefix(ids, prevCtx)
+	}
+	r.firstMu.Lock()
+	defer r.firstMu.Unlock()
+	if r.firstIDs == nil {
+		r.firstIDs = ids
+		return 0
+	}
+	return commonPrefix(ids, r.firstIDs)
 }

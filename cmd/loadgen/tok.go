@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
@@ -13,8 +14,15 @@ type hfCodec struct {
 	t *tokenizer.Tokenizer
 }
 
+// loadCodec loads a tokenizer.json file, or the tokenizer of a model directory.
 func loadCodec(path string) (*hfCodec, error) {
-	t, err := tokenizer.LoadFile(path)
+	var t *tokenizer.Tokenizer
+	var err error
+	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+		t, err = tokenizer.LoadDir(path)
+	} else {
+		t, err = tokenizer.LoadFile(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: tokenizer: %w", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -235,8 +236,13 @@ func TestTraceText(t *testing.T) {
 }
 
 func TestGenChat(t *testing.T) {
-	cfg := genConfig{kind: workloadChat, numRequests: 7, turns: 3, systemTokens: 10, userTokens: 4, outputTokens: 6, seed: 2, vocabLo: 1, vocabHi: 9000, burstiness: 1}
-	p, err := genChat(cfg, promptMaker{lo: 1, hi: 9000})
+	_, c := realTokenizer(t, "qwen3")
+	tb, err := newTextBuilder(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := genConfig{kind: workloadChat, numRequests: 7, turns: 3, systemTokens: 10, userTokens: 4, outputTokens: 6, seed: 2, burstiness: 1}
+	p, err := genChat(cfg, promptMaker{tb: tb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,8 +250,10 @@ func TestGenChat(t *testing.T) {
 	for _, s := range p.sessions {
 		turns = append(turns, len(s.users))
 		firsts = append(firsts, s.first)
-		if len(s.replies) != len(s.users) {
-			t.Errorf("session %d: %d replies for %d turns", s.id, len(s.replies), len(s.users))
+		for _, u := range s.users {
+			if ids, err := c.encode(u); err != nil || len(ids) != 4 {
+				t.Errorf("session %d: user message %q has %d tokens (%v), want 4", s.id, u, len(ids), err)
+			}
 		}
 	}
 	if diff := cmp.Diff([]int{3, 3, 1}, turns); diff != "" {
@@ -254,8 +262,11 @@ func TestGenChat(t *testing.T) {
 	if diff := cmp.Diff([]int{0, 3, 6}, firsts); diff != "" {
 		t.Errorf("first slots (-want +got):\n%s", diff)
 	}
-	if len(p.system.ids) != 10 {
-		t.Errorf("system prompt has %d ids, want 10", len(p.system.ids))
+	if ids, err := c.encode(p.system.text); err != nil || len(ids) != 10 {
+		t.Errorf("system prompt has %d tokens (%v), want 10", len(ids), err)
+	}
+	if _, err := genChat(cfg, promptMaker{lo: 1, hi: 9000}); !errors.Is(err, errChatNeedsText) {
+		t.Errorf("chat in token-id mode: got %v, want errChatNeedsText", err)
 	}
 }
 

@@ -1,7 +1,17 @@
 // Command simworker is kvgate's CPU-only stand-in for a GPU inference engine (DESIGN.md §8):
-// an OpenAI /v1/completions server, an SMG engine gRPC service (--grpc-port, --runtime) and a
-// vLLM-style ZMQ KV-event publisher with replay (--kv-events, --kv-replay) over pkg/sim's
-// engine model, with --dp-size independent ranks and fault switches for reliability tests.
+// an OpenAI /v1/completions and /v1/chat/completions server, an SMG engine gRPC service
+// (--grpc-port, --runtime) and a vLLM-style ZMQ KV-event publisher with replay (--kv-events,
+// --kv-replay) over pkg/sim's engine model, with --dp-size independent ranks and fault
+// switches for reliability tests.
+//
+// Chat: --tokenizer DIR (a model directory such as .cache/tokenizers/qwen3) renders chat
+// requests with the directory's template (chat_template.jinja, else tokenizer_config.json's),
+// as `vllm serve DIR` does; --chat-template FILE replaces it (and gives a tokenizer.json FILE
+// chat too). --reasoning-parser and --tool-call-parser take vLLM's names and shape chat output
+// as vLLM does (reasoning, tool_calls, finish_reason "tool_calls"); with --reply-file they make
+// an HTTP simulator answer like a vLLM with those flags, which is what the gateway's gRPC path
+// must reproduce. Without --tool-call-parser tool_choice other than "none" is refused, as by
+// vLLM without --enable-auto-tool-choice.
 //
 // Choosing --time-scale: wall time = simulated time × F. Each engine keeps its own simulated
 // clock, so a process that lacks CPU does not distort simulated latencies (the vllm: metrics);

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/sim"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
@@ -49,6 +51,9 @@ type options struct {
 	faultStallAfter, faultExitAfter   int64
 	replyFile                         string
 
+	chatTemplate, reasoningParser, toolCallParser string
+	parsers                                       *chat.Parsers // of the two parser flags; nil for none
+
 	apiKey, tlsCert, tlsKey, tlsClientCA string
 
 	logLevel string
@@ -68,9 +73,17 @@ a step-time model (overhead + prefill tokens x cost + sequences x cost). TTFT em
 queueing and cache hits. Wall time = simulated time x --time-scale; latency metrics are in
 simulated seconds.
 
-Surfaces: HTTP /v1/completions, /v1/models, /health, /metrics (vLLM names),
-/debug/cache, POST /reset_prefix_cache; gRPC engine service (--grpc-port); ZMQ KV events
-(--kv-events).
+Surfaces: HTTP /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics
+(vLLM names), /debug/cache, POST /reset_prefix_cache; gRPC engine service (--grpc-port);
+ZMQ KV events (--kv-events).
+
+Chat: with --tokenizer DIR (a model directory: tokenizer.json, tokenizer_config.json and/or
+chat_template.jinja) chat requests are rendered with the model's template, as vLLM renders
+them, and the rendered ids run through the simulated engine like a completion's. With a
+tokenizer.json FILE, chat needs --chat-template. Without a template chat answers vLLM's 400.
+--reasoning-parser and --tool-call-parser (vLLM's names) split chat output into reasoning,
+content and tool_calls, e.g. of a --reply-file script; without --tool-call-parser, requests
+whose tool_choice is not "none" get vLLM's 400 (as without --enable-auto-tool-choice).
 
 Fault switches (for reliability tests):
   --fault-drop-every N      do not send every Nth event batch on the PUB (replay still has it)
@@ -90,7 +103,10 @@ Flags:
 	fs.IntVar(&o.grpcPort, "grpc-port", 0, "gRPC port (0 = no gRPC server)")
 	o.runtime = worker.RuntimeVLLM
 	fs.Var(&o.runtime, "runtime", "gRPC engine service: vllm|sglang|tokenspeed")
-	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "tokenizer.json (or its directory) for text prompts; without it only token-id prompts are accepted")
+	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "tokenizer.json, or a model directory holding it (a directory also gives chat its template), for text prompts and chat; without it only token-id prompts are accepted")
+	fs.StringVar(&o.chatTemplate, "chat-template", "", "chat template FILE (or the template text, as vLLM's --chat-template) instead of the model directory's; needs --tokenizer")
+	fs.StringVar(&o.reasoningParser, "reasoning-parser", "", "split reasoning out of chat output as vLLM's --reasoning-parser NAME (qwen3, deepseek_r1, openai_gptoss)")
+	fs.StringVar(&o.toolCallParser, "tool-call-parser", "", "parse tool calls out of chat output as vLLM's --enable-auto-tool-choice --tool-call-parser NAME (hermes, llama3_json, deepseek_v3, mistral, openai)")
 	fs.StringVar(&o.model, "model", "sim-model", "served model name")
 	fs.StringVar(&o.kvEvents, "kv-events", "", "ZMQ PUB endpoint for KV events, e.g. tcp://127.0.0.1:5557 (rank r uses port+r); empty = no ZMQ events")
 	fs.BoolVar(&o.kvConnect, "kv-connect", false, "connect the PUB to --kv-events (a collector's SUB) instead of binding it")
@@ -148,6 +164,15 @@ Flags:
 	if (o.tlsCert == "") != (o.tlsKey == "") || (o.tlsClientCA != "" && o.tlsCert == "") {
 		return nil, errors.New("simworker: --tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
+	if o.tokenizerPath == "" && (o.chatTemplate != "" || o.reasoningParser != "" || o.toolCallParser != "") {
+		return nil, errors.New("simworker: --chat-template, --reasoning-parser and --tool-call-parser need --tokenizer (chat is rendered and decoded with the model's tokenizer)")
+	}
+	if o.reasoningParser != "" || o.toolCallParser != "" {
+		var err error
+		if o.parsers, err = chat.NewParsers(o.reasoningParser, o.toolCallParser); err != nil {
+			return nil, fmt.Errorf("simworker: %w", err)
+		}
+	}
 	return o, nil
 }
 
@@ -201,12 +226,15 @@ func run(ctx context.Context, o *options) error {
 	var codec sim.TextCodec
 	var bos int32
 	var replies *sim.Replies
+	var renderer *chat.Renderer
 	if o.replyFile != "" && o.tokenizerPath == "" {
 		return errors.New("simworker: --reply-file needs --tokenizer (the replies are tokenized as the model would emit them)")
 	}
 	if o.tokenizerPath != "" {
 		var tok *tokenizer.Tokenizer
+		isDir := false
 		if st, statErr := os.Stat(o.tokenizerPath); statErr == nil && st.IsDir() {
+			isDir = true
 			tok, err = tokenizer.LoadDir(o.tokenizerPath)
 		} else {
 			tok, err = tokenizer.LoadFile(o.tokenizerPath)
@@ -214,7 +242,10 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return fmt.Errorf("simworker: load tokenizer: %w", err)
 		}
-		codec = tokCodec{t: tok}
+		if renderer, err = chatRenderer(o, tok, isDir); err != nil {
+			return err
+		}
+		codec = sim.NewTokenizerCodec(tok)
 		o.core.VocabSize = tok.VocabSize()
 		if eos, ok := tok.EOS(); ok {
 			o.core.EOSTokenIDs = []uint32{eos}
@@ -297,7 +328,10 @@ func run(ctx context.Context, o *options) error {
 			}
 		}
 	}
-	scfg := sim.ServerConfig{Model: o.model, Codec: codec, Logger: log, OnCompleted: onCompleted, Replies: replies}
+	scfg := sim.ServerConfig{Model: o.model, Codec: codec, Logger: log, OnCompleted: onCompleted, Replies: replies, ChatParsers: o.parsers}
+	if renderer != nil {
+		scfg.Chat = renderer
+	}
 	hs, err := sim.NewServer(scfg, ranks, reg)
 	if err != nil {
 		return err
@@ -337,7 +371,7 @@ func run(ctx context.Context, o *options) error {
 		gs.Register(grpcSrv)
 	}
 	cfg := ranks[0].Config()
-	log.Info("simworker up", zap.String("http", hl.Addr().String()), zap.Bool("tls", tlsCfg != nil), zap.Bool("mtls", o.tlsClientCA != ""), zap.Bool("api_key", o.apiKey != ""), zap.Int("grpc_port", o.grpcPort), zap.Stringer("runtime", o.runtime),
+	log.Info("simworker up", zap.String("http", hl.Addr().String()), zap.Bool("tls", tlsCfg != nil), zap.Bool("mtls", o.tlsClientCA != ""), zap.Bool("api_key", o.apiKey != ""), zap.Bool("chat", renderer != nil), zap.Int("grpc_port", o.grpcPort), zap.Stringer("runtime", o.runtime),
 		zap.String("model", o.model), zap.Int("dp_size", o.dpSize), zap.Int("num_blocks", cfg.NumBlocks), zap.Int("block_size", cfg.BlockSize),
 		zap.Float64("time_scale", o.timeScale))
 
@@ -398,4 +432,23 @@ func run(ctx context.Context, o *options) error {
 	engCancel()
 	wg.Wait()
 	return runErr
+}
+
+// chatRenderer builds the chat renderer of the model directory (or of --chat-template, with
+// the special tokens of the tokenizer file's directory). A tokenizer file without
+// --chat-template gives none: chat then answers 400.
+func chatRenderer(o *options, tok *tokenizer.Tokenizer, isDir bool) (*chat.Renderer, error) {
+	dir := o.tokenizerPath
+	if !isDir {
+		if o.chatTemplate == "" {
+			return nil, nil
+		}
+		dir = filepath.Dir(o.tokenizerPath)
+	}
+	// As `vllm serve`: without a tool-call parser, tool_choice other than "none" is refused.
+	r, err := chat.New(dir, chat.Options{Tokenizer: tok, ChatTemplate: o.chatTemplate, NoToolParser: o.toolCallParser == ""})
+	if err != nil {
+		return nil, fmt.Errorf("simworker: chat template: %w", err)
+	}
+	return r, nil
 }

@@ -184,24 +184,3 @@ func loadQwen3(t *testing.T) *tokenizer.Tokenizer {
 	}
 	return qwenTok
 }
-
-func TestIncrementalDetokenizer(t *testing.T) {
-	tok := loadQwen3(t)
-	text := "naïve café — 日本語のテキスト 🙂 done"
-	ids, err := tok.Encode(nil, text, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := tokCodec{t: tok}.NewDetokenizer()
-	var got strings.Builder
-	for _, id := range ids {
-		piece := d.Add([]uint32{id})
-		if strings.ContainsRune(piece, '\ufffd') {
-			t.Errorf("emitted a broken character in %q", piece)
-		}
-		got.WriteString(piece)
-	}
-	if got.String() != text {
-		t.Errorf("incremental decode: got %q, want %q", got.String(), text)
-	}
-}

@@ -43,6 +43,9 @@
 //   - NewParsers(reasoning, tool, opts...) validates the vLLM flag names once per model
 //     (DefaultParserNames picks them from the model family when the operator gave none).
 //     A *Parsers is immutable and safe for concurrent use.
+//   - InfoFor(chatRequest, prompt) is the RequestInfo the parsers take (tools, tool_choice,
+//     whether the rendered prompt already ended reasoning); ResponseRole(chatRequest) is the
+//     role of the answer. The gateway and the simulator both build their responses from them.
 //   - SkipSpecialTokens(req) says how the gateway must decode the engine's ids for this request
 //     (vLLM's adjust_request; facts in parse_special.go).
 //   - NewStream(req) gives the state of one choice of a streamed response (n > 1: one Stream

@@ -22,7 +22,7 @@ type chatOutput struct {
 }
 
 func newChatOutput(req *openai.ChatRequest, out ChatOutput, choices int) *chatOutput {
-	o := &chatOutput{req: req, out: out, role: responseRole(req)}
+	o := &chatOutput{req: req, out: out, role: chat.ResponseRole(req)}
 	if req.Stream && out.Parsers != nil {
 		o.streams = make([]*chat.Stream, choices)
 		for i := range o.streams {
@@ -33,15 +33,6 @@ func newChatOutput(req *openai.ChatRequest, out ChatOutput, choices int) *chatOu
 		o.texts, o.engine = make([][]byte, choices), make([]string, choices)
 	}
 	return o
-}
-
-// responseRole is the role of the answer: "assistant" after a generation prompt, else the last
-// message's role (vLLM's get_chat_request_role, for continue_final_message).
-func responseRole(req *openai.ChatRequest) string {
-	if req.AddGenerationPrompt || len(req.Messages) == 0 {
-		return "assistant"
-	}
-	return req.Messages[len(req.Messages)-1].Role
 }
 
 func (o *chatOutput) begin(b *grpcBody) {

@@ -44,7 +44,7 @@ func (rt *Router) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.req.Tokens = [][]uint32{ids}
-	c.req.ChatOutput = engine.ChatOutput{Parsers: rt.cfg.ChatParsers, Info: chatInfo(req, prompt), ReasoningField: rt.cfg.ReasoningField}
+	c.req.ChatOutput = engine.ChatOutput{Parsers: rt.cfg.ChatParsers, Info: chat.InfoFor(req, prompt), ReasoningField: rt.cfg.ReasoningField}
 	rt.serve(w, r, c)
 }
 
@@ -64,14 +64,4 @@ func (rt *Router) renderChat(req *openai.ChatRequest) ([]uint32, string, *openai
 		return nil, "", aerr
 	}
 	return res.TokenIDs, res.Prompt, nil
-}
-
-// chatInfo describes a chat request to the output parsers.
-func chatInfo(req *openai.ChatRequest, prompt string) chat.RequestInfo {
-	info := chat.RequestInfo{ToolsGiven: len(req.Tools) > 0, ToolChoice: req.ToolChoice.Mode,
-		ReasoningEnded: prompt != "" && chat.PromptEndsReasoning(prompt)}
-	if req.ToolChoice.Mode == openai.ToolChoiceFunction {
-		info.ToolChoice, info.NamedTool = "", req.ToolChoice.Name
-	}
-	return info
 }

@@ -139,8 +139,15 @@ type Request struct {
 	// Seed seeds the output token sequence; see SeedFor.
 	Seed uint64
 	// Script, when set, is the exact output (Replies): its tokens in order, then finish reason
-	// "stop", unless MaxTokens ends it first. Seed is then unused.
+	// "stop", unless MaxTokens ends it first. The script's end stands for the model's EOS, so
+	// IgnoreEOS and MinTokens let generation continue past it with sampled tokens.
 	Script []uint32
+	// MinTokens is vLLM's min_tokens: until that many tokens are out, neither a stop token id
+	// (never sampled then, as vLLM masks them) nor the script's end stops the request.
+	MinTokens int
+	// IgnoreEOS is vLLM's ignore_eos: the script's end does not stop the request (sampling
+	// never draws an EOS id anyway); stop token ids still do.
+	IgnoreEOS bool
 
 	// Arrival, FirstToken and Done are simulated times (since the engine started) of
 	// admission, the first output token and completion. Valid once the respective event
@@ -544,7 +551,7 @@ func (c *Core) Finish(now time.Duration) []*Request {
 			continue // chunked prefill continues next step
 		}
 		var tok uint32
-		if r.Script != nil {
+		if r.numOutput < len(r.Script) {
 			tok = r.Script[r.numOutput]
 		} else {
 			tok = c.sample(r)
@@ -555,8 +562,10 @@ func (c *Core) Finish(now time.Duration) []*Request {
 		if r.numOutput == 1 {
 			r.FirstToken = now
 		}
+		// vLLM's check_stop, with the script's end as the model's EOS.
 		switch {
-		case r.Script != nil && r.numOutput >= len(r.Script):
+		case r.numOutput < r.MinTokens && r.numOutput < r.MaxTokens:
+		case r.Script != nil && !r.IgnoreEOS && r.numOutput >= len(r.Script):
 			r.FinishReason = "stop"
 		case slices.Contains(r.StopTokenIDs, tok):
 			r.FinishReason = "stop"
@@ -643,8 +652,10 @@ func (c *Core) TakeEvents() *StepEvents {
 func (c *Core) AppendCached(dst []uint64) []uint64 { return c.cache.AppendCached(dst) }
 
 // sample draws the next output token: a splitmix64 stream seeded per request, mapped into the
-// vocabulary and skipping EOS ids.
+// vocabulary and skipping EOS ids, and the request's stop token ids while it is short of
+// MinTokens (vLLM's min-tokens logits processor masks them).
 func (c *Core) sample(r *Request) uint32 {
+	maskStops := r.numOutput < r.MinTokens && len(r.StopTokenIDs) > 0 && len(r.StopTokenIDs)+len(c.eos) < c.cfg.VocabSize
 	for {
 		r.rng += 0x9e3779b97f4a7c15
 		z := r.rng
@@ -652,9 +663,13 @@ func (c *Core) sample(r *Request) uint32 {
 		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 		z ^= z >> 31
 		tok := uint32(z % uint64(c.cfg.VocabSize))
-		if _, bad := c.eos[tok]; !bad {
-			return tok
+		if _, bad := c.eos[tok]; bad {
+			continue
 		}
+		if maskStops && slices.Contains(r.StopTokenIDs, tok) {
+			continue
+		}
+		return tok
 	}
 }
 

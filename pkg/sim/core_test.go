@@ -243,6 +243,15 @@ func TestCoreStopTokenAndAbort(t *testing.T) {
 		t.Errorf("got reason %q with %d tokens ending %d, want stop at token 3", r.FinishReason, len(out), out[len(out)-1])
 	}
 
+	// min_tokens: the stop id is masked until 20 tokens are out, then it ends the request.
+	c = mustCore(t, Config{VocabSize: 4})
+	r = &Request{ID: "m", Prompt: seqTokens(0, 3), MaxTokens: 1000, MinTokens: 20, StopTokenIDs: []uint32{3}, Seed: 1}
+	drive(t, c, []arrival{{0, r}})
+	out = r.Output()
+	if r.FinishReason != "stop" || len(out) <= 20 || out[len(out)-1] != 3 || slices.Contains(out[:20], 3) {
+		t.Errorf("min_tokens 20: got reason %q with %d tokens %v, want the stop id only after 20 tokens", r.FinishReason, len(out), out)
+	}
+
 	c = mustCore(t, Config{})
 	a := newReq("a", seqTokens(0, 100), 50)
 	if err := c.Add(a, 0); err != nil {

@@ -16,8 +16,8 @@
 //   - Engine: runs one Core per DP rank against the wall clock (wall = simulated × TimeScale),
 //     sleeping on a real timer for each step, delivering tokens to Streams and handing each
 //     step's KV events, as one batch, to an EventSink.
-//   - Surfaces: Server (OpenAI /v1/completions, /v1/models, /health, vLLM-named /metrics,
-//     /debug/cache, /reset_prefix_cache), GRPCServer (the SMG engine service of one runtime,
+//   - Surfaces: Server (OpenAI /v1/completions and /v1/chat/completions, /v1/models, /health,
+//     vLLM-named /metrics, /debug/cache, /reset_prefix_cache), GRPCServer (the SMG engine service of one runtime,
 //     with SubscribeKvEvents served by a kvbridge.BridgeServer), and the event sinks ZMQSink
 //     (vLLM-style ZMQ PUB + ROUTER replay through kvbridge.Publisher, with fault switches) and
 //     ConsumerSink (feeds any kvbridge Consumer-like, e.g. the gRPC bridge).
@@ -26,7 +26,21 @@
 // that need a live worker use Engine + Server (+ GRPCServer, + ZMQSink) on loopback, or the
 // simworker binary for real-process tests.
 //
+// Chat (http_chat.go): a chat body is validated with openai.ParseChat and rendered by
+// ServerConfig.Chat (a *chat.Renderer of the model directory: its template, its tokenizer,
+// wire/vllm-chat.md), and the rendered ids run through the same engines as a completion, so the
+// prefix cache, its KV events and usage.prompt_tokens_details.cached_tokens see exactly the ids
+// a gateway routing with the same renderer computes. Responses are vLLM's chat.completion and
+// chat.completion.chunk shapes (pkg/openai's types); ServerConfig.ChatParsers (vLLM's
+// --reasoning-parser and --tool-call-parser) split the output into content, reasoning (written
+// as "reasoning", the field current vLLM writes) and tool_calls, as the gateway does for gRPC
+// workers (chat.InfoFor, chat.ResponseRole). Without a renderer chat answers vLLM's 400 for a
+// model without a template. Without max_tokens a chat answer may fill the context, as in vLLM.
+//
 // Output tokens are deterministic: a splitmix64 stream per request seeded from the client's
 // seed or the prompt (SeedFor), never an EOS id, so the output length is max_tokens unless a
-// stop token id or stop string ends it. Latency metrics are in simulated seconds.
+// stop token id or stop string ends it. A Replies script replaces the stream with a fixed
+// reply whose end stands for the model's EOS (ignore_eos and min_tokens carry generation past
+// it with sampled tokens, as they would past a real EOS). Latency metrics are in simulated
+// seconds.
 package sim

@@ -53,7 +53,7 @@ func (c *captureRegistrar) RegisterService(_ *grpc.ServiceDesc, impl any) { c.im
 // (and FlushCache for SGLang/TokenSpeed) over the engine ranks, and SubscribeKvEvents from a
 // kvbridge.BridgeServer fed with the engines' batches (numbered from 1, dp_rank set, resumable
 // from its history), or UNIMPLEMENTED when there is none. Stop strings are not evaluated (the
-// gateway matches them); stop_token_ids are. Safe for concurrent use.
+// gateway matches them); stop_token_ids, min_tokens and ignore_eos are. Safe for concurrent use.
 type GRPCServer struct {
 	cfg   GRPCConfig
 	ranks Ranks
@@ -125,6 +125,8 @@ type genReq struct {
 	stream    bool
 	seed      *int64
 	stopIDs   []uint32
+	minTokens int
+	ignoreEOS bool
 	rank      *int32
 }
 
@@ -214,7 +216,7 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 	}
 	for k := range n {
 		r := &Request{ID: fmt.Sprintf("%s-%d", g.id, k), Prompt: g.ids, MaxTokens: maxTokens, StopTokenIDs: g.stopIDs,
-			Seed: SeedFor(g.ids, g.seed, k), Script: s.cfg.Replies.Next()}
+			MinTokens: g.minTokens, IgnoreEOS: g.ignoreEOS, Seed: SeedFor(g.ids, g.seed, k), Script: s.cfg.Replies.Next()}
 		st, err := eng.Submit(r, g.stream, ready)
 		if err != nil {
 			abortAll()

@@ -29,7 +29,7 @@ func (t *sglangService) Generate(req *sglang.GenerateRequest, stream grpc.Server
 		sp = &sglang.SamplingParams{}
 	}
 	g := genReq{id: req.GetRequestId(), ids: req.GetTokenized().GetInputIds(), maxTokens: sp.MaxNewTokens, n: int(sp.GetN()),
-		stream: req.GetStream(), stopIDs: sp.GetStopTokenIds()}
+		stream: req.GetStream(), stopIDs: sp.GetStopTokenIds(), minTokens: int(sp.GetMinNewTokens()), ignoreEOS: sp.GetIgnoreEos()}
 	if r := req.GetDataParallelRank(); r > 0 {
 		g.rank = &r
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 
@@ -305,5 +306,25 @@ func TestGRPCSubscribeKvEvents(t *testing.T) {
 	}
 	if status.Code(err) != codes.OutOfRange {
 		t.Errorf("cursor 99: got %v, want OutOfRange", err)
+	}
+}
+
+// TestGRPCMinTokens: min_tokens reaches the engine (stop ids masked until then); ignore_eos is
+// accepted.
+func TestGRPCMinTokens(t *testing.T) {
+	env := newGRPCEnv(t, worker.RuntimeVLLM, 1, false)
+	c := vllm.NewVllmEngineClient(env.conn)
+	var stops []uint32
+	for id := uint32(3); id < 1000; id++ {
+		stops = append(stops, id)
+	}
+	for _, minTokens := range []uint32{0, 5} {
+		_, completes := vllmCollect(t, c, &vllm.GenerateRequest{RequestId: "m",
+			Input:          &vllm.GenerateRequest_Tokenized{Tokenized: &vllm.TokenizedInput{InputIds: seqTokens(10, 20)}},
+			SamplingParams: &vllm.SamplingParams{MaxTokens: u32p(50), MinTokens: minTokens, StopTokenIds: stops, IgnoreEos: true}})
+		out := completes[0].GetOutputIds()
+		if completes[0].GetFinishReason() != "stop" || len(out) <= int(minTokens) || slices.ContainsFunc(out[:minTokens], func(id uint32) bool { return id >= 3 }) {
+			t.Errorf("min_tokens %d: output %v, finish %q; want the first stop id after %d tokens", minTokens, out, completes[0].GetFinishReason(), minTokens)
+		}
 	}
 }

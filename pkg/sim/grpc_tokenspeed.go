@@ -49,7 +49,7 @@ func (t *tokenspeedService) Generate(req *tokenspeed.GenerateRequest, stream grp
 		sp = &tokenspeed.SamplingParams{}
 	}
 	g := genReq{id: req.GetRequestId(), ids: req.GetTokenized().GetInputIds(), maxTokens: sp.MaxNewTokens, n: int(sp.GetN()),
-		stream: req.GetStream(), stopIDs: sp.GetStopTokenIds()}
+		stream: req.GetStream(), stopIDs: sp.GetStopTokenIds(), minTokens: int(sp.GetMinNewTokens()), ignoreEOS: sp.GetIgnoreEos()}
 	if sp.SamplingSeed != nil {
 		seed := int64(*sp.SamplingSeed)
 		g.seed = &seed

@@ -38,7 +38,7 @@ func (v *vllmService) Generate(req *vllm.GenerateRequest, stream grpc.ServerStre
 		sp = &vllm.SamplingParams{}
 	}
 	g := genReq{id: req.GetRequestId(), ids: ids, maxTokens: sp.MaxTokens, n: int(sp.GetN()), stream: req.GetStream(),
-		stopIDs: sp.GetStopTokenIds(), rank: req.DataParallelRank}
+		stopIDs: sp.GetStopTokenIds(), minTokens: int(sp.GetMinTokens()), ignoreEOS: sp.GetIgnoreEos(), rank: req.DataParallelRank}
 	if sp.Seed != nil {
 		seed := int64(*sp.Seed)
 		g.seed = &seed

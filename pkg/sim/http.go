@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,8 +25,8 @@ type ServerConfig struct {
 	Model string
 	// Codec tokenizes text prompts and detokenizes output; nil accepts token-id prompts only.
 	Codec TextCodec
-	// DefaultMaxTokens applies when a request omits max_tokens (default 16, as vLLM's
-	// /v1/completions).
+	// DefaultMaxTokens applies when a completion request omits max_tokens (default 16, as
+	// vLLM's /v1/completions); a chat request without one may fill the context, as in vLLM.
 	DefaultMaxTokens int
 	// MaxBodyBytes bounds request bodies (default 32 MiB); larger ones get 413.
 	MaxBodyBytes int64
@@ -34,12 +35,20 @@ type ServerConfig struct {
 	OnCompleted func()
 	// Replies, when set, scripts every generation's output (see Replies).
 	Replies *Replies
+	// Chat renders /v1/chat/completions requests with the model's chat template (a
+	// *chat.Renderer, which tokenizes with the model's tokenizer: pair it with a Codec of the
+	// same tokenizer); nil answers them 400, as vLLM does for a model without a template.
+	Chat ChatRenderer
+	// ChatParsers splits reasoning and tool calls out of chat output, as vLLM's
+	// --reasoning-parser and --tool-call-parser do; nil: all text is content.
+	ChatParsers *chat.Parsers
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
 
-// Server serves /v1/completions, /v1/models, /health, /metrics, /debug/cache and
-// /reset_prefix_cache over a set of engine ranks, spreading requests by least load.
+// Server serves /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics,
+// /debug/cache and /reset_prefix_cache over a set of engine ranks, spreading requests by least
+// load. Both generation routes run their prompt ids through the same engines.
 type Server struct {
 	cfg      ServerConfig
 	ranks    Ranks
@@ -66,6 +75,7 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	}
 	s := &Server{cfg: cfg, ranks: ranks, gatherer: gatherer, log: cfg.Logger, mux: http.NewServeMux(), created: time.Now().Unix()}
 	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /debug/cache", s.handleDebugCache)
@@ -186,25 +196,32 @@ type completionRequest struct {
 	Stop           json.RawMessage `json:"stop"`
 	StopTokenIDs   []uint32        `json:"stop_token_ids"`
 	IgnoreEOS      bool            `json:"ignore_eos"`
+	MinTokens      *int            `json:"min_tokens"`
 	ReturnTokenIDs bool            `json:"return_token_ids"`
 	Temperature    *float64        `json:"temperature"`
 	TopP           *float64        `json:"top_p"`
 	User           string          `json:"user"`
 }
 
-// parsedRequest is a validated completion request.
+// parsedRequest is a validated completion or chat completion request: what the engine runs.
 type parsedRequest struct {
 	prompts      [][]uint32
 	n, maxTokens int
+	minTokens    int
+	ignoreEOS    bool
 	stop         []string
 	stopIDs      []uint32
 	seed         *int64
 	stream       bool
 	includeUsage bool
 	returnIDs    bool
+	// keepSpecial decodes the output with special tokens kept (chat output parsers whose
+	// markers are special tokens); completions skip them, as vLLM does by default.
+	keepSpecial bool
 }
 
-func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
+// readBody reads a request body within MaxBodyBytes.
+func (s *Server) readBody(r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -213,15 +230,61 @@ func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
 		}
 		return nil, badRequest("read body: %v", err)
 	}
+	return body, nil
+}
+
+// checkModel answers 404 for a request naming another model ("" names the served one).
+func (s *Server) checkModel(model string) *apiError {
+	if model != "" && model != s.cfg.Model {
+		return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", model), param: "model"}
+	}
+	return nil
+}
+
+// checkMinTokens applies vLLM's SamplingParams rules to min_tokens.
+func checkMinTokens(p *parsedRequest) *apiError {
+	switch {
+	case p.minTokens < 0:
+		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("min_tokens must be greater than or equal to 0, got %d.", p.minTokens), param: "min_tokens"}
+	case p.minTokens > p.maxTokens:
+		return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", p.maxTokens, p.minTokens), param: "min_tokens"}
+	}
+	return nil
+}
+
+// checkPrompts checks every prompt's ids against the vocabulary and the context length
+// (param names the request field the prompt came from).
+func (s *Server) checkPrompts(p *parsedRequest, param string) *apiError {
+	cfg := s.ranks[0].Config()
+	for _, ids := range p.prompts {
+		for _, id := range ids {
+			if int(id) >= cfg.VocabSize {
+				return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("Token id %d is out of vocabulary", id), param: param}
+			}
+		}
+		if len(ids)+p.maxTokens > cfg.MaxModelLen {
+			return &apiError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(
+				"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				cfg.MaxModelLen, len(ids)+p.maxTokens, len(ids), p.maxTokens)}
+		}
+	}
+	return nil
+}
+
+func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		return nil, aerr
+	}
 	var req completionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, badRequest("invalid JSON body: %v", err)
 	}
-	if req.Model != "" && req.Model != s.cfg.Model {
-		return nil, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", req.Model), param: "model"}
+	if aerr := s.checkModel(req.Model); aerr != nil {
+		return nil, aerr
 	}
 	p := &parsedRequest{n: 1, maxTokens: s.cfg.DefaultMaxTokens, seed: req.Seed, stream: req.Stream,
-		stopIDs: req.StopTokenIDs, returnIDs: req.ReturnTokenIDs}
+		stopIDs: req.StopTokenIDs, returnIDs: req.ReturnTokenIDs, ignoreEOS: req.IgnoreEOS}
 	if req.StreamOptions != nil {
 		if !req.Stream {
 			return nil, &apiError{status: http.StatusBadRequest, msg: "stream_options is only allowed when stream is true", param: "stream_options"}
@@ -229,8 +292,8 @@ func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
 		p.includeUsage = req.StreamOptions.IncludeUsage
 	}
 	if req.N != nil {
-		if *req.N < 1 || *req.N > 128 {
-			return nil, &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("n must be between 1 and 128, got %d", *req.N), param: "n"}
+		if *req.N < 1 || *req.N > maxN {
+			return nil, &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("n must be between 1 and %d, got %d", maxN, *req.N), param: "n"}
 		}
 		p.n = *req.N
 	}
@@ -240,6 +303,13 @@ func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
 		}
 		p.maxTokens = *req.MaxTokens
 	}
+	if req.MinTokens != nil {
+		p.minTokens = *req.MinTokens
+	}
+	if aerr := checkMinTokens(p); aerr != nil {
+		return nil, aerr
+	}
+	var err error
 	if p.stop, err = parseStop(req.Stop); err != nil {
 		return nil, &apiError{status: http.StatusBadRequest, msg: err.Error(), param: "stop"}
 	}
@@ -250,18 +320,8 @@ func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
 		}
 		return nil, &apiError{status: http.StatusBadRequest, msg: err.Error(), param: "prompt"}
 	}
-	cfg := s.ranks[0].Config()
-	for _, ids := range p.prompts {
-		for _, id := range ids {
-			if int(id) >= cfg.VocabSize {
-				return nil, &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("Token id %d is out of vocabulary", id), param: "prompt"}
-			}
-		}
-		if len(ids)+p.maxTokens > cfg.MaxModelLen {
-			return nil, &apiError{status: http.StatusBadRequest, param: "prompt", msg: fmt.Sprintf(
-				"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-				cfg.MaxModelLen, len(ids)+p.maxTokens, len(ids), p.maxTokens)}
-		}
+	if aerr := s.checkPrompts(p, "prompt"); aerr != nil {
+		return nil, aerr
 	}
 	return p, nil
 }
@@ -389,48 +449,77 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	eng := s.ranks.Pick()
-	ready := make(chan struct{}, 1)
-	choices := make([]*choice, 0, len(p.prompts)*p.n)
-	id := "cmpl-" + strconv.FormatUint(s.nextID.Add(1), 16) + strconv.FormatInt(time.Now().UnixNano()&0xffffff, 16)
-	abortAll := func() {
-		for _, c := range choices {
-			eng.Abort(c.req)
-		}
+	g, aerr := s.submit(p, "cmpl-", "prompt")
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
+	var err error
+	if p.stream {
+		err = s.streamCompletions(r.Context(), w, g.id, p, g.eng, g.choices, g.ready)
+	} else {
+		err = s.waitCompletions(r.Context(), w, g.id, p, g.eng, g.choices, g.ready)
+	}
+	s.end(g, err)
+}
+
+// generation is one HTTP request's engine requests: every (prompt, sample) choice on one rank,
+// all signalling ready.
+type generation struct {
+	id      string
+	eng     *Engine
+	choices []*choice
+	ready   chan struct{}
+}
+
+// submit queues every choice of p on the least-loaded rank under a fresh response id with
+// idPrefix; on failure nothing stays queued. param names the prompt's field in errors.
+func (s *Server) submit(p *parsedRequest, idPrefix, param string) (*generation, *apiError) {
+	g := &generation{
+		id:    idPrefix + strconv.FormatUint(s.nextID.Add(1), 16) + strconv.FormatInt(time.Now().UnixNano()&0xffffff, 16),
+		eng:   s.ranks.Pick(),
+		ready: make(chan struct{}, 1),
+	}
+	g.choices = make([]*choice, 0, len(p.prompts)*p.n)
 	for pi, prompt := range p.prompts {
 		for k := range p.n {
 			req := &Request{
-				ID: id + "-" + strconv.Itoa(len(choices)), Prompt: prompt, MaxTokens: p.maxTokens,
-				StopTokenIDs: p.stopIDs, Seed: SeedFor(prompt, p.seed, k), Script: s.cfg.Replies.Next(),
+				ID: g.id + "-" + strconv.Itoa(len(g.choices)), Prompt: prompt, MaxTokens: p.maxTokens,
+				StopTokenIDs: p.stopIDs, MinTokens: p.minTokens, IgnoreEOS: p.ignoreEOS,
+				Seed: SeedFor(prompt, p.seed, k), Script: s.cfg.Replies.Next(),
 			}
-			st, err := eng.Submit(req, p.stream || len(p.stop) > 0, ready)
+			st, err := g.eng.Submit(req, p.stream || len(p.stop) > 0, g.ready)
 			if err != nil {
-				abortAll()
+				g.abort()
 				status := http.StatusBadRequest
 				if errors.Is(err, ErrStopped) {
 					status = http.StatusServiceUnavailable
 				}
-				writeError(w, &apiError{status: status, msg: err.Error(), param: "prompt"})
-				return
+				return nil, &apiError{status: status, msg: err.Error(), param: param}
 			}
 			c := &choice{index: pi*p.n + k, req: req, stream: st}
 			if s.cfg.Codec != nil {
-				c.detok = s.cfg.Codec.NewDetokenizer()
+				c.detok = s.cfg.Codec.NewDetokenizer(!p.keepSpecial)
 			} else {
 				c.detok = &wordDetok{}
 			}
-			choices = append(choices, c)
+			g.choices = append(g.choices, c)
 		}
 	}
-	var err error
-	if p.stream {
-		err = s.streamCompletions(r.Context(), w, id, p, eng, choices, ready)
-	} else {
-		err = s.waitCompletions(r.Context(), w, id, p, eng, choices, ready)
+	return g, nil
+}
+
+// abort drops every choice still in the engine.
+func (g *generation) abort() {
+	for _, c := range g.choices {
+		g.eng.Abort(c.req)
 	}
+}
+
+// end finishes a request whose response was written (err nil) or failed.
+func (s *Server) end(g *generation, err error) {
 	if err != nil {
-		abortAll()
+		g.abort()
 		return
 	}
 	if s.cfg.OnCompleted != nil {

@@ -349,6 +349,8 @@ func TestHTTPErrors(t *testing.T) {
 		{"n 0", `{"prompt":[1,2],"n":0}`, 400},
 		{"bad stop", `{"prompt":[1,2],"stop":5}`, 400},
 		{"stream_options without stream", `{"prompt":[1,2],"stream_options":{"include_usage":true}}`, 400},
+		{"min_tokens above max_tokens", `{"prompt":[1,2],"max_tokens":2,"min_tokens":3}`, 400},
+		{"negative min_tokens", `{"prompt":[1,2],"min_tokens":-1}`, 400},
 		{"body too large", `{"prompt":[` + strings.Repeat("1,", 3000) + `1]}`, 413},
 	}
 	for _, tc := range tests {

@@ -10,27 +10,39 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestCoreScript: a scripted request emits exactly its script and stops; max_tokens cuts it.
+// TestCoreScript: a scripted request emits exactly its script and stops; max_tokens cuts it;
+// ignore_eos and min_tokens carry it past the script's end (which stands for the model's EOS)
+// with sampled tokens.
 func TestCoreScript(t *testing.T) {
 	tests := []struct {
 		name       string
 		script     []uint32
 		maxTokens  int
-		wantOut    []uint32
+		minTokens  int
+		ignoreEOS  bool
+		wantOut    []uint32 // the output starts with these
+		wantLen    int
 		wantFinish string
 	}{
-		{"whole script", []uint32{7, 8, 9}, 100, []uint32{7, 8, 9}, "stop"},
-		{"cut by max_tokens", []uint32{7, 8, 9}, 2, []uint32{7, 8}, "length"},
-		{"script exactly max_tokens", []uint32{7, 8}, 2, []uint32{7, 8}, "stop"},
+		{"whole script", []uint32{7, 8, 9}, 100, 0, false, []uint32{7, 8, 9}, 3, "stop"},
+		{"cut by max_tokens", []uint32{7, 8, 9}, 2, 0, false, []uint32{7, 8}, 2, "length"},
+		{"script exactly max_tokens", []uint32{7, 8}, 2, 0, false, []uint32{7, 8}, 2, "stop"},
+		{"ignore_eos runs to max_tokens", []uint32{7, 8, 9}, 6, 0, true, []uint32{7, 8, 9}, 6, "length"},
+		{"min_tokens past the script", []uint32{7, 8, 9}, 100, 5, false, []uint32{7, 8, 9}, 5, "stop"},
+		{"min_tokens within the script", []uint32{7, 8, 9}, 100, 2, false, []uint32{7, 8, 9}, 3, "stop"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := mustCore(t, Config{})
 			r := newReq("s", seqTokens(0, 40), tt.maxTokens)
-			r.Script = tt.script
+			r.Script, r.MinTokens, r.IgnoreEOS = tt.script, tt.minTokens, tt.ignoreEOS
 			drive(t, c, []arrival{{0, r}})
-			if d := cmp.Diff(tt.wantOut, r.Output()); d != "" {
-				t.Errorf("output (-want +got):\n%s", d)
+			out := r.Output()
+			if len(out) != tt.wantLen {
+				t.Errorf("output length: got %d (%v), want %d", len(out), out, tt.wantLen)
+			}
+			if d := cmp.Diff(tt.wantOut, out[:min(len(out), len(tt.wantOut))]); d != "" {
+				t.Errorf("output start (-want +got):\n%s", d)
 			}
 			if r.FinishReason != tt.wantFinish {
 				t.Errorf("finish reason: got %q, want %q", r.FinishReason, tt.wantFinish)

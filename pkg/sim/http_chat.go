@@ -1,0 +1,321 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// ChatRenderer renders a chat request into the prompt text and token ids the engine computes
+// for it (wire/vllm-chat.md); *chat.Renderer implements it.
+type ChatRenderer interface {
+	Render(req *openai.ChatRequest) (chat.Result, *openai.Error)
+}
+
+// noTemplateMessage answers chat requests on a server without a renderer, in the words vLLM
+// uses for a model without a chat template.
+const noTemplateMessage = "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one. (simworker: start it with --tokenizer DIR, a model directory whose tokenizer_config.json or chat_template.jinja holds the template, or add --chat-template FILE.)"
+
+// handleChat serves POST /v1/chat/completions as vLLM does: the body is validated
+// (openai.ParseChat), rendered and tokenized with the model's chat template (ServerConfig.Chat),
+// and the prompt's ids run through the same engine as completions, so the KV cache, its events
+// and usage.prompt_tokens_details.cached_tokens see the chat prompt. The output is the
+// chat.completion body or chat.completion.chunk events, split into content, reasoning and
+// tool calls by ServerConfig.ChatParsers when set.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	p, out, aerr := s.parseChat(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	g, aerr := s.submit(p, "chatcmpl-", "messages")
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var err error
+	if p.stream {
+		err = s.streamChat(r.Context(), w, g, p, out)
+	} else {
+		err = s.waitChat(r.Context(), w, g, p, out)
+	}
+	s.end(g, err)
+}
+
+// maxN bounds n for completions and chat alike.
+const maxN = 128
+
+// fromOpenAI converts a request error of pkg/openai or pkg/chat to the simulator's vLLM-shaped
+// error.
+func fromOpenAI(e *openai.Error) *apiError {
+	return &apiError{status: e.Status, msg: e.Message, param: e.Param}
+}
+
+// parseChat reads, validates and renders a chat request into what the engine runs and how its
+// output is shaped. The request is rendered only when it is valid and names the served model.
+func (s *Server) parseChat(r *http.Request) (*parsedRequest, *chatOut, *apiError) {
+	body, aerr := s.readBody(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	req, oerr := openai.ParseChat(body, openai.Limits{MaxN: maxN})
+	if oerr != nil {
+		return nil, nil, fromOpenAI(oerr)
+	}
+	if aerr := s.checkModel(req.Model); aerr != nil {
+		return nil, nil, aerr
+	}
+	if s.cfg.Chat == nil {
+		return nil, nil, badRequest("%s", noTemplateMessage)
+	}
+	res, oerr := s.cfg.Chat.Render(req)
+	if oerr != nil {
+		return nil, nil, fromOpenAI(oerr)
+	}
+	out := newChatOut(req, res.Prompt, s.cfg.ChatParsers)
+	p, aerr := s.chatRequest(req, res.TokenIDs, out)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return p, out, nil
+}
+
+// chatRequest is the engine's view of a rendered chat request. Without max_tokens (or
+// max_completion_tokens) the output may fill the context, as in vLLM, bounded by what the
+// simulated cache can hold.
+func (s *Server) chatRequest(req *openai.ChatRequest, ids []uint32, out *chatOut) (*parsedRequest, *apiError) {
+	if len(ids) == 0 {
+		return nil, &apiError{status: http.StatusBadRequest, msg: "the rendered prompt has no tokens", param: "messages"}
+	}
+	cfg := s.ranks[0].Config()
+	p := &parsedRequest{prompts: [][]uint32{ids}, n: req.N, maxTokens: req.MaxOutputTokens(), minTokens: req.MinTokens,
+		ignoreEOS: req.IgnoreEOS, stop: req.Stop, stopIDs: req.StopTokenIDs, seed: req.Seed, stream: req.Stream,
+		includeUsage: req.IncludeUsage, keepSpecial: out.keepSpecial}
+	if p.maxTokens == 0 {
+		p.maxTokens = max(1, min(cfg.MaxModelLen, cfg.NumBlocks*cfg.BlockSize)-len(ids))
+	}
+	if aerr := checkMinTokens(p); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.checkPrompts(p, "messages"); aerr != nil {
+		return nil, aerr
+	}
+	return p, nil
+}
+
+// chatOut turns one chat request's decoded output into vLLM's chat shapes: it holds the parsers'
+// view of the request and, when streaming, one parser state per choice.
+type chatOut struct {
+	parsers     *chat.Parsers // nil: all text is content
+	info        chat.RequestInfo
+	role        string
+	keepSpecial bool
+	streams     []*chat.Stream // streaming with parsers: one per choice, made on first use
+	begun       bool           // streaming: the role chunks went out
+}
+
+func newChatOut(req *openai.ChatRequest, prompt string, parsers *chat.Parsers) *chatOut {
+	o := &chatOut{parsers: parsers, role: chat.ResponseRole(req)}
+	if parsers != nil {
+		o.info = chat.InfoFor(req, prompt)
+		o.keepSpecial = !parsers.SkipSpecialTokens(o.info)
+	}
+	return o
+}
+
+// delta runs text of choice i through its parser (end: flush it) and returns the delta to
+// send, or nil when there is nothing.
+func (o *chatOut) delta(i int, text []byte, end bool) *openai.ChatDelta {
+	if o.parsers == nil {
+		if len(text) == 0 {
+			return nil
+		}
+		s := string(text)
+		return &openai.ChatDelta{Content: &s}
+	}
+	for len(o.streams) <= i {
+		o.streams = append(o.streams, o.parsers.NewStream(o.info))
+	}
+	var d chat.Delta
+	if end {
+		d = o.streams[i].Finish()
+	} else {
+		d = o.streams[i].Feed(string(text))
+	}
+	if d.Empty() {
+		return nil
+	}
+	out := &openai.ChatDelta{}
+	if d.Content != "" {
+		out.Content = &d.Content
+	}
+	if d.Reasoning != "" {
+		out.Reasoning = &d.Reasoning
+	}
+	for _, tc := range d.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, openai.ToolCallDelta{Index: tc.Index, ID: tc.ID, Type: tc.Type,
+			Function: &openai.FunctionDelta{Name: tc.Name, Arguments: tc.Arguments}})
+	}
+	return out
+}
+
+// finishReason maps choice i's engine finish reason ("tool_calls" after a parsed call).
+func (o *chatOut) finishReason(i int, engine string) string {
+	if o.parsers == nil || i >= len(o.streams) {
+		return engine
+	}
+	return o.streams[i].FinishReason(engine)
+}
+
+// message parses a whole choice text into its chat.completion choice.
+func (o *chatOut) message(i int, text, engine string) openai.ChatChoice {
+	ch := openai.ChatChoice{Index: i, FinishReason: engine,
+		Message: openai.ChatResponseMessage{Role: o.role, ToolCalls: []openai.ResponseToolCall{}}}
+	if o.parsers == nil {
+		ch.Message.Content = &text
+		return ch
+	}
+	m, reason := o.parsers.ParseFinish(o.info, text, engine)
+	ch.FinishReason, ch.Message.Content, ch.Message.Reasoning = reason, m.Content, m.Reasoning
+	for _, tc := range m.ToolCalls {
+		ch.Message.ToolCalls = append(ch.Message.ToolCalls, openai.ResponseToolCall{ID: tc.ID, Type: "function",
+			Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
+	}
+	return ch
+}
+
+// chatUsage is the usage object of a chat response (cached_tokens as the engine reports it).
+func chatUsage(p *parsedRequest, choices []*choice) *openai.Usage {
+	u := usageOf(p, choices)
+	return &openai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		PromptTokensDetails: &openai.TokenDetails{CachedTokens: u.PromptTokensDetails.CachedTokens}}
+}
+
+func (s *Server) waitChat(ctx context.Context, w http.ResponseWriter, g *generation, p *parsedRequest, out *chatOut) error {
+	var buf []uint32
+	for {
+		var done bool
+		buf, done = s.poll(p, g.eng, g.choices, buf)
+		if done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.ready:
+		}
+	}
+	for _, c := range g.choices {
+		if c.finish == "abort" {
+			writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "request aborted: the engine is shutting down"})
+			return ErrStopped
+		}
+	}
+	resp := openai.ChatCompletion{ID: g.id, Object: openai.ObjectChatCompletion, Created: time.Now().Unix(), Model: s.cfg.Model,
+		Choices: make([]openai.ChatChoice, len(g.choices)), Usage: chatUsage(p, g.choices)}
+	for i, c := range g.choices {
+		resp.Choices[i] = out.message(c.index, string(c.text), c.finish)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(resp)
+}
+
+// streamChat writes chat.completion.chunk events: once the engine produced its first output,
+// a chunk per choice with the role and empty content; then each choice's parsed deltas (text
+// that might start a stop string held back); a choice's last chunk with what its parser held
+// back and the finish reason; the usage chunk when asked for; [DONE].
+func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, g *generation, p *parsedRequest, out *chatOut) error {
+	rc := http.NewResponseController(w)
+	openai.SetSSEHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	created := time.Now().Unix()
+	maxStop := 0
+	for _, st := range p.stop {
+		maxStop = max(maxStop, len(st))
+	}
+	chunk := func(b []byte, i int, d openai.ChatDelta, finish *string) []byte {
+		data, _ := json.Marshal(openai.ChatChunk{ID: g.id, Object: openai.ObjectChatCompletionChunk, Created: created, Model: s.cfg.Model,
+			Choices: []openai.ChatChunkChoice{{Index: i, Delta: d, FinishReason: finish}}})
+		return openai.AppendEvent(b, data)
+	}
+	var buf []uint32
+	var b []byte
+	for {
+		var done bool
+		buf, done = s.poll(p, g.eng, g.choices, buf)
+		b = b[:0]
+		if !out.begun && anyOutput(g.choices) {
+			out.begun = true
+			empty := ""
+			for _, c := range g.choices {
+				b = chunk(b, c.index, openai.ChatDelta{Role: out.role, Content: &empty}, nil)
+			}
+		}
+		for _, c := range g.choices {
+			if c.ended {
+				continue
+			}
+			if c.finish == "abort" {
+				b = appendSSEError(b, "request aborted: the engine is shutting down")
+				_, _ = w.Write(b)
+				_ = rc.Flush()
+				return ErrStopped
+			}
+			send := len(c.text)
+			if c.finish == "" && maxStop > 0 {
+				send = max(0, send-(maxStop-1)) // hold back a possible stop-string prefix
+			}
+			if d := out.delta(c.index, c.text[:send], false); d != nil {
+				b = chunk(b, c.index, *d, nil)
+			}
+			c.text = c.text[:copy(c.text, c.text[send:])]
+			if c.finish != "" {
+				last := out.delta(c.index, nil, true)
+				if last == nil {
+					last = &openai.ChatDelta{}
+				}
+				reason := out.finishReason(c.index, c.finish)
+				b = chunk(b, c.index, *last, &reason)
+				c.ended = true
+			}
+		}
+		if done && p.includeUsage {
+			data, _ := json.Marshal(openai.ChatChunk{ID: g.id, Object: openai.ObjectChatCompletionChunk, Created: created, Model: s.cfg.Model,
+				Choices: []openai.ChatChunkChoice{}, Usage: chatUsage(p, g.choices)})
+			b = openai.AppendEvent(b, data)
+		}
+		if done {
+			b = openai.AppendDone(b)
+		}
+		if len(b) > 0 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			if err := rc.Flush(); err != nil {
+				return err
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.ready:
+		}
+	}
+}
+
+// anyOutput reports whether some choice produced a token or ended.
+func anyOutput(choices []*choice) bool {
+	for _, c := range choices {
+		if len(c.ids) > 0 || c.finish != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -122,7 +122,8 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 		}
 	}
 	s := &Sim{Port: ports[0], URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
-	args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(s.Port), "--tokenizer", l.Tokenizer, "--model", l.Model}
+	// The model directory, not just tokenizer.json: the simulator then serves chat with its template.
+	args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(s.Port), "--tokenizer", filepath.Dir(l.Tokenizer), "--model", l.Model}
 	probe := &http.Client{Timeout: 2 * time.Second}
 	if o.TLS != nil {
 		s.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])

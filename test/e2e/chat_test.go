@@ -57,11 +57,12 @@ type chatReport struct {
 	} `json:"nonstream"`
 	Stream   chatStream `json:"stream"`
 	Sessions [][]struct {
-		Worker       string `json:"worker"`
-		Reason       string `json:"reason"`
-		PromptTokens int    `json:"prompt_tokens"`
-		CachedTokens int    `json:"cached_tokens"`
-		Answer       string `json:"answer"`
+		Worker        string `json:"worker"`
+		Reason        string `json:"reason"`
+		MatchedBlocks int    `json:"matched_blocks"`
+		PromptTokens  int    `json:"prompt_tokens"`
+		CachedTokens  int    `json:"cached_tokens"`
+		Answer        string `json:"answer"`
 	} `json:"sessions"`
 }
 
@@ -135,90 +136,116 @@ func isPlainAnswer(content string) bool {
 const toolReply = "<think>\nThe user asks for the current weather in Paris; I should call the tool.\n</think>\n\n" +
 	"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>"
 
-// TestChatGRPCWorkers is issues 12 and 13 over grpc:// workers with the official openai npm
-// client: the gateway renders each chat request with the model's template, sends the ids to the
-// simulators' SMG vLLM service, and builds chat.completion(.chunk) from the generated tokens,
-// with Qwen3's reasoning and Hermes tool calls split out by the parsers the model family implies
-// (--reasoning-parser/--tool-call-parser auto). A conversation's later turns land on the worker
-// that served its earlier turns, because that worker's KV events hold the history.
-func TestChatGRPCWorkers(t *testing.T) {
-	l := newLauncher(t)
-	ports := testutil.FreePorts(t, 4)
-	plain := replyFile(t, plainReplies()...)
-	var specs []string
-	for i := range 3 {
-		startSim(t, l, harness.SimOptions{Name: fmt.Sprintf("grpc-chat-%d", i), Args: []string{"--grpc-port", fmt.Sprint(ports[i]), "--runtime", "vllm", "--reply-file", plain}})
-		specs = append(specs, fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", ports[i]))
+// TestChatWorkers is issues 12 and 13 end to end with the official openai npm client, over
+// grpc:// workers (the gateway renders each request with the model's template, sends the ids
+// to the simulators' SMG vLLM service and builds chat.completion(.chunk) from the generated
+// tokens, with Qwen3's reasoning and Hermes tool calls split out by the parsers the model family
+// implies) and over http:// workers (each simulator renders and parses itself, as `vllm serve
+// --reasoning-parser qwen3 --tool-call-parser hermes`; the gateway routes on its own rendering).
+// The same assertions run on both, so the two paths agree in shape. A conversation's later turns
+// land on the worker that served its earlier turns, because that worker's KV events hold the
+// history; over HTTP that also proves the gateway's rendering equals the engine's (the events
+// carry the engine's ids, the gateway matches them with its own).
+func TestChatWorkers(t *testing.T) {
+	for _, kind := range []string{"grpc", "http"} {
+		t.Run(kind, func(t *testing.T) {
+			l := newLauncher(t)
+			ports := testutil.FreePorts(t, 4)
+			// worker starts a simulator scripted with replies and returns its --worker spec.
+			worker := func(i int, replies string) string {
+				name := fmt.Sprintf("%s-chat-%d", kind, i)
+				if kind == "grpc" {
+					startSim(t, l, harness.SimOptions{Name: name, Args: []string{"--grpc-port", fmt.Sprint(ports[i]), "--runtime", "vllm", "--reply-file", replies}})
+					return fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", ports[i])
+				}
+				s := startSim(t, l, harness.SimOptions{Name: name, Events: true,
+					Args: []string{"--reply-file", replies, "--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"}})
+				return s.WorkerSpec(true)
+			}
+			plain := replyFile(t, plainReplies()...)
+			var specs []string
+			for i := range 3 {
+				specs = append(specs, worker(i, plain))
+			}
+			gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: specs})
+			t.Run("plain", func(t *testing.T) { checkPlainChat(t, runChatClient(t, gw.URL, "plain")) })
+			t.Run("turns", func(t *testing.T) { checkChatTurns(t, runChatClient(t, gw.URL, "turns", "3", "4")) })
+			t.Run("tools", func(t *testing.T) {
+				tgw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-tools", Workers: []string{worker(3, replyFile(t, toolReply))}})
+				r := runChatClient(t, tgw.URL, "tools")
+				// reasoning is the field current vLLM (and the simulator) writes; the gateway writes
+				// reasoning_content too (--reasoning-field both).
+				ns := r.Nonstream.Message
+				checkToolAnswer(t, "non-streaming", ns.Reasoning, ns.Content, r.Nonstream.FinishReason, toolCalls(ns.ToolCalls))
+				content := &r.Stream.Content
+				if *content == "" {
+					content = nil
+				}
+				checkToolAnswer(t, "streaming", &r.Stream.Reasoning, content, r.Stream.FinishReason, toolCalls(r.Stream.ToolCalls))
+				if kind == "grpc" && (deref(ns.ReasoningContent) != deref(ns.Reasoning) || r.Stream.Reasoning != r.Stream.ReasoningContent) {
+					t.Errorf("reasoning and reasoning_content differ (--reasoning-field both): %v / %v, streamed %q / %q",
+						deref(ns.Reasoning), deref(ns.ReasoningContent), r.Stream.Reasoning, r.Stream.ReasoningContent)
+				}
+			})
+		})
 	}
-	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: specs})
+}
 
-	t.Run("plain", func(t *testing.T) {
-		r := runChatClient(t, gw.URL, "plain")
-		ns := r.Nonstream
-		if ns.Object != "chat.completion" || !strings.HasPrefix(ns.ID, "chatcmpl-") || ns.Model != testModel {
-			t.Errorf("envelope: got object %q id %q model %q", ns.Object, ns.ID, ns.Model)
-		}
-		if ns.Message.Role != "assistant" || ns.Message.Content == nil || !isPlainAnswer(*ns.Message.Content) || ns.FinishReason != "stop" || len(ns.Message.ToolCalls) != 0 {
-			t.Errorf("message: got %+v (content %v) finish %q, want one of the scripted answers, stop", ns.Message, deref(ns.Message.Content), ns.FinishReason)
-		}
-		// --reasoning-field both: the think block in reasoning and reasoning_content.
-		want := "\n" + plainThought + "\n"
-		if deref(ns.Message.ReasoningContent) != want || deref(ns.Message.Reasoning) != want {
-			t.Errorf("reasoning: got reasoning_content %q reasoning %q, want %q in both", deref(ns.Message.ReasoningContent), deref(ns.Message.Reasoning), want)
-		}
-		if ns.Usage == nil || ns.Usage.PromptTokens < 40 || ns.Usage.CompletionTokens < 5 {
-			t.Errorf("usage: got %+v", ns.Usage)
-		}
-		st := r.Stream
-		if st.FirstRole != "assistant" || !isPlainAnswer(st.Content) || st.ReasoningContent != "\n"+plainThought+"\n" || st.FinishReason != "stop" || st.Chunks < 5 {
-			t.Errorf("stream: got %+v", st)
-		}
-		if st.Usage == nil || ns.Usage == nil || st.Usage.PromptTokens != ns.Usage.PromptTokens || st.Usage.PromptTokensDetails == nil || st.Usage.PromptTokensDetails.CachedTokens <= 0 {
-			t.Errorf("stream usage: got %+v, want the same prompt, now cached", st.Usage)
-		}
-	})
+// checkPlainChat checks chat.mjs's plain report: envelope, the think block split out, the
+// answer as content, usage (cached on the repeat).
+func checkPlainChat(t *testing.T, r chatReport) {
+	ns := r.Nonstream
+	if ns.Object != "chat.completion" || !strings.HasPrefix(ns.ID, "chatcmpl-") || ns.Model != testModel {
+		t.Errorf("envelope: got object %q id %q model %q", ns.Object, ns.ID, ns.Model)
+	}
+	if ns.Message.Role != "assistant" || ns.Message.Content == nil || !isPlainAnswer(*ns.Message.Content) || ns.FinishReason != "stop" || len(ns.Message.ToolCalls) != 0 {
+		t.Errorf("message: got %+v (content %v) finish %q, want one of the scripted answers, stop", ns.Message, deref(ns.Message.Content), ns.FinishReason)
+	}
+	want := "\n" + plainThought + "\n"
+	if deref(ns.Message.Reasoning) != want {
+		t.Errorf("reasoning: got %v, want %q", deref(ns.Message.Reasoning), want)
+	}
+	if ns.Message.ReasoningContent != nil && *ns.Message.ReasoningContent != want {
+		t.Errorf("reasoning_content: got %q, want %q or absent", *ns.Message.ReasoningContent, want)
+	}
+	if ns.Usage == nil || ns.Usage.PromptTokens < 40 || ns.Usage.CompletionTokens < 5 {
+		t.Errorf("usage: got %+v", ns.Usage)
+	}
+	st := r.Stream
+	if st.FirstRole != "assistant" || !isPlainAnswer(st.Content) || st.Reasoning != want || st.FinishReason != "stop" || st.Chunks < 5 {
+		t.Errorf("stream: got %+v", st)
+	}
+	if st.Usage == nil || ns.Usage == nil || st.Usage.PromptTokens != ns.Usage.PromptTokens || st.Usage.PromptTokensDetails == nil || st.Usage.PromptTokensDetails.CachedTokens <= 0 {
+		t.Errorf("stream usage: got %+v, want the same prompt, now cached", st.Usage)
+	}
+}
 
-	t.Run("turns", func(t *testing.T) {
-		r := runChatClient(t, gw.URL, "turns", "3", "4")
-		for s, turns := range r.Sessions {
-			for i, tr := range turns {
-				if tr.Worker == "" || !isPlainAnswer(tr.Answer) {
-					t.Errorf("session %d turn %d: worker %q answer %q", s, i, tr.Worker, tr.Answer)
-				}
-				if i == 0 {
-					continue
-				}
-				if tr.Worker != turns[0].Worker || tr.Reason != "cache_hit" {
-					t.Errorf("session %d turn %d went to %s (%s), want %s (cache_hit): the worker holding its history", s, i, tr.Worker, tr.Reason, turns[0].Worker)
-				}
-				// The engine computed this turn's prompt from the gateway's ids; everything up
-				// to the previous turn's prompt must be in its cache.
-				if tr.CachedTokens < turns[i-1].PromptTokens-16 {
-					t.Errorf("session %d turn %d: %d cached tokens, want about the previous prompt's %d", s, i, tr.CachedTokens, turns[i-1].PromptTokens)
-				}
+// checkChatTurns checks chat.mjs's turns report: every later turn of a session on the worker of
+// its first turn by cache_hit, the gateway's match and the engine's cache covering the previous
+// turn's prompt.
+func checkChatTurns(t *testing.T, r chatReport) {
+	if len(r.Sessions) != 3 {
+		t.Errorf("sessions: got %d, want 3", len(r.Sessions))
+	}
+	for s, turns := range r.Sessions {
+		for i, tr := range turns {
+			if tr.Worker == "" || !isPlainAnswer(tr.Answer) {
+				t.Errorf("session %d turn %d: worker %q answer %q", s, i, tr.Worker, tr.Answer)
+			}
+			if i == 0 {
+				continue
+			}
+			if tr.Worker != turns[0].Worker || tr.Reason != "cache_hit" {
+				t.Errorf("session %d turn %d went to %s (%s), want %s (cache_hit): the worker holding its history", s, i, tr.Worker, tr.Reason, turns[0].Worker)
+			}
+			// Everything up to the previous turn's prompt is in the engine's cache (16-token
+			// blocks), and the gateway's index, fed by the engine's events, matched as much.
+			prev := turns[i-1].PromptTokens
+			if tr.CachedTokens < prev-16 || tr.MatchedBlocks < prev/16-1 {
+				t.Errorf("session %d turn %d: %d cached tokens and %d matched blocks, want about the previous prompt's %d tokens", s, i, tr.CachedTokens, tr.MatchedBlocks, prev)
 			}
 		}
-		if len(r.Sessions) != 3 {
-			t.Errorf("sessions: got %d, want 3", len(r.Sessions))
-		}
-	})
-
-	t.Run("tools", func(t *testing.T) {
-		tl := startSim(t, l, harness.SimOptions{Name: "grpc-tools", Args: []string{"--grpc-port", fmt.Sprint(ports[3]), "--runtime", "vllm", "--reply-file", replyFile(t, toolReply)}})
-		_ = tl
-		tgw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-tools", Workers: []string{fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", ports[3])}})
-		r := runChatClient(t, tgw.URL, "tools")
-		checkToolAnswer(t, "non-streaming", r.Nonstream.Message.ReasoningContent, r.Nonstream.Message.Content, r.Nonstream.FinishReason,
-			toolCalls(r.Nonstream.Message.ToolCalls))
-		content := &r.Stream.Content
-		if *content == "" {
-			content = nil
-		}
-		checkToolAnswer(t, "streaming", &r.Stream.ReasoningContent, content, r.Stream.FinishReason, toolCalls(r.Stream.ToolCalls))
-		if r.Stream.Reasoning != r.Stream.ReasoningContent {
-			t.Errorf("streaming: reasoning %q and reasoning_content %q differ (--reasoning-field both)", r.Stream.Reasoning, r.Stream.ReasoningContent)
-		}
-	})
+	}
 }
 
 type toolCall struct{ ID, Type, Name, Arguments string }
@@ -236,7 +263,7 @@ func toolCalls[T ~struct{ ID, Type, Name, Arguments string }](in []T) []toolCall
 func checkToolAnswer(t *testing.T, what string, reasoning, content *string, finish string, calls []toolCall) {
 	t.Helper()
 	if reasoning == nil || !strings.Contains(*reasoning, "current weather in Paris") || strings.Contains(*reasoning, "think>") {
-		t.Errorf("%s: reasoning_content %v, want the think block's text", what, deref(reasoning))
+		t.Errorf("%s: reasoning %v, want the think block's text", what, deref(reasoning))
 	}
 	if content != nil && strings.TrimSpace(*content) != "" {
 		t.Errorf("%s: content %q, want none beside the tool call", what, *content)

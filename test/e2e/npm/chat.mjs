@@ -93,6 +93,7 @@ if (mode === "plain") {
       history.push({ role: "assistant", content: answer });
       rec.push({
         worker: response.headers.get("x-kvgate-worker"), reason: response.headers.get("x-kvgate-route-reason"),
+        matched_blocks: Number(response.headers.get("x-kvgate-matched-blocks") ?? -1),
         prompt_tokens: data.usage?.prompt_tokens ?? 0, cached_tokens: data.usage?.prompt_tokens_details?.cached_tokens ?? 0,
         answer,
       });

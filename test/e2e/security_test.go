@@ -333,6 +333,15 @@ func TestSecurity(t *testing.T) {
 			r.Wrong.Code != nil && *r.Wrong.Code == "invalid_api_key" &&
 			r.Plain != nil && r.Plain.Text != "" && r.Strm != nil && r.Strm.Chunks >= 4 && r.Strm.FinishReason == "length"
 		run.result(t, "openai npm client: wrong apiKey AuthenticationError, right apiKey plain and streaming completions", nok, fmt.Sprintf("wrong key: %s; plain: %+v; stream: %+v", r.Wrong, *r.Plain, *r.Strm))
+
+		// The same through chat.completions: /v1/chat/completions is behind the same keys.
+		st, _, b := run.call(t, http.MethodPost, gw.URL+"/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}],"max_tokens":4}`, testModel, prompt), nil)
+		code, _, _, _ := errorBody(b)
+		run.result(t, "chat completions: no key 401 invalid_api_key", st == 401 && code == "invalid_api_key", fmt.Sprintf("%d %s", st, b))
+		r = runNodeAuth(t, run, "auth", gw.URL, testModel, prompt, secClientKeyA, secWrongKey, "chat")
+		cok := r.Wrong != nil && r.Wrong.Status != nil && *r.Wrong.Status == 401 && r.Wrong.Class == "AuthenticationError" &&
+			r.Plain != nil && r.Plain.FinishReason != "" && r.Strm != nil && r.Strm.Chunks >= 2 && r.Strm.FinishReason != ""
+		run.result(t, "openai npm client: wrong apiKey AuthenticationError, right apiKey plain and streaming chat completions", cok, fmt.Sprintf("wrong key: %s; plain: %+v; stream: %+v", r.Wrong, r.Plain, r.Strm))
 	})
 
 	t.Run("upstream key", func(t *testing.T) {

@@ -6,6 +6,7 @@ toolchain go1.27.3
 
 require (
 	github.com/ardanlabs/jinja v1.12.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/google/go-cmp v0.7.0
 	github.com/pebbe/zmq4 v1.4.0
 	github.com/prometheus/client_golang v1.25.0

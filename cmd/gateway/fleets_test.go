@@ -318,3 +318,18 @@ models:
 		}
 	}
 }
+
+func TestHelpDocumentsFleetFlags(t *testing.T) {
+	var out strings.Builder
+	if code := run([]string{"--help"}, nil, io.Discard, &out); code != 0 {
+		t.Fatalf("exit: got %d, want 0", code)
+	}
+	for _, f := range []string{"discover", "discover-interval", "dns-server", "drain-timeout"} {
+		if !strings.Contains(out.String(), "-"+f+" ") {
+			t.Errorf("--help does not document --%s", f)
+		}
+	}
+	if !strings.Contains(out.String(), "{host}") {
+		t.Error("--help does not explain the --discover template")
+	}
+}

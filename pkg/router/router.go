@@ -165,9 +165,11 @@ type Router struct {
 	fleet atomic.Pointer[fleet]
 
 	// mu guards the fields below and serialises fleet changes. It is never held while
-	// calling a worker, running a source or updating the index; starting a worker's
-	// goroutines (which builds its event source: constructors only, no I/O) happens under it
-	// so that Run and AddWorker cannot both start or both miss a worker.
+	// calling a worker, running a source or updating the index; building a member (its engine
+	// client: constructors, and reading its key and certificate files) and starting its
+	// goroutines (which builds its event source: constructors only, no network I/O) happen
+	// under it, so that one reconcile sees one fleet and Run and a reconcile cannot both start
+	// or both miss a worker.
 	mu      sync.Mutex
 	nextID  indexer.WorkerID
 	freeIDs []indexer.WorkerID

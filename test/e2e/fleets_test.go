@@ -399,7 +399,8 @@ func TestTwoModels(t *testing.T) {
 	type model struct {
 		name, dir, tok string
 		marker         string
-		urls           []string
+		urls           []string // the gRPC workers of its pool
+		httpURL        string   // one of its simulators' HTTP API, which tokenizes text itself
 	}
 	models := []*model{
 		{name: "qwen3", dir: filepath.Dir(tokenizerPath), tok: tokenizerPath, marker: "<|im_start|>user\n"},
@@ -416,8 +417,9 @@ func TestTwoModels(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, gp := range grpcPorts {
-			startSim(t, l, harness.SimOptions{Name: fmt.Sprintf("%s-%d", m.name, i), TimeScale: 0.05,
+			sim := startSim(t, l, harness.SimOptions{Name: fmt.Sprintf("%s-%d", m.name, i), TimeScale: 0.05,
 				Args: []string{"--grpc-port", fmt.Sprint(gp), "--runtime", "vllm"}})
+			m.httpURL = sim.URL
 			u := fmt.Sprintf("grpc://127.0.0.1:%d", gp)
 			m.urls = append(m.urls, u)
 			fmt.Fprintf(&cfg, "      - url=%s,runtime=vllm\n", u)
@@ -499,7 +501,7 @@ func TestTwoModels(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !slices.Contains(m.urls, worker) {
 				t.Fatalf("%s chat %d: got %d from %q, want 200 from its pool %v: %s", m.name, i, resp.StatusCode, worker, m.urls, rb)
 			}
-			// The engine computed the prompt the gateway rendered with this model's template.
+			// The engine received the ids the gateway rendered with this model's template.
 			if out.Usage.PromptTokens != ex.PromptTokens {
 				t.Errorf("%s chat %d: the engine got %d prompt tokens, the gateway rendered %d", m.name, i, out.Usage.PromptTokens, ex.PromptTokens)
 			}
@@ -514,11 +516,19 @@ func TestTwoModels(t *testing.T) {
 			}
 		}
 	}
-	// Completions too: the same text tokenizes differently in the two pools, each as its
-	// engine counts it.
+	// Completions too: the same text tokenizes differently in the two pools, each exactly as
+	// an engine with that model's tokenizer counts it (a simulator's HTTP API tokenizes the
+	// text itself).
 	prompt := text("two-models completion", 80)
 	counts := map[string]int{}
 	for _, m := range models {
+		own := postCompletion(t, m.httpURL, map[string]any{"model": m.name + "-engine", "prompt": prompt, "max_tokens": 1})
+		var ownOut struct {
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		json.Unmarshal(own.Body, &ownOut)
 		c := postCompletion(t, gw.URL, map[string]any{"model": m.name, "prompt": prompt, "max_tokens": 4})
 		var out struct {
 			Usage struct {
@@ -530,7 +540,12 @@ func TestTwoModels(t *testing.T) {
 			t.Fatalf("%s completion: got %d from %q: %s", m.name, c.Status, c.worker(), c.Body)
 		}
 		counts[m.name] = out.Usage.PromptTokens
+		if own.Status != http.StatusOK || ownOut.Usage.PromptTokens != out.Usage.PromptTokens {
+			t.Errorf("%s: the gateway routed %d prompt tokens, the model's own tokenizer makes %d (%d %s)", m.name, out.Usage.PromptTokens,
+				ownOut.Usage.PromptTokens, own.Status, own.Body)
+		}
 	}
+	t.Logf("MEASURE models: one completion prompt is %d tokens for qwen3 and %d for llama, as their engines count", counts["qwen3"], counts["llama"])
 	if counts["qwen3"] == counts["llama"] {
 		t.Errorf("prompt tokens: both models counted %d; two tokenizers should differ", counts["qwen3"])
 	}

@@ -6,7 +6,7 @@ set -euo pipefail
 want=(libzmq3-dev pkg-config)
 case "${1:-build}" in
   build) ;;
-  test) want+=(nginx prometheus protobuf-compiler libprotobuf-dev python3-jinja2) ;; # protoc: make check; python3-jinja2: pkg/chat's golden check (tools/chat/gen.py)
+  test) want+=(nginx prometheus protobuf-compiler libprotobuf-dev python3-jinja2 dnsmasq-base) ;; # protoc: make check; python3-jinja2: pkg/chat's golden check (tools/chat/gen.py); dnsmasq-base: the DNS discovery e2e (internal/harness StartDNS)
   generate) want+=(protobuf-compiler libprotobuf-dev) ;; # libprotobuf-dev: the well-known types
   *) echo "usage: $0 build|test|generate" >&2; exit 2 ;;
 esac

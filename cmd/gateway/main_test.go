@@ -29,6 +29,10 @@ func TestMain(m *testing.M) {
 
 const defaultTestTimeout = 10 * time.Second
 
+// gatewayStartTimeout bounds a gateway's start: loading real tokenizers and chat templates
+// takes seconds under -race on a busy machine.
+const gatewayStartTimeout = 60 * time.Second
+
 func TestParseOptionsConfigAndFlags(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw.yaml")
@@ -148,7 +152,7 @@ func startGateway(t *testing.T, args ...string) *testGW {
 	case err := <-done:
 		cancel()
 		t.Fatalf("serve: %v", err)
-	case <-time.After(defaultTestTimeout):
+	case <-time.After(gatewayStartTimeout):
 		cancel()
 		t.Fatal("gateway did not start")
 	}

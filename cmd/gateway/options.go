@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kvgate/kvgate/pkg/discovery"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/router"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -18,7 +19,8 @@ import (
 
 // options is the gateway's configuration: flags and the --config YAML file use the same names
 // (dashes in flags, underscores in YAML). Flags given on the command line override the file;
-// --worker flags add to the file's workers.
+// --worker and --discover flags add to the file's. The file's workers, discover specs and
+// models are re-read when it changes and on SIGHUP (reload.go); the other keys need a restart.
 type options struct {
 	Host           string `yaml:"host"`
 	Port           int    `yaml:"port"`
@@ -40,6 +42,14 @@ type options struct {
 	chatOptions `yaml:",inline"`
 
 	Workers []workerEntry `yaml:"workers"`
+	// Discover are DNS names whose addresses become workers (pkg/discovery), re-resolved every
+	// DiscoverInterval through DNSServer (empty: the system's resolver).
+	Discover         []discoverEntry `yaml:"discover"`
+	DiscoverInterval time.Duration   `yaml:"discover_interval"`
+	DNSServer        string          `yaml:"dns_server"`
+	// Models are further models, each with its own tokenizer, template, policy and workers
+	// (config file only; the flags configure the default model).
+	Models []modelOptions `yaml:"models"`
 
 	Policy              string        `yaml:"policy"`
 	CacheThreshold      float64       `yaml:"cache_threshold"`
@@ -71,13 +81,38 @@ type options struct {
 
 	LogLevel string `yaml:"log_level"`
 
-	// workerErr is the first invalid --worker: the flag package would quote the raw value in
-	// its message, and a spec may carry a password, so Set keeps the error here instead.
+	// workerErr is the first invalid --worker or --discover: the flag package would quote the
+	// raw value in its message, and a spec may carry a password, so Set keeps the error here.
 	workerErr error
+	// args are the command-line arguments the options were parsed from, parsed again with the
+	// file on a reload.
+	args []string
 }
 
-// workerEntry is one worker of the YAML file: a --worker string or a mapping of the same keys.
-type workerEntry struct{ worker.Spec }
+// workerEntry is one worker of the YAML file (a --worker string or a mapping of the same keys)
+// or of a --worker flag (fromFlag).
+type workerEntry struct {
+	worker.Spec
+	fromFlag bool
+}
+
+// discoverEntry is one --discover spec, of the YAML file (a string) or a flag (fromFlag).
+type discoverEntry struct {
+	discovery.Spec
+	fromFlag bool
+}
+
+func (e *discoverEntry) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("discover: want a spec string, dns=NAME,url=http://{host}:PORT,...")
+	}
+	s, err := discovery.ParseSpec(n.Value)
+	if err != nil {
+		return err
+	}
+	e.Spec = s
+	return nil
+}
 
 func (e *workerEntry) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
@@ -125,7 +160,8 @@ func defaultOptions() options {
 		MaxPrompts:          router.DefaultMaxPrompts,
 		HealthInterval:      router.DefaultHealthInterval,
 		HealthTimeout:       router.DefaultHealthTimeout,
-		DrainTimeout:        30 * time.Second,
+		DrainTimeout:        router.DefaultDrainTimeout,
+		DiscoverInterval:    discovery.DefaultInterval,
 		LogLevel:            "info",
 	}
 }
@@ -161,7 +197,24 @@ func (f workerFlag) Set(s string) error {
 		}
 		return nil
 	}
-	f.o.Workers = append(f.o.Workers, workerEntry{sp})
+	f.o.Workers = append(f.o.Workers, workerEntry{Spec: sp, fromFlag: true})
+	return nil
+}
+
+// discoverFlag appends each --discover to the options' discover specs; like workerFlag it
+// keeps an error instead of returning it.
+type discoverFlag struct{ o *options }
+
+func (f discoverFlag) String() string { return "" }
+func (f discoverFlag) Set(s string) error {
+	sp, err := discovery.ParseSpec(s)
+	if err != nil {
+		if f.o.workerErr == nil {
+			f.o.workerErr = fmt.Errorf("gateway: --discover #%d: %w", len(f.o.Discover)+1, err)
+		}
+		return nil
+	}
+	f.o.Discover = append(f.o.Discover, discoverEntry{Spec: sp, fromFlag: true})
 	return nil
 }
 
@@ -187,6 +240,13 @@ A worker SPEC is comma-separated key=value pairs (a bare URL works too):
   tls_cert_file=FILE,tls_key_file=FILE   client certificate for mTLS
 Example: --worker url=http://10.0.0.1:8000,kv_events=tcp://10.0.0.1:5557,replay=tcp://10.0.0.1:5558
 
+A --discover SPEC is a worker SPEC whose url (and any other value) names {host}, plus dns=NAME:
+every address NAME resolves to becomes a worker, re-resolved every --discover-interval; an
+address that leaves is drained. With srv=true NAME's SRV records give the hosts and {port}:
+  --discover dns=vllm.ns.svc.cluster.local,url=http://{host}:8000,kv_events=tcp://{host}:5557,replay=tcp://{host}:5558
+  --discover dns=_http._tcp.vllm.ns.svc.cluster.local,srv=true,url=http://{host}:{port}
+Several models: the --config file's models: list (docs/operations.md).
+
 Flags (each also a key of the --config YAML file, with underscores):
 `
 
@@ -197,7 +257,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
 	}
-	fs.String("config", "", "YAML `FILE` with the same keys as the flags (workers: a list of specs or mappings); flags override it")
+	fs.String("config", "", "YAML `FILE` with the same keys as the flags (workers: a list of specs or mappings; discover: specs; models: one entry per further model); flags override it; workers, discover and models are re-read when it changes and on SIGHUP")
 	fs.StringVar(&o.Host, "host", o.Host, "address to listen on for the API and the metrics")
 	fs.IntVar(&o.Port, "port", o.Port, "API port (0: any free port, logged at start)")
 	fs.IntVar(&o.PrometheusPort, "prometheus-port", o.PrometheusPort, "port of the /metrics listener on --host (-1: disabled)")
@@ -213,6 +273,9 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Model, "model", o.Model, "served model `NAME` (default: --model-path's base name, else the name the first worker reports)")
 	o.chatOptions.addFlags(fs)
 	fs.Var(workerFlag{o}, "worker", "worker `SPEC` (repeatable; see above)")
+	fs.Var(discoverFlag{o}, "discover", "DNS discovery `SPEC`: dns=NAME[,srv=true] and a worker SPEC template with {host} (and {port}) (repeatable; see above)")
+	fs.DurationVar(&o.DiscoverInterval, "discover-interval", o.DiscoverInterval, "how often --discover names are resolved again (a failed lookup keeps the last answer's workers)")
+	fs.StringVar(&o.DNSServer, "dns-server", o.DNSServer, "`HOST:PORT` of the DNS server --discover asks (default: the system's resolver)")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "routing policy: "+strings.Join(policy.Names(), ", "))
 	fs.Float64Var(&o.CacheThreshold, "cache-threshold", o.CacheThreshold, "cache_aware: minimum matched/request block ratio for the best-matching worker to win")
 	fs.Int64Var(&o.BalanceAbsThreshold, "balance-abs-threshold", o.BalanceAbsThreshold, "cache_aware/cost: imbalance when max_load-min_load exceeds this (and the relative threshold)")
@@ -237,7 +300,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "worker health check period (/health or gRPC HealthCheck)")
 	fs.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "timeout of one health check")
 	fs.DurationVar(&o.UpstreamTimeout, "upstream-timeout", o.UpstreamTimeout, "bound on a whole request to a worker (0: none)")
-	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "on SIGTERM, how long in-flight requests and streams may finish")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "on SIGTERM, how long in-flight requests and streams may finish; also how long a worker that leaves the fleet (DNS, config reload) may finish its own")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error (debug logs one line per routing decision)")
 	return fs
 }
@@ -266,6 +329,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return probe, fmt.Errorf("gateway: unexpected arguments %q", pfs.Args())
 	}
 	o := defaultOptions()
+	o.args = args
 	if f := pfs.Lookup("config").Value.String(); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -307,6 +371,16 @@ func (o *options) validate() error {
 		return errors.New("gateway: --chat-template needs --model-path (the model's tokenizer_config.json gives the special tokens)")
 	case o.DrainTimeout < 0:
 		return errors.New("gateway: --drain-timeout must not be negative")
+	case o.DiscoverInterval <= 0:
+		return errors.New("gateway: --discover-interval must be positive")
 	}
-	return o.chatOptions.validate()
+	if o.DNSServer != "" {
+		if _, err := discovery.NewResolver(o.DNSServer); err != nil {
+			return fmt.Errorf("gateway: --dns-server: %w", err)
+		}
+	}
+	if err := o.chatOptions.validate(); err != nil {
+		return err
+	}
+	return o.validateFleet()
 }

@@ -20,7 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/discovery"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/router"
@@ -32,8 +32,8 @@ import (
 const abortGrace = time.Second
 
 // hooks connect serve to its caller: up receives the bound addresses once every listener is up
-// (tests use it with port 0); reload delivers the signals that re-read --api-key-file (SIGHUP).
-// Both may be nil.
+// (tests use it with port 0); reload delivers the signals that re-read --api-key-file and the
+// --config file (SIGHUP). Both may be nil.
 type hooks struct {
 	up     func(boundAddrs)
 	reload <-chan os.Signal
@@ -65,12 +65,18 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range o.Workers {
-		if _, err := rt.AddWorker(w.Spec); err != nil {
-			return fmt.Errorf("gateway: worker %s: %w", w.URL, err)
-		}
+	dw, err := newDiscovery(o, rt, log, reg)
+	if err != nil {
+		return err
 	}
-	if len(o.Workers) == 0 {
+	rl, err := newReloader(rt, dw, o, log, reg)
+	if err != nil {
+		return err
+	}
+	if err := rl.apply(o); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if len(o.allWorkers()) == 0 && len(o.discoverSpecs()) == 0 {
 		log.Warn("no workers configured; add them with POST /workers on the admin listener")
 	}
 
@@ -114,6 +120,16 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	defer stopRouter()
 	var g errgroup.Group
 	g.Go(func() error { return rt.Run(rctx) })
+	g.Go(func() error { return dw.Run(rctx) })
+	changed := make(chan struct{}, 1)
+	if path := configPath(o); path != "" {
+		g.Go(func() error {
+			if err := watchConfig(rctx, path, changed, log); err != nil {
+				log.Warn("the config file is not watched; SIGHUP reloads it", zap.Error(err))
+			}
+			return nil
+		})
+	}
 	serveErr := make(chan error, len(servers))
 	for _, s := range servers {
 		g.Go(func() error {
@@ -124,7 +140,7 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 		})
 	}
 
-	failed := waitForStop(ctx, o, rt, log, serveErr, h.reload)
+	failed := waitForStop(ctx, o, rt, rl, log, serveErr, h.reload, changed)
 	drain(o.DrainTimeout, api, rt, log)
 	for _, s := range servers[1:] {
 		_ = s.srv.Close()
@@ -209,8 +225,10 @@ func warnExposure(log *zap.Logger, o options, a boundAddrs, keys []string) {
 }
 
 // waitForStop returns when ctx is done (nil) or a listener failed (its error), reloading the
-// client keys on every reload signal meanwhile.
-func waitForStop(ctx context.Context, o options, rt *router.Router, log *zap.Logger, serveErr <-chan error, reload <-chan os.Signal) error {
+// client keys and the config file on every reload signal, and the config file when it changed,
+// meanwhile.
+func waitForStop(ctx context.Context, o options, rt *router.Router, rl *reloader, log *zap.Logger, serveErr <-chan error,
+	reload <-chan os.Signal, changed <-chan struct{}) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,8 +239,30 @@ func waitForStop(ctx context.Context, o options, rt *router.Router, log *zap.Log
 			return err
 		case <-reload:
 			reloadKeys(o, rt, log)
+			rl.reload(true, "SIGHUP")
+		case <-changed:
+			rl.reload(false, "file changed")
 		}
 	}
+}
+
+// newDiscovery builds the DNS discovery of --discover (and of the config file's discover
+// specs, now or after a reload), resolving through --dns-server when given; its answers become
+// the router's workers of origin "dns NAME".
+func newDiscovery(o options, rt *router.Router, log *zap.Logger, reg prometheus.Registerer) (*discovery.Watcher, error) {
+	cfg := discovery.Config{Interval: o.DiscoverInterval, Logger: log.Named("discovery"), Registerer: reg}
+	if o.DNSServer != "" {
+		r, err := discovery.NewResolver(o.DNSServer)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: --dns-server: %w", err)
+		}
+		cfg.Resolver = r
+	}
+	w, err := discovery.New(cfg, rt.SyncWorkers)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: discovery: %w", err)
+	}
+	return w, nil
 }
 
 // reloadKeys re-reads --api-key-file and swaps the client keys; on any error the keys in force
@@ -312,6 +352,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		HealthTimeout:         o.HealthTimeout,
 		EngineMetricsInterval: o.EngineMetricsInterval,
 		UpstreamTimeout:       o.UpstreamTimeout,
+		DrainTimeout:          o.DrainTimeout,
 		KVListen:              o.KVListen,
 		Logger:                log,
 		Registerer:            reg,
@@ -324,9 +365,9 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 	var cs chatSetup
 	switch {
 	case o.ModelPath != "":
-		t, err := tokenizer.LoadDir(o.ModelPath)
+		t, err := loadModelTokenizer(o.ModelPath, "")
 		if err != nil {
-			return cfg, fmt.Errorf("gateway: --model-path: %w", err)
+			return cfg, err
 		}
 		cfg.Tokenizer = router.FromTokenizer(t)
 		if cfg.Model == "" {
@@ -336,14 +377,24 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 			return cfg, err
 		}
 	case o.Tokenizer != "":
-		t, err := tokenizer.LoadFile(o.Tokenizer)
+		t, err := loadModelTokenizer("", o.Tokenizer)
 		if err != nil {
-			return cfg, fmt.Errorf("gateway: --tokenizer: %w", err)
+			return cfg, err
 		}
 		cfg.Tokenizer = router.FromTokenizer(t)
 		log.Warn("--tokenizer without --model-path: no chat template, so chat requests are routed without prefix information")
-	default:
+	case len(o.Models) == 0:
 		log.Warn("no tokenizer (--model-path/--tokenizer): text prompts and chat requests are routed without prefix information")
+	}
+	for _, m := range o.Models {
+		if m.Name == cfg.Model {
+			return cfg, fmt.Errorf("gateway: config: model %q is the top-level model (--model-path's base name) already", m.Name)
+		}
+		rm, err := buildModel(&o, m, log)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Models = append(cfg.Models, rm)
 	}
 	if cs.renderer == nil {
 		// Parsers still apply to grpc:// workers' chat output (with no renderer such a request
@@ -355,32 +406,14 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		cfg.Chat = cs.renderer
 	}
 	cfg.ChatParsers, cfg.ReasoningField = cs.parsers, o.ReasoningField
-	pc := policy.DefaultConfig()
-	pc.CacheThreshold = o.CacheThreshold
-	pc.BalanceAbsThreshold = o.BalanceAbsThreshold
-	pc.BalanceRelThreshold = o.BalanceRelThreshold
-	pc.PrefillWeight = o.PrefillWeight
-	pc.Temperature = o.Temperature
-	p, err := policy.New(o.Policy, pc)
+	p, err := policy.New(o.policyConfig(nil))
 	if err != nil {
 		return cfg, fmt.Errorf("gateway: --policy: %w", err)
 	}
 	cfg.Policy = p
-	idx, err := indexer.New(indexer.Config{MaxBlocks: o.IndexMaxBlocks})
-	if err != nil {
-		return cfg, fmt.Errorf("gateway: index: %w", err)
+	if cfg.Index, cfg.Tree, cfg.Pending, err = buildIndexes(&o, o.BlockSize); err != nil {
+		return cfg, fmt.Errorf("gateway: %w", err)
 	}
-	cfg.Index = idx
-	tree, err := indexer.NewTree(indexer.TreeConfig{BlockSize: o.BlockSize, MaxBlocksPerWorker: o.TreeMaxBlocks, TTL: o.TreeTTL})
-	if err != nil {
-		return cfg, fmt.Errorf("gateway: tree: %w", err)
-	}
-	cfg.Tree = tree
-	pend, err := indexer.NewPending(indexer.PendingConfig{TTL: o.PendingTTL})
-	if err != nil {
-		return cfg, fmt.Errorf("gateway: pending: %w", err)
-	}
-	cfg.Pending = pend
 	km, err := kvbridge.NewMetrics(reg)
 	if err != nil {
 		return cfg, err
@@ -399,4 +432,24 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	enc.EncodeDuration = zapcore.StringDurationEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
+}
+
+// loadModelTokenizer loads a model directory's tokenizer (dir) or a tokenizer.json (file); neither
+// given: nil.
+func loadModelTokenizer(dir, file string) (*tokenizer.Tokenizer, error) {
+	switch {
+	case dir != "":
+		t, err := tokenizer.LoadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: model path %s: %w", dir, err)
+		}
+		return t, nil
+	case file != "":
+		t, err := tokenizer.LoadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: tokenizer %s: %w", file, err)
+		}
+		return t, nil
+	}
+	return nil, nil
 }

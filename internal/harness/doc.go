@@ -39,8 +39,9 @@
 // and processes that clear their environment and leave their group.
 //
 // Launcher builds on these to start the kvgate fleet itself with free loopback ports: simulators
-// (optionally publishing KV events with replay), gateway replicas, nginx with a given
-// configuration, and a Prometheus server; each Start* waits until the process answers.
+// (optionally publishing KV events with replay, on any 127.0.0.0/8 address), gateway replicas,
+// nginx with a given configuration, a Prometheus server, and a dnsmasq answering from a hosts
+// file the caller rewrites (DNS discovery); each Start* waits until the process answers.
 //
 // Nothing here sleeps to synchronise: readiness, a group's exit and survivors are polled with a
 // ticker under a deadline, and a process's exit is observed on the channel returned by

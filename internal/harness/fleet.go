@@ -55,6 +55,9 @@ type SimOptions struct {
 	Port, EventsPort, ReplayPort int
 	// TLS, when set, serves the simulator's HTTP (then https://) and gRPC ports over TLS.
 	TLS *SimTLS
+	// Host is the loopback address the simulator listens on (default 127.0.0.1): simulators
+	// on 127.0.0.2, .3, ... may then share ports, as the pods behind one DNS name do.
+	Host string
 }
 
 // SimTLS are the TLS files of a simulator: its server certificate (--tls-cert, --tls-key),
@@ -121,12 +124,16 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 			ports[i] = fixed
 		}
 	}
-	s := &Sim{Port: ports[0], URL: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
+	host := o.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	s := &Sim{Port: ports[0], URL: fmt.Sprintf("http://%s:%d", host, ports[0])}
 	// The model directory, not just tokenizer.json: the simulator then serves chat with its template.
-	args := []string{"--host", "127.0.0.1", "--port", fmt.Sprint(s.Port), "--tokenizer", filepath.Dir(l.Tokenizer), "--model", l.Model}
+	args := []string{"--host", host, "--port", fmt.Sprint(s.Port), "--tokenizer", filepath.Dir(l.Tokenizer), "--model", l.Model}
 	probe := &http.Client{Timeout: 2 * time.Second}
 	if o.TLS != nil {
-		s.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+		s.URL = fmt.Sprintf("https://%s:%d", host, ports[0])
 		args = append(args, "--tls-cert", o.TLS.CertFile, "--tls-key", o.TLS.KeyFile)
 		if o.TLS.ClientCAFile != "" {
 			args = append(args, "--tls-client-ca", o.TLS.ClientCAFile)
@@ -136,8 +143,8 @@ func (l *Launcher) StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 		}
 	}
 	if o.Events {
-		s.KVEvents = fmt.Sprintf("tcp://127.0.0.1:%d", ports[1])
-		s.Replay = fmt.Sprintf("tcp://127.0.0.1:%d", ports[2])
+		s.KVEvents = fmt.Sprintf("tcp://%s:%d", host, ports[1])
+		s.Replay = fmt.Sprintf("tcp://%s:%d", host, ports[2])
 		args = append(args, "--kv-events", s.KVEvents, "--kv-replay", s.Replay)
 	}
 	if o.TimeScale > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -14,27 +15,39 @@ import (
 // upstream key.
 type workerView struct {
 	worker.Spec
-	Kind          string `json:"kind"`
-	Healthy       bool   `json:"healthy"`
-	HealthMessage string `json:"health_message,omitempty"`
-	ReportedModel string `json:"reported_model,omitempty"`
-	InFlight      int64  `json:"in_flight"`
-	EngineLoad    *int64 `json:"engine_load,omitempty"`
-	BlockSizeUsed int    `json:"block_size_used"`
-	EventFed      bool   `json:"event_fed"`
-	EventStream   string `json:"event_stream,omitempty"`
-	IndexBlocks   int    `json:"index_blocks"`
-	Runtime       string `json:"runtime_detected,omitempty"`
+	// Origin is where the worker came from: flag, file, admin or "dns NAME" (a discovery).
+	Origin string `json:"origin"`
+	// Pool is the configured model the worker is routed under ("": the default pool).
+	Pool string `json:"pool,omitempty"`
+	// Draining is set once the worker left the fleet: it takes no new request and is removed
+	// when its in-flight ones have finished (or the drain timeout passed); DrainingSeconds is
+	// how long it has been draining.
+	Draining        bool    `json:"draining"`
+	DrainingSeconds float64 `json:"draining_seconds,omitempty"`
+	Kind            string  `json:"kind"`
+	Healthy         bool    `json:"healthy"`
+	HealthMessage   string  `json:"health_message,omitempty"`
+	ReportedModel   string  `json:"reported_model,omitempty"`
+	InFlight        int64   `json:"in_flight"`
+	EngineLoad      *int64  `json:"engine_load,omitempty"`
+	BlockSizeUsed   int     `json:"block_size_used"`
+	EventFed        bool    `json:"event_fed"`
+	EventStream     string  `json:"event_stream,omitempty"`
+	IndexBlocks     int     `json:"index_blocks"`
+	Runtime         string  `json:"runtime_detected,omitempty"`
 }
 
 func (rt *Router) view(m *member) workerView {
 	v := workerView{
-		Spec: m.w.Spec().Redacted(), Kind: m.w.Kind().String(), Healthy: m.w.Healthy(), HealthMessage: m.w.HealthMessage(),
+		Spec: m.w.Spec().Redacted(), Origin: m.origin, Pool: m.pool.name, Kind: m.w.Kind().String(), Healthy: m.w.Healthy(), HealthMessage: m.w.HealthMessage(),
 		ReportedModel: m.w.ReportedModel(), InFlight: m.w.InFlight(), BlockSizeUsed: m.blockSize(),
 		EventFed: m.eventFed(), IndexBlocks: m.indexBlocks(),
 	}
 	if n, _, ok := m.w.EngineLoad(); ok {
 		v.EngineLoad = &n
+	}
+	if t := m.drainStart.Load(); t != 0 {
+		v.Draining, v.DrainingSeconds = true, rt.now().Sub(time.Unix(0, t)).Seconds()
 	}
 	if st, ok := m.streamState(); ok {
 		v.EventStream = st.String()
@@ -45,13 +58,54 @@ func (rt *Router) view(m *member) workerView {
 	return v
 }
 
+// poolView is one entry of the "pools" of GET /workers: a model's pool and its index.
+type poolView struct {
+	// Model is the configured model's name, or the default model's for the default pool.
+	Model   string `json:"model"`
+	Default bool   `json:"default,omitempty"`
+	// Workers and Draining count the pool's serving and draining workers.
+	Workers  int `json:"workers"`
+	Draining int `json:"draining"`
+	// IndexKeys is the number of distinct block keys in the pool's event index; IndexBlocks
+	// the (worker, block) pairs it holds, which is the sum of its workers' index_blocks.
+	IndexKeys   int `json:"index_keys"`
+	IndexBlocks int `json:"index_blocks"`
+}
+
+// handleListWorkers lists the serving workers, then the draining ones, and every pool.
 func (rt *Router) handleListWorkers(w http.ResponseWriter, _ *http.Request) {
-	ms := rt.members()
+	f := rt.fleet.Load()
 	out := struct {
 		Workers []workerView `json:"workers"`
-	}{Workers: make([]workerView, 0, len(ms))}
-	for _, m := range ms {
+		Pools   []poolView   `json:"pools"`
+	}{Workers: make([]workerView, 0, len(f.members)+len(f.draining))}
+	pools := []*pool{f.def}
+	for _, n := range f.modelNames {
+		pools = append(pools, f.models[n])
+	}
+	views := make(map[*pool]*poolView, len(pools))
+	for _, p := range pools {
+		ix := p.lookup.Index
+		v := &poolView{Model: p.name, IndexKeys: ix.Len(), IndexBlocks: ix.Memberships()}
+		if p == f.def {
+			v.Model, v.Default = f.defaultModel(rt.cfg.Model), true
+		}
+		views[p] = v
+	}
+	for _, m := range f.members {
 		out.Workers = append(out.Workers, rt.view(m))
+		if v := views[m.pool]; v != nil {
+			v.Workers++
+		}
+	}
+	for _, m := range f.draining {
+		out.Workers = append(out.Workers, rt.view(m))
+		if v := views[m.pool]; v != nil {
+			v.Draining++
+		}
+	}
+	for _, p := range pools {
+		out.Pools = append(out.Pools, *views[p])
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -19,8 +19,8 @@ type ChatRenderer interface {
 // and tokenized exactly as the engine will (Config.Chat) and routed on those ids like a
 // completion. http:// workers get the client's body (model renamed) and render it themselves;
 // grpc:// workers get the ids, and their output becomes the chat response in pkg/engine, parsed
-// by Config.ChatParsers. Without a renderer the request is routed without prefix information,
-// and only http:// workers can serve it.
+// by the model's parsers (Config.ChatParsers, Model.ChatParsers). Without a renderer the request
+// is routed without prefix information, and only http:// workers can serve it.
 func (rt *Router) handleChat(w http.ResponseWriter, r *http.Request) {
 	c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
 	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
@@ -38,24 +38,24 @@ func (rt *Router) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !rt.admitModel(w, c, req.Model) {
 		return
 	}
-	ids, prompt, aerr := rt.renderChat(req)
+	ids, prompt, aerr := rt.renderChat(c.pool, req)
 	if aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
 	c.req.Tokens = [][]uint32{ids}
-	c.req.ChatOutput = engine.ChatOutput{Parsers: rt.cfg.ChatParsers, Info: chat.InfoFor(req, prompt), ReasoningField: rt.cfg.ReasoningField}
+	c.req.ChatOutput = engine.ChatOutput{Parsers: c.pool.parsers, Info: chat.InfoFor(req, prompt), ReasoningField: c.pool.reasoningField}
 	rt.serve(w, r, c)
 }
 
-// renderChat returns the token ids (and prompt text) a chat request is routed on, or nil ids
-// without a renderer.
-func (rt *Router) renderChat(req *openai.ChatRequest) ([]uint32, string, *openai.Error) {
-	if rt.cfg.Chat == nil {
+// renderChat returns the token ids (and prompt text) a chat request is routed on, rendered
+// with pool p's renderer, or nil ids without one.
+func (rt *Router) renderChat(p *pool, req *openai.ChatRequest) ([]uint32, string, *openai.Error) {
+	if p.chat == nil {
 		return nil, "", nil
 	}
 	t0 := time.Now()
-	res, aerr := rt.cfg.Chat.Render(req)
+	res, aerr := p.chat.Render(req)
 	rt.met.tokenize.Observe(time.Since(t0).Seconds())
 	if aerr != nil {
 		return nil, "", aerr

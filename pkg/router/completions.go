@@ -28,6 +28,9 @@ type call struct {
 	// req is what the engines get (the parsed request, its tokens, the client's headers).
 	req     engine.Request
 	arrival time.Time
+	// pool is the model's pool the request was admitted to (admitModel): its tokenizer and
+	// chat renderer make the tokens route uses.
+	pool *pool
 }
 
 // routeTokens returns the tokens the request is routed on: its first prompt's.
@@ -48,23 +51,28 @@ func (rt *Router) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if !rt.admitModel(w, c, c.req.Completion.Model) {
 		return
 	}
-	if c.req.Tokens, aerr = rt.promptTokens(c.req.Completion); aerr != nil {
+	if c.req.Tokens, aerr = rt.promptTokens(c.pool, c.req.Completion); aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
 	rt.serve(w, r, c)
 }
 
-// admitModel defaults the requested model and answers 404 for one no worker serves.
+// admitModel defaults the requested model, finds its pool and answers 404 for a model the
+// gateway does not serve (the message names only what the client asked for).
 func (rt *Router) admitModel(w http.ResponseWriter, c *call, model string) bool {
+	f := rt.fleet.Load()
+	def := f.defaultModel(rt.cfg.Model)
 	if model == "" {
-		model = rt.defaultModel()
+		model = def
 	}
 	c.req.Model = model
-	if !rt.knowsModel(model) {
+	p, ns := f.resolve(model)
+	if !f.knows(p, model, def, ns) {
 		openai.WriteError(w, routeError(model, false, false))
 		return false
 	}
+	c.pool = p
 	return true
 }
 
@@ -116,14 +124,14 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // promptTokens returns the token ids of every prompt: at most MaxPrompts of them, token-id
-// prompts checked against the vocabulary, text prompts tokenized (when a tokenizer is
-// configured), all checked against MaxPromptTokens.
-func (rt *Router) promptTokens(req *openai.CompletionRequest) ([][]uint32, *openai.Error) {
+// prompts checked against the vocabulary, text prompts tokenized (when pool p has a
+// tokenizer), all checked against MaxPromptTokens.
+func (rt *Router) promptTokens(p *pool, req *openai.CompletionRequest) ([][]uint32, *openai.Error) {
 	if len(req.Prompts) > rt.cfg.MaxPrompts {
 		return nil, openai.BadRequest("prompt", fmt.Sprintf("at most %d prompts per request, got %d", rt.cfg.MaxPrompts, len(req.Prompts)))
 	}
 	out := make([][]uint32, len(req.Prompts))
-	tk := rt.cfg.Tokenizer
+	tk := p.tok
 	var tokTime time.Duration
 	for i := range req.Prompts {
 		p := &req.Prompts[i]

@@ -16,6 +16,8 @@ import (
 // routeExplanation is the GET /debug/route body.
 type routeExplanation struct {
 	Model         string          `json:"model"`
+	Pool          string          `json:"pool,omitempty"`      // the configured model whose pool routes it ("" the default pool)
+	Prompt        string          `json:"prompt,omitempty"`    // a chat body's rendered prompt
 	Namespace     string          `json:"namespace,omitempty"` // block-key namespace: the LoRA adapter
 	Policy        string          `json:"policy"`
 	KVIndex       string          `json:"kv_index"`
@@ -67,12 +69,22 @@ func policyName(p policy.Policy) string {
 // source, which decides nothing for the next request).
 func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	tokens, aerr := rt.debugTokens(q)
+	model := rt.debugModel(q.Get("model"))
+	p, _ := rt.fleet.Load().resolve(model)
+	tokens, aerr := rt.debugTokens(p, q)
 	if aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
-	rt.explainRoute(w, q.Get("model"), tokens)
+	rt.explainRoute(w, model, tokens, "")
+}
+
+// debugModel defaults the model of a request /debug/route explains.
+func (rt *Router) debugModel(model string) string {
+	if model == "" {
+		return rt.defaultModel()
+	}
+	return model
 }
 
 // handleDebugRouteBody explains the route of a request body, as POST /v1/completions or POST
@@ -85,7 +97,7 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, aerr)
 		return
 	}
-	var model string
+	var model, prompt string
 	var tokens []uint32
 	if isChatBody(body) {
 		req, aerr := openai.ParseChat(body, openai.Limits{MaxN: rt.cfg.MaxN})
@@ -93,29 +105,32 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 			openai.WriteError(w, aerr)
 			return
 		}
-		if tokens, _, aerr = rt.renderChat(req); aerr != nil {
+		model = rt.debugModel(req.Model)
+		p, _ := rt.fleet.Load().resolve(model)
+		if tokens, prompt, aerr = rt.renderChat(p, req); aerr != nil {
 			openai.WriteError(w, aerr)
 			return
 		}
-		model = req.Model
 	} else {
 		req, aerr := openai.ParseCompletion(body, openai.Limits{MaxN: rt.cfg.MaxN})
 		if aerr != nil {
 			openai.WriteError(w, aerr)
 			return
 		}
-		all, aerr := rt.promptTokens(req)
+		model = rt.debugModel(req.Model)
+		p, _ := rt.fleet.Load().resolve(model)
+		all, aerr := rt.promptTokens(p, req)
 		if aerr != nil {
 			openai.WriteError(w, aerr)
 			return
 		}
-		tokens, model = all[0], req.Model
+		tokens = all[0]
 	}
 	if len(tokens) == 0 {
 		openai.WriteError(w, openai.BadRequest("messages", "the gateway has no tokenizer or chat template for this request (--model-path)"))
 		return
 	}
-	rt.explainRoute(w, model, tokens)
+	rt.explainRoute(w, model, tokens, prompt)
 }
 
 // isChatBody reports whether a request body is a chat request (it has "messages").
@@ -126,19 +141,19 @@ func isChatBody(body []byte) bool {
 	return json.Unmarshal(body, &probe) == nil && probe.Messages != nil
 }
 
-// explainRoute writes the explanation of routing tokens for model ("" for the default).
-func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uint32) {
-	if model == "" {
-		model = rt.defaultModel()
-	}
-	def := rt.defaultModel()
-	ns := rt.adapterNamespace(model)
-	out := routeExplanation{Model: model, Namespace: ns, Policy: policyName(rt.cfg.Policy), KVIndex: rt.cfg.KVIndex, PromptTokens: len(tokens),
-		BlockSize: rt.cfg.BlockSize, RequestBlocks: len(tokens) / rt.cfg.BlockSize, Workers: []workerExplain{}}
+// explainRoute writes the explanation of routing tokens (rendered from prompt, for a chat
+// body) for model, defaulted.
+func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uint32, prompt string) {
+	f := rt.fleet.Load()
+	def := f.defaultModel(rt.cfg.Model)
+	p, ns := f.resolve(model)
+	bs := p.blockSize
+	out := routeExplanation{Model: model, Pool: p.name, Prompt: prompt, Namespace: ns, Policy: policyName(p.policy), KVIndex: rt.cfg.KVIndex,
+		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Workers: []workerExplain{}}
 	s := new(routeScratch)
 	var ineligible []*member
-	for _, m := range rt.members() {
-		if !eligibleFor(m, model, def, ns) {
+	for _, m := range f.members {
+		if m.pool != p || !eligibleFor(m, model, def, ns) {
 			continue
 		}
 		if m.w.Healthy() && (rt.cfg.MaxInFlightPerWorker == 0 || m.w.InFlight() < int64(rt.cfg.MaxInFlightPerWorker)) {
@@ -147,7 +162,7 @@ func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uin
 			ineligible = append(ineligible, m)
 		}
 	}
-	rt.score(s, tokens, ns, true)
+	rt.score(s, p, tokens, ns, true)
 	for i, m := range s.members {
 		sc, c := s.scores[i], s.cands[i]
 		out.Workers = append(out.Workers, rt.explainWorker(m, true, sc, c))
@@ -156,15 +171,15 @@ func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uin
 		out.Workers = append(out.Workers, rt.explainWorker(m, false, indexer.Score{BlockSize: m.blockSize()}, policy.Candidate{}))
 	}
 	if len(s.members) == 0 {
-		out.Error = routeError(model, len(ineligible) > 0, false).Message
+		out.Error = routeError(model, len(ineligible) > 0 || p.name != "", false).Message
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	req := policy.Request{Blocks: len(tokens) / rt.cfg.BlockSize, Tokens: len(tokens)}
-	if keys := s.lookup.Keys(rt.cfg.BlockSize); len(keys) > 0 {
+	req := policy.Request{Blocks: len(tokens) / bs, Tokens: len(tokens)}
+	if keys := s.lookup.Keys(bs); len(keys) > 0 {
 		req.FirstBlock = keys[0]
 	}
-	if ex, ok := rt.cfg.Policy.(policy.Explainer); ok {
+	if ex, ok := p.policy.(policy.Explainer); ok {
 		d, note := ex.Explain(&req, s.cands)
 		out.Decision = &decisionView{Reason: string(d.Reason), Note: note}
 		if d.Index >= 0 && d.Index < len(s.members) {
@@ -173,7 +188,7 @@ func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uin
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	d := rt.cfg.Policy.Pick(&req, s.cands)
+	d := p.policy.Pick(&req, s.cands)
 	if d.Index >= 0 && d.Index < len(s.members) {
 		out.Decision = &decisionView{Worker: s.members[d.Index].w.URL(), Reason: string(d.Reason), MatchedBlocks: s.cands[d.Index].Matched}
 	}
@@ -181,8 +196,8 @@ func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uin
 }
 
 // debugTokens returns the tokens /debug/route explains: ?tokens=1,2,3, or ?prompt= tokenized
-// like a completion prompt.
-func (rt *Router) debugTokens(q url.Values) ([]uint32, *openai.Error) {
+// like a completion prompt of pool p.
+func (rt *Router) debugTokens(p *pool, q url.Values) ([]uint32, *openai.Error) {
 	var tokens []uint32
 	switch {
 	case q.Has("tokens"):
@@ -194,11 +209,11 @@ func (rt *Router) debugTokens(q url.Values) ([]uint32, *openai.Error) {
 			tokens = append(tokens, uint32(v))
 		}
 	case q.Has("prompt"):
-		if rt.cfg.Tokenizer == nil {
+		if p.tok == nil {
 			return nil, openai.BadRequest("prompt", "no tokenizer configured (--model-path); pass ?tokens= instead")
 		}
 		var err error
-		if tokens, err = rt.cfg.Tokenizer.Encode(nil, q.Get("prompt"), true); err != nil {
+		if tokens, err = p.tok.Encode(nil, q.Get("prompt"), true); err != nil {
 			return nil, openai.BadRequest("prompt", "prompt could not be tokenized: "+err.Error())
 		}
 	default:

@@ -13,8 +13,9 @@ const module = "github.com/kvgate/kvgate/"
 
 // allowedImports lists, per package (or package prefix ending in "/"), the module packages it may
 // import directly (DESIGN.md §2): a request moves down router → openai, chat, engine, policy,
-// indexer, kvbridge, tokenizer → worker; an event batch down kvbridge → indexer → worker;
-// cmd/* → pkg/*; nothing imports router or cmd. Generated api packages may import each other.
+// indexer, kvbridge, tokenizer → worker; an event batch down kvbridge → indexer → worker; a
+// membership change from discovery (DNS names → worker specs) → worker, wired into the router by
+// cmd/gateway; cmd/* → pkg/*; nothing imports router or cmd. Generated api packages may import each other.
 // A package missing from the table may import nothing of the module, so a new package has to
 // be placed here deliberately.
 var allowedImports = map[string][]string{
@@ -28,6 +29,7 @@ var allowedImports = map[string][]string{
 	"pkg/kvbridge":  {"pkg/indexer", "pkg/worker", "api/"},
 	"pkg/engine":    {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/worker", "api/"},
 	"pkg/sim":       {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/kvbridge", "pkg/indexer", "pkg/worker", "api/"},
+	"pkg/discovery": {"pkg/worker"},
 	"pkg/router":    {"pkg/openai", "pkg/chat", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/kvbridge", "pkg/tokenizer", "pkg/worker"},
 	"cmd/":          {"pkg/", "api/", "internal/"},
 	"internal/":     {"pkg/", "api/", "internal/"},
@@ -133,6 +135,8 @@ func TestImportRuleTable(t *testing.T) {
 		{"pkg/kvbridge", "api/vllm", true},
 		{"pkg/router", "api/vllm", false}, // the router speaks to engines only through pkg/engine
 		{"pkg/newthing", "pkg/worker", false},
+		{"pkg/discovery", "pkg/worker", true},
+		{"pkg/discovery", "pkg/router", false},
 	}
 	for _, tt := range tests {
 		list, _ := rule(tt.pkg)

@@ -17,11 +17,23 @@
 // copies the response to the client through one write loop (SSE error events via pkg/openai).
 // A failure before the first byte is retried once on the next-best worker.
 //
-// The fleet (fleet.go, member.go): AddWorker builds a member (engine client, index IDs, one per
-// DP rank); Run starts each member's health loop (health.go: health checks, model discovery,
-// engine-load scrapes) and its event source (events.go: kvbridge.NewSource, or the --kv-listen
-// collector by topic). The fleet is an immutable snapshot read without locks; changes build a
-// new one. RemoveWorker stops the member, waits for the collector and drops its blocks.
+// Models (pool.go): each model is a pool of workers with its own tokenizer, chat renderer and
+// parsers, policy and index, tree and pending overlay, so that prompts and cached blocks of two
+// models never mix. The default pool is Config's own fields (the workers whose spec names no
+// configured model, served exactly as with no models at all); Config.Models, SetModel and
+// RemoveModel add the others. A request's model picks its pool (fleet.resolve) before it is
+// tokenized or rendered, and route considers that pool's workers only.
+//
+// The fleet (fleet.go, member.go, drain.go): workers come from origins (flag, file, admin, a
+// DNS discovery's "dns NAME"); SyncWorkers sets one origin's workers and reconcileLocked moves
+// the fleet there, building a member (engine client, index IDs, one per DP rank) for each new
+// URL in the pool its spec names. Run starts each member's health loop (health.go: health
+// checks, model discovery, engine-load scrapes) and its event source (events.go:
+// kvbridge.NewSource, or the --kv-listen collector by topic). A worker that leaves drains: it
+// is routed no more, its in-flight requests finish (for at most DrainTimeout), then its
+// goroutines stop and its blocks leave the index. The fleet, with the pools, is an immutable
+// snapshot read without locks; changes build a new one. RemoveWorker (the admin API's DELETE)
+// removes a worker at once, without a drain.
 //
 // Lifecycle: New validates a Config and starts nothing; Run owns every background goroutine and
 // returns when they have exited.

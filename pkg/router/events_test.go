@@ -296,3 +296,76 @@ func TestDownWorkerLeavesIndexAndRebuildsOnReturn(t *testing.T) {
 	}
 	g.waitFor(t, "index rebuilt by the resync", func() bool { return m.indexBlocks() == 16 })
 }
+
+// A publisher that connects to --kv-listen still binds its own replay ROUTER: a spec with no
+// kv_events but replay= has the collector repair that topic's gaps from it (issue 16), where
+// without one a gap clears the worker.
+func TestKVListenReplayRepairsGaps(t *testing.T) {
+	for _, withReplay := range []bool{true, false} {
+		t.Run("replay="+strconv.FormatBool(withReplay), func(t *testing.T) {
+			b := newFakeWorker(t, "m")
+			g := newTestGateway(t, Config{KVListen: "tcp://127.0.0.1:*"})
+			var ep string
+			g.waitFor(t, "collector bound", func() bool {
+				if col := g.rt.collector.Load(); col != nil {
+					ep = col.Endpoint()
+				}
+				return ep != ""
+			})
+			hostB := strings.TrimPrefix(b.url(), "http://")
+			p, err := kvbridge.NewPublisher(kvbridge.PublisherConfig{Endpoint: ep, Mode: kvbridge.PubConnect, Topic: "kv@" + hostB + "@m", Replay: "tcp://127.0.0.1:*"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = p.Run(ctx) }()
+			defer func() { cancel(); <-done; p.Close() }()
+			spec := worker.Spec{URL: b.url()}
+			if withReplay {
+				_, spec.Replay = p.Endpoints()
+			}
+			if _, err := g.rt.AddWorker(spec); err != nil {
+				t.Fatal(err)
+			}
+			mb := g.rt.fleet.Load().byURL[b.url()]
+			// Publish one chain until the (slow-joining) connection delivers it.
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			deadline := time.After(defaultTestTimeout)
+			for mb.indexBlocks() < 4 {
+				if _, err := p.Publish(storedBatch(bytesOf(strings.Repeat("first chain ....", 4)), 16, 100)); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-tick.C:
+				case <-deadline:
+					t.Fatal("collector never delivered the events")
+				}
+			}
+			// The next batch is lost on the wire (it stays in the publisher's history); the
+			// one after it reveals the gap.
+			p.SetFaults(kvbridge.PublisherFaults{DropEvery: 1})
+			if _, err := p.Publish(storedBatch(bytesOf(strings.Repeat("lost chain .....", 4)), 16, 200)); err != nil {
+				t.Fatal(err)
+			}
+			p.SetFaults(kvbridge.PublisherFaults{})
+			third := bytesOf(strings.Repeat("third chain ....", 4))
+			if _, err := p.Publish(storedBatch(third, 16, 300)); err != nil {
+				t.Fatal(err)
+			}
+			keys := indexer.AppendBlockKeys(nil, third, 16, "")
+			g.waitFor(t, "the batch after the gap applied", func() bool {
+				m := g.rt.cfg.Index.Match(keys, nil)
+				return len(m) == 1 && m[0].Blocks == 4
+			})
+			want := 4 // the gap cleared the worker: only the third chain
+			if withReplay {
+				want = 12 // repaired: all three chains
+			}
+			if got := mb.indexBlocks(); got != want {
+				t.Errorf("blocks after the gap: got %d, want %d", got, want)
+			}
+		})
+	}
+}

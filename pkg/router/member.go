@@ -14,14 +14,20 @@ import (
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
-// member is the router's per-worker state around a *worker.Worker: its index IDs (one per DP
-// rank), its engine client, its event source and the goroutines that run them.
+// member is the router's per-worker state around a *worker.Worker: the pool (model) it is
+// routed in, where it came from, its index IDs (one per DP rank), its engine client, its event
+// source and the goroutines that run them.
 //
 // A member must not be copied.
 type member struct {
-	rt  *Router
-	w   *worker.Worker
-	ids []indexer.WorkerID // set once before the member is published; ids[0] is the tree/pending ID
+	rt     *Router
+	w      *worker.Worker
+	pool   *pool
+	origin string             // OriginFlag, OriginFile, OriginAdmin or a discovery's "dns NAME"
+	ids    []indexer.WorkerID // set once before the member is published; ids[0] is the tree/pending ID
+	// drainStart is when the member began draining (unix nanos; 0: serving).
+	drainStart atomic.Int64
+	closeOnce  sync.Once
 
 	eng engine.Engine
 
@@ -40,12 +46,12 @@ type member struct {
 	running sync.WaitGroup
 }
 
-func newMember(rt *Router, w *worker.Worker) (*member, error) {
-	eng, err := engine.New(w, rt.engineCfg)
+func newMember(rt *Router, w *worker.Worker, p *pool, origin string) (*member, error) {
+	eng, err := engine.New(w, p.engineCfg)
 	if err != nil {
 		return nil, err
 	}
-	return &member{rt: rt, w: w, eng: eng}, nil
+	return &member{rt: rt, w: w, pool: p, origin: origin, eng: eng}, nil
 }
 
 // start launches the member's goroutines: the health loop and, with events configured, the
@@ -99,8 +105,12 @@ func (m *member) stop() {
 	m.running.Wait()
 }
 
-// close releases the member's clients. Call after stop.
-func (m *member) close() { m.eng.Close() }
+// close releases the member's clients, once however often it is called. Call after stop.
+func (m *member) close() { m.closeOnce.Do(m.eng.Close) }
+
+// draining reports whether the member has left the serving fleet and is finishing its
+// in-flight requests.
+func (m *member) draining() bool { return m.drainStart.Load() != 0 }
 
 // source returns the member's event source, or nil.
 func (m *member) source() kvbridge.Source {
@@ -149,13 +159,14 @@ func (m *member) streamSettled() bool {
 // rebuilds its view from its event stream: on reconnect the stream replays from 0, and a batch
 // whose parent was cleared makes the stream resync (kvbridge.Consumer's contract).
 func (m *member) forgetCache() {
+	lk := &m.pool.lookup
 	for _, id := range m.ids {
-		m.rt.cfg.Index.ResetWorker(id)
-		if m.rt.cfg.Tree != nil {
-			m.rt.cfg.Tree.RemoveWorker(id)
+		lk.Index.ResetWorker(id)
+		if lk.Tree != nil {
+			lk.Tree.RemoveWorker(id)
 		}
-		if m.rt.cfg.Pending != nil {
-			m.rt.cfg.Pending.RemoveWorker(id)
+		if lk.Pending != nil {
+			lk.Pending.RemoveWorker(id)
 		}
 	}
 }
@@ -168,13 +179,13 @@ func (m *member) lookupWorker() indexer.LookupWorker {
 
 // blockSize returns the block size the worker is scored at (learned from its events, else its
 // spec's, else the default).
-func (m *member) blockSize() int { return m.rt.lookup.BlockSizeOf(m.lookupWorker()) }
+func (m *member) blockSize() int { return m.pool.lookup.BlockSizeOf(m.lookupWorker()) }
 
 // indexBlocks returns the blocks the index holds for the worker, over its DP ranks.
 func (m *member) indexBlocks() int {
 	n := 0
 	for _, id := range m.ids {
-		n += m.rt.cfg.Index.WorkerBlocks(id)
+		n += m.pool.lookup.Index.WorkerBlocks(id)
 	}
 	return n
 }

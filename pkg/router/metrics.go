@@ -37,7 +37,7 @@ func (m *metrics) decision(r policy.Reason) {
 // Latency buckets for sub-millisecond hot paths (tokenize, lookup): 1 µs … ~0.5 s.
 var fastBuckets = prometheus.ExponentialBuckets(1e-6, 2.5, 15)
 
-func newMetrics(reg prometheus.Registerer, fleet func() []*member) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, fleet func() *fleet) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_requests_total",
@@ -98,10 +98,12 @@ func newMetrics(reg prometheus.Registerer, fleet func() []*member) (*metrics, er
 	return m, nil
 }
 
-// fleetCollector reports per-worker gauges from the current fleet snapshot at scrape time, so a
-// removed worker's series disappear with it and the hot path updates nothing.
+// fleetCollector reports per-worker gauges of the serving workers from the current fleet
+// snapshot at scrape time, so a removed worker's series disappear with it and the hot path
+// updates nothing; draining workers are only counted (one may share its URL, the label, with
+// the worker that replaced it).
 type fleetCollector struct {
-	fleet func() []*member
+	fleet func() *fleet
 }
 
 var (
@@ -111,16 +113,19 @@ var (
 	descBlocks   = prometheus.NewDesc("kvgate_index_blocks", "Blocks the event index holds for the worker (summed over DP ranks).", []string{"worker"}, nil)
 	descEvents   = prometheus.NewDesc("kvgate_worker_event_fed", "1 when the worker is scored from its KV-event stream, 0 when from the approximate tree.", []string{"worker"}, nil)
 	descStream   = prometheus.NewDesc("kvgate_worker_event_stream_state", "State of the worker's KV-event stream (1 for the current state: connecting, up, down, unavailable, stopped).", []string{"worker", "state"}, nil)
+	descDraining = prometheus.NewDesc("kvgate_workers_draining", "Workers that left the fleet and are finishing their in-flight requests.", nil, nil)
 )
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInFlight, descHealthy, descEngine, descBlocks, descEvents, descStream} {
+	for _, d := range []*prometheus.Desc{descInFlight, descHealthy, descEngine, descBlocks, descEvents, descStream, descDraining} {
 		ch <- d
 	}
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.fleet() {
+	f := c.fleet()
+	ch <- prometheus.MustNewConstMetric(descDraining, prometheus.GaugeValue, float64(len(f.draining)))
+	for _, m := range f.members {
 		lbl := m.w.URL()
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(m.w.InFlight()), lbl)
 		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, b2f(m.w.Healthy()), lbl)

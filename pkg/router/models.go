@@ -19,21 +19,35 @@ type modelCard struct {
 	Parent  string `json:"parent,omitempty"` // the base model of a LoRA adapter, as vLLM lists it
 }
 
+// handleModels lists every model the gateway serves: each configured model (with or without a
+// worker up), the names the default pool's workers serve, and the LoRA adapters any worker
+// lists.
 func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
-	def := rt.defaultModel()
+	f := rt.fleet.Load()
+	def := f.defaultModel(rt.cfg.Model)
 	seen := map[string]bool{}
 	list := modelList{Object: "list", Data: []modelCard{}}
-	for _, m := range rt.members() {
-		name := m.w.ServedModel(def)
+	card := func(name string) {
 		if name == "" || seen[name] {
-			continue
+			return
 		}
 		seen[name] = true
 		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate"})
 	}
+	for _, name := range f.modelNames {
+		card(name)
+	}
+	for _, m := range f.members {
+		if m.pool == f.def {
+			card(m.w.ServedModel(def))
+		}
+	}
 	// LoRA adapters the workers list are served under their own names (DESIGN.md §3).
-	for _, m := range rt.members() {
+	for _, m := range f.members {
 		parent := m.w.ServedModel(def)
+		if m.pool != f.def {
+			parent = m.pool.name
+		}
 		for _, a := range m.w.Adapters() {
 			if seen[a] {
 				continue

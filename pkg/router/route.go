@@ -46,58 +46,12 @@ func routeError(model string, known, full bool) *openai.Error {
 	return &openai.Error{Status: http.StatusServiceUnavailable, Message: "no healthy worker serves the model", Type: openai.TypeUnavailable, Code: "no_healthy_worker"}
 }
 
-// knowsModel reports whether any configured worker (healthy or not) serves model.
-func (rt *Router) knowsModel(model string) bool {
-	def := rt.defaultModel()
-	for _, m := range rt.members() {
-		if m.w.Serves(model, def) {
-			return true
-		}
-	}
-	return false
-}
-
-// defaultModel returns the gateway's served model name: Config.Model, else the first model a
-// worker reported.
-func (rt *Router) defaultModel() string {
-	if rt.cfg.Model != "" {
-		return rt.cfg.Model
-	}
-	for _, m := range rt.members() {
-		if n := m.w.ReportedModel(); n != "" {
-			return n
-		}
-	}
-	return ""
-}
-
 // engineLoadMaxAge is how old an engine-load sample may be before only in-flight counts.
 func (rt *Router) engineLoadMaxAge() time.Duration { return 3 * rt.cfg.EngineMetricsInterval }
 
-// adapterNamespace returns the block-key namespace of a request for model (DESIGN.md §3): the
-// model name itself when some worker lists it as a LoRA adapter, the same string the index
-// derives from an event's lora_name (indexer.Namespace(model, 0, false, "")); "" for a base
-// model. Such a request routes only among the workers that list the adapter (adapterOnly).
-//
-// A request's cache_salt is not part of the namespace: the engines' events do not carry the
-// salt in a form kvgate parses, so salted requests are scored as if unsalted (they may be
-// credited with blocks the engine will not reuse for them, which costs a worse choice, never a
-// wrong answer).
-//
-// Adapter requests do not use the approximate tree: it is keyed by raw tokens with no
-// namespace, so an adapter prompt would match (and later be matched by) the base model's. They
-// are scored from events and the pending overlay, whose keys carry the namespace.
-func (rt *Router) adapterNamespace(model string) string {
-	if model == "" {
-		return ""
-	}
-	for _, m := range rt.members() {
-		if m.w.HasAdapter(model) {
-			return indexer.Namespace(model, 0, false, "")
-		}
-	}
-	return ""
-}
+// defaultModel returns the gateway's served model name: Config.Model, else the first model a
+// worker of the default pool reported, else the first configured model.
+func (rt *Router) defaultModel() string { return rt.fleet.Load().defaultModel(rt.cfg.Model) }
 
 // eligibleFor reports whether m may serve a request for model in namespace ns: a worker that
 // lists the adapter when ns is set, else one that serves the model.
@@ -115,12 +69,13 @@ func eligibleFor(m *member, model, def, ns string) bool {
 // valid until s is reused.
 func (rt *Router) route(s *routeScratch, dec *decision, model string, tokens []uint32, exclude *member) *openai.Error {
 	start := time.Now()
-	def := rt.defaultModel()
-	ns := rt.adapterNamespace(model)
+	f := rt.fleet.Load()
+	def := f.defaultModel(rt.cfg.Model)
+	p, ns := f.resolve(model)
 	s.members = s.members[:0]
-	known, full := false, false
-	for _, m := range rt.members() {
-		if !eligibleFor(m, model, def, ns) {
+	known, full := p.name != "", false // a configured model is known with no worker up
+	for _, m := range f.members {
+		if m.pool != p || !eligibleFor(m, model, def, ns) {
 			continue
 		}
 		known = true
@@ -136,14 +91,14 @@ func (rt *Router) route(s *routeScratch, dec *decision, model string, tokens []u
 	if len(s.members) == 0 {
 		return routeError(model, known, full)
 	}
-	rt.score(s, tokens, ns, false)
-	defBS := rt.cfg.BlockSize
+	rt.score(s, p, tokens, ns, false)
+	defBS := p.blockSize
 	// The request lives in the scratch: passed through the Policy interface it would escape.
 	s.req = policy.Request{Blocks: len(tokens) / defBS, Tokens: len(tokens)}
 	if keys := s.lookup.Keys(defBS); len(keys) > 0 {
 		s.req.FirstBlock = keys[0]
 	}
-	*dec = decision{pick: policy.Take(rt.cfg.Policy, &s.req, s.cands), ns: ns}
+	*dec = decision{pick: policy.Take(p.policy, &s.req, s.cands), ns: ns}
 	i := dec.pick.Index
 	m, sc := s.members[i], &s.scores[i]
 	dec.m, dec.reason, dec.source, dec.keys = m, dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize)
@@ -170,32 +125,33 @@ func (rt *Router) route(s *routeScratch, dec *decision, model string, tokens []u
 }
 
 // commit records a decision that is being sent: the pending overlay for event-fed workers, the
-// approximate tree for the others (not for adapter requests, see adapterNamespace).
+// approximate tree for the others (not for adapter requests, see fleet.resolve).
 func (rt *Router) commit(dec *decision, tokens []uint32) {
 	if len(tokens) == 0 {
 		return
 	}
 	m := dec.m
+	lk := &m.pool.lookup
 	if m.eventFed() {
-		if rt.cfg.Pending != nil && len(dec.keys) > 0 {
-			rt.cfg.Pending.Add(m.ids[0], dec.keys)
+		if lk.Pending != nil && len(dec.keys) > 0 {
+			lk.Pending.Add(m.ids[0], dec.keys)
 		}
 		return
 	}
-	if rt.cfg.Tree != nil && dec.ns == "" {
-		rt.cfg.Tree.Insert(m.ids[0], tokens)
+	if lk.Tree != nil && dec.ns == "" {
+		lk.Tree.Insert(m.ids[0], tokens)
 	}
 }
 
-// score fills s.scores and s.cands for s.members: each worker's match from the lookup
-// (indexer.Lookup: events, pending overlay or tree, the best over DP ranks, in default-size
-// blocks) and its load.
-func (rt *Router) score(s *routeScratch, tokens []uint32, ns string, explain bool) {
+// score fills s.scores and s.cands for s.members, workers of pool p: each worker's match from
+// p's lookup (indexer.Lookup: events, pending overlay or tree, the best over DP ranks, in
+// default-size blocks) and its load.
+func (rt *Router) score(s *routeScratch, p *pool, tokens []uint32, ns string, explain bool) {
 	s.workers = s.workers[:0]
 	for _, m := range s.members {
 		s.workers = append(s.workers, m.lookupWorker())
 	}
-	s.scores = rt.lookup.Score(&s.lookup, tokens, ns, s.workers, s.scores, explain)
+	s.scores = p.lookup.Score(&s.lookup, tokens, ns, s.workers, s.scores, explain)
 	if cap(s.cands) < len(s.members) {
 		s.cands = make([]policy.Candidate, len(s.members))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,10 +44,19 @@ const (
 )
 
 // Config configures a Router. Zero durations and limits take the documented defaults.
+//
+// Config's model fields (Model, Tokenizer, Chat, ChatParsers, ReasoningField, Policy, BlockSize,
+// Index, Tree, Pending) configure the default pool: the workers whose spec names no model of
+// Models. Models adds one pool per further model, each with fields of its own (pool.go).
 type Config struct {
 	// Model is the served model name requests may use ("" or this name route to every worker
-	// whose spec names no model). Empty: the first model a worker reports.
+	// of the default pool whose spec names no model). Empty: the first model a worker of the
+	// default pool reports, else the first of Models.
 	Model string
+	// Models are further models, each with its own tokenizer, chat template, policy, index and
+	// pool of workers (those whose spec names it); SetModel and RemoveModel change them while
+	// serving. nil: one model, the default pool, as configured by the fields around.
+	Models []Model
 	// Tokenizer turns text prompts into the token ids the gateway routes on (and sends to
 	// grpc:// workers). nil: text prompts are proxied untokenized to http:// workers and
 	// routed without prefix information; grpc:// workers then accept token-id prompts only.
@@ -113,6 +123,10 @@ type Config struct {
 	// UpstreamTimeout bounds a whole request to a worker (0: none; client disconnects still
 	// cancel).
 	UpstreamTimeout time.Duration
+	// DrainTimeout bounds how long a worker that leaves the fleet (SyncWorkers, a model
+	// replaced) may take to finish its in-flight requests before its streams stop and its
+	// blocks leave the index (default 30 s).
+	DrainTimeout time.Duration
 
 	// KVListen, when set (tcp://*:PORT), binds one ZMQ SUB socket that publishers connect to;
 	// batches are attributed to workers by topic kv@<host:port>@<model>.
@@ -141,25 +155,31 @@ type Router struct {
 	met     *metrics
 	now     func() time.Time
 	scratch sync.Pool // *routeScratch
-	lookup  indexer.Lookup
 	// transport is the HTTP transport shared by every http:// worker's engine; engineCfg is
 	// what each member's engine is built with.
 	transport *http.Transport
 	engineCfg engine.Config
 
-	// fleet is the immutable snapshot every request reads; writers hold mu.
+	// fleet is the immutable snapshot every request reads (workers and models); writers hold
+	// mu.
 	fleet atomic.Pointer[fleet]
 
 	// mu guards the fields below and serialises fleet changes. It is never held while
-	// calling a worker, running a source or updating the index; starting a worker's
-	// goroutines (which builds its event source: constructors only, no I/O) happens under it
-	// so that Run and AddWorker cannot both start or both miss a worker.
+	// calling a worker, running a source or updating the index; building a member (its engine
+	// client: constructors, and reading its key and certificate files) and starting its
+	// goroutines (which builds its event source: constructors only, no network I/O) happen
+	// under it, so that one reconcile sees one fleet and Run and a reconcile cannot both start
+	// or both miss a worker.
 	mu      sync.Mutex
 	nextID  indexer.WorkerID
 	freeIDs []indexer.WorkerID
 	runCtx  context.Context // nil until Run starts
 	stopped bool            // Run has returned or is returning
-	wg      sync.WaitGroup  // per-worker goroutines started under runCtx
+	wg      sync.WaitGroup  // per-worker goroutines and drains started under runCtx
+	// desired holds each origin's wanted workers (SyncWorkers, AddWorker), origins the order
+	// the origins first appeared in: the first to list a URL owns it (fleet.go).
+	desired map[string][]worker.Spec
+	origins []string
 
 	// auth is the current generation of client keys and their limiter state (auth.go); authMu
 	// serialises SetAPIKeys. adminKeys holds the admin token (nil: the admin API is open).
@@ -213,6 +233,9 @@ func New(cfg Config) (*Router, error) {
 	if cfg.MaxPrompts == 0 {
 		cfg.MaxPrompts = DefaultMaxPrompts
 	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
 	if cfg.RateBurst == 0 && cfg.RateLimit > 0 {
 		cfg.RateBurst = max(1, int(math.Ceil(cfg.RateLimit)))
 	}
@@ -220,7 +243,7 @@ func New(cfg Config) (*Router, error) {
 		return nil, errors.New("router: new: rate limit, burst, concurrency limit and max prompts must be finite and not negative")
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 ||
-		cfg.HealthInterval < 0 || cfg.HealthTimeout < 0 || cfg.EngineMetricsInterval < 0 || cfg.UpstreamTimeout < 0 {
+		cfg.HealthInterval < 0 || cfg.HealthTimeout < 0 || cfg.EngineMetricsInterval < 0 || cfg.UpstreamTimeout < 0 || cfg.DrainTimeout < 0 {
 		return nil, errors.New("router: new: limits and intervals must not be negative")
 	}
 	if cfg.KVListen != "" && cfg.KVIndex == KVIndexOff {
@@ -232,16 +255,24 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, transport: engine.NewTransport()}
+	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, transport: engine.NewTransport(), desired: map[string][]worker.Spec{}}
 	rt.engineCfg = engine.Config{HTTP: rt.transport, Logger: cfg.Logger, Now: cfg.Now}
-	rt.lookup = indexer.Lookup{Index: cfg.Index, Tree: cfg.Tree, Pending: cfg.Pending, BlockSize: cfg.BlockSize, EventsOff: cfg.KVIndex == KVIndexOff}
-	if cfg.Tokenizer != nil {
-		rt.engineCfg.Tokenizer = cfg.Tokenizer
+	f := &fleet{def: rt.newDefaultPool(), models: map[string]*pool{}}
+	for _, m := range cfg.Models {
+		p, err := rt.newModelPool(m)
+		if err != nil {
+			return nil, err
+		}
+		if f.models[m.Name] != nil {
+			return nil, fmt.Errorf("router: new: model %q configured twice", m.Name)
+		}
+		f.models[m.Name] = p
+		f.modelNames = append(f.modelNames, m.Name)
 	}
+	rt.fleet.Store(f.with(nil, nil))
 	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
-	rt.fleet.Store(newFleet(nil))
 	var err error
-	if rt.met, err = newMetrics(cfg.Registerer, rt.members); err != nil {
+	if rt.met, err = newMetrics(cfg.Registerer, rt.fleet.Load); err != nil {
 		return nil, err
 	}
 	if rt.cmet, err = newClientMetrics(cfg.Registerer); err != nil {
@@ -279,7 +310,8 @@ func (rt *Router) Run(ctx context.Context) error {
 		}
 	}
 	rt.mu.Unlock()
-	rt.log.Info("router running", zap.Int("workers", len(rt.members())), zap.String("policy", policyName(rt.cfg.Policy)), zap.String("kv_index", rt.cfg.KVIndex))
+	rt.log.Info("router running", zap.Int("workers", len(rt.members())), zap.String("policy", policyName(rt.cfg.Policy)),
+		zap.String("kv_index", rt.cfg.KVIndex), zap.Strings("models", rt.ModelNames()))
 	<-ctx.Done()
 	rt.mu.Lock()
 	rt.stopped = true
@@ -288,13 +320,18 @@ func (rt *Router) Run(ctx context.Context) error {
 	return nil
 }
 
-// stopAll joins every goroutine started under runCtx (which is done) and closes clients.
+// stopAll joins every goroutine started under runCtx (which is done) and closes clients, of
+// the serving and the draining workers.
 func (rt *Router) stopAll() {
-	for _, m := range rt.members() {
+	all := func() []*member {
+		f := rt.fleet.Load()
+		return append(slices.Clone(f.members), f.draining...)
+	}
+	for _, m := range all() {
 		m.stop()
 	}
 	rt.wg.Wait()
-	for _, m := range rt.members() {
+	for _, m := range all() {
 		m.close()
 	}
 	rt.transport.CloseIdleConnections()

@@ -61,7 +61,9 @@ type Spec struct {
 	// publishes on port+r), grpc://host:port (a `kvbridge serve` sidecar), or "off". Empty: no
 	// events for http:// workers, the worker's own SubscribeKvEvents for grpc:// workers.
 	KVEvents string `json:"kv_events,omitempty" yaml:"kv_events,omitempty"`
-	// Replay is the ZMQ replay (ROUTER) endpoint tcp://host:port; rank r uses port+r.
+	// Replay is the ZMQ replay (ROUTER) endpoint tcp://host:port; rank r uses port+r. With
+	// kv_events=tcp:// it repairs that subscription's gaps; with no kv_events it repairs the
+	// gaps of the worker's topic on the gateway's --kv-listen collector.
 	Replay string `json:"replay,omitempty" yaml:"replay,omitempty"`
 	// Topic is the ZMQ subscription topic prefix; empty subscribes to everything.
 	Topic string `json:"topic,omitempty" yaml:"topic,omitempty"`
@@ -211,8 +213,11 @@ func (s Spec) Normalize() (Spec, error) {
 		if s.Replay, err = parseEndpoint(s.Replay, "replay", "tcp"); err != nil {
 			return s, err
 		}
-		if !strings.HasPrefix(s.KVEvents, "tcp://") {
-			return s, fmt.Errorf("worker: spec: replay needs a tcp:// kv_events endpoint: %w", ErrInvalidSpec)
+		// A publisher that connects to the gateway's --kv-listen collector still binds a replay
+		// ROUTER of its own (llm-d's simulator does), so replay also goes with no event source
+		// of the worker's own; only a gRPC stream has no use for it.
+		if !strings.HasPrefix(s.KVEvents, "tcp://") && s.EventEndpoint() != "" {
+			return s, fmt.Errorf("worker: spec: replay needs a tcp:// kv_events endpoint, or none (the --kv-listen collector's topic): %w", ErrInvalidSpec)
 		}
 	}
 	if s.DPSize == 0 {

@@ -30,6 +30,7 @@ func TestParseSpec(t *testing.T) {
 			Spec{URL: "https://h:1", APIKeyFile: "/run/k", TLSCAFile: "/ca.pem", DPSize: 1}},
 		{"grpc mtls", "url=grpc://h:1,tls=true,tls_ca_file=ca.pem,tls_cert_file=c.pem,tls_key_file=k.pem",
 			Spec{URL: "grpc://h:1", TLS: true, TLSCAFile: "ca.pem", TLSCertFile: "c.pem", TLSKeyFile: "k.pem", DPSize: 1}},
+		{"replay of a --kv-listen topic", "url=http://h:1,replay=tcp://h:2", Spec{URL: "http://h:1", Replay: "tcp://h:2", DPSize: 1}},
 		{"tls sidecar of an http worker", "url=http://h:1,kv_events=grpc://h:9,tls=1",
 			Spec{URL: "http://h:1", KVEvents: "grpc://h:9", TLS: true, DPSize: 1}},
 	}
@@ -87,7 +88,8 @@ func TestParseSpecErrors(t *testing.T) {
 		{"block range", "url=http://h:1,block_size=-1"},
 		{"events scheme", "url=http://h:1,kv_events=http://h:2"},
 		{"events credentials", "url=http://h:1,kv_events=tcp://u:s3cret@h:2"},
-		{"replay without events", "url=http://h:1,replay=tcp://h:2"},
+		{"replay with grpc events", "url=http://h:1,kv_events=grpc://h:3,replay=tcp://h:2"},
+		{"replay with a worker's own grpc events", "url=grpc://h:1,replay=tcp://h:2"},
 		{"port range", "url=http://h:99999"},
 		{"not key value", "url=http://h:1,oops"},
 		{"key and key file", "url=http://h:1,api_key=s3cret,api_key_file=/k"},

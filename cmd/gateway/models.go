@@ -1,0 +1,233 @@
+package main
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/discovery"
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/router"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// modelOptions is one entry of the config file's models: a model served beside the default one
+// (the flags'), with its own tokenizer and chat template (model_path, or tokenizer for a
+// tokenizer.json alone), chat options with the flags' names and defaults, policy keys that
+// override the top level's, and its workers and discover specs (whose model= is the entry's
+// name). A request whose model is name is routed among these workers only.
+type modelOptions struct {
+	Name      string `yaml:"name"`
+	ModelPath string `yaml:"model_path"`
+	Tokenizer string `yaml:"tokenizer"`
+	// Chat options default as the flags do (auto parsers from this model's family), not to
+	// the top level's: a template belongs to one model.
+	chatOptions `yaml:",inline"`
+	// Policy keys: unset ones are the top level's.
+	Policy              string   `yaml:"policy"`
+	CacheThreshold      *float64 `yaml:"cache_threshold"`
+	BalanceAbsThreshold *int64   `yaml:"balance_abs_threshold"`
+	BalanceRelThreshold *float64 `yaml:"balance_rel_threshold"`
+	PrefillWeight       *float64 `yaml:"prefill_weight"`
+	Temperature         *float64 `yaml:"temperature"`
+	// BlockSize is the model's default KV block size (0: the top level's --block-size).
+	BlockSize int             `yaml:"block_size"`
+	Workers   []workerEntry   `yaml:"workers"`
+	Discover  []discoverEntry `yaml:"discover"`
+}
+
+// defaulted returns m with the chat options the YAML left empty at the flags' defaults.
+func (m modelOptions) defaulted() modelOptions {
+	d := defaultChatOptions()
+	if m.ChatTemplateContentFormat == "" {
+		m.ChatTemplateContentFormat = d.ChatTemplateContentFormat
+	}
+	if m.ReasoningParser == "" {
+		m.ReasoningParser = d.ReasoningParser
+	}
+	if m.ToolCallParser == "" {
+		m.ToolCallParser = d.ToolCallParser
+	}
+	if m.ReasoningField == "" {
+		m.ReasoningField = d.ReasoningField
+	}
+	return m
+}
+
+// validateFleet checks the workers, discover specs and models: every model entry named once
+// and complete, its workers' and discover specs' model= set to its name, no worker URL and no
+// DNS name listed twice anywhere.
+func (o *options) validateFleet() error {
+	names := map[string]bool{}
+	for i := range o.Models {
+		m := o.Models[i].defaulted()
+		switch {
+		case m.Name == "":
+			return fmt.Errorf("gateway: config: models[%d]: name is required", i)
+		case names[m.Name]:
+			return fmt.Errorf("gateway: config: model %q is configured twice", m.Name)
+		case m.Name == o.Model:
+			return fmt.Errorf("gateway: config: model %q is the top-level model already", m.Name)
+		case m.ModelPath != "" && m.Tokenizer != "":
+			return fmt.Errorf("gateway: config: model %q: give model_path or tokenizer, not both", m.Name)
+		case m.ChatTemplate != "" && m.ModelPath == "":
+			return fmt.Errorf("gateway: config: model %q: chat_template needs model_path", m.Name)
+		case m.BlockSize < 0 || m.BlockSize > worker.MaxBlockSize:
+			return fmt.Errorf("gateway: config: model %q: block_size %d out of range", m.Name, m.BlockSize)
+		}
+		names[m.Name] = true
+		if err := m.chatOptions.validate(); err != nil {
+			return fmt.Errorf("gateway: config: model %q: %w", m.Name, err)
+		}
+		for j := range m.Workers {
+			w := &m.Workers[j]
+			if w.Model != "" && w.Model != m.Name {
+				return fmt.Errorf("gateway: config: model %q: worker %s names model %q", m.Name, w.URL, w.Model)
+			}
+			w.Model = m.Name
+		}
+		for j := range m.Discover {
+			d := &m.Discover[j]
+			s, err := d.WithModel(m.Name)
+			if err != nil {
+				return fmt.Errorf("gateway: config: %w", err)
+			}
+			d.Spec = s
+		}
+		o.Models[i] = m
+	}
+	urls := map[string]bool{}
+	for _, w := range o.allWorkers() {
+		if urls[w.URL] {
+			return fmt.Errorf("gateway: worker %s is listed twice", w.URL)
+		}
+		urls[w.URL] = true
+	}
+	dns := map[string]bool{}
+	for _, d := range o.discoverSpecs() {
+		if dns[d.Name] {
+			return fmt.Errorf("gateway: dns=%s is discovered twice", d.Name)
+		}
+		dns[d.Name] = true
+	}
+	return nil
+}
+
+// allWorkers returns every configured worker: the top level's (file and flags) and each
+// model's.
+func (o *options) allWorkers() []workerEntry {
+	all := append([]workerEntry(nil), o.Workers...)
+	for _, m := range o.Models {
+		all = append(all, m.Workers...)
+	}
+	return all
+}
+
+// workerSpecs returns the workers of one origin: the --worker flags' (fromFlag) or the file's.
+func (o *options) workerSpecs(fromFlag bool) []worker.Spec {
+	var out []worker.Spec
+	for _, w := range o.allWorkers() {
+		if w.fromFlag == fromFlag {
+			out = append(out, w.Spec)
+		}
+	}
+	return out
+}
+
+// discoverSpecs returns every discover spec: the top level's (file and flags) and each model's.
+func (o *options) discoverSpecs() []discovery.Spec {
+	var out []discovery.Spec
+	for _, d := range o.Discover {
+		out = append(out, d.Spec)
+	}
+	for _, m := range o.Models {
+		for _, d := range m.Discover {
+			out = append(out, d.Spec)
+		}
+	}
+	return out
+}
+
+// policyConfig returns the policy configuration of the top level, with m's overrides when m
+// is not nil.
+func (o *options) policyConfig(m *modelOptions) (string, policy.Config) {
+	pc := policy.DefaultConfig()
+	pc.CacheThreshold = o.CacheThreshold
+	pc.BalanceAbsThreshold = o.BalanceAbsThreshold
+	pc.BalanceRelThreshold = o.BalanceRelThreshold
+	pc.PrefillWeight = o.PrefillWeight
+	pc.Temperature = o.Temperature
+	name := o.Policy
+	if m == nil {
+		return name, pc
+	}
+	if m.Policy != "" {
+		name = m.Policy
+	}
+	set := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&pc.CacheThreshold, m.CacheThreshold)
+	set(&pc.BalanceRelThreshold, m.BalanceRelThreshold)
+	set(&pc.PrefillWeight, m.PrefillWeight)
+	set(&pc.Temperature, m.Temperature)
+	if m.BalanceAbsThreshold != nil {
+		pc.BalanceAbsThreshold = *m.BalanceAbsThreshold
+	}
+	return name, pc
+}
+
+// buildModel loads a model entry's tokenizer and template and builds its policy, index, tree
+// and pending overlay (sized by the top-level options).
+func buildModel(o *options, m modelOptions, log *zap.Logger) (router.Model, error) {
+	rm := router.Model{Name: m.Name, BlockSize: m.BlockSize, ReasoningField: m.ReasoningField}
+	if rm.BlockSize == 0 {
+		rm.BlockSize = o.BlockSize
+	}
+	log = log.With(zap.String("model", m.Name))
+	tok, err := loadModelTokenizer(m.ModelPath, m.Tokenizer)
+	if err != nil {
+		return rm, fmt.Errorf("gateway: model %q: %w", m.Name, err)
+	}
+	var cs chatSetup
+	if tok != nil {
+		rm.Tokenizer = router.FromTokenizer(tok)
+	}
+	if cs, err = buildChat(m.ModelPath, m.Name, tok, m.chatOptions, log); err != nil {
+		return rm, fmt.Errorf("gateway: model %q: %w", m.Name, err)
+	}
+	if cs.renderer != nil {
+		rm.Chat = cs.renderer
+	} else if tok == nil {
+		log.Warn("model without model_path or tokenizer: its prompts are routed without prefix information")
+	}
+	rm.ChatParsers = cs.parsers
+	name, pc := o.policyConfig(&m)
+	if rm.Policy, err = policy.New(name, pc); err != nil {
+		return rm, fmt.Errorf("gateway: model %q: policy: %w", m.Name, err)
+	}
+	if rm.Index, rm.Tree, rm.Pending, err = buildIndexes(o, rm.BlockSize); err != nil {
+		return rm, fmt.Errorf("gateway: model %q: %w", m.Name, err)
+	}
+	return rm, nil
+}
+
+// buildIndexes builds one model's event index, approximate tree and pending overlay.
+func buildIndexes(o *options, blockSize int) (*indexer.Index, *indexer.Tree, *indexer.Pending, error) {
+	idx, err := indexer.New(indexer.Config{MaxBlocks: o.IndexMaxBlocks})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("index: %w", err)
+	}
+	tree, err := indexer.NewTree(indexer.TreeConfig{BlockSize: blockSize, MaxBlocksPerWorker: o.TreeMaxBlocks, TTL: o.TreeTTL})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("tree: %w", err)
+	}
+	pend, err := indexer.NewPending(indexer.PendingConfig{TTL: o.PendingTTL})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("pending: %w", err)
+	}
+	return idx, tree, pend, nil
+}

@@ -10,6 +10,8 @@
 //   - prefix_repetition (default; the DESIGN §9 reference): --num-prefixes shared prefixes of
 //     --prefix-tokens tokens, each used equally often in a seeded random order, each request
 //     adding a unique --suffix-tokens suffix; the cleanest test of cache-aware routing.
+//     --prefix-dist zipf:S skews it: prefix k is drawn with probability ∝ 1/(k+1)^S, so a few
+//     hot prefixes carry much of the traffic (the hot-spot case of a cache-aware router).
 //   - chat: sessions of --turns turns that resend the growing conversation over a shared
 //     system prompt; the realistic case where reuse comes from the same client.
 //   - trace: replay of a Mooncake-format JSONL trace (timestamp ms, input_length,

@@ -189,7 +189,7 @@ func (rt *Router) commit(dec *decision, tokens []uint32) {
 
 // score fills s.scores and s.cands for s.members: each worker's match from the lookup
 // (indexer.Lookup: events, pending overlay or tree, the best over DP ranks, in default-size
-// blocks) and its load.
+// blocks) and its load (in-flight requests, and their blocks still to prefill and held).
 func (rt *Router) score(s *routeScratch, tokens []uint32, ns string, explain bool) {
 	s.workers = s.workers[:0]
 	for _, m := range s.members {
@@ -203,6 +203,7 @@ func (rt *Router) score(s *routeScratch, tokens []uint32, ns string, explain boo
 	now, maxAge := rt.now(), rt.engineLoadMaxAge()
 	for i, m := range s.members {
 		sc := &s.scores[i]
-		s.cands[i] = policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: m.w.Load(now, maxAge), Matched: sc.Matched, Source: sc.Source}
+		s.cands[i] = policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: m.w.Load(now, maxAge), Matched: sc.Matched, Source: sc.Source,
+			Prefill: m.w.PendingPrefill(), Active: m.w.ActiveBlocks()}
 	}
 }

@@ -194,7 +194,9 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 	pc.CacheThreshold = o.CacheThreshold
 	pc.BalanceAbsThreshold = o.BalanceAbsThreshold
 	pc.BalanceRelThreshold = o.BalanceRelThreshold
+	pc.BoundedLoadFactor = o.BoundedLoadFactor
 	pc.PrefillWeight = o.PrefillWeight
+	pc.DecodeWeight = o.DecodeWeight
 	pc.Temperature = o.Temperature
 	p, err := policy.New(o.Policy, pc)
 	if err != nil {

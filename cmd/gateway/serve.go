@@ -196,6 +196,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 	pc.BalanceRelThreshold = o.BalanceRelThreshold
 	pc.BoundedLoadFactor = o.BoundedLoadFactor
 	pc.PrefillWeight = o.PrefillWeight
+	pc.QueueWeight = o.QueueWeight
 	pc.DecodeWeight = o.DecodeWeight
 	pc.Temperature = o.Temperature
 	p, err := policy.New(o.Policy, pc)

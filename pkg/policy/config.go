@@ -16,6 +16,7 @@ const (
 	DefaultBoundedLoadFactor   = 1.25
 	DefaultBoundedLoadSlack    = 8
 	DefaultPrefillWeight       = 1.0
+	DefaultQueueWeight         = 0.25
 	DefaultDecodeWeight        = 1.0 / 64
 	DefaultTemperature         = 0.0
 )
@@ -48,10 +49,19 @@ type Config struct {
 	BoundedLoadFactor float64 `yaml:"bounded_load_factor" json:"bounded_load_factor"`
 	BoundedLoadSlack  int64   `yaml:"bounded_load_slack" json:"bounded_load_slack"`
 
-	// PrefillWeight (cost; default 1) multiplies the blocks a worker must prefill before the
-	// request's first token: the request's blocks it does not hold (request blocks − matched)
-	// plus those its in-flight requests have not prefilled yet (Candidate.Prefill). ≥ 0.
+	// PrefillWeight (cost; default 1) multiplies the request's blocks the worker does not hold
+	// (request blocks − matched): the prefill a cache hit saves. ≥ 0.
 	PrefillWeight float64 `yaml:"prefill_weight" json:"prefill_weight"`
+
+	// QueueWeight (cost; default 1/4) multiplies the blocks the worker's in-flight requests
+	// have not prefilled yet (Candidate.Prefill), which queue ahead of this request's first
+	// token. For that one request they cost as much as its own prefill (Dynamo weighs both
+	// alike), but a request sent away from its cached prefix to a shorter queue copies the
+	// prefix and evicts others, which costs the requests after it: at weight 1 a cache hit
+	// loses to one queued prefill of its size, and on DESIGN §9 that spreads prefixes until
+	// the hit rate falls from 50% to 37%. At 1/4 a hit moves only when its worker has about
+	// four more such prefills queued than another. ≥ 0.
+	QueueWeight float64 `yaml:"queue_weight" json:"queue_weight"`
 
 	// DecodeWeight (cost; default 1/64) multiplies the KV blocks the worker's in-flight
 	// requests hold (Candidate.Active), in the same unit: what decoding them costs a new
@@ -83,6 +93,7 @@ func DefaultConfig() Config {
 		BoundedLoadFactor:   DefaultBoundedLoadFactor,
 		BoundedLoadSlack:    DefaultBoundedLoadSlack,
 		PrefillWeight:       DefaultPrefillWeight,
+		QueueWeight:         DefaultQueueWeight,
 		DecodeWeight:        DefaultDecodeWeight,
 		Temperature:         DefaultTemperature,
 	}
@@ -121,6 +132,9 @@ func (c *Config) validateCacheAware() error {
 func (c *Config) validateCost() error {
 	if !(c.PrefillWeight >= 0) || math.IsInf(c.PrefillWeight, 0) {
 		return fmt.Errorf("policy: prefill_weight %g: must be a finite number >= 0", c.PrefillWeight)
+	}
+	if !(c.QueueWeight >= 0) || math.IsInf(c.QueueWeight, 0) {
+		return fmt.Errorf("policy: queue_weight %g: must be a finite number >= 0", c.QueueWeight)
 	}
 	if !(c.DecodeWeight >= 0) || math.IsInf(c.DecodeWeight, 0) {
 		return fmt.Errorf("policy: decode_weight %g: must be a finite number >= 0", c.DecodeWeight)

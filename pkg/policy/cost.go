@@ -8,15 +8,15 @@ import (
 
 // cost is the Dynamo-style policy: it minimises, per worker w,
 //
-//	prefill_weight × (request_blocks − matched_w + pending_prefill_w) + decode_weight × active_w
+//	prefill_weight × (request_blocks − matched_w) + queue_weight × queued_prefill_w + decode_weight × active_w
 //
 // in KV blocks: the blocks w must prefill before this request's first token (the request's
-// blocks it lacks, plus what this gateway's in-flight requests on w have not prefilled yet),
+// blocks it lacks, and what this gateway's in-flight requests on w have not prefilled yet),
 // and the blocks its in-flight requests hold while they decode. Dynamo's KV router weighs the
-// same two terms (potential prefill blocks × overlap weight + active decode blocks). Measuring
+// same terms (potential prefill blocks × overlap weight + active decode blocks). Measuring
 // load in blocks is what makes the trade-off meaningful: a request in flight costs what it
-// still has to prefill and a small share for decoding, not a whole prefix (DefaultDecodeWeight
-// says why the share is small).
+// still has to prefill and a small share for decoding, not a whole prefix (Config's
+// QueueWeight and DecodeWeight say why those shares are small).
 //
 // It is built as a pipeline (STYLE rule 5): filters drop candidates (SMG's imbalance, then the
 // bounded-load rule of cache_aware, so that no cache affinity piles more work onto an
@@ -24,15 +24,15 @@ import (
 // aligned with the filtered slice), the weighted sum is clamped to [0,1], and the picker takes
 // the best score (ties at random) or samples a softmax when Temperature > 0.
 //
-// The two scorers are the cost's terms normalised by S, the sum of each term's largest value
-// over the candidates: prefill = 1 − x ÷ max_x with weight prefill_weight × max_x ÷ S, where x
-// is a candidate's prefill blocks, and decode = 1 − active ÷ max_active with weight
-// decode_weight × max_active ÷ S. Their weighted sum is exactly 1 − cost ÷ S, a decreasing
+// The three scorers are the cost's terms normalised by S, the sum of each weighted term's
+// largest value over the candidates: a term with values x and weight w scores 1 − x ÷ max_x
+// with weight w × max_x ÷ S. Their weighted sum is exactly 1 − cost ÷ S, a decreasing
 // function of the cost, so its argmax is the cost's argmin (and it lies in [0,1] because no
 // candidate's cost exceeds S). It is immutable after construction and must not be copied;
 // scratch space comes from a pool so Pick does not allocate in steady state.
 type cost struct {
 	prefillWeight float64
+	queueWeight   float64
 	decodeWeight  float64
 	temperature   float64
 	filters       []costFilter
@@ -60,12 +60,13 @@ type costScratch struct {
 	index []int
 	total []float64
 	out   []float64
-	// Computed once per Pick for the scorers: the largest prefill and active blocks over the
-	// filtered candidates, and S = prefill_weight × maxPrefill + decode_weight × maxActive
-	// (the largest possible cost).
-	maxPrefill float64
-	maxActive  float64
-	scale      float64
+	// Computed once per Pick for the scorers: the largest uncached, queued and active blocks
+	// over the filtered candidates, and S, the weighted sum of the three (the largest
+	// possible cost).
+	maxUncached float64
+	maxQueued   float64
+	maxActive   float64
+	scale       float64
 }
 
 func newCost(cfg Config) (*cost, error) {
@@ -74,24 +75,29 @@ func newCost(cfg Config) (*cost, error) {
 	}
 	p := &cost{
 		prefillWeight: cfg.PrefillWeight,
+		queueWeight:   cfg.QueueWeight,
 		decodeWeight:  cfg.DecodeWeight,
 		temperature:   cfg.Temperature,
 		filters: []costFilter{
 			balanceFilter{abs: cfg.BalanceAbsThreshold, rel: cfg.BalanceRelThreshold},
 			boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack},
 		},
-		scorers: []costScorer{prefillScorer{weight: cfg.PrefillWeight}, decodeScorer{weight: cfg.DecodeWeight}},
-		rnd:     cfg.rand(),
+		scorers: []costScorer{
+			termScorer{term: uncachedBlocks, weight: cfg.PrefillWeight, max: func(s *costScratch) float64 { return s.maxUncached }},
+			termScorer{term: queuedBlocks, weight: cfg.QueueWeight, max: func(s *costScratch) float64 { return s.maxQueued }},
+			termScorer{term: activeBlocks, weight: cfg.DecodeWeight, max: func(s *costScratch) float64 { return s.maxActive }},
+		},
+		rnd: cfg.rand(),
 	}
 	p.scratch.New = func() any { return new(costScratch) }
 	return p, nil
 }
 
-// prefillBlocks is the prefill term of c before weighting: the request's blocks c lacks plus
-// the blocks its in-flight requests have yet to prefill.
-func prefillBlocks(req *Request, c *Candidate) float64 {
-	return float64(max(req.Blocks-c.Matched, 0)) + float64(max(c.Prefill, 0))
-}
+// The cost's terms before weighting, in blocks: the request's blocks c lacks, the blocks c's
+// in-flight requests have yet to prefill, and the blocks they hold.
+func uncachedBlocks(req *Request, c *Candidate) float64 { return float64(max(req.Blocks-c.Matched, 0)) }
+func queuedBlocks(_ *Request, c *Candidate) float64     { return float64(max(c.Prefill, 0)) }
+func activeBlocks(_ *Request, c *Candidate) float64     { return float64(max(c.Active, 0)) }
 
 // Pick implements Policy.
 func (p *cost) Pick(req *Request, cands []Candidate) Decision {
@@ -111,12 +117,14 @@ func (p *cost) Pick(req *Request, cands []Candidate) Decision {
 	s.out = resize(s.out, n)
 	clear(s.total)
 
-	s.maxPrefill, s.maxActive = 0, 0
+	s.maxUncached, s.maxQueued, s.maxActive = 0, 0, 0
 	for i := range s.cands {
-		s.maxPrefill = max(s.maxPrefill, prefillBlocks(req, &s.cands[i]))
-		s.maxActive = max(s.maxActive, float64(max(s.cands[i].Active, 0)))
+		c := &s.cands[i]
+		s.maxUncached = max(s.maxUncached, uncachedBlocks(req, c))
+		s.maxQueued = max(s.maxQueued, queuedBlocks(req, c))
+		s.maxActive = max(s.maxActive, activeBlocks(req, c))
 	}
-	s.scale = p.prefillWeight*s.maxPrefill + p.decodeWeight*s.maxActive
+	s.scale = p.prefillWeight*s.maxUncached + p.queueWeight*s.maxQueued + p.decodeWeight*s.maxActive
 
 	for _, sc := range p.scorers {
 		w := sc.score(req, s, s.out)
@@ -186,32 +194,23 @@ func (s *costScratch) keep(ok func(*Candidate) bool) {
 	s.cands, s.index = s.cands[:kept], s.index[:kept]
 }
 
-// prefillScorer scores the blocks left to prefill before the first token relative to the
-// candidate with the most, 1 − x ÷ max_x.
-type prefillScorer struct{ weight float64 }
-
-func (sc prefillScorer) score(req *Request, s *costScratch, out []float64) float64 {
-	if s.maxPrefill <= 0 || s.scale <= 0 {
-		return 0
-	}
-	for i := range s.cands {
-		out[i] = 1 - prefillBlocks(req, &s.cands[i])/s.maxPrefill
-	}
-	return sc.weight * s.maxPrefill / s.scale
+// termScorer scores one term of the cost relative to the candidate with the most of it,
+// 1 − x ÷ max_x, with weight × max_x ÷ S.
+type termScorer struct {
+	term   func(*Request, *Candidate) float64
+	weight float64
+	max    func(*costScratch) float64
 }
 
-// decodeScorer scores the KV blocks held by in-flight requests relative to the busiest
-// candidate, 1 − active ÷ max_active.
-type decodeScorer struct{ weight float64 }
-
-func (sc decodeScorer) score(_ *Request, s *costScratch, out []float64) float64 {
-	if s.maxActive <= 0 || s.scale <= 0 {
+func (sc termScorer) score(req *Request, s *costScratch, out []float64) float64 {
+	m := sc.max(s)
+	if m <= 0 || s.scale <= 0 || sc.weight == 0 {
 		return 0
 	}
 	for i := range s.cands {
-		out[i] = 1 - float64(max(s.cands[i].Active, 0))/s.maxActive
+		out[i] = 1 - sc.term(req, &s.cands[i])/m
 	}
-	return sc.weight * s.maxActive / s.scale
+	return sc.weight * m / s.scale
 }
 
 // argmaxPick returns the index of the highest score, uniformly at random among scores within
@@ -279,6 +278,5 @@ var (
 	_ fmt.Stringer = (*cost)(nil)
 	_ costFilter   = balanceFilter{}
 	_ costFilter   = boundFilter{}
-	_ costScorer   = prefillScorer{}
-	_ costScorer   = decodeScorer{}
+	_ costScorer   = termScorer{}
 )

@@ -31,10 +31,24 @@ func TestCostPick(t *testing.T) {
 			want:  1,
 		},
 		{
-			name: "queued prefill counts like the request's own",
+			name: "queued prefill at weight 1 counts like the request's own",
+			cfg:  func(c *Config) { c.QueueWeight = 1 },
 			req:  Request{Blocks: 10},
 			// costs 0 + 12 vs 10 + 0 vs 4 + 7
 			cands: []Candidate{costCand(1, 10, 12, 20), costCand(1, 0, 0, 20), costCand(1, 6, 7, 20)},
+			want:  1,
+		},
+		{
+			name: "a hit stays unless about four of its size are queued ahead",
+			req:  Request{Blocks: 10},
+			// costs 0 + 36/4 = 9 vs 10 + 0, then 0 + 44/4 = 11 vs 10
+			cands: []Candidate{costCand(1, 10, 36, 20), costCand(1, 0, 0, 20)},
+			want:  0,
+		},
+		{
+			name:  "a hit moves when more are queued ahead",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{costCand(1, 10, 44, 20), costCand(1, 0, 0, 20)},
 			want:  1,
 		},
 		{
@@ -56,15 +70,15 @@ func TestCostPick(t *testing.T) {
 		{
 			name: "exact tie broken at random",
 			req:  Request{Blocks: 10},
-			// costs 10, 0+10, 15
-			cands: []Candidate{costCand(0, 0, 0, 0), costCand(1, 10, 10, 0), costCand(1, 5, 10, 0)},
+			// costs 10, 0 + 40/4, 5 + 40/4
+			cands: []Candidate{costCand(0, 0, 0, 0), costCand(1, 10, 40, 0), costCand(1, 5, 40, 0)},
 			rand:  []uint64{nth(1, 2)},
 			want:  1,
 		},
 		{
 			name:  "exact tie, other draw",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{costCand(0, 0, 0, 0), costCand(1, 10, 10, 0), costCand(1, 5, 10, 0)},
+			cands: []Candidate{costCand(0, 0, 0, 0), costCand(1, 10, 40, 0), costCand(1, 5, 40, 0)},
 			rand:  []uint64{nth(0, 2)},
 			want:  0,
 		},
@@ -85,14 +99,15 @@ func TestCostPick(t *testing.T) {
 			want:  1,
 		},
 		{
-			name:  "zero prefill weight: fewest active blocks",
-			cfg:   func(c *Config) { c.PrefillWeight = 0 },
+			name:  "only the decode term: fewest active blocks",
+			cfg:   func(c *Config) { c.PrefillWeight, c.QueueWeight = 0, 0 },
 			req:   Request{Blocks: 10},
 			cands: []Candidate{costCand(2, 10, 0, 30), costCand(1, 0, 9, 10), costCand(3, 10, 0, 40)},
 			want:  1,
 		},
 		{
 			name:  "no blocks: least queued prefill",
+			cfg:   func(c *Config) { c.DecodeWeight = 0 },
 			req:   Request{Blocks: 0},
 			cands: []Candidate{costCand(2, 0, 5, 0), costCand(1, 0, 1, 0), costCand(3, 0, 9, 0)},
 			want:  1,
@@ -175,6 +190,7 @@ func TestCostMinimises(t *testing.T) {
 		cfg.Rand = rng.Uint64
 		cfg.DecodeWeight = dw
 		cfg.PrefillWeight = []float64{0, 1, 2.5}[rng.IntN(3)]
+		cfg.QueueWeight = []float64{0, DefaultQueueWeight, 1}[rng.IntN(3)]
 		cfg.BoundedLoadFactor = []float64{0, 1, DefaultBoundedLoadFactor, 2}[rng.IntN(4)]
 		cfg.BoundedLoadSlack = int64(rng.IntN(10))
 		p := mustNew(t, NameCost, cfg)
@@ -189,7 +205,7 @@ func TestCostMinimises(t *testing.T) {
 			}
 			d := p.Pick(&req, cands)
 			costOf := func(c Candidate) float64 {
-				return cfg.PrefillWeight*float64(req.Blocks-c.Matched+int(c.Prefill)) + cfg.DecodeWeight*float64(c.Active)
+				return cfg.PrefillWeight*float64(req.Blocks-c.Matched) + cfg.QueueWeight*float64(c.Prefill) + cfg.DecodeWeight*float64(c.Active)
 			}
 			// The reference filters: the same rules written out again.
 			lo, _ := minMaxLoad(cands)

@@ -157,7 +157,9 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		if rs[0].IdealHitRate != nil {
 			p("\n**Ideal hit rate of this workload: %s** — every repeat of a prefix hits an unbounded cache (the first request of each prefix and every suffix miss).\n\n", pct(*rs[0].IdealHitRate))
 		}
-		p("%s\n\n", ceilingParagraph(o, rs))
+		if c := ceilingParagraph(o, rs); c != "" {
+			p("%s\n\n", c)
+		}
 	}
 	p("Machine-readable lines (as `make demo` prints them):\n\n```\n")
 	for _, r := range results {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -44,7 +45,11 @@ func serve(ctx context.Context, o options, stderr io.Writer, up listening) error
 	defer func() { _ = log.Sync() }()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The default Go metrics plus the heap the last GC found live (go_gc_heap_live_bytes): the
+	// memory the gateway retains, which heap_inuse only bounds from above.
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	rcfg, err := buildRouterConfig(o, log, reg)
 	if err != nil {

@@ -136,7 +136,11 @@ func checkTable(t *testing.T, ix *Index) {
 				members++
 			}
 		}
-		if s.ext != 0 {
+		switch {
+		case s.ext&extInline != 0:
+			counts[int(s.ext&^extInline)]++
+			members++
+		case s.ext != 0:
 			for i, word := range tb.ext[s.ext] {
 				for b := range 64 {
 					if word&(1<<b) != 0 {

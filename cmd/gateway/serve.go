@@ -51,6 +51,7 @@ func serve(ctx context.Context, o options, stderr io.Writer, up listening) error
 		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	raiseZMQSocketLimit(log)
 	rcfg, err := buildRouterConfig(o, log, reg)
 	if err != nil {
 		return err

@@ -122,9 +122,20 @@ func (f *Fleet) Config() Config { return f.cfg }
 // so a shared prefix has the same hashes everywhere).
 func familyHash(fam, i int) uint64 { return uint64(fam+1)<<32 | uint64(i+1) }
 
-// Fill returns worker w's batches that bring it to capacity: its family prefixes, then chains.
-// Each batch is valid until the next call on the Fleet.
+// Fill returns worker w's batches that bring it to capacity: its family prefixes, then chains
+// (Prefixes, then Next until Full). Each batch is valid until the next call on the Fleet.
 func (f *Fleet) Fill(w int, emit func(*indexer.Batch)) {
+	f.Prefixes(w, emit)
+	for !f.Full(w) {
+		emit(f.Next(w))
+	}
+}
+
+// Full reports whether worker w's cache is full: its next chain makes it remove one.
+func (f *Fleet) Full(w int) bool { return f.workers[w].blocks+f.cfg.MaxBatch > f.cfg.BlocksPerWorker }
+
+// Prefixes returns worker w's family-prefix batches, the first it publishes.
+func (f *Fleet) Prefixes(w int, emit func(*indexer.Batch)) {
 	ws := &f.workers[w]
 	for _, fam := range ws.families {
 		f.hashes = f.hashes[:0]
@@ -134,9 +145,6 @@ func (f *Fleet) Fill(w int, emit func(*indexer.Batch)) {
 		f.events[0] = indexer.Event{Kind: indexer.EventStored, Hashes: f.hashes, Tokens: f.famTokens[fam], BlockSize: f.cfg.BlockSize, Medium: indexer.MediumGPU}
 		f.batch = indexer.Batch{Events: f.events[:1]}
 		emit(&f.batch)
-	}
-	for ws.blocks+f.cfg.MaxBatch <= f.cfg.BlocksPerWorker {
-		emit(f.Next(w))
 	}
 }
 

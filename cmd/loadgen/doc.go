@@ -10,8 +10,6 @@
 //   - prefix_repetition (default; the DESIGN §9 reference): --num-prefixes shared prefixes of
 //     --prefix-tokens tokens, each used equally often in a seeded random order, each request
 //     adding a unique --suffix-tokens suffix; the cleanest test of cache-aware routing.
-//     --prefix-dist zipf:S skews it: prefix k is drawn with probability ∝ 1/(k+1)^S, so a few
-//     hot prefixes carry much of the traffic (the hot-spot case of a cache-aware router).
 //   - chat: sessions of --turns turns that resend the growing conversation over a shared
 //     system prompt; the realistic case where reuse comes from the same client.
 //   - trace: replay of a Mooncake-format JSONL trace (timestamp ms, input_length,
@@ -27,6 +25,11 @@
 // --burstiness, Poisson at 1), the right choice for latency under load since slow responses
 // do not slow the arrivals; --concurrency N without --rate gives a closed loop (throughput at
 // a fixed number of streams); both together cap an open loop's requests in flight.
+//
+// Prefix popularity (prefix_repetition): --prefix-dist uniform (the default) uses every
+// prefix equally often; --prefix-dist zipf:S draws each request's prefix k with probability
+// ∝ 1/(k+1)^S, so a few hot prefixes carry much of the traffic (the hot-spot case of a
+// cache-aware router).
 //
 // Time scale: with simulators running at --time-scale F (wall = simulated × F, so 0.02 runs
 // 50× faster), pass the same F. The arrival schedule is compressed to wall time (× F) and all

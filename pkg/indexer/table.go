@@ -76,6 +76,9 @@ func (t *table) resize(n int) {
 	old := t.slots
 	t.slots = make([]slot, n)
 	t.n = uint64(n)
+	if t.hand >= t.n {
+		t.hand = 0 // the eviction sweep continues from the start of a smaller table
+	}
 	for i := range old {
 		if old[i].key != 0 {
 			j := t.home(old[i].key)

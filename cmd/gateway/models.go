@@ -30,6 +30,9 @@ type modelOptions struct {
 	BalanceAbsThreshold *int64   `yaml:"balance_abs_threshold"`
 	BalanceRelThreshold *float64 `yaml:"balance_rel_threshold"`
 	PrefillWeight       *float64 `yaml:"prefill_weight"`
+	QueueWeight         *float64 `yaml:"queue_weight"`
+	DecodeWeight        *float64 `yaml:"decode_weight"`
+	BoundedLoadFactor   *float64 `yaml:"bounded_load_factor"`
 	Temperature         *float64 `yaml:"temperature"`
 	// BlockSize is the model's default KV block size (0: the top level's --block-size).
 	BlockSize int             `yaml:"block_size"`
@@ -156,7 +159,10 @@ func (o *options) policyConfig(m *modelOptions) (string, policy.Config) {
 	pc.CacheThreshold = o.CacheThreshold
 	pc.BalanceAbsThreshold = o.BalanceAbsThreshold
 	pc.BalanceRelThreshold = o.BalanceRelThreshold
+	pc.BoundedLoadFactor = o.BoundedLoadFactor
 	pc.PrefillWeight = o.PrefillWeight
+	pc.QueueWeight = o.QueueWeight
+	pc.DecodeWeight = o.DecodeWeight
 	pc.Temperature = o.Temperature
 	name := o.Policy
 	if m == nil {
@@ -173,6 +179,9 @@ func (o *options) policyConfig(m *modelOptions) (string, policy.Config) {
 	set(&pc.CacheThreshold, m.CacheThreshold)
 	set(&pc.BalanceRelThreshold, m.BalanceRelThreshold)
 	set(&pc.PrefillWeight, m.PrefillWeight)
+	set(&pc.QueueWeight, m.QueueWeight)
+	set(&pc.DecodeWeight, m.DecodeWeight)
+	set(&pc.BoundedLoadFactor, m.BoundedLoadFactor)
 	set(&pc.Temperature, m.Temperature)
 	if m.BalanceAbsThreshold != nil {
 		pc.BalanceAbsThreshold = *m.BalanceAbsThreshold

@@ -55,7 +55,10 @@ type options struct {
 	CacheThreshold      float64       `yaml:"cache_threshold"`
 	BalanceAbsThreshold int64         `yaml:"balance_abs_threshold"`
 	BalanceRelThreshold float64       `yaml:"balance_rel_threshold"`
+	BoundedLoadFactor   float64       `yaml:"bounded_load_factor"`
 	PrefillWeight       float64       `yaml:"prefill_weight"`
+	QueueWeight         float64       `yaml:"queue_weight"`
+	DecodeWeight        float64       `yaml:"decode_weight"`
 	Temperature         float64       `yaml:"temperature"`
 	KVIndex             string        `yaml:"kv_index"`
 	BlockSize           int           `yaml:"block_size"`
@@ -148,7 +151,10 @@ func defaultOptions() options {
 		CacheThreshold:      pc.CacheThreshold,
 		BalanceAbsThreshold: pc.BalanceAbsThreshold,
 		BalanceRelThreshold: pc.BalanceRelThreshold,
+		BoundedLoadFactor:   pc.BoundedLoadFactor,
 		PrefillWeight:       pc.PrefillWeight,
+		QueueWeight:         pc.QueueWeight,
+		DecodeWeight:        pc.DecodeWeight,
 		Temperature:         pc.Temperature,
 		KVIndex:             router.KVIndexAuto,
 		BlockSize:           router.DefaultBlockSize,
@@ -280,7 +286,10 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&o.CacheThreshold, "cache-threshold", o.CacheThreshold, "cache_aware: minimum matched/request block ratio for the best-matching worker to win")
 	fs.Int64Var(&o.BalanceAbsThreshold, "balance-abs-threshold", o.BalanceAbsThreshold, "cache_aware/cost: imbalance when max_load-min_load exceeds this (and the relative threshold)")
 	fs.Float64Var(&o.BalanceRelThreshold, "balance-rel-threshold", o.BalanceRelThreshold, "cache_aware/cost: imbalance when max_load exceeds this times min_load (and the absolute threshold)")
-	fs.Float64Var(&o.PrefillWeight, "prefill-weight", o.PrefillWeight, "cost: weight of blocks to prefill against in-flight load")
+	fs.Float64Var(&o.BoundedLoadFactor, "bounded-load-factor", o.BoundedLoadFactor, "cache_aware/cost: a worker whose load reaches this times the mean (counting the new request) cannot win on its cache, so hot prefixes spread over workers (0: off, SMG's cache_aware exactly)")
+	fs.Float64Var(&o.PrefillWeight, "prefill-weight", o.PrefillWeight, "cost: weight of the request's blocks a worker does not hold (the prefill a hit saves)")
+	fs.Float64Var(&o.QueueWeight, "queue-weight", o.QueueWeight, "cost: weight of the blocks a worker's in-flight requests have not prefilled yet")
+	fs.Float64Var(&o.DecodeWeight, "decode-weight", o.DecodeWeight, "cost: weight of the KV blocks held by the worker's in-flight requests, in blocks of prefill")
 	fs.Float64Var(&o.Temperature, "temperature", o.Temperature, "cost: softmax temperature (0: always the cheapest)")
 	fs.StringVar(&o.KVIndex, "kv-index", o.KVIndex, "auto: score workers with KV events from the event index, others from the approximate tree; off: the tree for every worker")
 	fs.IntVar(&o.BlockSize, "block-size", o.BlockSize, "KV block size in tokens for workers whose spec and events do not give one")

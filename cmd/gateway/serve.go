@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -55,8 +56,13 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	defer func() { _ = log.Sync() }()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The default Go metrics plus the heap the last GC found live (go_gc_heap_live_bytes): the
+	// memory the gateway retains, which heap_inuse only bounds from above.
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	raiseZMQSocketLimit(log)
 	rcfg, err := buildRouterConfig(o, log, reg)
 	if err != nil {
 		return err

@@ -34,6 +34,11 @@
 // do not slow the arrivals; --concurrency N without --rate gives a closed loop (throughput at
 // a fixed number of streams); both together cap an open loop's requests in flight.
 //
+// Prefix popularity (prefix_repetition): --prefix-dist uniform (the default) uses every
+// prefix equally often; --prefix-dist zipf:S draws each request's prefix k with probability
+// ∝ 1/(k+1)^S, so a few hot prefixes carry much of the traffic (the hot-spot case of a
+// cache-aware router).
+//
 // Time scale: with simulators running at --time-scale F (wall = simulated × F, so 0.02 runs
 // 50× faster), pass the same F. The arrival schedule is compressed to wall time (× F) and all
 // times are reported in simulated time (measured ÷ F), rates per simulated second. The

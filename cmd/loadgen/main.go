@@ -65,6 +65,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat or trace")
 	fs.IntVar(&g.numRequests, "num-requests", 1800, "requests to send (trace: 0 = every line)")
 	fs.IntVar(&g.numPrefixes, "num-prefixes", 600, "prefix_repetition: distinct shared prefixes")
+	fs.Func("prefix-dist", "prefix_repetition: prefix popularity, uniform (each prefix equally often) or zipf:S (prefix k drawn with probability ∝ 1/(k+1)^S)", func(s string) error {
+		d, err := parsePrefixDist(s)
+		g.prefixDist = d
+		return err
+	})
 	fs.IntVar(&g.prefixTokens, "prefix-tokens", 1000, "prefix_repetition: tokens per shared prefix")
 	fs.IntVar(&g.suffixTokens, "suffix-tokens", 50, "prefix_repetition: tokens of each request's unique suffix")
 	fs.IntVar(&g.outputTokens, "output-tokens", 128, "tokens generated per request (max_tokens with ignore_eos)")

@@ -33,6 +33,7 @@ type genConfig struct {
 	kind                                    string
 	numRequests                             int
 	numPrefixes, prefixTokens, suffixTokens int
+	prefixDist                              prefixDist
 	outputTokens                            int
 	turns, systemTokens, userTokens         int
 	thinkTime                               time.Duration
@@ -116,8 +117,9 @@ func generate(cfg genConfig, m promptMaker) (*plan, error) {
 }
 
 // genPrefix builds the prefix_repetition workload: numPrefixes shared prefixes of
-// prefixTokens tokens, each request one of them (every prefix used equally often, in a seeded
-// random order) followed by a unique suffix of suffixTokens tokens.
+// prefixTokens tokens, each request one of them followed by a unique suffix of suffixTokens
+// tokens. Which prefix: with the uniform distribution every prefix is used equally often, in a
+// seeded random order; with zipf:S request i draws prefix k with probability ∝ 1/(k+1)^S.
 func genPrefix(cfg genConfig, m promptMaker) (*plan, error) {
 	if cfg.numRequests < 1 || cfg.numPrefixes < 1 || cfg.prefixTokens < 0 || cfg.suffixTokens < 0 || cfg.outputTokens < 1 {
 		return nil, fmt.Errorf("loadgen: prefix_repetition needs requests ≥ 1, prefixes ≥ 1, output tokens ≥ 1 and non-negative lengths")
@@ -127,11 +129,7 @@ func genPrefix(cfg genConfig, m promptMaker) (*plan, error) {
 	for i := range prefixes {
 		prefixes[i] = m.make(rng, cfg.prefixTokens)
 	}
-	order := make([]int, cfg.numRequests)
-	for i := range order {
-		order[i] = i % cfg.numPrefixes
-	}
-	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	order := cfg.prefixDist.order(rng, cfg.numRequests, cfg.numPrefixes)
 	at := arrivals(rng, cfg.numRequests, cfg.rate, cfg.burstiness)
 
 	p := &plan{idealKnown: true}
@@ -147,8 +145,8 @@ func genPrefix(cfg genConfig, m promptMaker) (*plan, error) {
 	p.distinctPrefixes = len(used)
 	p.idealHit = int64(cfg.numRequests-p.distinctPrefixes) * int64(cfg.prefixTokens)
 	p.idealTotal = int64(cfg.numRequests) * int64(cfg.prefixTokens+cfg.suffixTokens)
-	p.describe = fmt.Sprintf("%s: %d requests over %d prefixes × %d tokens + %d-token suffix, %d output tokens",
-		workloadPrefix, cfg.numRequests, p.distinctPrefixes, cfg.prefixTokens, cfg.suffixTokens, cfg.outputTokens)
+	p.describe = fmt.Sprintf("%s: %d requests over %d prefixes × %d tokens + %d-token suffix, %d output tokens, prefixes %s",
+		workloadPrefix, cfg.numRequests, p.distinctPrefixes, cfg.prefixTokens, cfg.suffixTokens, cfg.outputTokens, cfg.prefixDist)
 	return p, nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -288,3 +289,71 @@ func TestGenerateErrors(t *testing.T) {
 }
 
 func isNaN(x float64) bool { return x != x }
+
+func TestParsePrefixDist(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    prefixDist
+		wantErr bool
+	}{
+		{in: "", want: prefixDist{}},
+		{in: "uniform", want: prefixDist{}},
+		{in: "zipf:1.2", want: prefixDist{zipf: 1.2}},
+		{in: "zipf:0.8", want: prefixDist{zipf: 0.8}},
+		{in: "zipf:0", wantErr: true},
+		{in: "zipf:-1", wantErr: true},
+		{in: "zipf:", wantErr: true},
+		{in: "zipf:Inf", wantErr: true},
+		{in: "pareto:1", wantErr: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parsePrefixDist(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("got error %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if !tc.wantErr && tc.in != "" && got.String() != tc.in {
+				t.Errorf("String: got %q, want %q", got.String(), tc.in)
+			}
+		})
+	}
+}
+
+func TestPrefixRepetitionZipf(t *testing.T) {
+	cfg := prefixCfg()
+	cfg.numRequests, cfg.numPrefixes, cfg.prefixTokens, cfg.suffixTokens = 6000, 100, 4, 1
+	cfg.prefixDist = prefixDist{zipf: 1.2}
+	p, err := genPrefix(cfg, promptMaker{lo: cfg.vocabLo, hi: cfg.vocabHi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, r := range p.requests {
+		counts[fmt.Sprint(r.ids[:4])]++
+	}
+	var byCount []int
+	for _, n := range counts {
+		byCount = append(byCount, n)
+	}
+	slices.Sort(byCount)
+	slices.Reverse(byCount)
+	// P(rank 1) = 1/H(100, 1.2) ≈ 0.27 and P(rank 2) = P(rank 1)/2^1.2 ≈ 0.12.
+	h := 0.0
+	for k := 1; k <= 100; k++ {
+		h += math.Pow(float64(k), -1.2)
+	}
+	for i, want := range []float64{1 / h, math.Pow(2, -1.2) / h} {
+		got := float64(byCount[i]) / 6000
+		if math.Abs(got-want) > 0.02 {
+			t.Errorf("rank %d share: got %.3f, want %.3f ± 0.02", i+1, got, want)
+		}
+	}
+	if p.distinctPrefixes != len(counts) {
+		t.Errorf("distinctPrefixes: got %d, want %d", p.distinctPrefixes, len(counts))
+	}
+	if want := float64(6000-len(counts)) * 4 / (6000 * 5); math.Abs(p.ideal()-want) > 1e-12 {
+		t.Errorf("ideal: got %v, want %v", p.ideal(), want)
+	}
+}

@@ -136,7 +136,11 @@ func checkTable(t *testing.T, ix *Index) {
 				members++
 			}
 		}
-		if s.ext != 0 {
+		switch {
+		case s.ext&extInline != 0:
+			counts[int(s.ext&^extInline)]++
+			members++
+		case s.ext != 0:
 			for i, word := range tb.ext[s.ext] {
 				for b := range 64 {
 					if word&(1<<b) != 0 {
@@ -206,6 +210,31 @@ func TestEvictionKeepsRecentlyTouched(t *testing.T) {
 		}
 	}
 	ix.mu.RUnlock()
+}
+
+// TestEvictionAfterShrink: eviction's sweep hand survives the table shrinking under it. The
+// event flood found it: worker resets emptied the table, its size after regrowing (by quarters
+// from wherever the shrink stopped) was below the hand, and the sweep indexed out of range.
+func TestEvictionAfterShrink(t *testing.T) {
+	tb := newTable(0)
+	for k := range uint64(4000) {
+		tb.add(0, k+1)
+	}
+	tb.hand = tb.n - 1 // where a sweep of the large table left it
+	for k := range uint64(3900) {
+		tb.remove(0, k+1)
+	}
+	if tb.n > 1000 {
+		t.Fatalf("table of %d slots after removing 3900 of 4000 keys, want it shrunk", tb.n)
+	}
+	tb.maxBlocks = 50
+	for k := range uint64(100) {
+		tb.add(0, 10_000+k)
+		tb.evict()
+	}
+	if got := tb.len(); got > 50 {
+		t.Errorf("Len %d > MaxBlocks 50", got)
+	}
 }
 
 func TestTableDeleteKeepsProbeChains(t *testing.T) {

@@ -12,7 +12,10 @@ type slot struct {
 	key uint64
 	// lo is the bitset of workers 0..63 holding key.
 	lo uint64
-	// ext indexes table.ext, the bitset of workers >= 64, or is 0 when none of them holds key.
+	// ext says which workers >= 64 hold key: 0 when none does; extInline|w when exactly
+	// one, w, does (the common case in a large fleet, where most keys are one worker's own,
+	// so it takes no memory outside the slot); otherwise an index into table.ext, the bitset
+	// of workers >= 64.
 	ext uint32
 	// stamp is the table tick of the last insert or lookup hit. Lookups store it atomically
 	// under the read lock; writers hold the write lock.
@@ -23,16 +26,20 @@ type slot struct {
 // callers may hand any uint64 to Match.
 const fibMul = 0x9E3779B97F4A7C15
 
+// extInline marks a slot.ext that holds one worker >= 64 itself rather than an index.
+const extInline = 1 << 31
+
 // table maps prefix block keys to worker sets: a linear-probing hash table with backward-shift
 // deletion, inline 24-byte slots (one cache miss per lookup), per-worker membership counts and
-// approximately least-recently-touched eviction. It is a plain single-goroutine type; Index
+// approximately least-recently-touched eviction. Its size is any multiple of 8 (the home slot
+// is a multiply-high of the hash, not a mask), kept between 64% and 80% full (sizing.go),
+// because slot memory is most of the index's: a power-of-two table averages about 56%. It is a plain single-goroutine type; Index
 // adds the locking (STYLE rule 10). The one exception is match, which may run concurrently
 // with other match calls: it only reads, apart from atomic stamp stores.
 type table struct {
 	slots []slot
-	mask  uint64
-	shift uint
-	used  int // occupied slots, not counting zero
+	n     uint64 // len(slots)
+	used  int    // occupied slots, not counting zero
 
 	zero    slot
 	hasZero bool
@@ -64,24 +71,34 @@ func newTable(maxBlocks int) table {
 	return t
 }
 
-// resize rehashes into a table of n slots (a power of two).
+// resize rehashes into a table of n slots.
 func (t *table) resize(n int) {
 	old := t.slots
 	t.slots = make([]slot, n)
-	t.mask = uint64(n - 1)
-	t.shift = uint(64 - bits.TrailingZeros(uint(n)))
+	t.n = uint64(n)
+	if t.hand >= t.n {
+		t.hand = 0 // the eviction sweep continues from the start of a smaller table
+	}
 	for i := range old {
 		if old[i].key != 0 {
 			j := t.home(old[i].key)
 			for t.slots[j].key != 0 {
-				j = (j + 1) & t.mask
+				j = t.next(j)
 			}
 			t.slots[j] = old[i]
 		}
 	}
 }
 
-func (t *table) home(key uint64) uint64 { return (key * fibMul) >> t.shift }
+func (t *table) home(key uint64) uint64 { return reduce(key*fibMul, t.n) }
+
+// next is the slot after i, cyclically.
+func (t *table) next(i uint64) uint64 {
+	if i++; i == t.n {
+		return 0
+	}
+	return i
+}
 
 // len returns the number of distinct keys.
 func (t *table) len() int {
@@ -108,7 +125,7 @@ func (t *table) find(key uint64) *slot {
 		if s.key == 0 {
 			return nil
 		}
-		i = (i + 1) & t.mask
+		i = t.next(i)
 	}
 }
 
@@ -122,8 +139,8 @@ func (t *table) findOrInsert(key uint64) *slot {
 		}
 		return &t.zero
 	}
-	if (t.used+1)*4 > len(t.slots)*3 {
-		t.resize(2 * len(t.slots))
+	if overLoaded(t.used+1, len(t.slots)) {
+		t.resize(grownSize(len(t.slots)))
 	}
 	i := t.home(key)
 	for {
@@ -136,7 +153,7 @@ func (t *table) findOrInsert(key uint64) *slot {
 			t.used++
 			return s
 		}
-		i = (i + 1) & t.mask
+		i = t.next(i)
 	}
 }
 
@@ -151,11 +168,16 @@ func (t *table) deleteKey(key uint64) {
 		if t.slots[i].key == 0 {
 			return
 		}
-		i = (i + 1) & t.mask
+		i = t.next(i)
 	}
+	t.deleteSlot(i)
+}
+
+// deleteSlot empties slot i (occupied, not the zero key's) by backward-shift deletion.
+func (t *table) deleteSlot(i uint64) {
 	j := i
 	for {
-		j = (j + 1) & t.mask
+		j = t.next(j)
 		if t.slots[j].key == 0 {
 			break
 		}
@@ -173,8 +195,8 @@ func (t *table) deleteKey(key uint64) {
 	}
 	t.slots[i] = slot{}
 	t.used--
-	if len(t.slots) > 64 && t.used*8 < len(t.slots) {
-		t.resize(len(t.slots) / 2)
+	if underLoaded(t.used, len(t.slots)) {
+		t.resize(shrunkSize(len(t.slots)))
 	}
 }
 
@@ -191,15 +213,47 @@ func (t *table) has(s *slot, w WorkerID) bool {
 	if w < 64 {
 		return s.lo&(1<<w) != 0
 	}
-	if s.ext == 0 {
-		return false
-	}
-	return extHas(t.ext[s.ext], w)
+	return t.extHas(s.ext, w)
 }
 
-func extHas(set []uint64, w WorkerID) bool {
+// extHas reports whether the ext value of a slot includes worker w >= 64.
+func (t *table) extHas(ext uint32, w WorkerID) bool {
+	switch {
+	case ext == 0:
+		return false
+	case ext&extInline != 0:
+		return WorkerID(ext&^extInline) == w
+	}
+	set := t.ext[ext]
 	i := int(w-64) / 64
 	return i < len(set) && set[i]&(1<<((w-64)%64)) != 0
+}
+
+// extBitset turns s's inline worker into a bitset in table.ext, returning it.
+func (t *table) extBitset(s *slot) []uint64 {
+	inline := s.ext
+	if n := len(t.extFree); n > 0 {
+		s.ext = t.extFree[n-1]
+		t.extFree = t.extFree[:n-1]
+	} else {
+		s.ext = uint32(len(t.ext))
+		t.ext = append(t.ext, nil)
+	}
+	if inline&extInline != 0 {
+		t.extSet(s, WorkerID(inline&^extInline))
+	}
+	return t.ext[s.ext]
+}
+
+// extSet sets worker w >= 64 in s's bitset.
+func (t *table) extSet(s *slot, w WorkerID) {
+	set := t.ext[s.ext]
+	i := int(w-64) / 64
+	if i >= len(set) {
+		set = append(set, make([]uint64, i+1-len(set))...)
+		t.ext[s.ext] = set
+	}
+	set[i] |= uint64(1) << ((w - 64) % 64)
 }
 
 // contains reports whether worker w holds key.
@@ -218,26 +272,17 @@ func (t *table) add(w WorkerID, key uint64) bool {
 		}
 		s.lo |= 1 << w
 	} else {
-		if s.ext == 0 {
-			if n := len(t.extFree); n > 0 {
-				s.ext = t.extFree[n-1]
-				t.extFree = t.extFree[:n-1]
-			} else {
-				s.ext = uint32(len(t.ext))
-				t.ext = append(t.ext, nil)
-			}
-		}
-		set := t.ext[s.ext]
-		i := int(w-64) / 64
-		if i >= len(set) {
-			set = append(set, make([]uint64, i+1-len(set))...)
-			t.ext[s.ext] = set
-		}
-		bit := uint64(1) << ((w - 64) % 64)
-		if set[i]&bit != 0 {
+		switch {
+		case t.extHas(s.ext, w):
 			return false
+		case s.ext == 0:
+			s.ext = extInline | uint32(w)
+		default:
+			if s.ext&extInline != 0 {
+				t.extBitset(s)
+			}
+			t.extSet(s, w)
 		}
-		set[i] |= bit
 	}
 	t.grow(w)
 	t.counts[w]++
@@ -252,13 +297,27 @@ func (t *table) remove(w WorkerID, key uint64) bool {
 	if s == nil || !t.has(s, w) {
 		return false
 	}
-	if w < 64 {
+	switch {
+	case w < 64:
 		s.lo &^= 1 << w
-	} else {
+	case s.ext&extInline != 0:
+		s.ext = 0
+	default:
 		set := t.ext[s.ext]
 		set[(w-64)/64] &^= 1 << ((w - 64) % 64)
-		if !slices.ContainsFunc(set, func(x uint64) bool { return x != 0 }) {
+		// Back to inline (or none) when at most one worker is left.
+		left, one := 0, WorkerID(0)
+		for i, x := range set {
+			if n := bits.OnesCount64(x); n > 0 {
+				left += n
+				one = WorkerID(64 + 64*i + bits.TrailingZeros64(x))
+			}
+		}
+		if left <= 1 {
 			t.freeExt(s)
+			if left == 1 {
+				s.ext = extInline | uint32(one)
+			}
 		}
 	}
 	t.counts[w]--
@@ -287,7 +346,13 @@ func (t *table) dropEntry(key uint64) {
 		t.evicted[w]++
 		t.members--
 	}
-	if s.ext != 0 {
+	switch {
+	case s.ext&extInline != 0:
+		w := s.ext &^ extInline
+		t.counts[w]--
+		t.evicted[w]++
+		t.members--
+	case s.ext != 0:
 		for i, word := range t.ext[s.ext] {
 			for ; word != 0; word &= word - 1 {
 				w := 64 + 64*i + bits.TrailingZeros64(word)
@@ -322,7 +387,7 @@ func (t *table) evict() {
 		}
 		for scanned := 0; scanned < len(t.slots) && len(t.victims) < need; scanned++ {
 			s := &t.slots[t.hand]
-			t.hand = (t.hand + 1) & t.mask
+			t.hand = t.next(t.hand)
 			if s.key != 0 && t.tick-s.stamp >= cutoff {
 				t.victims = append(t.victims, s.key)
 			}
@@ -330,7 +395,7 @@ func (t *table) evict() {
 		for _, k := range t.victims {
 			t.dropEntry(k)
 		}
-		if t.hand > t.mask {
+		if t.hand >= t.n {
 			t.hand = 0
 		}
 	}
@@ -347,7 +412,7 @@ func (t *table) ageCutoff(need int) uint32 {
 		t.rng ^= t.rng << 13
 		t.rng ^= t.rng >> 7
 		t.rng ^= t.rng << 17
-		s := &t.slots[t.rng&t.mask]
+		s := &t.slots[reduce(t.rng, t.n)]
 		if s.key != 0 {
 			t.sample = append(t.sample, t.tick-s.stamp)
 		}
@@ -376,8 +441,10 @@ func (t *table) match(keys []uint64, dst []WorkerMatch) []WorkerMatch {
 	tick := t.tick
 	touch(s, tick)
 	alive := s.lo
-	// Workers >= 64 (rare) sit at dst[:nExt]; an entry is alive while Blocks == i.
-	if s.ext != 0 {
+	// Workers >= 64 sit at dst[:nExt]; an entry is alive while Blocks == i.
+	if s.ext&extInline != 0 {
+		dst = append(dst, WorkerMatch{Worker: WorkerID(s.ext &^ extInline), Blocks: 1})
+	} else if s.ext != 0 {
 		for i, word := range t.ext[s.ext] {
 			for ; word != 0; word &= word - 1 {
 				dst = append(dst, WorkerMatch{Worker: WorkerID(64 + 64*i + bits.TrailingZeros64(word)), Blocks: 1})
@@ -390,13 +457,10 @@ func (t *table) match(keys []uint64, dst []WorkerMatch) []WorkerMatch {
 	for ; i < len(keys) && (alive != 0 || extAlive > 0); i++ {
 		s = t.find(keys[i])
 		var lo uint64
-		var ext []uint64
+		var ext uint32
 		if s != nil {
 			touch(s, tick)
-			lo = s.lo
-			if s.ext != 0 {
-				ext = t.ext[s.ext]
-			}
+			lo, ext = s.lo, s.ext
 		}
 		if gone := alive &^ lo; gone != 0 {
 			for ; gone != 0; gone &= gone - 1 {
@@ -407,7 +471,7 @@ func (t *table) match(keys []uint64, dst []WorkerMatch) []WorkerMatch {
 		if extAlive > 0 {
 			for j := range dst[:nExt] {
 				if dst[j].Blocks == i {
-					if extHas(ext, dst[j].Worker) {
+					if t.extHas(ext, dst[j].Worker) {
 						dst[j].Blocks++
 					} else {
 						extAlive--
@@ -437,7 +501,7 @@ func (t *table) prefetch(keys []uint64) uint64 {
 		h := t.home(k)
 		// The next slot too: a probe or a backward shift usually reads it, and it lies on
 		// the next cache line when h is a line's last slot.
-		acc += t.slots[h].key + t.slots[(h+1)&t.mask].key
+		acc += t.slots[h].key + t.slots[t.next(h)].key
 	}
 	return acc
 }

@@ -1,15 +1,12 @@
 package indexer
 
-import "math/bits"
-
 // u64map is an open-addressing uint64 → uint64 map (linear probing, backward-shift deletion)
 // used for the per-worker engine-hash maps: one cache miss per lookup where a Go map's
 // control-word probe costs about two, and 16 bytes per slot. Not safe for concurrent use.
 type u64map struct {
 	slots []u64slot
-	mask  uint64
-	shift uint
-	used  int // occupied slots, not counting zero
+	n     uint64 // len(slots): any multiple of 8, kept 64–80% full (sizing.go)
+	used  int    // occupied slots, not counting zero
 
 	zeroVal uint64 // value of key 0, valid when hasZero
 	hasZero bool
@@ -26,20 +23,27 @@ func newU64map() u64map {
 func (m *u64map) resize(n int) {
 	old := m.slots
 	m.slots = make([]u64slot, n)
-	m.mask = uint64(n - 1)
-	m.shift = uint(64 - bits.TrailingZeros(uint(n)))
+	m.n = uint64(n)
 	for _, s := range old {
 		if s.key != 0 {
 			j := m.home(s.key)
 			for m.slots[j].key != 0 {
-				j = (j + 1) & m.mask
+				j = m.next(j)
 			}
 			m.slots[j] = s
 		}
 	}
 }
 
-func (m *u64map) home(key uint64) uint64 { return mix(key) >> m.shift }
+func (m *u64map) home(key uint64) uint64 { return reduce(mix(key), m.n) }
+
+// next is the slot after i, cyclically.
+func (m *u64map) next(i uint64) uint64 {
+	if i++; i == m.n {
+		return 0
+	}
+	return i
+}
 
 // len returns the number of keys.
 func (m *u64map) len() int {
@@ -54,7 +58,7 @@ func (m *u64map) get(key uint64) (uint64, bool) {
 	if key == 0 {
 		return m.zeroVal, m.hasZero
 	}
-	for i := m.home(key); ; i = (i + 1) & m.mask {
+	for i := m.home(key); ; i = m.next(i) {
 		s := &m.slots[i]
 		if s.key == key {
 			return s.val, true
@@ -72,10 +76,10 @@ func (m *u64map) put(key, val uint64) (old uint64, had bool) {
 		m.zeroVal, m.hasZero = val, true
 		return old, had
 	}
-	if (m.used+1)*4 > len(m.slots)*3 {
-		m.resize(2 * len(m.slots))
+	if overLoaded(m.used+1, len(m.slots)) {
+		m.resize(grownSize(len(m.slots)))
 	}
-	for i := m.home(key); ; i = (i + 1) & m.mask {
+	for i := m.home(key); ; i = m.next(i) {
 		s := &m.slots[i]
 		if s.key == key {
 			old, s.val = s.val, val
@@ -101,12 +105,12 @@ func (m *u64map) del(key uint64) (uint64, bool) {
 		if m.slots[i].key == 0 {
 			return 0, false
 		}
-		i = (i + 1) & m.mask
+		i = m.next(i)
 	}
 	val := m.slots[i].val
 	j := i
 	for {
-		j = (j + 1) & m.mask
+		j = m.next(j)
 		if m.slots[j].key == 0 {
 			break
 		}
@@ -124,8 +128,8 @@ func (m *u64map) del(key uint64) (uint64, bool) {
 	}
 	m.slots[i] = u64slot{}
 	m.used--
-	if len(m.slots) > 64 && m.used*8 < len(m.slots) {
-		m.resize(len(m.slots) / 2)
+	if underLoaded(m.used, len(m.slots)) {
+		m.resize(shrunkSize(len(m.slots)))
 	}
 	return val, true
 }
@@ -178,7 +182,7 @@ func (m *u64map) prefetch(keys []uint64) uint64 {
 		h := m.home(k)
 		// The next slot too: a probe or a backward shift usually reads it, and it lies on
 		// the next cache line when h is a line's last slot.
-		acc += m.slots[h].key + m.slots[(h+1)&m.mask].key
+		acc += m.slots[h].key + m.slots[m.next(h)].key
 	}
 	return acc
 }

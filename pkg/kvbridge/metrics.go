@@ -62,6 +62,7 @@ type Metrics struct {
 	events    *prometheus.CounterVec // worker, kind
 	malformed *prometheus.CounterVec // worker (malformed events inside decodable batches)
 	gaps      *prometheus.CounterVec // worker
+	skipped   *prometheus.CounterVec // worker
 	replays   *prometheus.CounterVec // worker, result
 	resets    *prometheus.CounterVec // worker, reason
 	resyncs   *prometheus.CounterVec // worker
@@ -90,6 +91,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		gaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_kv_event_gaps_total",
 			Help: "Sequence gaps detected in a KV event stream (any DP rank).",
+		}, []string{"worker"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_kv_event_batches_skipped_total",
+			Help: "Sequence numbers a KV event stream passed over without applying: batches lost to a gap (in transit, or dropped from the queue) that no replay delivered.",
 		}, []string{"worker"}),
 		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_kv_replay_requests_total",
@@ -127,6 +132,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.gaps, err = registerVec(reg, m.gaps); err != nil {
+		return nil, err
+	}
+	if m.skipped, err = registerVec(reg, m.skipped); err != nil {
 		return nil, err
 	}
 	if m.replays, err = registerVec(reg, m.replays); err != nil {
@@ -169,6 +177,14 @@ func (m *Metrics) countBatch(worker, outcome string) {
 		return
 	}
 	m.batches.WithLabelValues(worker, outcome).Inc()
+}
+
+// countSkipped counts n sequence numbers a stream of worker passed over.
+func (m *Metrics) countSkipped(worker string, n uint64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.skipped.WithLabelValues(worker).Add(float64(n))
 }
 
 // countEvents counts n delivered events of the given kind ("stored", "removed", "cleared"; see

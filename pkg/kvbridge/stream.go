@@ -72,6 +72,7 @@ type streamStats struct {
 	dropped    atomic.Uint64
 	malformed  atomic.Uint64
 	gaps       atomic.Uint64
+	skipped    atomic.Uint64
 	resets     atomic.Uint64
 	replays    atomic.Uint64
 }
@@ -91,8 +92,11 @@ type RankStatus struct {
 	Dropped    uint64 `json:"dropped"`
 	Malformed  uint64 `json:"malformed"`
 	Gaps       uint64 `json:"gaps"`
-	Resets     uint64 `json:"resets"`
-	Replays    uint64 `json:"replays"`
+	// Skipped counts the sequence numbers the stream passed over without applying: batches
+	// a gap lost (in transit or dropped from the queue) that no replay delivered.
+	Skipped uint64 `json:"skipped"`
+	Resets  uint64 `json:"resets"`
+	Replays uint64 `json:"replays"`
 }
 
 // streamRules applies the event stream rules of DESIGN.md §6 to one numbered stream of batches:
@@ -118,6 +122,10 @@ type streamRules[T any] struct {
 	// lastLive is the last seq received live (restart detection).
 	lastLive    uint64
 	hasLastLive bool
+	// lastApplied is the last seq applied, kept when the cursor is cleared, so a jump past
+	// it counts the batches skipped.
+	lastApplied    uint64
+	hasLastApplied bool
 
 	// The repair in flight, if replaying.
 	replaying    bool
@@ -144,7 +152,7 @@ func (s *streamRules[T]) status() RankStatus {
 	return RankStatus{
 		Rank: s.rank, Cursor: st.cursor.Load(), HasCursor: st.hasCursor.Load(), Replaying: s.replayFlag.Load(),
 		Applied: st.applied.Load(), Replayed: st.replayed.Load(), Duplicates: st.duplicates.Load(),
-		Dropped: st.dropped.Load(), Malformed: st.malformed.Load(), Gaps: st.gaps.Load(),
+		Dropped: st.dropped.Load(), Malformed: st.malformed.Load(), Gaps: st.gaps.Load(), Skipped: st.skipped.Load(),
 		Resets: st.resets.Load(), Replays: st.replays.Load(),
 	}
 }
@@ -434,6 +442,14 @@ func (s *streamRules[T]) tick(now time.Time) {
 // counted and skipped, but the cursor still moves past it: the batch was received, so asking
 // for it again would return the same bytes.
 func (s *streamRules[T]) apply(seq uint64, item T, outcome string) {
+	// A jump past the last applied seq (a gap given up on) skips the batches in between; a
+	// seq at or below it is a publisher that started over.
+	if s.hasLastApplied && seq > s.lastApplied+1 {
+		n := seq - s.lastApplied - 1
+		s.stats.skipped.Add(n)
+		s.m.countSkipped(s.worker, n)
+	}
+	s.lastApplied, s.hasLastApplied = seq, true
 	s.setCursor(seq)
 	b := s.scratch
 	rejected, err := s.t.decode(item, b)

@@ -77,6 +77,8 @@ func TestStreamRules(t *testing.T) {
 		run        func(h *streamHarness)
 		want       []string
 		wantStarts []uint64
+		// wantSkipped: sequence numbers passed over without being applied.
+		wantSkipped uint64
 	}{
 		{
 			name: "first batch sets the cursor, then in order",
@@ -89,9 +91,10 @@ func TestStreamRules(t *testing.T) {
 			want: []string{"b3", "b4", "reset:publisher_restart", "b0", "b1"},
 		},
 		{
-			name: "gap without replay resets and continues",
-			run:  func(h *streamHarness) { h.live(1, 2, 5, 6) },
-			want: []string{"b1", "b2", "reset:unrepaired_gap", "b5", "b6"},
+			name:        "gap without replay resets and continues",
+			run:         func(h *streamHarness) { h.live(1, 2, 5, 6) },
+			want:        []string{"b1", "b2", "reset:unrepaired_gap", "b5", "b6"},
+			wantSkipped: 2,
 		},
 		{
 			name:   "gap repaired by replay, held batches after it, duplicates skipped",
@@ -131,8 +134,9 @@ func TestStreamRules(t *testing.T) {
 				h.live(1, 2, 6, 7)
 				h.replay(4, 5, 6) // the buffer lost 3
 			},
-			want:       []string{"b1", "b2", "reset:unrepaired_gap", "b6", "b7"},
-			wantStarts: []uint64{3},
+			want:        []string{"b1", "b2", "reset:unrepaired_gap", "b6", "b7"},
+			wantStarts:  []uint64{3},
+			wantSkipped: 3,
 		},
 		{
 			name:   "replay with only the terminator resets",
@@ -141,8 +145,9 @@ func TestStreamRules(t *testing.T) {
 				h.live(1, 3)
 				h.replay()
 			},
-			want:       []string{"b1", "reset:unrepaired_gap", "b3"},
-			wantStarts: []uint64{2},
+			want:        []string{"b1", "reset:unrepaired_gap", "b3"},
+			wantStarts:  []uint64{2},
+			wantSkipped: 1,
 		},
 		{
 			name:   "connect replays from 0 and holds live batches; first replayed sets the cursor",
@@ -174,8 +179,9 @@ func TestStreamRules(t *testing.T) {
 				h.s.connected()
 				h.replay(1, 2, 4)
 			},
-			want:       []string{"b1", "b2", "reset:unrepaired_gap", "b4"},
-			wantStarts: []uint64{0},
+			want:        []string{"b1", "b2", "reset:unrepaired_gap", "b4"},
+			wantStarts:  []uint64{0},
+			wantSkipped: 1,
 		},
 		{
 			name:   "a truncated replay is continued by a second one",
@@ -199,8 +205,9 @@ func TestStreamRules(t *testing.T) {
 				h.s.replayMsg(old, 2, payloadFor(2), false)
 				h.live(4)
 			},
-			want:       []string{"b1", "reset:unrepaired_gap", "b3", "b4"},
-			wantStarts: []uint64{2},
+			want:        []string{"b1", "reset:unrepaired_gap", "b3", "b4"},
+			wantStarts:  []uint64{2},
+			wantSkipped: 1,
 		},
 		{
 			name:   "held overflow drops the newest, and the gap is repaired afterwards",
@@ -242,6 +249,9 @@ func TestStreamRules(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantStarts, h.starts()); diff != "" {
 				t.Errorf("replay requests (-want +got):\n%s", diff)
+			}
+			if got := h.s.status().Skipped; got != tt.wantSkipped {
+				t.Errorf("skipped: got %d, want %d", got, tt.wantSkipped)
 			}
 		})
 	}

@@ -28,13 +28,13 @@ const (
 	DefaultMaxMsgSize = 64 << 20
 	// zmqPollInterval bounds how long a reader blocks in zmq_poll, so Run notices cancellation
 	// and replay requests promptly.
-	zmqPollInterval = 50 * time.Millisecond
+	zmqPollInterval = 200 * time.Millisecond
 	// DefaultReconnectGrace is how long a disconnected SUB may wait for libzmq's own
 	// reconnection before the reader recreates its sockets: longer than libzmq's reconnect
 	// interval cap (5 s), so it only acts when libzmq gave up.
 	DefaultReconnectGrace = DefaultMaxBackoff + time.Second
 	// zmqTickInterval is how often the consumer checks replay deadlines.
-	zmqTickInterval = 50 * time.Millisecond
+	zmqTickInterval = 200 * time.Millisecond
 )
 
 // ZMQConfig configures a ZMQSource: one worker's engine publisher(s), vLLM style (the engine

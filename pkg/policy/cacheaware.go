@@ -6,11 +6,21 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
-// cacheAware is the default policy, SMG's rule cascade (DESIGN.md §5):
+// cacheAware is the default policy, SMG's rule cascade (DESIGN.md §5) with one addition, the
+// bounded-load rule:
 //  1. imbalance guard: max_load − min_load > abs AND max_load > rel × min_load → least loaded;
-//  2. best match ratio (Matched ÷ Blocks) ≥ threshold → best match, ties by lower load, then at
-//     random; the reason names where the winner's match came from;
-//  3. otherwise the least-loaded worker.
+//  2. best match ratio (Matched ÷ Blocks) ≥ threshold among the workers under the load bound
+//     (loadBound: below factor × the mean load, counting this request, plus slack) → best match, ties by
+//     lower load, then at random; the reason names where the winner's match came from;
+//  3. otherwise the least-loaded worker: reason overloaded when a worker above the bound held a
+//     match that would have won, no_match otherwise.
+//
+// Rule 2's bound is what keeps a hot prefix from piling onto one worker: once that worker is
+// full, the prefix's requests go to the least-loaded worker, which caches it too; from then on
+// both hold it fully, tie on the match, and the tie goes to the lower load, so the prefix is
+// served from as many workers as its load needs. With factor 0 the bound is off and the
+// cascade is exactly SMG's, where only rule 1 (at 64 requests of spread) stops a pile-up, and
+// then for every request at once.
 //
 // A request with no full block cannot match anything and goes straight to the least-loaded
 // worker (reason no_match). It is immutable after construction.
@@ -18,6 +28,8 @@ type cacheAware struct {
 	threshold float64
 	abs       int64
 	rel       float64
+	factor    float64
+	slack     int64
 	rnd       func() uint64
 }
 
@@ -29,6 +41,8 @@ func newCacheAware(cfg Config) (*cacheAware, error) {
 		threshold: cfg.CacheThreshold,
 		abs:       cfg.BalanceAbsThreshold,
 		rel:       cfg.BalanceRelThreshold,
+		factor:    cfg.BoundedLoadFactor,
+		slack:     cfg.BoundedLoadSlack,
 		rnd:       cfg.rand(),
 	}, nil
 }
@@ -43,10 +57,21 @@ func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 		return Decision{Index: leastLoaded(p.rnd, cands), Reason: ReasonNoMatch}
 	}
 
-	// Best match: most matched blocks, then lowest load; count exact ties for a fair draw.
-	best, ties := 0, 1
-	for i := 1; i < len(cands); i++ {
-		c, b := &cands[i], &cands[best]
+	// Best match under the bound: most matched blocks, then lowest load; count exact ties for
+	// a fair draw. full remembers the largest match held by a full worker.
+	bound := loadBound(cands, p.factor, p.slack)
+	best, ties, full := -1, 0, 0
+	for i := range cands {
+		c := &cands[i]
+		if c.Load >= bound {
+			full = max(full, c.Matched)
+			continue
+		}
+		if best < 0 {
+			best, ties = i, 1
+			continue
+		}
+		b := &cands[best]
 		switch {
 		case c.Matched > b.Matched || (c.Matched == b.Matched && c.Load < b.Load):
 			best, ties = i, 1
@@ -54,10 +79,14 @@ func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 			ties++
 		}
 	}
-	matched := cands[best].Matched
+	matched := cands[best].Matched // best ≥ 0: the least-loaded candidate is never full
 	// ratio ≥ threshold, written without a division; a zero match is never a hit.
-	if matched <= 0 || float64(matched) < p.threshold*float64(req.Blocks) {
-		return Decision{Index: leastLoaded(p.rnd, cands), Reason: ReasonNoMatch}
+	if !p.hit(matched, req.Blocks) {
+		reason := ReasonNoMatch
+		if full > matched && p.hit(full, req.Blocks) {
+			reason = ReasonOverloaded
+		}
+		return Decision{Index: leastLoaded(p.rnd, cands), Reason: reason}
 	}
 	if ties > 1 {
 		k := randIntn(p.rnd, ties)
@@ -73,6 +102,11 @@ func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 		}
 	}
 	return Decision{Index: best, Reason: hitReason(cands[best].Source)}
+}
+
+// hit reports whether matched of blocks reaches the threshold (a zero match never does).
+func (p *cacheAware) hit(matched, blocks int) bool {
+	return matched > 0 && float64(matched) >= p.threshold*float64(blocks)
 }
 
 // hitReason maps the winner's match source to the decision reason.

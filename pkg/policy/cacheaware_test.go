@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -82,10 +83,58 @@ func TestCacheAwarePick(t *testing.T) {
 			want:  Decision{Index: 0, Reason: ReasonCacheHit},
 		},
 		{
-			name: "relatively imbalanced but small spread",
+			name: "SMG: relatively imbalanced but small spread",
+			cfg:  smg,
 			req:  Request{Blocks: 10},
 			// 60 > 1.5×0 but max−min = 60 ≤ 64.
 			cands: []Candidate{cand(60, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonCacheHit},
+		},
+		{
+			name: "bounded load: the full worker's hit spills to the least loaded",
+			req:  Request{Blocks: 10},
+			// Same loads: bound ⌈1.25 × 61 / 2⌉ + 8 = 47 ≤ 60.
+			cands: []Candidate{cand(60, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonOverloaded},
+		},
+		{
+			name: "bounded load: just under the bound still wins",
+			req:  Request{Blocks: 10},
+			// bound ⌈1.25 × 47 / 2⌉ + 8 = 38 > 37.
+			cands: []Candidate{cand(37, 10, indexer.SourceEvents), cand(9, 0, indexer.SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonCacheHit},
+		},
+		{
+			name: "bounded load: at the bound it spills",
+			req:  Request{Blocks: 10},
+			// bound ⌈1.25 × 49 / 2⌉ + 8 = 39.
+			cands: []Candidate{cand(39, 10, indexer.SourceEvents), cand(9, 0, indexer.SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonOverloaded},
+		},
+		{
+			name: "bounded load: a copy on a worker under the bound wins",
+			req:  Request{Blocks: 10},
+			// A hot prefix already copied to worker 2: bound ⌈1.25 × 91 / 3⌉ + 8 = 46.
+			cands: []Candidate{cand(60, 10, indexer.SourceEvents), cand(10, 0, indexer.SourceNone), cand(20, 10, indexer.SourceEvents)},
+			want:  Decision{Index: 2, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "bounded load: a partial match under the bound beats a spill",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(60, 10, indexer.SourceEvents), cand(10, 0, indexer.SourceNone), cand(20, 4, indexer.SourceEvents)},
+			want:  Decision{Index: 2, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "bounded load: a full worker below the threshold is no_match",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(60, 2, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonNoMatch},
+		},
+		{
+			name: "bounded load: the slack keeps a small pile-up",
+			req:  Request{Blocks: 10},
+			// 8 of 8 requests on one worker: bound ⌈1.25 × 9 / 3⌉ + 8 = 12.
+			cands: []Candidate{cand(8, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone), cand(0, 0, indexer.SourceNone)},
 			want:  Decision{Index: 0, Reason: ReasonCacheHit},
 		},
 		{
@@ -155,13 +204,24 @@ func TestCacheAwarePick(t *testing.T) {
 	}
 }
 
-// TestCacheAwareProperties checks the cascade's invariants on random instances: when no
-// imbalance holds and the best ratio reaches the threshold, the winner has the highest match
-// and, among those, the lowest load; otherwise the winner is least loaded.
+// smg turns the bounded-load rule off: SMG's cascade exactly.
+func smg(c *Config) { c.BoundedLoadFactor = 0 }
+
+// TestCacheAwareProperties checks the cascade's invariants on random instances, with the
+// bounded-load rule on and off: when no imbalance holds and the best ratio among the workers
+// under the load bound reaches the threshold, the winner has that match and, among those, the
+// lowest load; otherwise the winner is least loaded.
 func TestCacheAwareProperties(t *testing.T) {
+	for _, factor := range []float64{0, DefaultBoundedLoadFactor, 1} {
+		t.Run(fmt.Sprint("factor=", factor), func(t *testing.T) { cacheAwareProperties(t, factor) })
+	}
+}
+
+func cacheAwareProperties(t *testing.T, factor float64) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	cfg := DefaultConfig()
 	cfg.Rand = rng.Uint64
+	cfg.BoundedLoadFactor = factor
 	p := mustNew(t, NameCacheAware, cfg)
 	cands := make([]Candidate, 0, 8)
 	for iter := range 20000 {
@@ -179,9 +239,17 @@ func TestCacheAwareProperties(t *testing.T) {
 			t.Fatalf("iter %d: got index %d, want in [0,%d)", iter, d.Index, len(cands))
 		}
 		lo, hi := minMaxLoad(cands)
-		bestM := 0
+		bound := loadBound(cands, factor, cfg.BoundedLoadSlack)
+		bestM, fullM := 0, 0
 		for _, c := range cands {
-			bestM = max(bestM, c.Matched)
+			if c.Load < bound {
+				bestM = max(bestM, c.Matched)
+			} else {
+				fullM = max(fullM, c.Matched)
+			}
+		}
+		hit := func(m int) bool {
+			return req.Blocks > 0 && m > 0 && float64(m)/float64(req.Blocks) >= cfg.CacheThreshold
 		}
 		w := cands[d.Index]
 		switch {
@@ -189,12 +257,12 @@ func TestCacheAwareProperties(t *testing.T) {
 			if d.Reason != ReasonImbalance || w.Load != lo {
 				t.Fatalf("iter %d: imbalanced %v: got %+v (load %d), want least loaded %d with reason imbalance", iter, cands, d, w.Load, lo)
 			}
-		case req.Blocks > 0 && bestM > 0 && float64(bestM)/float64(req.Blocks) >= cfg.CacheThreshold:
-			if w.Matched != bestM {
+		case hit(bestM):
+			if w.Matched != bestM || w.Load >= bound {
 				t.Fatalf("iter %d: %v: got worker with match %d, want the best match %d", iter, cands, w.Matched, bestM)
 			}
 			for _, c := range cands {
-				if c.Matched == bestM && c.Load < w.Load {
+				if c.Matched == bestM && c.Load < w.Load && c.Load < bound {
 					t.Fatalf("iter %d: %v: got load %d, a best-match worker has load %d", iter, cands, w.Load, c.Load)
 				}
 			}
@@ -202,8 +270,12 @@ func TestCacheAwareProperties(t *testing.T) {
 				t.Fatalf("iter %d: got reason %q, want %q", iter, d.Reason, hitReason(w.Source))
 			}
 		default:
-			if d.Reason != ReasonNoMatch || w.Load != lo {
-				t.Fatalf("iter %d: %v: got %+v (load %d), want least loaded %d with reason no_match", iter, cands, d, w.Load, lo)
+			want := ReasonNoMatch
+			if fullM > bestM && hit(fullM) {
+				want = ReasonOverloaded
+			}
+			if d.Reason != want || w.Load != lo {
+				t.Fatalf("iter %d: %v: got %+v (load %d), want least loaded %d with reason %s", iter, cands, d, w.Load, lo, want)
 			}
 		}
 	}

@@ -6,26 +6,34 @@ import (
 	"sync"
 )
 
-// cost is the Dynamo-style policy: it minimises
+// cost is the Dynamo-style policy: it minimises, per worker w,
 //
-//	prefill_weight × (request_blocks − matched) + in-flight load in blocks
+//	prefill_weight × (request_blocks − matched_w) + queue_weight × queued_prefill_w + decode_weight × active_w
 //
-// where load in blocks is Candidate.Load × LoadBlocksPerRequest (or × the request's own blocks).
-// It is built as a pipeline (STYLE rule 5): filters drop candidates, scorers map each remaining
-// candidate to [0,1] (higher is better, aligned with the filtered slice), the weighted sum is
-// clamped to [0,1], and the picker takes the best score (ties at random) or samples a softmax
-// when Temperature > 0.
+// in KV blocks: the blocks w must prefill before this request's first token (the request's
+// blocks it lacks, and what this gateway's in-flight requests on w have not prefilled yet),
+// and the blocks its in-flight requests hold while they decode. Dynamo's KV router weighs the
+// same terms (potential prefill blocks × overlap weight + active decode blocks). Measuring
+// load in blocks is what makes the trade-off meaningful: a request in flight costs what it
+// still has to prefill and a small share for decoding, not a whole prefix (Config's
+// QueueWeight and DecodeWeight say why those shares are small).
 //
-// The two scorers are the cost's terms normalised by S = prefill_weight × blocks + max_load ×
-// blocks_per_load: prefill = matched ÷ blocks with weight prefill_weight × blocks ÷ S, and
-// load = 1 − load ÷ max_load with weight max_load × blocks_per_load ÷ S. Their weighted sum is
-// exactly 1 − cost ÷ S, a decreasing function of the cost, so its argmax is the cost's argmin
-// (and it lies in [0,1] because no filtered candidate's cost exceeds S). It is immutable after
-// construction and must not be copied; scratch space comes from a pool so Pick does not
-// allocate in steady state.
+// It is built as a pipeline (STYLE rule 5): filters drop candidates (SMG's imbalance, then the
+// bounded-load rule of cache_aware, so that no cache affinity piles more work onto an
+// overloaded worker), scorers map each remaining candidate to [0,1] (higher is better,
+// aligned with the filtered slice), the weighted sum is clamped to [0,1], and the picker takes
+// the best score (ties at random) or samples a softmax when Temperature > 0.
+//
+// The three scorers are the cost's terms normalised by S, the sum of each weighted term's
+// largest value over the candidates: a term with values x and weight w scores 1 − x ÷ max_x
+// with weight w × max_x ÷ S. Their weighted sum is exactly 1 − cost ÷ S, a decreasing
+// function of the cost, so its argmax is the cost's argmin (and it lies in [0,1] because no
+// candidate's cost exceeds S). It is immutable after construction and must not be copied;
+// scratch space comes from a pool so Pick does not allocate in steady state.
 type cost struct {
 	prefillWeight float64
-	loadBlocks    float64 // 0: use the request's blocks
+	queueWeight   float64
+	decodeWeight  float64
 	temperature   float64
 	filters       []costFilter
 	scorers       []costScorer
@@ -52,11 +60,13 @@ type costScratch struct {
 	index []int
 	total []float64
 	out   []float64
-	// Computed once per Pick for the scorers: the largest filtered load, the blocks per unit of
-	// load, and S = prefill_weight × blocks + maxLoad × perLoad (the largest possible cost).
-	maxLoad float64
-	perLoad float64
-	scale   float64
+	// Computed once per Pick for the scorers: the largest uncached, queued and active blocks
+	// over the filtered candidates, and S, the weighted sum of the three (the largest
+	// possible cost).
+	maxUncached float64
+	maxQueued   float64
+	maxActive   float64
+	scale       float64
 }
 
 func newCost(cfg Config) (*cost, error) {
@@ -65,15 +75,29 @@ func newCost(cfg Config) (*cost, error) {
 	}
 	p := &cost{
 		prefillWeight: cfg.PrefillWeight,
-		loadBlocks:    cfg.LoadBlocksPerRequest,
+		queueWeight:   cfg.QueueWeight,
+		decodeWeight:  cfg.DecodeWeight,
 		temperature:   cfg.Temperature,
-		filters:       []costFilter{balanceFilter{abs: cfg.BalanceAbsThreshold, rel: cfg.BalanceRelThreshold}},
-		scorers:       []costScorer{prefillScorer{weight: cfg.PrefillWeight}, loadScorer{}},
-		rnd:           cfg.rand(),
+		filters: []costFilter{
+			balanceFilter{abs: cfg.BalanceAbsThreshold, rel: cfg.BalanceRelThreshold},
+			boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack},
+		},
+		scorers: []costScorer{
+			termScorer{term: uncachedBlocks, weight: cfg.PrefillWeight, max: func(s *costScratch) float64 { return s.maxUncached }},
+			termScorer{term: queuedBlocks, weight: cfg.QueueWeight, max: func(s *costScratch) float64 { return s.maxQueued }},
+			termScorer{term: activeBlocks, weight: cfg.DecodeWeight, max: func(s *costScratch) float64 { return s.maxActive }},
+		},
+		rnd: cfg.rand(),
 	}
 	p.scratch.New = func() any { return new(costScratch) }
 	return p, nil
 }
+
+// The cost's terms before weighting, in blocks: the request's blocks c lacks, the blocks c's
+// in-flight requests have yet to prefill, and the blocks they hold.
+func uncachedBlocks(req *Request, c *Candidate) float64 { return float64(max(req.Blocks-c.Matched, 0)) }
+func queuedBlocks(_ *Request, c *Candidate) float64     { return float64(max(c.Prefill, 0)) }
+func activeBlocks(_ *Request, c *Candidate) float64     { return float64(max(c.Active, 0)) }
 
 // Pick implements Policy.
 func (p *cost) Pick(req *Request, cands []Candidate) Decision {
@@ -93,16 +117,14 @@ func (p *cost) Pick(req *Request, cands []Candidate) Decision {
 	s.out = resize(s.out, n)
 	clear(s.total)
 
-	s.perLoad = p.loadBlocks
-	if s.perLoad == 0 {
-		s.perLoad = float64(max(req.Blocks, 1))
-	}
-	s.maxLoad = 0
+	s.maxUncached, s.maxQueued, s.maxActive = 0, 0, 0
 	for i := range s.cands {
-		s.maxLoad = max(s.maxLoad, float64(max(s.cands[i].Load, 0)))
+		c := &s.cands[i]
+		s.maxUncached = max(s.maxUncached, uncachedBlocks(req, c))
+		s.maxQueued = max(s.maxQueued, queuedBlocks(req, c))
+		s.maxActive = max(s.maxActive, activeBlocks(req, c))
 	}
-
-	s.scale = p.prefillWeight*float64(max(req.Blocks, 0)) + s.maxLoad*s.perLoad
+	s.scale = p.prefillWeight*s.maxUncached + p.queueWeight*s.maxQueued + p.decodeWeight*s.maxActive
 
 	for _, sc := range p.scorers {
 		w := sc.score(req, s, s.out)
@@ -134,9 +156,8 @@ func resize(b []float64, n int) []float64 {
 }
 
 // balanceFilter drops the candidates that are imbalanced relative to the least-loaded one by
-// cache_aware's definition (more than abs above it and more than rel times it), so that no
-// cache affinity can pile more work onto an already overloaded worker. The least-loaded
-// candidate always survives.
+// cache_aware's definition (more than abs above it and more than rel times it). The
+// least-loaded candidate always survives.
 type balanceFilter struct {
 	abs int64
 	rel float64
@@ -144,9 +165,27 @@ type balanceFilter struct {
 
 func (f balanceFilter) filter(_ *Request, s *costScratch) {
 	lo, _ := minMaxLoad(s.cands)
+	s.keep(func(c *Candidate) bool { return !imbalanced(lo, c.Load, f.abs, f.rel) })
+}
+
+// boundFilter drops the candidates at or above the bounded-load limit (loadBound), as
+// cache_aware's rule 2 does, so a hot prefix spreads over several workers. The least-loaded
+// candidate always survives.
+type boundFilter struct {
+	factor float64
+	slack  int64
+}
+
+func (f boundFilter) filter(_ *Request, s *costScratch) {
+	bound := loadBound(s.cands, f.factor, f.slack)
+	s.keep(func(c *Candidate) bool { return c.Load < bound })
+}
+
+// keep compacts s.cands and s.index to the candidates ok accepts, in order.
+func (s *costScratch) keep(ok func(*Candidate) bool) {
 	kept := 0
 	for i := range s.cands {
-		if imbalanced(lo, s.cands[i].Load, f.abs, f.rel) {
+		if !ok(&s.cands[i]) {
 			continue
 		}
 		s.cands[kept], s.index[kept] = s.cands[i], s.index[i]
@@ -155,34 +194,23 @@ func (f balanceFilter) filter(_ *Request, s *costScratch) {
 	s.cands, s.index = s.cands[:kept], s.index[:kept]
 }
 
-// prefillScorer scores the share of the request already cached, matched ÷ blocks.
-type prefillScorer struct{ weight float64 }
-
-func (sc prefillScorer) score(req *Request, s *costScratch, out []float64) float64 {
-	if req.Blocks <= 0 {
-		return 0
-	}
-	b := float64(req.Blocks)
-	for i := range s.cands {
-		out[i] = min(max(float64(s.cands[i].Matched)/b, 0), 1)
-	}
-	if s.scale <= 0 {
-		return 0
-	}
-	return sc.weight * b / s.scale
+// termScorer scores one term of the cost relative to the candidate with the most of it,
+// 1 − x ÷ max_x, with weight × max_x ÷ S.
+type termScorer struct {
+	term   func(*Request, *Candidate) float64
+	weight float64
+	max    func(*costScratch) float64
 }
 
-// loadScorer scores spare capacity relative to the busiest candidate, 1 − load ÷ max_load.
-type loadScorer struct{}
-
-func (loadScorer) score(req *Request, s *costScratch, out []float64) float64 {
-	if s.maxLoad <= 0 || s.scale <= 0 {
+func (sc termScorer) score(req *Request, s *costScratch, out []float64) float64 {
+	m := sc.max(s)
+	if m <= 0 || s.scale <= 0 || sc.weight == 0 {
 		return 0
 	}
 	for i := range s.cands {
-		out[i] = 1 - max(float64(s.cands[i].Load), 0)/s.maxLoad
+		out[i] = 1 - sc.term(req, &s.cands[i])/m
 	}
-	return s.maxLoad * s.perLoad / s.scale
+	return sc.weight * m / s.scale
 }
 
 // argmaxPick returns the index of the highest score, uniformly at random among scores within
@@ -249,6 +277,6 @@ var (
 	_ Policy       = (*cost)(nil)
 	_ fmt.Stringer = (*cost)(nil)
 	_ costFilter   = balanceFilter{}
-	_ costScorer   = prefillScorer{}
-	_ costScorer   = loadScorer{}
+	_ costFilter   = boundFilter{}
+	_ costScorer   = termScorer{}
 )

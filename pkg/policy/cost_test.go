@@ -8,6 +8,12 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
+// costCand builds a cost candidate: in-flight load, matched blocks, blocks its in-flight
+// requests have not prefilled, and the blocks they hold.
+func costCand(load int64, matched int, prefill, active int64) Candidate {
+	return Candidate{Key: uint64(load)<<32 | uint64(matched), Load: load, Matched: matched, Source: indexer.SourceEvents, Prefill: prefill, Active: active}
+}
+
 func TestCostPick(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -25,63 +31,110 @@ func TestCostPick(t *testing.T) {
 			want:  1,
 		},
 		{
-			name: "load in request blocks offsets the match",
+			name: "queued prefill at weight 1 counts like the request's own",
+			cfg:  func(c *Config) { c.QueueWeight = 1 },
 			req:  Request{Blocks: 10},
-			// costs: 10+0, 0+2×10, 6+0
-			cands: []Candidate{cand(0, 0, 0), cand(2, 10, indexer.SourceEvents), cand(0, 4, indexer.SourceTree)},
-			want:  2,
+			// costs 0 + 12 vs 10 + 0 vs 4 + 7
+			cands: []Candidate{costCand(1, 10, 12, 20), costCand(1, 0, 0, 20), costCand(1, 6, 7, 20)},
+			want:  1,
+		},
+		{
+			name: "a hit stays unless about four of its size are queued ahead",
+			req:  Request{Blocks: 10},
+			// costs 0 + 36/4 = 9 vs 10 + 0, then 0 + 44/4 = 11 vs 10
+			cands: []Candidate{costCand(1, 10, 36, 20), costCand(1, 0, 0, 20)},
+			want:  0,
+		},
+		{
+			name:  "a hit moves when more are queued ahead",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{costCand(1, 10, 44, 20), costCand(1, 0, 0, 20)},
+			want:  1,
+		},
+		{
+			name: "a hit beats a cold worker with many decoding requests less",
+			cfg:  func(c *Config) { c.BoundedLoadFactor = 0 }, // the decode term alone
+			req:  Request{Blocks: 62},
+			// 60 more requests of 64 blocks decoding weigh 60 blocks at 1/64: less than the
+			// 62 the hit saves (the in-flight count used to weigh 60 × 62 blocks).
+			cands: []Candidate{costCand(70, 62, 0, 70*64), costCand(10, 0, 0, 10*64)},
+			want:  0,
+		},
+		{
+			name:  "decoding load outweighs the hit when it is large enough",
+			cfg:   func(c *Config) { c.BalanceAbsThreshold, c.BoundedLoadFactor = 1000, 0 },
+			req:   Request{Blocks: 62},
+			cands: []Candidate{costCand(80, 62, 0, 80*64), costCand(10, 0, 0, 10*64)},
+			want:  1,
 		},
 		{
 			name: "exact tie broken at random",
 			req:  Request{Blocks: 10},
-			// costs 10, 0+10, 15
-			cands: []Candidate{cand(0, 0, 0), cand(1, 10, indexer.SourceEvents), cand(1, 5, indexer.SourceEvents)},
+			// costs 10, 0 + 40/4, 5 + 40/4
+			cands: []Candidate{costCand(0, 0, 0, 0), costCand(1, 10, 40, 0), costCand(1, 5, 40, 0)},
 			rand:  []uint64{nth(1, 2)},
 			want:  1,
 		},
 		{
 			name:  "exact tie, other draw",
 			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(0, 0, 0), cand(1, 10, indexer.SourceEvents), cand(1, 5, indexer.SourceEvents)},
+			cands: []Candidate{costCand(0, 0, 0, 0), costCand(1, 10, 40, 0), costCand(1, 5, 40, 0)},
 			rand:  []uint64{nth(0, 2)},
 			want:  0,
 		},
 		{
-			name: "blocks per request overrides the request size",
-			cfg:  func(c *Config) { c.LoadBlocksPerRequest = 2 },
-			req:  Request{Blocks: 10},
-			// costs: 0+3×2 = 6 vs 10+0
-			cands: []Candidate{cand(3, 10, indexer.SourceEvents), cand(0, 0, 0)},
-			want:  0,
-		},
-		{
-			name: "prefill weight scales the cache term",
+			name: "prefill weight scales the prefill term",
 			cfg:  func(c *Config) { c.PrefillWeight = 3 },
 			req:  Request{Blocks: 10},
-			// costs: 3×0+2×10 = 20 vs 3×10+0 = 30
-			cands: []Candidate{cand(2, 10, indexer.SourceEvents), cand(0, 0, 0)},
+			// costs: 3×0 + 640/64 = 10 vs 3×10 + 0 = 30
+			cands: []Candidate{costCand(2, 10, 0, 640), costCand(0, 0, 0, 0)},
 			want:  0,
 		},
 		{
-			name:  "zero prefill weight is least load",
-			cfg:   func(c *Config) { c.PrefillWeight = 0 },
-			req:   Request{Blocks: 10},
-			cands: []Candidate{cand(2, 10, indexer.SourceEvents), cand(1, 0, 0), cand(3, 10, 0)},
-			want:  1,
-		},
-		{
-			name:  "no blocks is least load",
-			req:   Request{Blocks: 0},
-			cands: []Candidate{cand(2, 0, 0), cand(1, 0, 0), cand(3, 0, 0)},
-			want:  1,
-		},
-		{
-			name: "balance filter drops the overloaded match",
-			cfg:  func(c *Config) { c.LoadBlocksPerRequest = 0.001 },
+			name: "decode weight scales the decode term",
+			cfg:  func(c *Config) { c.DecodeWeight = 1 },
 			req:  Request{Blocks: 10},
-			// cost alone prefers 0 (0.1 vs 10) but 100 is imbalanced against 10.
-			cands: []Candidate{cand(100, 10, indexer.SourceEvents), cand(10, 0, 0)},
+			// costs: 0 + 20 vs 10 + 0
+			cands: []Candidate{costCand(2, 10, 0, 20), costCand(0, 0, 0, 0)},
 			want:  1,
+		},
+		{
+			name:  "only the decode term: fewest active blocks",
+			cfg:   func(c *Config) { c.PrefillWeight, c.QueueWeight = 0, 0 },
+			req:   Request{Blocks: 10},
+			cands: []Candidate{costCand(2, 10, 0, 30), costCand(1, 0, 9, 10), costCand(3, 10, 0, 40)},
+			want:  1,
+		},
+		{
+			name:  "no blocks: least queued prefill",
+			cfg:   func(c *Config) { c.DecodeWeight = 0 },
+			req:   Request{Blocks: 0},
+			cands: []Candidate{costCand(2, 0, 5, 0), costCand(1, 0, 1, 0), costCand(3, 0, 9, 0)},
+			want:  1,
+		},
+		{
+			name: "balance filter drops the imbalanced match",
+			cfg:  func(c *Config) { c.DecodeWeight = 0; c.BoundedLoadFactor = 0 },
+			req:  Request{Blocks: 10},
+			// cost alone prefers 0, but 100 is imbalanced against 10.
+			cands: []Candidate{costCand(100, 10, 0, 0), costCand(10, 0, 0, 0)},
+			want:  1,
+		},
+		{
+			name: "bound filter drops the match above the bounded load",
+			cfg:  func(c *Config) { c.DecodeWeight = 0 },
+			req:  Request{Blocks: 10},
+			// loads 30, 10, 10: bound ⌈1.25 × 51 / 3⌉ + 8 = 30, so the hit on 0 is not
+			// taken and the partial match on 2 is the cheapest left.
+			cands: []Candidate{costCand(30, 10, 0, 0), costCand(10, 0, 0, 0), costCand(10, 4, 0, 0)},
+			want:  2,
+		},
+		{
+			name:  "without the bound the hit is taken",
+			cfg:   func(c *Config) { c.DecodeWeight = 0; c.BoundedLoadFactor = 0 },
+			req:   Request{Blocks: 10},
+			cands: []Candidate{costCand(30, 10, 0, 0), costCand(10, 0, 0, 0), costCand(10, 4, 0, 0)},
+			want:  0,
 		},
 		{
 			name:  "all idle and unmatched: random",
@@ -128,41 +181,51 @@ func TestCostPick(t *testing.T) {
 }
 
 // TestCostMinimises checks on random instances that the deterministic pick has the minimal
-// cost among the candidates that are not imbalanced against the least loaded.
+// cost among the candidates that pass both filters (not imbalanced against the least loaded,
+// below the bounded load).
 func TestCostMinimises(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, lb := range []float64{0, 0.5, 3} {
+	for _, dw := range []float64{0, DefaultDecodeWeight, 0.5, 3} {
 		cfg := DefaultConfig()
 		cfg.Rand = rng.Uint64
-		cfg.LoadBlocksPerRequest = lb
+		cfg.DecodeWeight = dw
 		cfg.PrefillWeight = []float64{0, 1, 2.5}[rng.IntN(3)]
+		cfg.QueueWeight = []float64{0, DefaultQueueWeight, 1}[rng.IntN(3)]
+		cfg.BoundedLoadFactor = []float64{0, 1, DefaultBoundedLoadFactor, 2}[rng.IntN(4)]
+		cfg.BoundedLoadSlack = int64(rng.IntN(10))
 		p := mustNew(t, NameCost, cfg)
-		var cands []Candidate
+		var cands, kept []Candidate
 		for iter := range 10000 {
 			req := Request{Blocks: rng.IntN(70)}
 			cands = cands[:0]
 			for range 1 + rng.IntN(8) {
-				cands = append(cands, Candidate{Load: int64(rng.IntN(120)), Matched: rng.IntN(req.Blocks + 1)})
+				load := int64(rng.IntN(120))
+				cands = append(cands, Candidate{Load: load, Matched: rng.IntN(req.Blocks + 1),
+					Prefill: int64(rng.IntN(200)), Active: load * int64(rng.IntN(80))})
 			}
 			d := p.Pick(&req, cands)
-			per := lb
-			if per == 0 {
-				per = float64(max(req.Blocks, 1))
-			}
 			costOf := func(c Candidate) float64 {
-				return cfg.PrefillWeight*float64(req.Blocks-c.Matched) + float64(c.Load)*per
+				return cfg.PrefillWeight*float64(req.Blocks-c.Matched) + cfg.QueueWeight*float64(c.Prefill) + cfg.DecodeWeight*float64(c.Active)
 			}
+			// The reference filters: the same rules written out again.
 			lo, _ := minMaxLoad(cands)
-			if imbalanced(lo, cands[d.Index].Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold) {
-				t.Fatalf("lb %g iter %d: picked an imbalanced candidate %+v (min load %d)", lb, iter, cands[d.Index], lo)
+			kept = kept[:0]
+			for _, c := range cands {
+				if !imbalanced(lo, c.Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold) {
+					kept = append(kept, c)
+				}
+			}
+			bound := loadBound(kept, cfg.BoundedLoadFactor, cfg.BoundedLoadSlack)
+			passes := func(c Candidate) bool {
+				return !imbalanced(lo, c.Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold) && c.Load < bound
+			}
+			if !passes(cands[d.Index]) {
+				t.Fatalf("dw %g iter %d: picked %+v, which a filter drops (min load %d, bound %d)", dw, iter, cands[d.Index], lo, bound)
 			}
 			got := costOf(cands[d.Index])
 			for _, c := range cands {
-				if imbalanced(lo, c.Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold) {
-					continue
-				}
-				if costOf(c) < got-1e-6 {
-					t.Fatalf("lb %g iter %d: got cost %g, candidate %+v costs %g (req %+v, cands %+v)", lb, iter, got, c, costOf(c), req, cands)
+				if passes(c) && costOf(c) < got-1e-6 {
+					t.Fatalf("dw %g iter %d: got cost %g, candidate %+v costs %g (req %+v, cands %+v)", dw, iter, got, c, costOf(c), req, cands)
 				}
 			}
 		}

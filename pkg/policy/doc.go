@@ -2,7 +2,11 @@
 // count, each candidate worker's matched leading blocks and its load (DESIGN.md §5).
 //
 // cache_aware (the default) follows SMG's rule cascade: imbalance guard, then best match above
-// a threshold, then least load. cost minimises a Dynamo-style prefill-plus-load cost.
+// a threshold among the workers under a bounded load (so a hot prefix spreads over as many
+// workers as its load needs; BoundedLoadFactor 0 is SMG's cascade exactly), then least load.
+// cost minimises a Dynamo-style cost in KV blocks: the request's uncached blocks, plus a share
+// of the prefill queued on the worker and of the blocks its requests hold while decoding
+// (Candidate.Prefill and Active, which Take keeps on the worker from the pick).
 // round_robin, random, power_of_two and least_load ignore the cache; prefix_hash gives
 // stateless affinity by rendezvous hashing of the first block.
 //

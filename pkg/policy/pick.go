@@ -1,6 +1,9 @@
 package policy
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // Helpers shared by the policies. None allocates.
 
@@ -62,4 +65,19 @@ func leastLoaded(rnd func() uint64, cands []Candidate) int {
 func imbalanced(lo, hi, abs int64, rel float64) bool {
 	// The spread is computed in uint64 so that extreme loads cannot overflow (lo ≤ hi, abs ≥ 0).
 	return uint64(hi)-uint64(lo) > uint64(abs) && float64(hi) > rel*float64(lo)
+}
+
+// loadBound returns the bounded-loads capacity of Mirrokni et al. for cands (non-empty) with
+// factor c ≥ 1, plus slack: a candidate with Load ≥ the bound is full. The least-loaded
+// candidate is never full (its load is at most the mean, which is below the bound). c = 0
+// returns the largest int64: no candidate is full. Negative loads count as 0.
+func loadBound(cands []Candidate, c float64, slack int64) int64 {
+	if c == 0 {
+		return math.MaxInt64
+	}
+	var total float64
+	for i := range cands {
+		total += float64(max(cands[i].Load, 0))
+	}
+	return int64(math.Ceil(c*(total+1)/float64(len(cands)))) + slack
 }

@@ -9,13 +9,16 @@ import (
 // shown by /debug/route.
 type Reason string
 
-// Reasons. The first six are the cache_aware cascade of DESIGN.md §5 (and "retry", which the
-// router sets when it re-picks after a failed attempt); the rest name the simple policies.
+// Reasons. The first seven are the cache_aware cascade of DESIGN.md §5 (overloaded: the best
+// match's worker was above the bounded-load limit, so the least-loaded one was chosen), and
+// "retry", which the router sets when it re-picks after a failed attempt; the rest name the
+// simple policies.
 const (
 	ReasonCacheHit   Reason = "cache_hit"
 	ReasonTreeHit    Reason = "tree_hit"
 	ReasonPendingHit Reason = "pending_hit"
 	ReasonImbalance  Reason = "imbalance"
+	ReasonOverloaded Reason = "overloaded"
 	ReasonNoMatch    Reason = "no_match"
 	ReasonRetry      Reason = "retry"
 	ReasonCost       Reason = "cost"
@@ -41,11 +44,16 @@ type Candidate struct {
 	// Matched is the number of leading request blocks the worker holds, from Source.
 	Matched int
 	Source  indexer.Source
+	// Prefill and Active are this gateway's blocks on the worker (worker.PendingPrefill and
+	// ActiveBlocks): what its in-flight requests must still prefill, and their prompt blocks.
+	// cost weighs them against the prefill a cache hit saves.
+	Prefill, Active int64
 }
 
 // Request is what a policy knows of the request being routed.
 type Request struct {
-	// Blocks is the number of full blocks in the request (trailing partial block excluded).
+	// Blocks is the number of full blocks in the request (trailing partial block excluded), at
+	// the block size of Candidate.Matched.
 	Blocks int
 	// FirstBlock is the prefix hash of block 0 (0 when Blocks is 0), for prefix_hash.
 	FirstBlock uint64
@@ -83,29 +91,43 @@ type Explainer interface {
 type Result struct {
 	Decision
 	w    *worker.Worker
+	hold worker.Hold
 	held bool
+}
+
+// Prefilled releases the prefill part of the load once the request's first token has arrived
+// (the worker has computed its prompt). It is idempotent and does nothing after Done.
+func (r *Result) Prefilled() {
+	if r.held && r.hold.Prefill != 0 {
+		r.w.Prefilled(r.hold.Prefill)
+		r.hold.Prefill = 0
+	}
 }
 
 // Done releases the load the pick took. It is idempotent.
 func (r *Result) Done() {
 	if r.held {
 		r.held = false
-		r.w.Release()
+		r.w.Release(r.hold)
 	}
 }
 
-// Take asks p for a decision and takes one unit of load on the chosen candidate's Worker (none
-// when it is nil). An out-of-range index from a buggy policy is clamped to 0 rather than taking
-// the gateway down. It does not allocate.
+// Take asks p for a decision and takes the request's load on the chosen candidate's Worker
+// (none when it is nil): one in-flight request, its Blocks as active KV, and the blocks the
+// worker does not hold (Blocks − Matched) as prefill still to do. An out-of-range index from a
+// buggy policy is clamped to 0 rather than taking the gateway down. It does not allocate.
 func Take(p Policy, req *Request, cands []Candidate) Result {
 	d := p.Pick(req, cands)
 	if d.Index < 0 || d.Index >= len(cands) {
 		d.Index = 0
 	}
 	r := Result{Decision: d}
-	if w := cands[d.Index].Worker; w != nil {
-		w.Acquire()
-		r.w, r.held = w, true
+	c := &cands[d.Index]
+	if c.Worker != nil {
+		blocks := int64(max(req.Blocks, 0))
+		r.hold = worker.Hold{Prefill: max(blocks-int64(c.Matched), 0), Blocks: blocks}
+		c.Worker.Acquire(r.hold)
+		r.w, r.held = c.Worker, true
 	}
 	return r
 }

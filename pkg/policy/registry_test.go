@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -52,7 +53,11 @@ func TestNewErrors(t *testing.T) {
 		{name: "zero config prefix_hash ok", policy: NamePrefixHash, cfg: Config{}},
 		{name: "cost negative weight", policy: NameCost, cfg: mod(func(c *Config) { c.PrefillWeight = -1 }), wantErr: true},
 		{name: "cost NaN temperature", policy: NameCost, cfg: mod(func(c *Config) { c.Temperature = nan() }), wantErr: true},
-		{name: "cost negative load blocks", policy: NameCost, cfg: mod(func(c *Config) { c.LoadBlocksPerRequest = -2 }), wantErr: true},
+		{name: "cost negative decode weight", policy: NameCost, cfg: mod(func(c *Config) { c.DecodeWeight = -2 }), wantErr: true},
+		{name: "cost infinite decode weight", policy: NameCost, cfg: mod(func(c *Config) { c.DecodeWeight = math.Inf(1) }), wantErr: true},
+		{name: "bound factor below 1", policy: NameCacheAware, cfg: mod(func(c *Config) { c.BoundedLoadFactor = 0.5 }), wantErr: true},
+		{name: "bound factor NaN", policy: NameCost, cfg: mod(func(c *Config) { c.BoundedLoadFactor = nan() }), wantErr: true},
+		{name: "bound factor off ok", policy: NameCacheAware, cfg: mod(func(c *Config) { c.BoundedLoadFactor = 0 })},
 		{name: "cost rel NaN", policy: NameCost, cfg: mod(func(c *Config) { c.BalanceRelThreshold = nan() }), wantErr: true},
 		{name: "cost ok", policy: NameCost, cfg: mod(func(c *Config) { c.Temperature = 0.5 })},
 	}

@@ -44,6 +44,48 @@ func TestTakeHoldsLoadUntilDone(t *testing.T) {
 	}
 }
 
+// TestTakeHoldsBlocks: the pick takes the request's blocks as active KV and the blocks the
+// worker lacks as prefill to do; Prefilled releases the prefill part at the first token and
+// Done the rest, once, whichever came first.
+func TestTakeHoldsBlocks(t *testing.T) {
+	type counts struct{ InFlight, Prefill, Active int64 }
+	read := func(w *worker.Worker) counts { return counts{w.InFlight(), w.PendingPrefill(), w.ActiveBlocks()} }
+	tests := []struct {
+		name                  string
+		matched               int
+		firstToken            bool
+		afterTake, afterFirst counts
+	}{
+		{name: "cold worker", matched: 0, firstToken: true, afterTake: counts{1, 10, 10}, afterFirst: counts{1, 0, 10}},
+		{name: "partial hit", matched: 6, firstToken: true, afterTake: counts{1, 4, 10}, afterFirst: counts{1, 0, 10}},
+		{name: "a match past the request counts as full", matched: 12, firstToken: true, afterTake: counts{1, 0, 10}, afterFirst: counts{1, 0, 10}},
+		{name: "ends before its first token", matched: 3, afterTake: counts{1, 7, 10}, afterFirst: counts{1, 7, 10}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := testWorkers(t, 1)
+			p := mustNew(t, NameLeastLoad, DefaultConfig())
+			r := Take(p, &Request{Blocks: 10}, []Candidate{{Worker: ws[0], Matched: tc.matched}})
+			if got := read(ws[0]); got != tc.afterTake {
+				t.Errorf("after Take: got %+v, want %+v", got, tc.afterTake)
+			}
+			if tc.firstToken {
+				r.Prefilled()
+				r.Prefilled()
+			}
+			if got := read(ws[0]); got != tc.afterFirst {
+				t.Errorf("after the first token: got %+v, want %+v", got, tc.afterFirst)
+			}
+			r.Done()
+			r.Prefilled() // after Done: nothing left to release
+			r.Done()
+			if got := read(ws[0]); got != (counts{}) {
+				t.Errorf("after Done: got %+v, want all zero", got)
+			}
+		})
+	}
+}
+
 // badPolicy returns an index outside the candidates.
 type badPolicy struct{}
 

@@ -43,6 +43,10 @@ type workerExplain struct {
 	Load           int64  `json:"load"`
 	InFlight       int64  `json:"in_flight"`
 	EngineLoad     *int64 `json:"engine_load,omitempty"`
+	// PendingPrefill and ActiveBlocks are the blocks this gateway's in-flight requests on the
+	// worker must still prefill and hold (policy cost's load terms).
+	PendingPrefill int64 `json:"pending_prefill_blocks"`
+	ActiveBlocks   int64 `json:"active_blocks"`
 }
 
 type decisionView struct {
@@ -228,7 +232,7 @@ func (rt *Router) debugTokens(p *pool, q url.Values) ([]uint32, *openai.Error) {
 func (rt *Router) explainWorker(m *member, eligible bool, sc indexer.Score, c policy.Candidate) workerExplain {
 	e := workerExplain{URL: m.w.URL(), Healthy: m.w.Healthy(), Eligible: eligible, EventFed: m.eventFed(), BlockSize: sc.BlockSize,
 		MatchedEvents: sc.Events, MatchedTree: sc.Tree, MatchedPending: sc.Pending, Scored: c.Matched,
-		ScoredFrom: c.Source.String(), Load: c.Load, InFlight: m.w.InFlight()}
+		ScoredFrom: c.Source.String(), Load: c.Load, InFlight: m.w.InFlight(), PendingPrefill: m.w.PendingPrefill(), ActiveBlocks: m.w.ActiveBlocks()}
 	if n, _, ok := m.w.EngineLoad(); ok {
 		e.EngineLoad = &n
 	}

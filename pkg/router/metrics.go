@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer, fleet func() *fleet) (*metrics, error
 		}),
 	}
 	m.byReason = map[policy.Reason]prometheus.Counter{}
-	for _, r := range []policy.Reason{policy.ReasonCacheHit, policy.ReasonTreeHit, policy.ReasonPendingHit, policy.ReasonImbalance,
+	for _, r := range []policy.Reason{policy.ReasonCacheHit, policy.ReasonTreeHit, policy.ReasonPendingHit, policy.ReasonImbalance, policy.ReasonOverloaded,
 		policy.ReasonNoMatch, policy.ReasonRetry, policy.ReasonCost, policy.ReasonRoundRobin, policy.ReasonRandom,
 		policy.ReasonPowerOfTwo, policy.ReasonLeastLoad, policy.ReasonPrefixHash} {
 		m.byReason[r] = m.decisions.WithLabelValues(string(r))

@@ -27,6 +27,9 @@ func (rt *Router) relay(ctx context.Context, w http.ResponseWriter, resp *engine
 		}
 		return false, engine.Classify(err)
 	}
+	// The first piece means the worker has computed the prompt (for a stream, it is the first
+	// token): its prefill no longer queues ahead of other requests (policy cost).
+	dec.pick.Prefilled()
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v

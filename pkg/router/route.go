@@ -145,7 +145,8 @@ func (rt *Router) commit(dec *decision, tokens []uint32) {
 
 // score fills s.scores and s.cands for s.members, workers of pool p: each worker's match from
 // p's lookup (indexer.Lookup: events, pending overlay or tree, the best over DP ranks, in
-// default-size blocks) and its load.
+// default-size blocks) and its load (in-flight requests, and their blocks still to prefill and
+// held).
 func (rt *Router) score(s *routeScratch, p *pool, tokens []uint32, ns string, explain bool) {
 	s.workers = s.workers[:0]
 	for _, m := range s.members {
@@ -159,6 +160,7 @@ func (rt *Router) score(s *routeScratch, p *pool, tokens []uint32, ns string, ex
 	now, maxAge := rt.now(), rt.engineLoadMaxAge()
 	for i, m := range s.members {
 		sc := &s.scores[i]
-		s.cands[i] = policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: m.w.Load(now, maxAge), Matched: sc.Matched, Source: sc.Source}
+		s.cands[i] = policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: m.w.Load(now, maxAge), Matched: sc.Matched, Source: sc.Source,
+			Prefill: m.w.PendingPrefill(), Active: m.w.ActiveBlocks()}
 	}
 }

@@ -25,6 +25,8 @@ type Worker struct {
 	key  uint64
 
 	inflight   atomic.Int64
+	prefill    atomic.Int64 // blocks in-flight requests must still prefill (Hold.Prefill)
+	active     atomic.Int64 // prompt blocks of in-flight requests (Hold.Blocks)
 	engineLoad atomic.Int64 // running+waiting from the engine; -1 = unknown
 	engineAt   atomic.Int64 // unix nanos of the last engine-load sample
 	healthy    atomic.Bool
@@ -60,15 +62,48 @@ func (w *Worker) Kind() Kind { return w.spec.Kind() }
 // Key returns KeyOf(URL()), the worker's stable hash identity.
 func (w *Worker) Key() uint64 { return w.key }
 
-// Acquire counts one request started on the worker. Each Acquire must be matched by exactly one
-// Release; policy.Take and policy.Result.Done pair them for the router.
-func (w *Worker) Acquire() { w.inflight.Add(1) }
+// Hold is the load one request holds on a worker from its pick until it ends, in KV blocks
+// of the gateway's block size. Both parts are this gateway's own view: other replicas' requests
+// are not in them.
+type Hold struct {
+	// Prefill is the blocks the worker must compute before the request's first token: its
+	// prompt blocks minus those the worker was scored as holding. It is released at the first
+	// token (Prefilled), or with the rest when the request ends earlier.
+	Prefill int64
+	// Blocks is the request's prompt blocks, the KV it occupies while it runs (the output's
+	// blocks are left out: the gateway does not know how long it will be).
+	Blocks int64
+}
 
-// Release ends a request counted by Acquire.
-func (w *Worker) Release() { w.inflight.Add(-1) }
+// Acquire counts one request started on the worker, holding h. Each Acquire must be matched by
+// exactly one Release of the same h; policy.Take and policy.Result.Done pair them for the
+// router.
+func (w *Worker) Acquire(h Hold) {
+	w.inflight.Add(1)
+	w.prefill.Add(h.Prefill)
+	w.active.Add(h.Blocks)
+}
+
+// Prefilled releases n prefill blocks of a request whose first token arrived; the Release of
+// its Hold must then carry Prefill reduced by n.
+func (w *Worker) Prefilled(n int64) { w.prefill.Add(-n) }
+
+// Release ends a request counted by Acquire; h is what it still holds.
+func (w *Worker) Release(h Hold) {
+	w.inflight.Add(-1)
+	w.prefill.Add(-h.Prefill)
+	w.active.Add(-h.Blocks)
+}
 
 // InFlight returns this gateway's requests currently outstanding on the worker.
 func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+
+// PendingPrefill returns the blocks this gateway's in-flight requests on the worker must still
+// prefill: the prefill queue ahead of a new request, in blocks.
+func (w *Worker) PendingPrefill() int64 { return w.prefill.Load() }
+
+// ActiveBlocks returns the prompt blocks of this gateway's in-flight requests on the worker.
+func (w *Worker) ActiveBlocks() int64 { return w.active.Load() }
 
 // SetEngineLoad records the engine's own running+waiting count sampled at t; a negative n marks
 // it unknown (scrape failed).

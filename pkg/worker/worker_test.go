@@ -148,30 +148,40 @@ func mustWorker(t *testing.T, spec string) *Worker {
 
 func TestWorkerInFlightConcurrent(t *testing.T) {
 	w := mustWorker(t, "http://h:1")
+	h := Hold{Prefill: 5, Blocks: 7}
 	var wg sync.WaitGroup
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); w.Acquire() }()
+		go func() { defer wg.Done(); w.Acquire(h) }()
 	}
 	wg.Wait()
-	if got := w.InFlight(); got != 100 {
-		t.Fatalf("InFlight: got %d, want 100", got)
+	if got := []int64{w.InFlight(), w.PendingPrefill(), w.ActiveBlocks()}; !cmp.Equal(got, []int64{100, 500, 700}) {
+		t.Fatalf("in-flight, prefill, active: got %v, want [100 500 700]", got)
 	}
+	// Half of them see their first token before they end.
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); w.Release() }()
+		go func() {
+			defer wg.Done()
+			rest := h
+			if i%2 == 0 {
+				w.Prefilled(h.Prefill)
+				rest.Prefill = 0
+			}
+			w.Release(rest)
+		}()
 	}
 	wg.Wait()
-	if got := w.InFlight(); got != 0 {
-		t.Fatalf("InFlight after done: got %d, want 0", got)
+	if got := []int64{w.InFlight(), w.PendingPrefill(), w.ActiveBlocks()}; !cmp.Equal(got, []int64{0, 0, 0}) {
+		t.Fatalf("in-flight, prefill, active after done: got %v, want [0 0 0]", got)
 	}
 }
 
 func TestWorkerLoadBlend(t *testing.T) {
 	w := mustWorker(t, "http://h:1")
 	now := time.Unix(1000, 0)
-	w.Acquire()
-	defer w.Release()
+	w.Acquire(Hold{})
+	defer w.Release(Hold{})
 	if got := w.Load(now, time.Second); got != 1 {
 		t.Errorf("no engine sample: got %d, want 1", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,15 +14,30 @@ import (
 	"github.com/kvgate/kvgate/internal/harness"
 )
 
-// TestBenchSmoke runs `make bench`'s driver (tools/bench bench) at a tiny scale: two simulators,
-// two gateway replicas behind a real nginx, the three compared configurations. It checks the
-// RESULT lines and the report, and that nothing the bench started outlives it (issue 17): the
-// bench itself exits non-zero when one of its processes survives, which is the only check that
-// can recognise its nginx workers, and this test looks for the rest (its simulators, gateways
-// and loadgen carry the bench's run marker) after the bench exited.
+const (
+	// smokeTimeout bounds the bench smoke run; make test's budget for it is 60 s.
+	smokeTimeout = 60 * time.Second
+	// eventsMargin is how far the events row's hit rate must be above the approximate tree's.
+	// Without it the check could not fail: this run lasts a few seconds of wall time, less than
+	// the pending overlay's TTL (5 s), so each replica's overlay alone acts as a tree of its own
+	// decisions, and with the event index broken the events row still scored 0.477 against
+	// the tree's 0.444 (it scores about 0.68 against 0.44 when it works).
+	eventsMargin = 0.10
+)
+
+// TestBenchSmoke runs `make bench`'s driver (tools/bench bench) on the demo-size fleet (3
+// simulators with 2500-block caches, 90 prefixes × 1000 tokens, 360 requests: DESIGN §9 at 1/7
+// scale) with two gateway replicas behind a real nginx, the three compared configurations. It
+// fails when the project's core claim regresses: event-driven cache_aware must beat the
+// approximate tree's hit rate (each replica's tree sees half the traffic) by eventsMargin and
+// reach at least twice round-robin's. It also checks the report, and that nothing the bench started outlives
+// it (issue 17): the bench itself exits non-zero when one of its processes survives, which is
+// the only check that can recognise its nginx workers, and this test looks for the rest (its
+// simulators, gateways and loadgen carry the bench's run marker) after the bench exited.
 func TestBenchSmoke(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), smokeTimeout)
 	defer cancel()
+	start := time.Now()
 	dir := t.TempDir()
 	built, err := harness.Build(ctx, dir, "tools/bench")
 	if err != nil {
@@ -30,9 +46,10 @@ func TestBenchSmoke(t *testing.T) {
 	md, png := filepath.Join(dir, "benchmarks.md"), filepath.Join(dir, "benchmarks.png")
 	bench, err := harness.Start(harness.Command{Name: "bench", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", filepath.Join(dir, "logs"),
-		"-sims", "2", "-replicas", "2", "-num-requests", "12", "-num-prefixes", "3", "-prefix-tokens", "64",
-		"-suffix-tokens", "8", "-output-tokens", "4", "-rate", "40", "-time-scale", "0.05", "-progress", "never",
-		"-out", md, "-png", png}}, dir)
+		"-sims", "3", "-sim-args", "--num-blocks 2500", "-replicas", "2",
+		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "",
+		"-num-requests", "360", "-num-prefixes", "90", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "32",
+		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-out", md, "-png", png}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +57,7 @@ func TestBenchSmoke(t *testing.T) {
 	select {
 	case <-bench.Done():
 	case <-ctx.Done():
-		t.Fatalf("bench still running after 4 minutes:\n%s", bench.LogTail(3000))
+		t.Fatalf("bench still running after %v:\n%s", smokeTimeout, bench.LogTail(3000))
 	}
 	if _, err := bench.Exited(); err != nil {
 		t.Fatalf("bench: %v\n%s", err, bench.LogTail(3000))
@@ -52,17 +69,40 @@ func TestBenchSmoke(t *testing.T) {
 	}
 
 	log := bench.LogTail(1 << 20)
-	results := 0
+	hit := map[string]float64{} // by index: none (round_robin), approx, events
 	for _, line := range strings.Split(log, "\n") {
-		if strings.HasPrefix(line, "RESULT ") {
-			results++
-			mustf(t, strings.Contains(line, "gateways=2"), "RESULT line %q: want gateways=2", line)
+		if !strings.HasPrefix(line, "RESULT ") {
+			continue
 		}
+		kv := resultFields(line)
+		mustf(t, kv["gateways"] == "2" && kv["errors"] == "0", "RESULT line %q: want gateways=2 errors=0", line)
+		h, err := strconv.ParseFloat(kv["hit_rate"], 64)
+		mustf(t, err == nil, "RESULT line %q: hit_rate: %v", line, err)
+		hit[kv["index"]] = h
 	}
-	mustf(t, results == 3, "got %d RESULT lines, want one per configuration (3):\n%s", results, log)
+	mustf(t, len(hit) == 3, "got RESULT lines for %v, want one per configuration (none, approx, events):\n%s", hit, log)
+	t.Logf("hit rates with 2 gateways: round_robin %.3f, cache_aware approx %.3f, cache_aware events %.3f (bench took %v)",
+		hit["none"], hit["approx"], hit["events"], time.Since(start).Round(time.Second))
+	if hit["events"] < hit["approx"]+eventsMargin {
+		t.Errorf("cache_aware events hit rate %.3f < approximate tree's %.3f + %.2f with 2 gateways: the event index no longer beats the tree", hit["events"], hit["approx"], eventsMargin)
+	}
+	if hit["events"] < 2*hit["none"] {
+		t.Errorf("cache_aware events hit rate %.3f < 2 × round_robin's %.3f: the core claim regressed", hit["events"], hit["none"])
+	}
 	report, err := os.ReadFile(md)
 	mustf(t, err == nil && strings.Contains(string(report), "| cache_aware | events | 2 |"), "report %s: %v\n%s", md, err, report)
 	if fi, err := os.Stat(png); err != nil || fi.Size() == 0 {
 		t.Errorf("plot %s: %v, want a non-empty PNG", png, err)
 	}
+}
+
+// resultFields parses a RESULT line's key=value fields.
+func resultFields(line string) map[string]string {
+	kv := map[string]string{}
+	for _, f := range strings.Fields(strings.TrimPrefix(line, "RESULT ")) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
 }

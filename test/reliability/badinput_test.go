@@ -72,9 +72,9 @@ func TestBadInput(t *testing.T) {
 		{"unknown model", `{"model":"nope","prompt":"x"}`, 404},
 		{"empty body", ``, 400},
 	}
-	var got []string
+	var got []string // the statuses observed, per case
 	for _, c := range cases {
-		got = append(got, fmt.Sprintf("%s:%d", strings.ReplaceAll(c.name, " ", "_"), c.status))
+		var observed []int
 		t.Run(c.name, func(t *testing.T) {
 			for range 5 {
 				ctx, cancel := context.WithTimeout(context.Background(), reqTimeout)
@@ -83,6 +83,7 @@ func TestBadInput(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%v", err)
 				}
+				observed = append(observed, r.Status)
 				typ, _, msg, ok := apiErr(r.Body)
 				if r.Status != c.status || !ok {
 					t.Fatalf("got %d %.300s, want %d with an OpenAI error", r.Status, r.Body, c.status)
@@ -93,6 +94,17 @@ func TestBadInput(t *testing.T) {
 				_ = typ
 			}
 		})
+		// Run-length encoded in order: "400×5", or e.g. "400×2+500×1" before a failure.
+		var seen []string
+		for i := 0; i < len(observed); {
+			j := i
+			for j < len(observed) && observed[j] == observed[i] {
+				j++
+			}
+			seen = append(seen, fmt.Sprintf("%d×%d", observed[i], j-i))
+			i = j
+		}
+		got = append(got, strings.ReplaceAll(c.name, " ", "_")+":"+strings.Join(seen, "+"))
 	}
 
 	// The slowloris connections are closed by the server (ReadHeaderTimeout), bounded here.

@@ -60,10 +60,11 @@ func TestEngineRestart(t *testing.T) {
 	// A request for the old prefix is now routed without a cache hit on the restarted engine.
 	r := completion(t, gw.URL, map[string]any{"model": testModel, "prompt": old + " again", "max_tokens": 2})
 	mustf(t, r.Status == http.StatusOK, "request after the restart: %d %s", r.Status, r.Body)
-	mustf(t, !(r.worker() == a2.URL && r.Header.Get("X-Kvgate-Reason") == "cache_hit"),
+	mustf(t, !(r.worker() == a2.URL && r.Header.Get("X-Kvgate-Route-Reason") == "cache_hit"),
 		"old prefix still routed to the restarted engine as a cache hit")
 	report(t, "engine_restart", "engine_ready_ms", ms(ready), "cleared_after_first_batch_ms", ms(detect),
-		"since_restart_ms", ms(time.Since(restartedAt)-time.Since(batchAt)+detect), "resets", resets, "lost", 0)
+		"since_restart_ms", ms(time.Since(restartedAt)-time.Since(batchAt)+detect), "resets", resets, "old_prefix_matched_after", matchedOld,
+		"request_status", r.Status, "request_worker_is_restarted", r.worker() == a2.URL, "request_reason", r.Header.Get("X-Kvgate-Route-Reason"))
 }
 
 // TestLostEventBatches: two engines drop every 3rd event batch on their PUB. The gateway

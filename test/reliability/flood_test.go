@@ -75,11 +75,16 @@ func (l *latencies) pct(q float64) (time.Duration, int) {
 	return s[i], len(s)
 }
 
+// floodCompletionP99 bounds the completions' p99 during the flood (docs/reliability.md quotes
+// 55 ms measured; the bound leaves room for a shared machine).
+const floodCompletionP99 = time.Second
+
 // TestEventFlood: a publisher sends pre-encoded batches as fast as ZMQ takes them, far faster
 // than the gateway's decoder and index. The gateway's memory stays bounded (index capped by
-// --index-max-blocks, receive queue and HWM bounded), every batch it could not apply is
-// counted (dropped from the queue, or lost in transit and seen as a gap), and routing lookups
-// and completions stay fast meanwhile.
+// --index-max-blocks, receive queue and HWM bounded), every batch is accounted for (sent =
+// applied + skipped, where the skipped ones are those dropped from the full queue plus those
+// lost in transit at the HWM, each seen as part of a gap), and routing lookups and
+// completions stay fast meanwhile.
 func TestEventFlood(t *testing.T) {
 	l := newLauncher(t)
 	s := startSim(t, l, harness.SimOptions{Name: "sim", TimeScale: simScale})
@@ -92,6 +97,28 @@ func TestEventFlood(t *testing.T) {
 	rss0 := base.sum("process_resident_memory_bytes", nil)
 
 	payloads := floodPayloads(4096, 16, 1)
+	applied := func() float64 {
+		return scrape(t, gw.MetricsURL()).sum("kvgate_kv_event_batches_total", map[string]string{"worker": s.URL, "outcome": "applied"})
+	}
+	// Warm-up: one batch at a time until one is applied, so the subscription is in place
+	// before the flood and the first applied seq is known (batches a PUB sends before a SUB's
+	// subscription reaches it are lost without a trace).
+	var first uint64
+	next := uint64(0)
+	_, ok := poll(10*time.Second, func() bool {
+		if err := pub.SendRaw(nil, kvbridge.AppendSeq(nil, next), payloads[next%uint64(len(payloads))]); err != nil {
+			t.Fatal(err)
+		}
+		next++
+		if _, ok := poll(200*time.Millisecond, func() bool { return applied() >= 1 }); !ok {
+			return false
+		}
+		m := scrape(t, gw.MetricsURL())
+		n := m.sum("kvgate_kv_event_batches_total", map[string]string{"worker": s.URL, "outcome": "applied"})
+		first = uint64(m.sum("kvgate_kv_stream_cursor", map[string]string{"worker": s.URL})) + 1 - uint64(n)
+		return true
+	})
+	mustf(t, ok, "no warm-up batch applied before the flood")
 	var sent atomic.Uint64
 	stop := make(chan struct{})
 	pubDone := make(chan error, 1)
@@ -99,15 +126,15 @@ func TestEventFlood(t *testing.T) {
 		// Producer goroutine: bounded in count and time.
 		deadline := time.Now().Add(floodDuration)
 		seq := make([]byte, 0, 8)
-		for i := 0; i < 20_000_000 && time.Now().Before(deadline); i++ {
+		for i := next; i < 20_000_000 && time.Now().Before(deadline); i++ {
 			select {
 			case <-stop:
 				pubDone <- nil
 				return
 			default:
 			}
-			seq = kvbridge.AppendSeq(seq[:0], uint64(i))
-			if err := pub.SendRaw(nil, seq, payloads[i%len(payloads)]); err != nil {
+			seq = kvbridge.AppendSeq(seq[:0], i)
+			if err := pub.SendRaw(nil, seq, payloads[i%uint64(len(payloads))]); err != nil {
 				pubDone <- err
 				return
 			}
@@ -158,21 +185,24 @@ func TestEventFlood(t *testing.T) {
 	}
 	mustf(t, (<-pubDone) == nil, "flood publisher failed")
 	pubDone <- nil
-	n := sent.Load()
+	n := next + sent.Load() // sequence numbers 0..n-1 were sent
 
 	// Quiescent: the counters stop moving; then one marker batch (the next sequence number)
 	// must be applied, so the stream survived the flood.
-	var applied, dropped, gaps, resets float64
+	var nApplied, dropped, skipped, other, gaps, resets float64
 	var idx int
-	counters := func() [4]float64 {
+	counters := func() [5]float64 {
 		m := scrape(t, gw.MetricsURL())
-		applied = m.sum("kvgate_kv_event_batches_total", map[string]string{"worker": s.URL, "outcome": "applied"})
+		w := map[string]string{"worker": s.URL}
+		nApplied = m.sum("kvgate_kv_event_batches_total", map[string]string{"worker": s.URL, "outcome": "applied"})
 		dropped = m.sum("kvgate_kv_event_batches_total", map[string]string{"worker": s.URL, "outcome": "dropped"})
-		gaps = m.sum("kvgate_kv_event_gaps_total", map[string]string{"worker": s.URL})
-		resets = m.sum("kvgate_kv_worker_resets_total", map[string]string{"worker": s.URL})
+		other = m.sum("kvgate_kv_event_batches_total", w) - nApplied - dropped // duplicate, replayed, malformed
+		skipped = m.sum("kvgate_kv_event_batches_skipped_total", w)
+		gaps = m.sum("kvgate_kv_event_gaps_total", w)
+		resets = m.sum("kvgate_kv_worker_resets_total", w)
 		heapMax = max(heapMax, m.sum("go_memstats_heap_inuse_bytes", nil))
 		rssMax = max(rssMax, m.sum("process_resident_memory_bytes", nil))
-		return [4]float64{applied, dropped, gaps, resets}
+		return [5]float64{nApplied, dropped, skipped, gaps, resets}
 	}
 	prev, stable := counters(), 0
 	drainT, ok := poll(60*time.Second, func() bool {
@@ -185,7 +215,7 @@ func TestEventFlood(t *testing.T) {
 		prev = cur
 		return stable >= 10 // ~200 ms without change
 	})
-	mustf(t, ok, "gateway never caught up with the flood (applied %v of %d)", applied, n)
+	mustf(t, ok, "gateway never caught up with the flood (applied %v of %d)", nApplied, n)
 	marker := kvbridge.AppendSeq(nil, n)
 	if err := pub.SendRaw(nil, marker, payloads[0]); err != nil {
 		t.Fatal(err)
@@ -204,13 +234,22 @@ func TestEventFlood(t *testing.T) {
 	gwLookup99 := end.quantile("kvgate_lookup_duration_seconds", 0.99)
 
 	mustf(t, idx <= maxBlocks, "index holds %d blocks, above --index-max-blocks %d", idx, maxBlocks)
-	mustf(t, float64(n) > applied, "the publisher (%d batches) was not faster than the index (%v applied): no flood", n, applied)
-	mustf(t, dropped > 0 || gaps > 0, "%d sent, %v applied, but no drop or gap counted", n, applied)
+	mustf(t, float64(n) > nApplied, "the publisher (%d batches) was not faster than the index (%v applied): no flood", n, nApplied)
+	mustf(t, dropped > 0 || gaps > 0, "%d sent, %v applied, but no drop or gap counted", n, nApplied)
+	// Reconciliation: every sequence number from the first applied one to the marker was
+	// either applied or skipped by a gap; every batch dropped from the queue is one of the
+	// skipped (the rest were lost in transit, at the HWM).
+	mustf(t, other == 0, "%v batches with another outcome (duplicate, replayed, malformed), want 0 in this flood", other)
+	mustf(t, float64(n+1-first) == nApplied+skipped, "sent %d from seq %d (marker included), applied %v + skipped %v = %v: not reconciled",
+		n+1-first, first, nApplied, skipped, nApplied+skipped)
+	mustf(t, skipped >= dropped, "skipped %v < dropped %v: a dropped batch was not seen as part of a gap", skipped, dropped)
+	mustf(t, rp99 <= floodCompletionP99, "completion p99 %v during the flood, want ≤ %v", rp99, floodCompletionP99)
 	mustf(t, heapMax < 512<<20, "gateway heap peaked at %.0f MiB during the flood", heapMax/(1<<20))
 	mustf(t, rssMax < 1<<30, "gateway RSS peaked at %.0f MiB during the flood", rssMax/(1<<20))
 	mustf(t, failed == 0, "%d of %d completions failed during the flood", failed, nr)
 	mustf(t, lp99 < time.Second, "/debug/route p99 %v during the flood", lp99)
-	report(t, "event_flood", "duration_s", floodDuration.Seconds(), "sent", n, "applied", applied, "dropped", dropped, "gaps", gaps, "resets", resets,
+	report(t, "event_flood", "duration_s", floodDuration.Seconds(), "sent", n+1, "first_applied_seq", first, "applied", nApplied, "skipped", skipped,
+		"dropped", dropped, "lost_in_transit", skipped-dropped, "reconciled", float64(n+1-first) == nApplied+skipped, "gaps", gaps, "resets", resets,
 		"drain_after_flood_ms", ms(drainT), "index_blocks", idx, "index_cap", maxBlocks, "heap_start_mib", mib(heap0), "heap_max_mib", mib(heapMax), "heap_end_mib", mib(heapEnd),
 		"rss_start_mib", mib(rss0), "rss_max_mib", mib(rssMax), "debug_route_p50_ms", fmt.Sprintf("%.2f", float64(lp50.Microseconds())/1000),
 		"debug_route_p99_ms", fmt.Sprintf("%.2f", float64(lp99.Microseconds())/1000), "lookups", nl,

@@ -65,7 +65,7 @@ func TestAllWorkersDown(t *testing.T) {
 	simsUp := time.Since(restartedAt)
 	recover, ok := poll(20*time.Second, func() bool { return completion(t, gw.URL, body).Status == http.StatusOK })
 	mustf(t, ok, "gateway never served again after the workers returned")
-	report(t, "all_workers_down", "detect_ms", ms(detect), "status", 503, "error_type", typ, "error_code", code,
+	report(t, "all_workers_down", "detect_ms", ms(detect), "status", last.Status, "readiness_status", rd.Status, "health_status", h.Status, "error_type", typ, "error_code", code,
 		"answers_before_503", fmt.Sprint(other), "workers_restart_ms", ms(simsUp), "recover_after_workers_up_ms", ms(recover),
 		"outage_ms", ms(time.Since(killedAt)))
 }
@@ -124,7 +124,13 @@ func TestGracefulShutdown(t *testing.T) {
 		exit := time.Since(sigAt)
 		_, werr := gw.Exited()
 		mustf(t, werr == nil, "gateway exit after SIGTERM: %v, want status 0", werr)
-		report(t, "graceful_shutdown", "streams", streams, "completed", streams, "lost", 0,
+		completed := 0
+		for _, r := range results {
+			if r.done() {
+				completed++
+			}
+		}
+		report(t, "graceful_shutdown", "streams", streams, "completed", completed, "lost", streams-completed, "exit_error", fmt.Sprint(werr),
 			"refused_new_after_ms", ms(refusedAfter), "exit_after_sigterm_ms", ms(exit))
 	})
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"image/png"
 	"math"
 	"strings"
@@ -17,19 +18,20 @@ func fptr(x float64) *float64 { return &x }
 
 func sampleResults() []result {
 	var out []result
-	for _, gw := range []int{1, 2, 4} {
-		for i, p := range policies {
-			c := p
-			c.Gateways = gw
-			out = append(out, result{configuration: c, Requests: 100, HitRate: fptr(0.2 + 0.1*float64(i)), IdealHitRate: fptr(0.63),
-				TTFTms: summary{Mean: 1500 - 400*float64(i), P50: 900}, ResultLine: "RESULT policy=" + c.Policy})
+	for i, c := range benchDefaults.plan() {
+		ideal := 0.63
+		if c.Workload != "uniform" {
+			ideal = 0.81
 		}
+		out = append(out, result{configuration: c, Requests: 100, HitRate: fptr(0.2 + 0.05*float64(i%5)), IdealHitRate: fptr(ideal),
+			TTFTms: summary{Mean: 1500 - 200*float64(i%5), P50: 900, P95: 2000 - 100*float64(i%5)}, Workers: map[string]int{"a": 60, "b": 40},
+			ResultLine: "RESULT policy=" + c.Policy})
 	}
 	return out
 }
 
 func TestPlotPNG(t *testing.T) {
-	b, err := plotPNG(sampleResults(), plotPanels(sampleResults()))
+	b, err := plotPNG(sampleResults(), plotPanels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +42,11 @@ func TestPlotPNG(t *testing.T) {
 	if got := img.Bounds().Dx(); got != 2*560 {
 		t.Errorf("width: got %d, want two 560-pixel panels", got)
 	}
-	// The bars use the series colours: the events bar colour must appear somewhere.
-	want := seriesColors[2]
+	if got := img.Bounds().Dy(); got < 2*420 {
+		t.Errorf("height: got %d, want a row of 420-pixel panels per workload (2)", got)
+	}
+	// The bars use the series colours: the last configuration's colour must appear somewhere.
+	want := seriesColors[5]
 	found := false
 	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y && !found; y++ {
 		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
@@ -55,7 +60,7 @@ func TestPlotPNG(t *testing.T) {
 	if !found {
 		t.Error("no bar in the events colour")
 	}
-	if _, err := plotPNG(nil, plotPanels(nil)); err == nil {
+	if _, err := plotPNG(nil, plotPanels); err == nil {
 		t.Error("plotPNG(nil): got nil error, want one")
 	}
 }
@@ -80,19 +85,58 @@ func TestParseInts(t *testing.T) {
 	}
 }
 
+func TestParseConfigs(t *testing.T) {
+	got, err := parseConfigs("round_robin, cache_aware/approx,cost,cache_aware/events/smg,cost/events/queue-weight=0+decode-weight=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []configuration{
+		{Policy: "round_robin", Index: "none"},
+		{Policy: "cache_aware", Index: "approx"},
+		{Policy: "cost", Index: "events"},
+		{Policy: "cache_aware", Index: "events", Variant: "smg"},
+		{Policy: "cost", Index: "events", Variant: "queue-weight=0+decode-weight=1"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("parseConfigs (-want +got):\n%s", diff)
+	}
+	if s := joinConfigs(got); s != "round_robin,cache_aware/approx,cost/events,cache_aware/events/smg,cost/events/queue-weight=0+decode-weight=1" {
+		t.Errorf("joinConfigs: got %q", s)
+	}
+	for _, bad := range []string{"least_load/events", "cache_aware/tree", "cache_aware/events/nope", "cost/events/-x=1", "a/b/c/d", "/events"} {
+		if _, err := parseConfigs(bad); err == nil {
+			t.Errorf("parseConfigs(%q): got nil error", bad)
+		}
+	}
+}
+
 func TestGatewayOptions(t *testing.T) {
 	for _, tc := range []struct {
 		c            configuration
 		policy, kvix string
+		args         []string
 	}{
-		{configuration{Policy: "round_robin", Index: "none"}, "round_robin", ""},
-		{configuration{Policy: "cache_aware", Index: "approx"}, "cache_aware", "off"},
-		{configuration{Policy: "cache_aware", Index: "events"}, "cache_aware", "auto"},
+		{configuration{Policy: "round_robin", Index: "none"}, "round_robin", "", nil},
+		{configuration{Policy: "cache_aware", Index: "approx"}, "cache_aware", "off", nil},
+		{configuration{Policy: "cache_aware", Index: "events"}, "cache_aware", "auto", nil},
+		{configuration{Policy: "cache_aware", Index: "events", Variant: "smg"}, "cache_aware", "auto", []string{"--bounded-load-factor", "0"}},
+		{configuration{Policy: "cost", Index: "events", Variant: "queue-weight=1+decode-weight=0"}, "cost", "auto", []string{"--queue-weight", "1", "--decode-weight", "0"}},
 	} {
-		p, k := tc.c.gatewayOptions()
-		if p != tc.policy || k != tc.kvix {
-			t.Errorf("%+v: got %s/%s, want %s/%s", tc.c, p, k, tc.policy, tc.kvix)
+		p, k, args := tc.c.gatewayOptions()
+		if p != tc.policy || k != tc.kvix || !cmp.Equal(args, tc.args) {
+			t.Errorf("%+v: got %s/%s %q, want %s/%s %q", tc.c, p, k, args, tc.policy, tc.kvix, tc.args)
 		}
+	}
+}
+
+func TestPlan(t *testing.T) {
+	o := benchDefaults
+	var got []string
+	for _, c := range o.plan() {
+		got = append(got, fmt.Sprintf("%s %s %d", c.Workload, c.spec(), c.Gateways))
+	}
+	if len(got) != 5*3+6 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[len(got)-1] != "zipf:1.2 cost/events 1" {
+		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, then 6 on zipf:1.2", got)
 	}
 }
 
@@ -102,7 +146,9 @@ func TestMarkdownAndTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Ideal hit rate of this workload: 63.0%", "| cache_aware | events | 4 |", "benchmarks.png", "go run ./tools/bench bench", "Machine:", "--time-scale 0.5"} {
+	for _, want := range []string{"Ideal hit rate of this workload: 63.0%", "Ideal hit rate of this workload: 81.0%", "| cache_aware | events | 4 |",
+		"| cache_aware (smg) | events | 1 |", "### Skewed prefixes (`--prefix-dist zipf:1.2`", "× prefix_hash's", "vs least_load's",
+		"benchmarks.png", "go run ./tools/bench bench", "Machine:", "--time-scale 0.5", "| 60.0% |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -111,6 +157,11 @@ func TestMarkdownAndTable(t *testing.T) {
 	printTable(&b, sampleResults()[:3])
 	if !strings.Contains(b.String(), "63.0%") || strings.Count(b.String(), "\n") != 5 {
 		t.Errorf("table:\n%s\nwant a header, 3 rows and the ideal row", b.String())
+	}
+	b.Reset()
+	printTable(&b, sampleResults())
+	if !strings.Contains(b.String(), "81.0%") || strings.Count(b.String(), "\n") != 1+21+2 {
+		t.Errorf("table:\n%s\nwant a header, 21 rows and an ideal row per workload", b.String())
 	}
 }
 

@@ -24,16 +24,12 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	start := time.Now()
 	load0 := loadAvg()
 	var results []result
-	for _, gw := range o.replicas {
-		for _, p := range policies {
-			c := p
-			c.Gateways = gw
-			res, err := r.runOne(ctx, c)
-			if err != nil {
-				return err
-			}
-			results = append(results, res)
+	for _, c := range o.plan() {
+		res, err := r.runOne(ctx, c)
+		if err != nil {
+			return err
 		}
+		results = append(results, res)
 	}
 	elapsed := time.Since(start)
 	o.note = strings.TrimSpace(fmt.Sprintf("Load average (1 min) of the machine: %s at the start, %s at the end. %s", load0, loadAvg(), o.note))
@@ -50,7 +46,7 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 // writeReport writes the markdown and the plot for results.
 func writeReport(o *options, results []result, elapsed time.Duration, stderr io.Writer) error {
 	if o.png != "" {
-		img, err := plotPNG(results, plotPanels(results))
+		img, err := plotPNG(results, plotPanels)
 		if err != nil {
 			return err
 		}
@@ -111,7 +107,8 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 		if err := json.Unmarshal(b, &labels); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		res.Policy, res.Index = labels.Labels["policy"], labels.Labels["index"]
+		res.Policy, res.Index, res.Variant = labels.Labels["policy"], labels.Labels["index"], labels.Labels["variant"]
+		res.Workload = workloadOf(labels.Labels["workload"])
 		res.Gateways, _ = strconv.Atoi(labels.Labels["gateways"])
 		txt, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".loadgen.txt")
 		if err != nil {
@@ -127,16 +124,18 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 	if len(results) == 0 {
 		return fmt.Errorf("no *gw.json reports in %s", o.logDir)
 	}
-	order := map[string]int{}
-	for i, p := range policies {
-		order[p.Index] = i
+	// The table order is the plan's; rows the plan does not name go last.
+	order := map[configuration]int{}
+	for i, c := range o.plan() {
+		order[c] = i + 1
 	}
-	slices.SortFunc(results, func(a, b result) int {
-		if a.Gateways != b.Gateways {
-			return a.Gateways - b.Gateways
+	rank := func(r result) int {
+		if k := order[r.configuration]; k > 0 {
+			return k
 		}
-		return order[a.Index] - order[b.Index]
-	})
+		return len(order) + 1
+	}
+	slices.SortStableFunc(results, func(a, b result) int { return rank(a) - rank(b) })
 	printTable(stdout, results)
 	if err := writeReport(o, results, 0, stderr); err != nil {
 		return err

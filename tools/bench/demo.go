@@ -18,16 +18,12 @@ func runDemo(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "bench: demo: %d simulators (%s), %d requests over %d prefixes × %d tokens (+%d suffix, %d out), %.0f req/s, time scale %g\n",
 		o.sims, o.simArgs, o.requests, o.prefixes, o.prefixTok, o.suffixTok, o.outputTok, o.rate, o.timeScale)
 	var results []result
-	for _, gw := range o.replicas {
-		for _, p := range policies {
-			c := p
-			c.Gateways = gw
-			res, err := r.runOne(ctx, c)
-			if err != nil {
-				return err
-			}
-			results = append(results, res)
+	for _, c := range o.plan() {
+		res, err := r.runOne(ctx, c)
+		if err != nil {
+			return err
 		}
+		results = append(results, res)
 	}
 	printTable(stdout, results)
 	for _, res := range results {
@@ -36,16 +32,23 @@ func runDemo(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// printTable writes the readable comparison (simulated times).
+// printTable writes the readable comparison (simulated times), with each workload's ideal
+// hit rate after its rows.
 func printTable(w io.Writer, results []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "policy\tindex\tgateways\trequests\terrors\thit rate\tTTFT p50\tTTFT mean\tTTFT p99\treq/s\t")
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Policy, r.Index, r.Gateways, r.Requests, r.Errors,
-			pct(r.hit()), fmtMS(r.TTFTms.P50), fmtMS(r.TTFTms.Mean), fmtMS(r.TTFTms.P99), r.RequestsPerS)
-	}
-	if len(results) > 0 && results[0].IdealHitRate != nil {
-		fmt.Fprintf(tw, "ideal\t(every repeat hits)\t\t\t\t%s\t\t\t\t\t\n", pct(*results[0].IdealHitRate))
+	fmt.Fprintln(tw, "workload\tpolicy\tindex\tgateways\trequests\terrors\thit rate\tTTFT p50\tTTFT mean\tTTFT p95\tTTFT p99\tbusiest\treq/s\t")
+	for _, rs := range workloads(results) {
+		for _, r := range rs {
+			name := r.Policy
+			if r.Variant != "" {
+				name += " (" + r.Variant + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Workload, name, r.Index, r.Gateways, r.Requests, r.Errors,
+				pct(r.hit()), fmtMS(r.TTFTms.P50), fmtMS(r.TTFTms.Mean), fmtMS(r.TTFTms.P95), fmtMS(r.TTFTms.P99), pct(r.busiest()), r.RequestsPerS)
+		}
+		if rs[0].IdealHitRate != nil {
+			fmt.Fprintf(tw, "%s\tideal\t(every repeat hits)\t\t\t\t%s\t\t\t\t\t\t\t\n", rs[0].Workload, pct(*rs[0].IdealHitRate))
+		}
 	}
 	tw.Flush()
 }

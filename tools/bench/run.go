@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,20 +27,26 @@ type options struct {
 	logDir                string
 	keepLogs              bool
 
-	sims       int
-	simArgs    string
-	replicas   []int
-	nginx      bool
-	timeScale  float64
-	rate       float64
-	burstiness float64
-	requests   int
-	prefixes   int
-	prefixTok  int
-	suffixTok  int
-	outputTok  int
-	seed       uint64
-	progress   string
+	sims     int
+	simArgs  string
+	replicas []int
+	// configs run on the uniform workload at every replica count; skew (a --prefix-dist such
+	// as zipf:1.2, "" for none) runs skewConfigs at every skewReplicas count.
+	configs      []configuration
+	skew         string
+	skewConfigs  []configuration
+	skewReplicas []int
+	nginx        bool
+	timeScale    float64
+	rate         float64
+	burstiness   float64
+	requests     int
+	prefixes     int
+	prefixTok    int
+	suffixTok    int
+	outputTok    int
+	seed         uint64
+	progress     string
 
 	out, png string // bench: docs files
 	// note is a free-text line for the report (set by runBench: the machine's load).
@@ -48,6 +55,7 @@ type options struct {
 
 var demoDefaults = options{
 	sims: 3, replicas: []int{1}, nginx: false,
+	configs: mustConfigs("round_robin,cache_aware/approx,cache_aware/events"),
 	// A prefix-heavy workload whose prefixes (90 × 1000 tokens) do not fit in one simulator
 	// (--num-blocks 2500 × 16 = 40k tokens) but do across three, like DESIGN §9 at 1/7 scale.
 	simArgs:   "--num-blocks 2500",
@@ -57,6 +65,11 @@ var demoDefaults = options{
 
 var benchDefaults = options{
 	sims: 3, replicas: []int{1, 2, 4}, nginx: true,
+	// prefix_hash is the capacity reference (a static partition of the prefixes: no copy is
+	// ever duplicated, no load balance); least_load is the balance reference of the skewed run.
+	configs:     mustConfigs("round_robin,prefix_hash,cache_aware/approx,cache_aware/events,cost/events"),
+	skew:        "zipf:1.2",
+	skewConfigs: mustConfigs("least_load,prefix_hash,cache_aware/approx,cache_aware/events,cache_aware/events/smg,cost/events"), skewReplicas: []int{1},
 	// DESIGN §9: 600 prefixes × 1000 tokens, 50-token suffix, 128 output tokens, 1800 requests,
 	// on simulators with their default capacity (12500 blocks × 16 = 200k tokens each).
 	timeScale: 0.5, rate: 30, burstiness: 1, requests: 1800, prefixes: 600, prefixTok: 1000, suffixTok: 50, outputTok: 128,
@@ -76,6 +89,10 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	fs.IntVar(&o.sims, "sims", def.sims, "simulated workers")
 	fs.StringVar(&o.simArgs, "sim-args", def.simArgs, "extra simworker flags, space-separated")
 	replicas := fs.String("replicas", joinInts(def.replicas), "gateway replica counts to run, comma-separated")
+	configs := fs.String("configs", joinConfigs(def.configs), "configurations run on the uniform workload: policy[/index[/variant]], comma-separated; index none|approx|events (default events for cache_aware and cost, none otherwise); variant "+variantNames())
+	fs.StringVar(&o.skew, "skew", def.skew, `loadgen --prefix-dist of the skewed workload (e.g. zipf:1.2); "" runs none`)
+	skewConfigs := fs.String("skew-configs", joinConfigs(def.skewConfigs), "configurations run on the skewed workload (same syntax as -configs)")
+	skewReplicas := fs.String("skew-replicas", joinInts(def.skewReplicas), "gateway replica counts of the skewed workload")
 	fs.BoolVar(&o.nginx, "nginx", def.nginx, "put a real nginx (round-robin, SSE-safe) in front of the replicas")
 	fs.Float64Var(&o.timeScale, "time-scale", def.timeScale, "simulator and loadgen --time-scale (wall = simulated × F)")
 	fs.Float64Var(&o.rate, "rate", def.rate, "Poisson arrival rate, requests per simulated second")
@@ -98,6 +115,15 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	var err error
 	if o.replicas, err = parseInts(*replicas); err != nil {
 		return nil, fmt.Errorf("-replicas: %w", err)
+	}
+	if o.configs, err = parseConfigs(*configs); err != nil {
+		return nil, fmt.Errorf("-configs: %w", err)
+	}
+	if o.skewConfigs, err = parseConfigs(*skewConfigs); err != nil {
+		return nil, fmt.Errorf("-skew-configs: %w", err)
+	}
+	if o.skewReplicas, err = parseInts(*skewReplicas); err != nil {
+		return nil, fmt.Errorf("-skew-replicas: %w", err)
 	}
 	if o.sims < 1 || o.requests < 1 || o.timeScale <= 0 {
 		return nil, fmt.Errorf("-sims, -num-requests and -time-scale must be positive")
@@ -127,26 +153,166 @@ func parseInts(s string) ([]int, error) {
 
 // configuration is one row of the comparison.
 type configuration struct {
-	Policy   string // round_robin | cache_aware
-	Index    string // none | approx | events
+	Policy  string // a gateway --policy
+	Index   string // none | approx | events
+	Variant string // "" or a key of variants: extra gateway flags
+	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2").
+	Workload string
 	Gateways int
 }
 
-// policies are the three compared configurations, in table order.
-var policies = []configuration{
-	{Policy: "round_robin", Index: "none"},
-	{Policy: "cache_aware", Index: "approx"},
-	{Policy: "cache_aware", Index: "events"},
+// variants are named sets of extra gateway flags a configuration may add.
+var variants = map[string][]string{
+	// SMG's cache_aware rule cascade unchanged: no per-worker load bound on cache hits.
+	"smg": {"--bounded-load-factor", "0"},
 }
 
-func (c configuration) gatewayOptions() (policy, kvIndex string) {
+func variantNames() string {
+	names := make([]string, 0, len(variants))
+	for n := range variants {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, "|") + " or FLAG=VALUE[+FLAG=VALUE...] (gateway flags without dashes)"
+}
+
+// variantArgs returns the gateway flags of a variant: a named one, or FLAG=VALUE pairs
+// joined by '+'; nil when it is neither.
+func variantArgs(v string) []string {
+	if a, ok := variants[v]; ok || v == "" {
+		return a
+	}
+	var args []string
+	for _, kv := range strings.Split(v, "+") {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.HasPrefix(k, "-") {
+			return nil
+		}
+		args = append(args, "--"+k, val)
+	}
+	return args
+}
+
+// indexed reports whether a policy routes on cache state (and so takes an index mode).
+func indexed(policy string) bool { return policy == "cache_aware" || policy == "cost" }
+
+// parseConfigs parses -configs: policy[/index[/variant]], comma-separated.
+func parseConfigs(s string) ([]configuration, error) {
+	var out []configuration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		parts := strings.Split(f, "/")
+		c := configuration{Policy: parts[0], Index: "none"}
+		if indexed(c.Policy) {
+			c.Index = "events"
+		}
+		if len(parts) > 1 {
+			c.Index = parts[1]
+		}
+		if len(parts) > 2 {
+			c.Variant = parts[2]
+		}
+		switch {
+		case len(parts) > 3 || c.Policy == "":
+			return nil, fmt.Errorf("bad configuration %q: want policy[/index[/variant]]", f)
+		case c.Index != "none" && c.Index != "approx" && c.Index != "events":
+			return nil, fmt.Errorf("configuration %q: index %q: want none, approx or events", f, c.Index)
+		case c.Index != "none" && !indexed(c.Policy):
+			return nil, fmt.Errorf("configuration %q: %s does not use an index", f, c.Policy)
+		case c.Variant != "" && variantArgs(c.Variant) == nil:
+			return nil, fmt.Errorf("configuration %q: unknown variant %q (known: %s)", f, c.Variant, variantNames())
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func mustConfigs(s string) []configuration {
+	c, err := parseConfigs(s)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func joinConfigs(cs []configuration) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.spec())
+	}
+	return strings.Join(out, ",")
+}
+
+// spec is the -configs form of c.
+func (c configuration) spec() string {
+	s := c.Policy
+	if c.Index != "none" || c.Variant != "" {
+		s += "/" + c.Index
+	}
+	if c.Variant != "" {
+		s += "/" + c.Variant
+	}
+	return s
+}
+
+// workloadOf returns the workload label of a --prefix-dist value.
+func workloadOf(dist string) string {
+	if dist == "" {
+		return "uniform"
+	}
+	return dist
+}
+
+// plan is every configuration a command runs, in table order: the uniform workload at each
+// replica count, then the skewed one.
+func (o *options) plan() []configuration {
+	var out []configuration
+	add := func(cs []configuration, workload string, replicas []int) {
+		for _, gw := range replicas {
+			for _, c := range cs {
+				c.Workload, c.Gateways = workload, gw
+				out = append(out, c)
+			}
+		}
+	}
+	add(o.configs, "uniform", o.replicas)
+	if o.skew != "" {
+		add(o.skewConfigs, workloadOf(o.skew), o.skewReplicas)
+	}
+	return out
+}
+
+// gatewayOptions are the --policy, --kv-index and extra flags of c.
+func (c configuration) gatewayOptions() (policy, kvIndex string, args []string) {
+	args = variantArgs(c.Variant)
 	switch c.Index {
 	case "approx":
-		return c.Policy, "off"
+		return c.Policy, "off", args
 	case "events":
-		return c.Policy, "auto"
+		return c.Policy, "auto", args
 	}
-	return c.Policy, ""
+	return c.Policy, "", args
+}
+
+// tag names c's processes, log files and reports.
+func (c configuration) tag() string {
+	t := fmt.Sprintf("%s-%s-%s", strings.ReplaceAll(c.Workload, ":", ""), c.Policy, c.Index)
+	if c.Variant != "" {
+		t += "-" + c.Variant
+	}
+	return fmt.Sprintf("%s-%dgw", t, c.Gateways)
+}
+
+// resultLabels are c's labels on loadgen's RESULT line and in its JSON report.
+func (c configuration) resultLabels() string {
+	l := fmt.Sprintf("policy=%s index=%s gateways=%d workload=%s", c.Policy, c.Index, c.Gateways, c.Workload)
+	if c.Variant != "" {
+		l += " variant=" + c.Variant
+	}
+	return l
 }
 
 // summary mirrors loadgen's JSON summaries (milliseconds, simulated).
@@ -175,11 +341,16 @@ type result struct {
 	ResultLine       string `json:"-"`
 }
 
+// label names the configuration in the plot's legend (workload and replicas aside).
 func (r result) label() string {
-	if r.Index == "none" {
-		return r.Policy
+	l := r.Policy
+	if r.Index != "none" {
+		l += " " + r.Index
 	}
-	return r.Policy + " " + r.Index
+	if r.Variant != "" {
+		l += " " + r.Variant
+	}
+	return l
 }
 
 func (r result) hit() float64 {
@@ -252,7 +423,7 @@ func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error
 	if s := strings.TrimSpace(r.o.simArgs); s != "" {
 		simArgs = strings.Fields(s)
 	}
-	tag := fmt.Sprintf("%s-%s-%dgw", c.Policy, c.Index, c.Gateways)
+	tag := c.tag()
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range f.sims {
 		g.Go(func() error {
@@ -275,11 +446,11 @@ func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error
 	for _, s := range f.sims {
 		workers = append(workers, s.WorkerSpec(true))
 	}
-	policy, kvIndex := c.gatewayOptions()
+	policy, kvIndex, gwArgs := c.gatewayOptions()
 	g, gctx = errgroup.WithContext(ctx)
 	for i := range f.gws {
 		g.Go(func() error {
-			gw, err := r.l.StartGateway(gctx, harness.GatewayOptions{Name: fmt.Sprintf("%s-gateway%d", tag, i), Workers: workers, Policy: policy, KVIndex: kvIndex})
+			gw, err := r.l.StartGateway(gctx, harness.GatewayOptions{Name: fmt.Sprintf("%s-gateway%d", tag, i), Workers: workers, Policy: policy, KVIndex: kvIndex, Args: gwArgs})
 			f.gws[i] = gw
 			return err
 		})
@@ -318,13 +489,13 @@ func (r *runner) loadgenArgs(c configuration, url, jsonPath string, f *fleet) []
 	o := r.o
 	args := []string{
 		"--url", url, "--model", o.model, "--tokenizer", r.l.Tokenizer,
-		"--workload", "prefix_repetition",
+		"--workload", "prefix_repetition", "--prefix-dist", c.Workload,
 		"--num-prefixes", fmt.Sprint(o.prefixes), "--prefix-tokens", fmt.Sprint(o.prefixTok),
 		"--suffix-tokens", fmt.Sprint(o.suffixTok), "--output-tokens", fmt.Sprint(o.outputTok),
 		"--num-requests", fmt.Sprint(o.requests), "--rate", fmt.Sprint(o.rate), "--burstiness", fmt.Sprint(o.burstiness),
 		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed),
 		"--json", jsonPath, "--progress", o.progress,
-		"--result-line", fmt.Sprintf("policy=%s index=%s gateways=%d", c.Policy, c.Index, c.Gateways),
+		"--result-line", c.resultLabels(),
 	}
 	for _, s := range f.sims {
 		args = append(args, "--worker-metrics", s.MetricsURL())
@@ -341,7 +512,7 @@ func (r *runner) runOne(ctx context.Context, c configuration) (result, error) {
 		return res, fmt.Errorf("start fleet for %s: %w", res.label(), err)
 	}
 	defer f.stop()
-	tag := fmt.Sprintf("%s-%s-%dgw", c.Policy, c.Index, c.Gateways)
+	tag := c.tag()
 	jsonPath := filepath.Join(r.l.LogDir, tag+".json")
 	var out bytes.Buffer
 	lg := harness.Command{Name: tag + "-loadgen", Path: r.l.Bin.Loadgen, Args: r.loadgenArgs(c, f.url, jsonPath, f)}
@@ -366,7 +537,7 @@ func (r *runner) runOne(ctx context.Context, c configuration) (result, error) {
 		return res, fmt.Errorf("loadgen report %s: %w", jsonPath, err)
 	}
 	res.configuration = c
-	fmt.Fprintf(r.stderr, "bench: %-22s gateways=%d  hit %s  TTFT mean %s  (%.0fs)\n", res.label(), c.Gateways, pct(res.hit()), fmtMS(res.TTFTms.Mean), time.Since(start).Seconds())
+	fmt.Fprintf(r.stderr, "bench: %-8s %-26s gateways=%d  hit %s  TTFT mean %s  (%.0fs)\n", c.Workload, res.label(), c.Gateways, pct(res.hit()), fmtMS(res.TTFTms.Mean), time.Since(start).Seconds())
 	return res, nil
 }
 

@@ -20,7 +20,11 @@ func sampleResults() []result {
 	var out []result
 	for i, c := range benchDefaults.plan() {
 		ideal := 0.63
-		if c.Workload != "uniform" {
+		switch c.Workload {
+		case "uniform":
+		case workloadChat:
+			ideal = 0.72
+		default:
 			ideal = 0.81
 		}
 		out = append(out, result{configuration: c, Requests: 100, HitRate: fptr(0.2 + 0.05*float64(i%5)), IdealHitRate: fptr(ideal),
@@ -42,8 +46,8 @@ func TestPlotPNG(t *testing.T) {
 	if got := img.Bounds().Dx(); got != 2*560 {
 		t.Errorf("width: got %d, want two 560-pixel panels", got)
 	}
-	if got := img.Bounds().Dy(); got < 2*420 {
-		t.Errorf("height: got %d, want a row of 420-pixel panels per workload (2)", got)
+	if got := img.Bounds().Dy(); got < 3*420 {
+		t.Errorf("height: got %d, want a row of 420-pixel panels per workload (3)", got)
 	}
 	// The bars use the series colours: the last configuration's colour must appear somewhere.
 	want := seriesColors[5]
@@ -135,8 +139,13 @@ func TestPlan(t *testing.T) {
 	for _, c := range o.plan() {
 		got = append(got, fmt.Sprintf("%s %s %d", c.Workload, c.spec(), c.Gateways))
 	}
-	if len(got) != 5*3+6 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[len(got)-1] != "zipf:1.2 cost/events 1" {
-		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, then 6 on zipf:1.2", got)
+	if len(got) != 5*3+6+3*2 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
+		got[len(got)-1] != "chat cache_aware/events 4" {
+		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, then 3 × 2 on chat", got)
+	}
+	o.chatConfigs = nil
+	if n := len(o.plan()); n != 5*3+6 {
+		t.Errorf("plan without chat configurations: %d rows, want %d", n, 5*3+6)
 	}
 }
 
@@ -148,7 +157,9 @@ func TestMarkdownAndTable(t *testing.T) {
 	}
 	for _, want := range []string{"Ideal hit rate of this workload: 63.0%", "Ideal hit rate of this workload: 81.0%", "| cache_aware | events | 4 |",
 		"| cache_aware (smg) | events | 1 |", "### Skewed prefixes (`--prefix-dist zipf:1.2`", "× prefix_hash's", "vs least_load's",
-		"benchmarks.png", "go run ./tools/bench bench", "Machine:", "--time-scale 0.5", "| 60.0% |"} {
+		"benchmarks.png", "go run ./tools/bench bench", "Machine:", "--time-scale 0.5", "| 60.0% |",
+		"### Chat (multi-turn sessions", "Ideal hit rate of this workload: 72.0%", "× its ideal 72.0%", "-chat-configs 'round_robin,cache_aware/approx,cache_aware/events'",
+		"Chat workload (`cmd/loadgen --workload chat`"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -160,8 +171,8 @@ func TestMarkdownAndTable(t *testing.T) {
 	}
 	b.Reset()
 	printTable(&b, sampleResults())
-	if !strings.Contains(b.String(), "81.0%") || strings.Count(b.String(), "\n") != 1+21+2 {
-		t.Errorf("table:\n%s\nwant a header, 21 rows and an ideal row per workload", b.String())
+	if !strings.Contains(b.String(), "81.0%") || strings.Count(b.String(), "\n") != 1+27+3 {
+		t.Errorf("table:\n%s\nwant a header, 27 rows and an ideal row per workload", b.String())
 	}
 }
 

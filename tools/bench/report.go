@@ -30,7 +30,7 @@ func plotPanels(results []result) []panelSpec {
 		format:  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
 		refLine: ideal, refLabel: "IDEAL",
 	}
-	if results[0].Workload == "uniform" {
+	if results[0].Workload == "uniform" || results[0].Workload == workloadChat {
 		return []panelSpec{hit, {
 			title:   w + ": MEAN TTFT (SIMULATED S)",
 			value:   func(r result) float64 { return r.TTFTms.Mean / 1000 },
@@ -148,13 +148,20 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 	p("All times are **simulated** (measured wall time ÷ the time scale %g, see below). Hit rate is the fleet's prefix-cache hit rate read from the simulators' `vllm:prefix_cache_hits_total` / `vllm:prefix_cache_queries_total` before and after the run. *Busiest worker* is the largest share of the requests one worker served.\n\n", o.timeScale)
 	for _, rs := range workloads(results) {
 		w := rs[0].Workload
-		if w == "uniform" {
+		switch {
+		case w == "uniform":
 			p("### Uniform prefixes (DESIGN §9: every prefix used equally often)\n\n")
-		} else {
+		case w == workloadChat:
+			p("### Chat (multi-turn sessions on `/v1/chat/completions`)\n\n")
+		default:
 			p("### Skewed prefixes (`--prefix-dist %s`: prefix k drawn with probability ∝ 1/(k+1)^%s)\n\n", w, strings.TrimPrefix(w, "zipf:"))
 		}
 		resultsTable(p, rs)
-		if rs[0].IdealHitRate != nil {
+		switch {
+		case rs[0].IdealHitRate != nil && w == workloadChat:
+			p("\n**Ideal hit rate of this workload: %s** — every turn hits the previous turn's prompt and answer, every first turn the shared system prompt, in an unbounded cache (computed by loadgen on the ids the Qwen3 template and tokenizer give, with the answers each run streamed).\n\n", pct(*rs[0].IdealHitRate))
+			p("%s\n\n", chatParagraph(rs))
+		case rs[0].IdealHitRate != nil:
 			p("\n**Ideal hit rate of this workload: %s** — every repeat of a prefix hits an unbounded cache (the first request of each prefix and every suffix miss).\n\n", pct(*rs[0].IdealHitRate))
 		}
 		if c := ceilingParagraph(o, rs); c != "" {
@@ -214,19 +221,41 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		p(", and `--prefix-dist %s` for the skewed rows (each request draws its prefix independently)", o.skew)
 	}
 	p(".\n")
+	if len(o.chatConfigs) > 0 {
+		ch := o.chat
+		p("- Chat workload (`cmd/loadgen --workload chat`, `/v1/chat/completions`, streamed): %d requests in sessions of %d turns, started at %g sessions per simulated second; each turn sends the %d-token system prompt, every earlier user message (%d tokens) with the answer actually streamed to it (%d tokens, ignore_eos), and the new user message. The gateways render each request with the model's chat template (`--model-path`), the simulators render it themselves, as vLLM does.\n",
+			ch.requests, ch.turns, ch.rate, ch.systemTok, ch.userTok, ch.outputTok)
+	}
 	p("- Time scale: simulators and loadgen run with `--time-scale %g` (wall = simulated × %g, i.e. %gx faster than the modelled GPUs); loadgen reports times ÷ %g. The gateway's own cost (tokenize + route + proxy, well under 1 ms of wall time per request on this machine, plus the nginx hop) is multiplied by %g in simulated time, i.e. a few ms against TTFTs of hundreds of ms to seconds: negligible. A smaller F would make the run CPU-bound on this 2-core machine (every output token is an SSE chunk through three processes).\n\n",
 		o.timeScale, o.timeScale, 1/o.timeScale, o.timeScale, 1/o.timeScale)
 	p("## Exact commands\n\n```sh\nmake bench      # = make build testdata, then:\ngo run ./tools/bench bench %s\n```\n\n", benchFlags(o))
 	p("Per row, `tools/bench` starts (ports are free loopback ports):\n\n```sh\n")
-	p("simworker --host 127.0.0.1 --port P --tokenizer .cache/tokenizers/qwen3/tokenizer.json --model %s --kv-events tcp://127.0.0.1:Z --kv-replay tcp://127.0.0.1:R --time-scale %g %s\n", o.model, o.timeScale, o.simArgs)
-	p("gateway --host 127.0.0.1 --port G --prometheus-port M --tokenizer .cache/tokenizers/qwen3/tokenizer.json --model %s \\\n    --worker url=http://127.0.0.1:P,kv_events=tcp://127.0.0.1:Z,replay=tcp://127.0.0.1:R  (one per simulator) \\\n    --policy POLICY [--kv-index off (approx) | --kv-index auto (events)] [--bounded-load-factor 0 (smg)]\n", o.model)
+	p("simworker --host 127.0.0.1 --port P --tokenizer .cache/tokenizers/qwen3 --model %s --kv-events tcp://127.0.0.1:Z --kv-replay tcp://127.0.0.1:R --time-scale %g %s\n", o.model, o.timeScale, o.simArgs)
+	p("gateway --host 127.0.0.1 --port G --prometheus-port M --admin-port A --model-path .cache/tokenizers/qwen3 --model %s \\\n    --worker url=http://127.0.0.1:P,kv_events=tcp://127.0.0.1:Z,replay=tcp://127.0.0.1:R  (one per simulator) \\\n    --policy POLICY [--kv-index off (approx) | --kv-index auto (events)] [--bounded-load-factor 0 (smg)]\n", o.model)
 	if o.nginx {
 		p("nginx -p DIR -c DIR/nginx.conf -e DIR/error.log -g 'daemon off;'   # go run ./tools/bench nginx-conf -standalone -prefix DIR -listen 127.0.0.1:X 127.0.0.1:G...\n")
 	}
 	p("loadgen --url http://127.0.0.1:X --model %s --tokenizer .cache/tokenizers/qwen3/tokenizer.json --workload prefix_repetition --prefix-dist uniform|%s \\\n    --num-prefixes %d --prefix-tokens %d --suffix-tokens %d --output-tokens %d --num-requests %d --rate %g --burstiness %g \\\n    --time-scale %g --seed %d --worker-metrics http://127.0.0.1:P/metrics (per simulator) --json FILE --result-line 'policy=.. index=.. gateways=N workload=..'\n",
 		o.model, o.skew, o.prefixes, o.prefixTok, o.suffixTok, o.outputTok, o.requests, o.rate, o.burstiness, o.timeScale, o.seed)
+	if len(o.chatConfigs) > 0 {
+		ch := o.chat
+		p("loadgen --url http://127.0.0.1:X --model %s --tokenizer .cache/tokenizers/qwen3 --workload chat --num-requests %d --turns %d \\\n    --system-tokens %d --user-tokens %d --output-tokens %d --rate %g --burstiness %g --time-scale %g --seed %d ... (as above)\n",
+			o.model, ch.requests, ch.turns, ch.systemTok, ch.userTok, ch.outputTok, ch.rate, o.burstiness, o.timeScale, o.seed)
+	}
 	p("```\n")
 	return b.String(), nil
+}
+
+// chatParagraph states, from the chat workload's numbers, each row's hit rate against the ideal.
+func chatParagraph(rs []result) string {
+	var lines []string
+	for _, r := range rs {
+		if r.IdealHitRate == nil || *r.IdealHitRate == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s hit (%.2f × its ideal %s), TTFT mean %s.", rowName(r), pct(r.hit()), r.hit() / *r.IdealHitRate, pct(*r.IdealHitRate), fmtMS(r.TTFTms.Mean)))
+	}
+	return "Each conversation resends its growing history, so a turn hits only on the worker that served the session's earlier turns (the shared system prompt is cached everywhere soon). " + strings.Join(lines, " ")
 }
 
 // ceilingParagraph states, from one workload's numbers, how the cache-aware rows compare with
@@ -270,8 +299,10 @@ func rowName(r result) string {
 
 // benchFlags are the non-default-independent flags that reproduce this run.
 func benchFlags(o *options) string {
-	return fmt.Sprintf("-replicas %s -configs %s -skew '%s' -skew-configs %s -skew-replicas %s -time-scale %g -rate %g -num-requests %d -num-prefixes %d -prefix-tokens %d -suffix-tokens %d -output-tokens %d -seed %d",
-		joinInts(o.replicas), joinConfigs(o.configs), o.skew, joinConfigs(o.skewConfigs), joinInts(o.skewReplicas), o.timeScale, o.rate, o.requests, o.prefixes, o.prefixTok, o.suffixTok, o.outputTok, o.seed)
+	ch := o.chat
+	return fmt.Sprintf("-replicas %s -configs %s -skew '%s' -skew-configs %s -skew-replicas %s -chat-configs '%s' -chat-replicas %s -time-scale %g -rate %g -num-requests %d -num-prefixes %d -prefix-tokens %d -suffix-tokens %d -output-tokens %d -chat-requests %d -chat-turns %d -chat-system-tokens %d -chat-user-tokens %d -chat-output-tokens %d -chat-rate %g -seed %d",
+		joinInts(o.replicas), joinConfigs(o.configs), o.skew, joinConfigs(o.skewConfigs), joinInts(o.skewReplicas), joinConfigs(o.chatConfigs), joinInts(o.chatReplicas),
+		o.timeScale, o.rate, o.requests, o.prefixes, o.prefixTok, o.suffixTok, o.outputTok, ch.requests, ch.turns, ch.systemTok, ch.userTok, ch.outputTok, ch.rate, o.seed)
 }
 
 // shapeParagraph states, from the numbers, whether the expected shape holds.

@@ -36,6 +36,11 @@ type options struct {
 	skew         string
 	skewConfigs  []configuration
 	skewReplicas []int
+	// chatConfigs run loadgen's chat workload (multi-turn sessions over a shared system prompt,
+	// sent to /v1/chat/completions) at every chatReplicas count; none when empty.
+	chatConfigs  []configuration
+	chatReplicas []int
+	chat         chatWorkload
 	nginx        bool
 	timeScale    float64
 	rate         float64
@@ -60,6 +65,7 @@ var demoDefaults = options{
 	// (--num-blocks 2500 × 16 = 40k tokens) but do across three, like DESIGN §9 at 1/7 scale.
 	simArgs:   "--num-blocks 2500",
 	timeScale: 0.25, rate: 40, burstiness: 1, requests: 360, prefixes: 90, prefixTok: 1000, suffixTok: 50, outputTok: 32,
+	chat: defaultChat, // run with -chat-configs
 	seed: 1, progress: "never",
 }
 
@@ -70,12 +76,28 @@ var benchDefaults = options{
 	configs:     mustConfigs("round_robin,prefix_hash,cache_aware/approx,cache_aware/events,cost/events"),
 	skew:        "zipf:1.2",
 	skewConfigs: mustConfigs("least_load,prefix_hash,cache_aware/approx,cache_aware/events,cache_aware/events/smg,cost/events"), skewReplicas: []int{1},
+	chatConfigs: mustConfigs("round_robin,cache_aware/approx,cache_aware/events"), chatReplicas: []int{1, 4},
+	chat: defaultChat,
 	// DESIGN §9: 600 prefixes × 1000 tokens, 50-token suffix, 128 output tokens, 1800 requests,
 	// on simulators with their default capacity (12500 blocks × 16 = 200k tokens each).
 	timeScale: 0.5, rate: 30, burstiness: 1, requests: 1800, prefixes: 600, prefixTok: 1000, suffixTok: 50, outputTok: 128,
 	seed: 1, progress: "auto",
 	out: "docs/benchmarks.md", png: "docs/benchmarks.png",
 }
+
+// chatWorkload sizes loadgen's chat workload.
+type chatWorkload struct {
+	requests, turns, systemTok, userTok, outputTok int
+	// rate is sessions per simulated second.
+	rate float64
+}
+
+// defaultChat: 300 sessions of 4 turns (1200 requests) over a 500-token system prompt,
+// 150-token user turns and 128-token answers, 7.5 sessions (30 requests) per second: a
+// session's last prompt is about 1.5k tokens, and the 300 histories (about 450k tokens) are
+// about what the three simulators' caches hold, so where a turn lands decides whether its history
+// is a hit.
+var defaultChat = chatWorkload{requests: 1200, turns: 4, systemTok: 500, userTok: 150, outputTok: 128, rate: 7.5}
 
 func parseOptions(name string, args []string, def options, stderr io.Writer) (*options, error) {
 	o := def
@@ -93,6 +115,14 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	fs.StringVar(&o.skew, "skew", def.skew, `loadgen --prefix-dist of the skewed workload (e.g. zipf:1.2); "" runs none`)
 	skewConfigs := fs.String("skew-configs", joinConfigs(def.skewConfigs), "configurations run on the skewed workload (same syntax as -configs)")
 	skewReplicas := fs.String("skew-replicas", joinInts(def.skewReplicas), "gateway replica counts of the skewed workload")
+	chatConfigs := fs.String("chat-configs", joinConfigs(def.chatConfigs), `configurations run on the chat workload (same syntax as -configs; "" runs none)`)
+	chatReplicas := fs.String("chat-replicas", joinInts(def.chatReplicas), "gateway replica counts of the chat workload")
+	fs.IntVar(&o.chat.requests, "chat-requests", def.chat.requests, "chat: requests (turns) per configuration")
+	fs.IntVar(&o.chat.turns, "chat-turns", def.chat.turns, "chat: turns per session")
+	fs.IntVar(&o.chat.systemTok, "chat-system-tokens", def.chat.systemTok, "chat: tokens of the shared system prompt")
+	fs.IntVar(&o.chat.userTok, "chat-user-tokens", def.chat.userTok, "chat: tokens per user message")
+	fs.IntVar(&o.chat.outputTok, "chat-output-tokens", def.chat.outputTok, "chat: tokens per answer")
+	fs.Float64Var(&o.chat.rate, "chat-rate", def.chat.rate, "chat: sessions started per simulated second")
 	fs.BoolVar(&o.nginx, "nginx", def.nginx, "put a real nginx (round-robin, SSE-safe) in front of the replicas")
 	fs.Float64Var(&o.timeScale, "time-scale", def.timeScale, "simulator and loadgen --time-scale (wall = simulated × F)")
 	fs.Float64Var(&o.rate, "rate", def.rate, "Poisson arrival rate, requests per simulated second")
@@ -125,6 +155,12 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	if o.skewReplicas, err = parseInts(*skewReplicas); err != nil {
 		return nil, fmt.Errorf("-skew-replicas: %w", err)
 	}
+	if o.chatConfigs, err = parseConfigs(*chatConfigs); err != nil {
+		return nil, fmt.Errorf("-chat-configs: %w", err)
+	}
+	if o.chatReplicas, err = parseInts(*chatReplicas); err != nil {
+		return nil, fmt.Errorf("-chat-replicas: %w", err)
+	}
 	if o.sims < 1 || o.requests < 1 || o.timeScale <= 0 {
 		return nil, fmt.Errorf("-sims, -num-requests and -time-scale must be positive")
 	}
@@ -156,7 +192,7 @@ type configuration struct {
 	Policy  string // a gateway --policy
 	Index   string // none | approx | events
 	Variant string // "" or a key of variants: extra gateway flags
-	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2").
+	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2"), or workloadChat.
 	Workload string
 	Gateways int
 }
@@ -258,6 +294,9 @@ func (c configuration) spec() string {
 	return s
 }
 
+// workloadChat labels loadgen's chat workload.
+const workloadChat = "chat"
+
 // workloadOf returns the workload label of a --prefix-dist value.
 func workloadOf(dist string) string {
 	if dist == "" {
@@ -282,6 +321,7 @@ func (o *options) plan() []configuration {
 	if o.skew != "" {
 		add(o.skewConfigs, workloadOf(o.skew), o.skewReplicas)
 	}
+	add(o.chatConfigs, workloadChat, o.chatReplicas)
 	return out
 }
 
@@ -487,15 +527,21 @@ func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error
 // loadgenArgs are the loadgen flags of configuration c against url.
 func (r *runner) loadgenArgs(c configuration, url, jsonPath string, f *fleet) []string {
 	o := r.o
-	args := []string{
-		"--url", url, "--model", o.model, "--tokenizer", r.l.Tokenizer,
-		"--workload", "prefix_repetition", "--prefix-dist", c.Workload,
-		"--num-prefixes", fmt.Sprint(o.prefixes), "--prefix-tokens", fmt.Sprint(o.prefixTok),
-		"--suffix-tokens", fmt.Sprint(o.suffixTok), "--output-tokens", fmt.Sprint(o.outputTok),
-		"--num-requests", fmt.Sprint(o.requests), "--rate", fmt.Sprint(o.rate), "--burstiness", fmt.Sprint(o.burstiness),
+	args := []string{"--url", url, "--model", o.model, "--burstiness", fmt.Sprint(o.burstiness),
 		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed),
-		"--json", jsonPath, "--progress", o.progress,
-		"--result-line", c.resultLabels(),
+		"--json", jsonPath, "--progress", o.progress, "--result-line", c.resultLabels()}
+	if c.Workload == workloadChat {
+		// The model directory: loadgen renders the conversations with its template for the
+		// ideal hit rate on the engine's ids.
+		ch := o.chat
+		args = append(args, "--tokenizer", filepath.Dir(r.l.Tokenizer), "--workload", workloadChat,
+			"--num-requests", fmt.Sprint(ch.requests), "--turns", fmt.Sprint(ch.turns), "--system-tokens", fmt.Sprint(ch.systemTok),
+			"--user-tokens", fmt.Sprint(ch.userTok), "--output-tokens", fmt.Sprint(ch.outputTok), "--rate", fmt.Sprint(ch.rate))
+	} else {
+		args = append(args, "--tokenizer", r.l.Tokenizer, "--workload", "prefix_repetition", "--prefix-dist", c.Workload,
+			"--num-prefixes", fmt.Sprint(o.prefixes), "--prefix-tokens", fmt.Sprint(o.prefixTok),
+			"--suffix-tokens", fmt.Sprint(o.suffixTok), "--output-tokens", fmt.Sprint(o.outputTok),
+			"--num-requests", fmt.Sprint(o.requests), "--rate", fmt.Sprint(o.rate))
 	}
 	for _, s := range f.sims {
 		args = append(args, "--worker-metrics", s.MetricsURL())

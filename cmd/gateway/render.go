@@ -94,21 +94,8 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	status := 0
 	for {
 		var readErr error
-		tooLong := false
-		line = line[:0]
-		for {
-			chunk, err := in.ReadSlice('\n')
-			if len(line)+len(chunk) > maxRenderLine+1 {
-				tooLong = true
-			} else {
-				line = append(line, chunk...)
-			}
-			if err == bufio.ErrBufferFull {
-				continue
-			}
-			readErr = err
-			break
-		}
+		var tooLong bool
+		line, tooLong, readErr = readLine(in, line, maxRenderLine)
 		if len(line) == 0 && !tooLong {
 			if readErr != nil && readErr != io.EOF {
 				fmt.Fprintf(stderr, "gateway render: read stdin: %v\n", readErr)

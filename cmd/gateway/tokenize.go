@@ -86,21 +86,8 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		buf = append(buf[:0], "null\n"...)
 	}
 	for {
-		line, tooLong = line[:0], false
 		var readErr error
-		for {
-			chunk, err := in.ReadSlice('\n')
-			if len(line)+len(chunk) > maxTokenizeLine+1 { // +1: the newline itself
-				tooLong = true
-			} else {
-				line = append(line, chunk...)
-			}
-			if err == bufio.ErrBufferFull {
-				continue
-			}
-			readErr = err
-			break
-		}
+		line, tooLong, readErr = readLine(in, line, maxTokenizeLine)
 		if len(line) == 0 && !tooLong {
 			if readErr != nil && readErr != io.EOF {
 				fmt.Fprintf(stderr, "gateway tokenize: read stdin: %v\n", readErr)

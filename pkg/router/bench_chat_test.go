@@ -3,13 +3,10 @@ package router
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,20 +21,7 @@ import (
 
 // trivialChatUpstream answers every chat completion at once with a small fixed body.
 func trivialChatUpstream(b *testing.B) *httptest.Server {
-	b.Helper()
-	body := []byte(`{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"length"}],"usage":{"prompt_tokens":4000,"completion_tokens":1,"total_tokens":4001}}`)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
-	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"data":[{"id":"m"}]}`) })
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.Write(body)
-	})
-	s := httptest.NewServer(mux)
-	b.Cleanup(s.Close)
-	return s
+	return fixedUpstream(b, "/v1/chat/completions", `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"length"}],"usage":{"prompt_tokens":4000,"completion_tokens":1,"total_tokens":4001}}`)
 }
 
 // benchChatConversation is pkg/chat's bench-10msg-4k request (12 messages, 3 tools, ~3.8k Qwen3

@@ -31,16 +31,20 @@ import (
 
 // trivialUpstream answers every completion at once with a small fixed JSON body.
 func trivialUpstream(b *testing.B) *httptest.Server {
+	return fixedUpstream(b, "/v1/completions", `{"id":"c","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"length"}],"usage":{"prompt_tokens":1000,"completion_tokens":1,"total_tokens":1001}}`)
+}
+
+// fixedUpstream is a worker answering path with body at once (health and models too).
+func fixedUpstream(b *testing.B, path, body string) *httptest.Server {
 	b.Helper()
-	body := []byte(`{"id":"c","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"length"}],"usage":{"prompt_tokens":1000,"completion_tokens":1,"total_tokens":1001}}`)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"data":[{"id":"m"}]}`) })
-	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.Write(body)
+		io.WriteString(w, body)
 	})
 	s := httptest.NewServer(mux)
 	b.Cleanup(s.Close)

@@ -66,8 +66,9 @@ type chatReport struct {
 	} `json:"sessions"`
 }
 
-// runChatClient runs test/e2e/npm/chat.mjs against base in mode (plain, tools, turns).
-func runChatClient(t *testing.T, base, mode string, args ...string) chatReport {
+// runNode runs the node script test/e2e/npm/SCRIPT (driving the official openai npm client)
+// with args and returns its stdout and stderr; a failed run fails the test.
+func runNode(t *testing.T, script string, args ...string) (stdout, stderr []byte) {
 	t.Helper()
 	if npmErr != nil {
 		t.Fatalf("the openai npm client is not installed: %v", npmErr)
@@ -79,15 +80,22 @@ func runChatClient(t *testing.T, base, mode string, args ...string) chatReport {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dir := filepath.Join(repoRoot, "test", "e2e", "npm")
-	var stdout, stderr bytes.Buffer
-	cmd := harness.Command{Name: "node-chat", Path: node, Dir: dir, Args: append([]string{filepath.Join(dir, "chat.mjs"), base + "/v1", testModel, mode}, args...)}
-	if err := harness.Run(ctx, cmd, &stdout, &stderr); err != nil {
-		t.Fatalf("node chat.mjs %s: %v\nstdout: %s\nstderr: %s", mode, err, stdout.Bytes(), stderr.Bytes())
+	var out, errb bytes.Buffer
+	cmd := harness.Command{Name: "node-" + strings.TrimSuffix(script, ".mjs"), Path: node, Dir: dir, Args: append([]string{filepath.Join(dir, script)}, args...)}
+	if err := harness.Run(ctx, cmd, &out, &errb); err != nil {
+		t.Fatalf("node %s %q: %v\nstdout: %s\nstderr: %s", script, args, err, out.Bytes(), errb.Bytes())
 	}
-	t.Logf("chat.mjs %s: %s", mode, stdout.Bytes())
+	return out.Bytes(), errb.Bytes()
+}
+
+// runChatClient runs test/e2e/npm/chat.mjs against base in mode (plain, tools, turns).
+func runChatClient(t *testing.T, base, mode string, args ...string) chatReport {
+	t.Helper()
+	stdout, _ := runNode(t, "chat.mjs", append([]string{base + "/v1", testModel, mode}, args...)...)
+	t.Logf("chat.mjs %s: %s", mode, stdout)
 	var r chatReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("chat.mjs output %q: %v", stdout.Bytes(), err)
+	if err := json.Unmarshal(stdout, &r); err != nil {
+		t.Fatalf("chat.mjs output %q: %v", stdout, err)
 	}
 	return r
 }

@@ -3,14 +3,9 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/kvgate/kvgate/internal/harness"
 )
@@ -58,27 +53,11 @@ type usage struct {
 // usage, a token-id prompt, and the error for an unknown model. Client compatibility is checked
 // by code nobody here wrote.
 func TestOpenAINodeClient(t *testing.T) {
-	if npmErr != nil {
-		t.Fatalf("the openai npm client is not installed: %v", npmErr)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node not found: %v", err)
-	}
 	l := newLauncher(t)
 	sim := startSim(t, l, harness.SimOptions{Name: "sim"})
 	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{sim.WorkerSpec(false)}})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	npmDir := filepath.Join(repoRoot, "test", "e2e", "npm")
-	client := harness.Command{Name: "node", Path: node, Dir: npmDir,
-		Args: []string{filepath.Join(npmDir, "client.mjs"), gw.URL + "/v1", testModel, text("openai-client", 60)}}
-	var stdout, stderr bytes.Buffer
-	if err := harness.Run(ctx, client, &stdout, &stderr); err != nil {
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
-	}
-	out := stdout.Bytes()
+	stdout, _ := runNode(t, "client.mjs", gw.URL+"/v1", testModel, text("openai-client", 60))
+	out := stdout
 	t.Logf("client report: %s", out)
 	var r nodeReport
 	if err := json.Unmarshal(out, &r); err != nil {

@@ -14,14 +14,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/internal/testutil"
@@ -176,29 +174,15 @@ type nodeText struct {
 }
 
 // runNodeAuth runs test/e2e/npm/auth.mjs (mode auth or limit) for an endpoint kind
-// ("completions"; "chat" once the gateway serves it) and returns its report.
+// ("completions" or "chat") and returns its report.
 func runNodeAuth(t *testing.T, s *securityRun, mode, base, model, prompt, key, arg, kind string) nodeAuthReport {
 	t.Helper()
-	if npmErr != nil {
-		t.Fatalf("the openai npm client is not installed: %v", npmErr)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node not found: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	dir := filepath.Join(repoRoot, "test", "e2e", "npm")
-	var stdout, stderr bytes.Buffer
-	cmd := harness.Command{Name: "node-auth", Path: node, Dir: dir, Args: []string{filepath.Join(dir, "auth.mjs"), mode, base + "/v1", model, prompt, key, arg, kind}}
-	if err := harness.Run(ctx, cmd, &stdout, &stderr); err != nil {
-		t.Fatalf("node auth.mjs %s: %v\nstdout: %s\nstderr: %s", mode, err, stdout.Bytes(), stderr.Bytes())
-	}
-	s.record(http.Header{}, stdout.Bytes())
-	s.record(http.Header{}, stderr.Bytes())
+	stdout, stderr := runNode(t, "auth.mjs", mode, base+"/v1", model, prompt, key, arg, kind)
+	s.record(http.Header{}, stdout)
+	s.record(http.Header{}, stderr)
 	var r nodeAuthReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("auth.mjs output %q: %v", stdout.Bytes(), err)
+	if err := json.Unmarshal(stdout, &r); err != nil {
+		t.Fatalf("auth.mjs output %q: %v", stdout, err)
 	}
 	return r
 }

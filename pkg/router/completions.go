@@ -90,6 +90,11 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer context.AfterFunc(rt.aborted, func() { cancel(errShutdown) })()
+	if rt.aborted.Err() != nil {
+		// AfterFunc runs its function in a goroutine of its own, even when rt.aborted has
+		// already ended: a request arriving after the abort must not race it to the worker.
+		cancel(errShutdown)
+	}
 	for attempt := 0; ; attempt++ {
 		rt.commit(&dec, c.routeTokens())
 		started, err := rt.send(ctx, w, &dec, c)

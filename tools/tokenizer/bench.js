@@ -3,11 +3,15 @@
 // @anush008/tokenizers) encoding pkg/tokenizer/testdata/bench_corpus.jsonl, single-threaded,
 // for comparison with `go test -bench Encode ./pkg/tokenizer` on the same text and machine.
 //
-//   node tools/tokenizer/bench.js [--runs N] [--ids-out DIR]
+//   node tools/tokenizer/bench.js [--runs N] [--families qwen3,llama3] [--ids-out DIR]
 //
-// Two modes, both timing encoding only (the tokenizer is loaded and warmed up first):
+// Three modes, all timing encoding only:
 //   batch     one encodeBatch(chunks) call per run with TOKENIZERS_PARALLELISM=false, so Rust
-//             encodes the chunks one after another on one thread (the fairest comparison);
+//             encodes the chunks one after another on one thread (the fairest comparison),
+//             after a warm-up pass (the BPE cache holds the corpus' words, as in a running
+//             server; compare with go test -bench 'Encode$');
+//   cold      the same call on a tokenizer loaded (untimed) just before it, whose BPE cache is
+//             empty: text the cache has not seen (compare with -bench EncodeCold);
 //   per-call  await encode(chunk) for each chunk in turn (adds the binding's per-call cost:
 //             a libuv task and a Promise per chunk).
 // The result is the median of N runs (default 7). --ids-out writes the ids of every chunk as
@@ -49,17 +53,24 @@ async function main() {
     .split('\n').filter((l) => l).map((l) => JSON.parse(l));
   const bytes = chunks.reduce((n, c) => n + Buffer.byteLength(c), 0);
   const digest = {};
-  for (const fam of ['qwen3', 'llama3', 'llama3_1', 'deepseek_v3', 'gptoss', 'llama2', 'gemma3', 'gpt2style', 'addedflags']) {
-    const tok = Tokenizer.fromFile(path.join(root, '.cache', 'tokenizers', fam, 'tokenizer.json'));
+  const all = ['qwen3', 'llama3', 'llama3_1', 'deepseek_v3', 'gptoss', 'llama2', 'gemma3', 'gpt2style', 'addedflags'];
+  const fams = option('--families', '') ? option('--families', '').split(',') : all;
+  for (const fam of fams) {
+    const file = path.join(root, '.cache', 'tokenizers', fam, 'tokenizer.json');
+    const tok = Tokenizer.fromFile(file);
     const warm = await tok.encodeBatch(chunks, { addSpecialTokens: false });
     const tokens = warm.reduce((n, e) => n + e.getLength(), 0);
     digest[fam] = { tokens, fnv1a64: fnv(warm).toString() };
     if (idsOut) {
       fs.writeFileSync(path.join(idsOut, `ids_${fam}.jsonl`), warm.map((e) => JSON.stringify(e.getIds())).join('\n') + '\n');
     }
-    const batch = [], perCall = [];
+    const batch = [], perCall = [], cold = [];
     let cpu = 0;
     for (let r = 0; r < runs; r++) {
+      const fresh = Tokenizer.fromFile(file);
+      const t1 = process.hrtime.bigint();
+      await fresh.encodeBatch(chunks, { addSpecialTokens: false });
+      cold.push(Number(process.hrtime.bigint() - t1) / 1e9);
       const c0 = process.cpuUsage();
       let t0 = process.hrtime.bigint();
       await tok.encodeBatch(chunks, { addSpecialTokens: false });
@@ -70,7 +81,7 @@ async function main() {
       for (const ch of chunks) await tok.encode(ch, null, { addSpecialTokens: false });
       perCall.push(Number(process.hrtime.bigint() - t0) / 1e9);
     }
-    for (const [mode, times] of [['batch', batch], ['per-call', perCall]]) {
+    for (const [mode, times] of [['batch', batch], ['cold', cold], ['per-call', perCall]]) {
       const s = median(times);
       console.log(`${fam}\t${mode}\t${chunks.length} chunks\t${bytes} B\t${tokens} tokens\t` +
         `${(s * 1e3).toFixed(1)} ms\t${(tokens / s / 1e6).toFixed(2)} Mtok/s\t${(bytes / s / 1e6).toFixed(2)} MB/s\t` +

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -114,6 +115,29 @@ func freshCacheRender(b *testing.B) float64 {
 	return float64(ds[len(ds)/2].Nanoseconds())
 }
 
+// cpuTime is the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loopCPU runs body in a b.Loop and reports, beside ns/op, the CPU time per iteration
+// (cpu-ns/op): with -cpu 1 that is the work of one request including its share of GC, and it
+// is steadier than wall time on a shared machine, where wall time also counts the time the
+// benchmark waits for a core.
+func loopCPU(b *testing.B, body func(i int)) {
+	i := 0
+	cpu0 := cpuTime()
+	for b.Loop() {
+		body(i)
+		i++
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkRenderChat is render + tokenize of the 10-message, ~4k-token conversation with
 // tools (Qwen3's template), on text the tokenizer's caches have not seen (cold) and on one
 // repeated text (warm), with the parts measured alone on the same inputs.
@@ -139,21 +163,19 @@ func BenchmarkRenderChat(b *testing.B) {
 	b.Logf("prompt: %d bytes, %d tokens", len(res.Prompt), len(res.TokenIDs))
 	b.Run("render+tokenize/cold", func(b *testing.B) {
 		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
+		loopCPU(b, func(i int) {
 			if _, err := r.Render(reqs[i%len(reqs)]); err != nil {
 				b.Fatal(err.Message)
 			}
-			i++
-		}
+		})
 	})
 	b.Run("render+tokenize/warm", func(b *testing.B) {
 		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func(int) {
 			if _, err := r.Render(reqs[0]); err != nil {
 				b.Fatal(err.Message)
 			}
-		}
+		})
 	})
 	// A new tokenizer has an empty word cache: the cold cost on the conversation as written
 	// (natural text; the scrambled variants above tokenize into about twice as many tokens).
@@ -170,31 +192,25 @@ func BenchmarkRenderChat(b *testing.B) {
 	})
 	b.Run("render", func(b *testing.B) {
 		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
+		loopCPU(b, func(i int) {
 			if _, err := r.RenderText(reqs[i%len(reqs)]); err != nil {
 				b.Fatal(err.Message)
 			}
-			i++
-		}
+		})
 	})
 	b.Run("tokenize/cold", func(b *testing.B) {
 		b.ReportAllocs()
-		i := 0
 		var ids []uint32
-		for b.Loop() {
+		loopCPU(b, func(i int) {
 			ids, _ = r.tok.Encode(ids[:0], prompts[i%len(prompts)], false)
-			i++
-		}
+		})
 	})
 	b.Run("parse", func(b *testing.B) {
 		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
+		loopCPU(b, func(i int) {
 			if _, err := openai.ParseChat(bodies[i%len(bodies)], openai.Limits{}); err != nil {
 				b.Fatal(err.Message)
 			}
-			i++
-		}
+		})
 	})
 }

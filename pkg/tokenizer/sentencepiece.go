@@ -137,9 +137,10 @@ func (t *Tokenizer) encodeSPPart(st *encState, w string) {
 	cacheable := len(w) <= maxCachedWord
 	var h uint64
 	if cacheable {
-		var e *cacheEntry
-		if e, h = t.cache.get(w); e != nil {
-			st.out = append(st.out, e.ids...)
+		var ids []uint32
+		var ok bool
+		if ids, h, ok = t.cache.get(w); ok {
+			st.out = append(st.out, ids...)
 			return
 		}
 	}

@@ -289,9 +289,9 @@ func (t *Tokenizer) encodeWord(st *encState, w string) {
 		st.out = t.bpe(st, w, st.out)
 		return
 	}
-	e, h := t.cache.get(w)
-	if e != nil {
-		st.out = append(st.out, e.ids...)
+	ids, h, ok := t.cache.get(w)
+	if ok {
+		st.out = append(st.out, ids...)
 		return
 	}
 	start := len(st.out)

@@ -249,6 +249,7 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 		return
 	}
 	gap := 0
+	last := k+1 == len(t.stages)
 	for i := 0; i < len(s); {
 		e := stage.match(s, i)
 		if e < 0 {
@@ -259,7 +260,11 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 		if gap < i && !stage.dropGaps {
 			t.preTokenize(st, k+1, s[gap:i])
 		}
-		t.preTokenize(st, k+1, s[i:e])
+		if last && e > i { // the common case, without the call that would get there
+			t.encodeWord(st, s[i:e])
+		} else {
+			t.preTokenize(st, k+1, s[i:e])
+		}
 		i, gap = e, e
 	}
 	if gap < len(s) && !stage.dropGaps {
@@ -291,7 +296,11 @@ func (t *Tokenizer) encodeWord(st *encState, w string) {
 	}
 	ids, h, ok := t.cache.get(w)
 	if ok {
-		st.out = append(st.out, ids...)
+		if len(ids) == 1 { // most words are one token: skip the copy loop
+			st.out = append(st.out, ids[0])
+		} else {
+			st.out = append(st.out, ids...)
+		}
 		return
 	}
 	start := len(st.out)

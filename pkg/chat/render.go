@@ -365,6 +365,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
 	vars[trimFilterName] = trimValue
+	vars[tojsonFilterName] = tojsonValue
 	for _, s := range r.specials {
 		vars[s.name] = s.jinjaValue()
 	}

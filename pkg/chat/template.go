@@ -231,7 +231,7 @@ type compiled struct {
 }
 
 func compileTemplate(src string) (*compiled, error) {
-	t, err := compileRecovered(rewriteTrim(prepareSource(src)))
+	t, err := compileRecovered(rewriteTojson(rewriteTrim(prepareSource(src))))
 	if err != nil {
 		return nil, err
 	}

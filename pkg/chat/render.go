@@ -64,6 +64,7 @@ type Renderer struct {
 	now       func() time.Time
 	maxPrompt int
 	specials  []special
+	specialVs []specialValue // specials as template values
 	// defaultT and toolT are the model's templates (toolT is the "tool_use" one of a named
 	// set, used when the request has tools); nil when the model has none.
 	defaultT, toolT *compiled
@@ -101,6 +102,9 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 		r.now = time.Now
 	}
 	r.strftime = strftimeGlobal(r.now)
+	for _, s := range r.specials {
+		r.specialVs = append(r.specialVs, s.prepare())
+	}
 	if r.maxPrompt <= 0 {
 		r.maxPrompt = DefaultMaxPromptBytes
 	}
@@ -366,8 +370,8 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string
 	vars["strftime_now"] = r.strftime
 	vars[trimFilterName] = trimValue
 	vars[tojsonFilterName] = tojsonValue
-	for _, s := range r.specials {
-		vars[s.name] = s.jinjaValue()
+	for i := range r.specialVs {
+		vars[r.specialVs[i].name] = r.specialVs[i].renderValue()
 	}
 	for i, k := range merged.keys {
 		if k == "messages" {
@@ -495,6 +499,7 @@ func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
 	for i, t := range tools {
 		fn := jinja.NewDict()
 		f := fn.AsDict()
+		f.Keys = make([]string, 0, 3+len(t.Extra))
 		f.Set("name", jinja.NewString(t.Name))
 		if t.HasDescription {
 			f.Set("description", jinja.NewString(t.Description))
@@ -517,6 +522,7 @@ func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
 			f.Set(m.Key, v)
 		}
 		tool := jinja.NewDict()
+		tool.AsDict().Keys = make([]string, 0, 2)
 		tool.AsDict().Set("type", jinja.NewString("function"))
 		tool.AsDict().Set("function", fn)
 		items[i] = tool
@@ -531,14 +537,24 @@ func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *ope
 	out := make([]jinja.Value, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		texts, err := contentTexts(m, i)
-		if err != nil {
-			return nil, err
+		var content jinja.Value
+		switch {
+		case m.Content.Kind == openai.ContentString && (format == FormatString || m.Role == "tool"):
+			content = jinja.NewString(m.Content.Text) // contentValue of the one text
+		case m.Content.Kind == openai.ContentString:
+			content = textParts([]string{m.Content.Text})
+		default:
+			texts, err := contentTexts(m, i)
+			if err != nil {
+				return nil, err
+			}
+			content = contentValue(texts, format, m.Role == "tool")
 		}
 		d := jinja.NewDict()
 		dict := d.AsDict()
-		dict.Set("role", jinja.NewString(m.Role))
-		dict.Set("content", contentValue(texts, format, m.Role == "tool"))
+		dict.Keys = make([]string, 0, 6) // role, content, at most three by role, name
+		dict.Set("role", stringValue(m.Role))
+		dict.Set("content", content)
 		switch m.Role {
 		case "assistant":
 			if m.HasToolCalls && len(m.ToolCalls) > 0 {
@@ -553,12 +569,14 @@ func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *ope
 						name = jinja.NewString(c.Name)
 					}
 					fn := jinja.NewDict()
+					fn.AsDict().Keys = make([]string, 0, 2)
 					fn.AsDict().Set("arguments", loadsArguments(c.Arguments))
 					fn.AsDict().Set("name", name)
 					call := jinja.NewDict()
+					call.AsDict().Keys = make([]string, 0, 3)
 					call.AsDict().Set("id", id)
 					call.AsDict().Set("function", fn)
-					call.AsDict().Set("type", jinja.NewString(c.Type))
+					call.AsDict().Set("type", stringValue(c.Type))
 					calls[j] = call
 				}
 				dict.Set("tool_calls", jinja.NewList(calls))
@@ -649,12 +667,26 @@ func contentValue(texts []string, format string, tool bool) jinja.Value {
 	if tool {
 		return jinja.NewString(strings.Join(texts, "\n"))
 	}
+	return textParts(texts)
+}
+
+// textParts is texts as a list of {"type": "text", "text": t} parts.
+func textParts(texts []string) jinja.Value {
 	parts := make([]jinja.Value, len(texts))
 	for i, t := range texts {
 		p := jinja.NewDict()
+		p.AsDict().Keys = make([]string, 0, 2)
 		p.AsDict().Set("type", jinja.NewString("text"))
 		p.AsDict().Set("text", jinja.NewString(t))
 		parts[i] = p
 	}
 	return jinja.NewList(parts)
+}
+
+// stringValue is s as a template value, shared when it is a common string.
+func stringValue(s string) jinja.Value {
+	if v, ok := commonValues[s]; ok {
+		return v
+	}
+	return jinja.NewString(s)
 }

@@ -257,7 +257,7 @@ type compiled struct {
 }
 
 func compileTemplate(src string) (*compiled, error) {
-	t, err := compileRecovered(rewriteTojson(rewriteTrim(prepareSource(src))))
+	t, err := compileRecovered(rewriteConcat(rewriteTojson(rewriteTrim(prepareSource(src)))))
 	if err != nil {
 		return nil, err
 	}

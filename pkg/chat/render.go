@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ardanlabs/jinja"
@@ -180,12 +182,27 @@ func (r *Renderer) Render(req *openai.ChatRequest) (Result, *openai.Error) {
 	if r.tok == nil {
 		return Result{Prompt: text}, nil
 	}
-	ids, terr := r.tok.Encode(make([]uint32, 0, len(text)/3+8), text, req.AddSpecialTokens)
+	// Encode into a pooled buffer and copy the ids out at their size: how many tokens a text
+	// makes varies too much (2 to 5 bytes a token) for one guess to avoid either growing the
+	// slice while encoding or keeping twice the memory.
+	bp := idsPool.Get().(*[]uint32)
+	ids, terr := r.tok.Encode((*bp)[:0], text, req.AddSpecialTokens)
 	if terr != nil {
+		idsPool.Put(bp)
 		return Result{}, openai.BadRequest("messages", terr.Error())
 	}
-	return Result{Prompt: text, TokenIDs: ids}, nil
+	out := slices.Clone(ids)
+	if cap(ids) <= maxPooledIDs {
+		*bp = ids
+		idsPool.Put(bp)
+	}
+	return Result{Prompt: text, TokenIDs: out}, nil
 }
+
+// idsPool holds Render's encoding buffers; one larger than maxPooledIDs is not kept.
+var idsPool = sync.Pool{New: func() any { b := make([]uint32, 0, 4096); return &b }}
+
+const maxPooledIDs = 1 << 18
 
 // RenderText is Render without tokenization: the prompt text only (for gpt-oss, whose
 // prompt is built as tokens, the text those tokens decode to).

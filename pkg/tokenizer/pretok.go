@@ -194,6 +194,9 @@ func matchSpaces(s string, i int) int {
 	}
 }
 
+// cl100kDigits maps the patterns matchCL100K implements to its maxDigits.
+var cl100kDigits = map[string]int{patternQwen2: 1, patternLlama3: 3}
+
 func matchQwen2(s string, i int) int  { return matchCL100K(s, i, 1) }
 func matchLlama3(s string, i int) int { return matchCL100K(s, i, 3) }
 

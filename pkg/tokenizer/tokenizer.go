@@ -88,6 +88,9 @@ type preStage struct {
 	dropGaps    bool   // drop the text between matches instead of keeping it as pieces
 	mergePrev   bool   // each match ends the piece that precedes it (MergedWithPrevious)
 	prefixSpace bool
+	// cl100kDigits is matchCL100K's maxDigits when match is matchQwen2 or matchLlama3 (else
+	// 0): the scan loop then calls it directly, not through the func value.
+	cl100kDigits int
 }
 
 // encState is per-call scratch space, pooled so that Encode does not allocate.
@@ -251,7 +254,12 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 	gap := 0
 	last := k+1 == len(t.stages)
 	for i := 0; i < len(s); {
-		e := stage.match(s, i)
+		var e int
+		if stage.cl100kDigits > 0 {
+			e = matchCL100K(s, i, stage.cl100kDigits)
+		} else {
+			e = stage.match(s, i)
+		}
 		if e < 0 {
 			_, n := decodeRune(s, i)
 			i += n

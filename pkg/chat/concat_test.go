@@ -76,7 +76,7 @@ func BenchmarkRenderConcat(b *testing.B) {
 	if perr != nil {
 		b.Fatal(perr.Message)
 	}
-	vars, _, perr := r.buildVars(req, r.defaultT.format)
+	vars, _, perr := r.buildVars(req, r.defaultT.format, nil)
 	if perr != nil {
 		b.Fatal(perr.Message)
 	}

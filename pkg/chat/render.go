@@ -59,7 +59,8 @@ type Result struct {
 }
 
 // Renderer turns chat requests into prompts for one model. It is built once from a model
-// directory, is immutable afterwards and safe for concurrent use.
+// directory, is immutable afterwards (but for a bounded cache of decoded tool schemas,
+// shared.go) and safe for concurrent use; it must not be copied.
 type Renderer struct {
 	tok       *tokenizer.Tokenizer
 	opts      Options
@@ -72,6 +73,7 @@ type Renderer struct {
 	defaultT, toolT *compiled
 	defaults        json.RawMessage
 	harmony         *harmonyEncoding // non-nil for gpt-oss
+	schemas         schemaCache      // tool schemas for templates that share values
 	strftime        jinja.Value
 	modelType       string
 }
@@ -279,7 +281,11 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if format == "" || format == "auto" {
 		format = t.format
 	}
-	vars, cfm, err := r.buildVars(req, format)
+	var schemas *schemaCache
+	if t.shares {
+		schemas = &r.schemas
+	}
+	vars, cfm, err := r.buildVars(req, format, schemas)
 	if err != nil {
 		return "", err
 	}
@@ -335,8 +341,9 @@ var notTemplateVars = map[string]bool{
 }
 
 // buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
-// conversation of §3, tools of §5, special tokens, and the environment's globals.
-func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string]jinja.Value, *continueFinal, *openai.Error) {
+// conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
+// schemas come from schemas when it is not nil (the template does not change its values).
+func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache) (map[string]jinja.Value, *continueFinal, *openai.Error) {
 	var merged orderedVars
 	if len(r.defaults) > 0 {
 		d, err := decodeJSON(r.defaults)
@@ -346,7 +353,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string
 		merged.mergeDict(d.AsDict())
 	}
 	if req.Tools != nil {
-		tools, err := toolDicts(req.Tools)
+		tools, err := toolDicts(req.Tools, schemas)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -511,7 +518,8 @@ func (o *orderedVars) get(k string) (jinja.Value, bool) {
 
 // toolDicts is ChatCompletionToolsParam.model_dump() of each tool (§5):
 // {"type": "function", "function": {"name", "description"|None, "parameters"|None, extras}}.
-func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
+// The parameters come from schemas when it is not nil.
+func toolDicts(tools []openai.ChatTool, schemas *schemaCache) (jinja.Value, *openai.Error) {
 	items := make([]jinja.Value, len(tools))
 	for i, t := range tools {
 		fn := jinja.NewDict()
@@ -526,7 +534,12 @@ func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
 		params := jinja.None()
 		if t.Parameters != nil {
 			var err error
-			if params, err = decodeJSON(t.Parameters); err != nil {
+			if schemas != nil {
+				params, err = schemas.decode(t.Parameters)
+			} else {
+				params, err = decodeJSON(t.Parameters)
+			}
+			if err != nil {
 				return jinja.Undefined(), openai.BadRequest(fmt.Sprintf("tools[%d].function.parameters", i), "tool parameters are not valid JSON")
 			}
 		}

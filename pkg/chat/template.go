@@ -254,14 +254,18 @@ type compiled struct {
 	source string
 	tmpl   *jinja.Template
 	format string // detected content format
+	// shares: the template never changes a value it is given, so tool schemas decoded for
+	// earlier requests can be passed to it (shared.go).
+	shares bool
 }
 
 func compileTemplate(src string) (*compiled, error) {
-	t, err := compileRecovered(rewriteConcat(rewriteTojson(rewriteTrim(prepareSource(src)))))
+	rewritten := rewriteConcat(rewriteTojson(rewriteTrim(prepareSource(src))))
+	t, err := compileRecovered(rewritten)
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src)}, nil
+	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src), shares: !mayMutateValues(rewritten)}, nil
 }
 
 // compileRecovered compiles with the library, turning a panic into an error.

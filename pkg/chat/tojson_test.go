@@ -141,7 +141,7 @@ func BenchmarkTojson(b *testing.B) {
 	if perr != nil {
 		b.Fatal(perr.Message)
 	}
-	tools, err := toolDicts(req.Tools)
+	tools, err := toolDicts(req.Tools, nil)
 	if err != nil {
 		b.Fatal(err.Message)
 	}

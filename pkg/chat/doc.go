@@ -30,7 +30,9 @@
 // Safety: operator templates are trusted and render in process (panics recovered, range()
 // bounded as in Jinja2's sandbox, prompt size bounded, recursion bounded through the
 // request's nesting bound); request templates are untrusted and render only in a child
-// process with a deadline and stack and heap caps (sandbox.go says why).
+// process with a deadline and stack and heap caps (sandbox.go says why). Decoded tool schemas
+// are kept per Renderer (at most 1 MiB of their JSON) and shared between requests only with
+// templates that cannot change the values they are given (shared.go).
 //
 // # Output parsers (parse*.go)
 //

@@ -20,6 +20,8 @@ import (
 //     range() call can make a loop do.
 //   - strftime_now: datetime.now().strftime(fmt) with glibc's C-locale directives (the
 //     library's mapping to Go layouts misses %-d, %e, %j, ...).
+//   - tojson: the library's filter under a private name (tojson.go), for speed only: the
+//     bytes are the library's.
 //
 // raise_exception is the library's own: it fails the render with the message, which the
 // renderer returns as a 400 as vLLM does.
@@ -233,12 +235,17 @@ const trimFilterName = "__kvgate_trim"
 
 // rewriteTrim renames the trim filter in src; a source the lexer cannot read is returned
 // unchanged (the library then reports its own error).
-func rewriteTrim(src string) string {
+func rewriteTrim(src string) string { return renameFilter(src, "trim", trimFilterName) }
+
+// renameFilter renames the filter name in src to to: every |name (and {% filter name %})
+// found by the Jinja lexer inside tags, never in text, comments, raw blocks or string
+// literals. A source the lexer cannot read is returned unchanged.
+func renameFilter(src, name, to string) string {
 	var at []int
 	ok := scanTags(src, func(_ bool, toks []token) {
 		for i := 1; i < len(toks); i++ {
 			t := toks[i]
-			if t.kind != tkName || t.val != "trim" {
+			if t.kind != tkName || t.val != name {
 				continue
 			}
 			prev := toks[i-1]
@@ -251,12 +258,12 @@ func rewriteTrim(src string) string {
 		return src
 	}
 	var b strings.Builder
-	b.Grow(len(src) + len(at)*len(trimFilterName))
+	b.Grow(len(src) + len(at)*len(to))
 	last := 0
 	for _, p := range at {
 		b.WriteString(src[last:p])
-		b.WriteString(trimFilterName)
-		last = p + len("trim")
+		b.WriteString(to)
+		last = p + len(name)
 	}
 	b.WriteString(src[last:])
 	return b.String()

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ardanlabs/jinja"
@@ -57,18 +59,21 @@ type Result struct {
 }
 
 // Renderer turns chat requests into prompts for one model. It is built once from a model
-// directory, is immutable afterwards and safe for concurrent use.
+// directory, is immutable afterwards (but for a bounded cache of decoded tool schemas,
+// shared.go) and safe for concurrent use; it must not be copied.
 type Renderer struct {
 	tok       *tokenizer.Tokenizer
 	opts      Options
 	now       func() time.Time
 	maxPrompt int
 	specials  []special
+	specialVs []specialValue // specials as template values
 	// defaultT and toolT are the model's templates (toolT is the "tool_use" one of a named
 	// set, used when the request has tools); nil when the model has none.
 	defaultT, toolT *compiled
 	defaults        json.RawMessage
 	harmony         *harmonyEncoding // non-nil for gpt-oss
+	schemas         schemaCache      // tool schemas for templates that share values
 	strftime        jinja.Value
 	modelType       string
 }
@@ -101,6 +106,9 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 		r.now = time.Now
 	}
 	r.strftime = strftimeGlobal(r.now)
+	for _, s := range r.specials {
+		r.specialVs = append(r.specialVs, s.prepare())
+	}
 	if r.maxPrompt <= 0 {
 		r.maxPrompt = DefaultMaxPromptBytes
 	}
@@ -176,12 +184,27 @@ func (r *Renderer) Render(req *openai.ChatRequest) (Result, *openai.Error) {
 	if r.tok == nil {
 		return Result{Prompt: text}, nil
 	}
-	ids, terr := r.tok.Encode(make([]uint32, 0, len(text)/3+8), text, req.AddSpecialTokens)
+	// Encode into a pooled buffer and copy the ids out at their size: how many tokens a text
+	// makes varies too much (2 to 5 bytes a token) for one guess to avoid either growing the
+	// slice while encoding or keeping twice the memory.
+	bp := idsPool.Get().(*[]uint32)
+	ids, terr := r.tok.Encode((*bp)[:0], text, req.AddSpecialTokens)
 	if terr != nil {
+		idsPool.Put(bp)
 		return Result{}, openai.BadRequest("messages", terr.Error())
 	}
-	return Result{Prompt: text, TokenIDs: ids}, nil
+	out := slices.Clone(ids)
+	if cap(ids) <= maxPooledIDs {
+		*bp = ids
+		idsPool.Put(bp)
+	}
+	return Result{Prompt: text, TokenIDs: out}, nil
 }
+
+// idsPool holds Render's encoding buffers; one larger than maxPooledIDs is not kept.
+var idsPool = sync.Pool{New: func() any { b := make([]uint32, 0, 4096); return &b }}
+
+const maxPooledIDs = 1 << 18
 
 // RenderText is Render without tokenization: the prompt text only (for gpt-oss, whose
 // prompt is built as tokens, the text those tokens decode to).
@@ -258,7 +281,11 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if format == "" || format == "auto" {
 		format = t.format
 	}
-	vars, cfm, err := r.buildVars(req, format)
+	var schemas *schemaCache
+	if t.shares {
+		schemas = &r.schemas
+	}
+	vars, cfm, err := r.buildVars(req, format, schemas)
 	if err != nil {
 		return "", err
 	}
@@ -314,8 +341,9 @@ var notTemplateVars = map[string]bool{
 }
 
 // buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
-// conversation of §3, tools of §5, special tokens, and the environment's globals.
-func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string]jinja.Value, *continueFinal, *openai.Error) {
+// conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
+// schemas come from schemas when it is not nil (the template does not change its values).
+func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache) (map[string]jinja.Value, *continueFinal, *openai.Error) {
 	var merged orderedVars
 	if len(r.defaults) > 0 {
 		d, err := decodeJSON(r.defaults)
@@ -325,7 +353,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string
 		merged.mergeDict(d.AsDict())
 	}
 	if req.Tools != nil {
-		tools, err := toolDicts(req.Tools)
+		tools, err := toolDicts(req.Tools, schemas)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -365,8 +393,9 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string) (map[string
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
 	vars[trimFilterName] = trimValue
-	for _, s := range r.specials {
-		vars[s.name] = s.jinjaValue()
+	vars[tojsonFilterName] = tojsonValue
+	for i := range r.specialVs {
+		vars[r.specialVs[i].name] = r.specialVs[i].renderValue()
 	}
 	for i, k := range merged.keys {
 		if k == "messages" {
@@ -489,11 +518,13 @@ func (o *orderedVars) get(k string) (jinja.Value, bool) {
 
 // toolDicts is ChatCompletionToolsParam.model_dump() of each tool (§5):
 // {"type": "function", "function": {"name", "description"|None, "parameters"|None, extras}}.
-func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
+// The parameters come from schemas when it is not nil.
+func toolDicts(tools []openai.ChatTool, schemas *schemaCache) (jinja.Value, *openai.Error) {
 	items := make([]jinja.Value, len(tools))
 	for i, t := range tools {
 		fn := jinja.NewDict()
 		f := fn.AsDict()
+		f.Keys = make([]string, 0, 3+len(t.Extra))
 		f.Set("name", jinja.NewString(t.Name))
 		if t.HasDescription {
 			f.Set("description", jinja.NewString(t.Description))
@@ -503,7 +534,12 @@ func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
 		params := jinja.None()
 		if t.Parameters != nil {
 			var err error
-			if params, err = decodeJSON(t.Parameters); err != nil {
+			if schemas != nil {
+				params, err = schemas.decode(t.Parameters)
+			} else {
+				params, err = decodeJSON(t.Parameters)
+			}
+			if err != nil {
 				return jinja.Undefined(), openai.BadRequest(fmt.Sprintf("tools[%d].function.parameters", i), "tool parameters are not valid JSON")
 			}
 		}
@@ -516,6 +552,7 @@ func toolDicts(tools []openai.ChatTool) (jinja.Value, *openai.Error) {
 			f.Set(m.Key, v)
 		}
 		tool := jinja.NewDict()
+		tool.AsDict().Keys = make([]string, 0, 2)
 		tool.AsDict().Set("type", jinja.NewString("function"))
 		tool.AsDict().Set("function", fn)
 		items[i] = tool
@@ -530,14 +567,24 @@ func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *ope
 	out := make([]jinja.Value, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		texts, err := contentTexts(m, i)
-		if err != nil {
-			return nil, err
+		var content jinja.Value
+		switch {
+		case m.Content.Kind == openai.ContentString && (format == FormatString || m.Role == "tool"):
+			content = jinja.NewString(m.Content.Text) // contentValue of the one text
+		case m.Content.Kind == openai.ContentString:
+			content = textParts([]string{m.Content.Text})
+		default:
+			texts, err := contentTexts(m, i)
+			if err != nil {
+				return nil, err
+			}
+			content = contentValue(texts, format, m.Role == "tool")
 		}
 		d := jinja.NewDict()
 		dict := d.AsDict()
-		dict.Set("role", jinja.NewString(m.Role))
-		dict.Set("content", contentValue(texts, format, m.Role == "tool"))
+		dict.Keys = make([]string, 0, 6) // role, content, at most three by role, name
+		dict.Set("role", stringValue(m.Role))
+		dict.Set("content", content)
 		switch m.Role {
 		case "assistant":
 			if m.HasToolCalls && len(m.ToolCalls) > 0 {
@@ -552,12 +599,14 @@ func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *ope
 						name = jinja.NewString(c.Name)
 					}
 					fn := jinja.NewDict()
+					fn.AsDict().Keys = make([]string, 0, 2)
 					fn.AsDict().Set("arguments", loadsArguments(c.Arguments))
 					fn.AsDict().Set("name", name)
 					call := jinja.NewDict()
+					call.AsDict().Keys = make([]string, 0, 3)
 					call.AsDict().Set("id", id)
 					call.AsDict().Set("function", fn)
-					call.AsDict().Set("type", jinja.NewString(c.Type))
+					call.AsDict().Set("type", stringValue(c.Type))
 					calls[j] = call
 				}
 				dict.Set("tool_calls", jinja.NewList(calls))
@@ -648,12 +697,26 @@ func contentValue(texts []string, format string, tool bool) jinja.Value {
 	if tool {
 		return jinja.NewString(strings.Join(texts, "\n"))
 	}
+	return textParts(texts)
+}
+
+// textParts is texts as a list of {"type": "text", "text": t} parts.
+func textParts(texts []string) jinja.Value {
 	parts := make([]jinja.Value, len(texts))
 	for i, t := range texts {
 		p := jinja.NewDict()
+		p.AsDict().Keys = make([]string, 0, 2)
 		p.AsDict().Set("type", jinja.NewString("text"))
 		p.AsDict().Set("text", jinja.NewString(t))
 		parts[i] = p
 	}
 	return jinja.NewList(parts)
+}
+
+// stringValue is s as a template value, shared when it is a common string.
+func stringValue(s string) jinja.Value {
+	if v, ok := commonValues[s]; ok {
+		return v
+	}
+	return jinja.NewString(s)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -46,6 +47,31 @@ func (s special) jinjaValue() jinja.Value {
 		items[i] = jinja.NewString(x)
 	}
 	return jinja.NewList(items)
+}
+
+// specialValue is a special-token variable made once: a string value is immutable and shared
+// by every render; a list is not (the library lets templates append to lists), so each render
+// gets a copy of its items.
+type specialValue struct {
+	name   string
+	value  jinja.Value   // string specials
+	items  []jinja.Value // list specials
+	isList bool
+}
+
+func (s special) prepare() specialValue {
+	v := s.jinjaValue()
+	if s.isList {
+		return specialValue{name: s.name, items: v.AsList().Items, isList: true}
+	}
+	return specialValue{name: s.name, value: v}
+}
+
+func (s *specialValue) renderValue() jinja.Value {
+	if s.isList {
+		return jinja.NewList(slices.Clone(s.items))
+	}
+	return s.value
 }
 
 // loadModelFiles reads the templates, special tokens and model type of a model directory.
@@ -228,14 +254,18 @@ type compiled struct {
 	source string
 	tmpl   *jinja.Template
 	format string // detected content format
+	// shares: the template never changes a value it is given, so tool schemas decoded for
+	// earlier requests can be passed to it (shared.go).
+	shares bool
 }
 
 func compileTemplate(src string) (*compiled, error) {
-	t, err := compileRecovered(rewriteTrim(prepareSource(src)))
+	rewritten := rewriteConcat(rewriteTojson(rewriteTrim(prepareSource(src))))
+	t, err := compileRecovered(rewritten)
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src)}, nil
+	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src), shares: !mayMutateValues(rewritten)}, nil
 }
 
 // compileRecovered compiles with the library, turning a panic into an error.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/ardanlabs/jinja"
@@ -26,7 +28,9 @@ var errBadJSON = errors.New("invalid JSON")
 
 // decodeJSON decodes one raw JSON value (which must be valid) into a template value.
 func decodeJSON(b []byte) (jinja.Value, error) {
-	d := jsonDecoder{b: b}
+	d := decoderPool.Get().(*jsonDecoder)
+	defer d.release()
+	d.b = b
 	v, err := d.value()
 	if err != nil {
 		return jinja.Undefined(), err
@@ -38,11 +42,26 @@ func decodeJSON(b []byte) (jinja.Value, error) {
 }
 
 // jsonDecoder decodes JSON text; with loose set it also accepts NaN, Infinity and
-// -Infinity, as Python's json.loads does (tool-call arguments are json.loads'ed).
+// -Infinity, as Python's json.loads does (tool-call arguments are json.loads'ed). Members and
+// items are gathered on its stacks and each container is made once at its exact size.
 type jsonDecoder struct {
 	b     []byte
 	i     int
 	loose bool // accept NaN, Infinity, -Infinity (json.loads does)
+	keys  []string
+	vals  []jinja.Value // object member values, then array items, of the open containers
+}
+
+var decoderPool = sync.Pool{New: func() any { return new(jsonDecoder) }}
+
+// release returns d to the pool, unless a huge value left it with large stacks.
+func (d *jsonDecoder) release() {
+	if cap(d.vals) > 4096 || cap(d.keys) > 4096 {
+		return
+	}
+	clear(d.vals[:cap(d.vals)]) // drop the references
+	*d = jsonDecoder{keys: d.keys[:0], vals: d.vals[:0]}
+	decoderPool.Put(d)
 }
 
 func (d *jsonDecoder) skip() {
@@ -59,65 +78,68 @@ func (d *jsonDecoder) value() (jinja.Value, error) {
 	switch c := d.b[d.i]; {
 	case c == '{':
 		d.i++
-		v := jinja.NewDict()
-		dict := v.AsDict()
 		d.skip()
 		if d.i < len(d.b) && d.b[d.i] == '}' {
 			d.i++
-			return v, nil
+			return jinja.NewDict(), nil
 		}
+		kbase, vbase := len(d.keys), len(d.vals)
 		for {
 			d.skip()
 			if d.i >= len(d.b) || d.b[d.i] != '"' {
-				return v, errBadJSON
+				return jinja.Undefined(), errBadJSON
 			}
-			k, err := d.str()
+			_, k, err := d.strValue()
 			if err != nil {
-				return v, err
+				return jinja.Undefined(), err
 			}
 			d.skip()
 			if d.i >= len(d.b) || d.b[d.i] != ':' {
-				return v, errBadJSON
+				return jinja.Undefined(), errBadJSON
 			}
 			d.i++
 			x, err := d.value()
 			if err != nil {
-				return v, err
+				return jinja.Undefined(), err
 			}
-			dict.Set(k, x)
+			d.keys = append(d.keys, k)
+			d.vals = append(d.vals, x)
 			d.skip()
 			if d.i >= len(d.b) {
-				return v, errBadJSON
+				return jinja.Undefined(), errBadJSON
 			}
 			if d.b[d.i] == '}' {
 				d.i++
-				return v, nil
+				return d.popDict(kbase, vbase), nil
 			}
 			if d.b[d.i] != ',' {
-				return v, errBadJSON
+				return jinja.Undefined(), errBadJSON
 			}
 			d.i++
 		}
 	case c == '[':
 		d.i++
-		var items []jinja.Value
 		d.skip()
 		if d.i < len(d.b) && d.b[d.i] == ']' {
 			d.i++
 			return jinja.NewList([]jinja.Value{}), nil
 		}
+		base := len(d.vals)
 		for {
 			x, err := d.value()
 			if err != nil {
 				return jinja.Undefined(), err
 			}
-			items = append(items, x)
+			d.vals = append(d.vals, x)
 			d.skip()
 			if d.i >= len(d.b) {
 				return jinja.Undefined(), errBadJSON
 			}
 			if d.b[d.i] == ']' {
 				d.i++
+				items := slices.Clone(d.vals[base:])
+				clear(d.vals[base:])
+				d.vals = d.vals[:base]
 				return jinja.NewList(items), nil
 			}
 			if d.b[d.i] != ',' {
@@ -126,8 +148,11 @@ func (d *jsonDecoder) value() (jinja.Value, error) {
 			d.i++
 		}
 	case c == '"':
-		s, err := d.str()
-		return jinja.NewString(s), err
+		v, s, err := d.strValue()
+		if err != nil || v.IsString() {
+			return v, err
+		}
+		return jinja.NewString(s), nil
 	case c == 't':
 		return d.lit("true", jinja.NewBool(true))
 	case c == 'f':
@@ -146,12 +171,68 @@ func (d *jsonDecoder) value() (jinja.Value, error) {
 	return jinja.Undefined(), errBadJSON
 }
 
+// popDict makes the dict of the members on the stacks from kbase and vbase on and takes them
+// off. A repeated key keeps its first position and takes the last value, as in Python.
+func (d *jsonDecoder) popDict(kbase, vbase int) jinja.Value {
+	v := jinja.NewDict()
+	dict := v.AsDict()
+	dict.Keys = make([]string, 0, len(d.keys)-kbase)
+	for i, k := range d.keys[kbase:] {
+		dict.Set(k, d.vals[vbase+i])
+	}
+	clear(d.vals[vbase:])
+	d.keys, d.vals = d.keys[:kbase], d.vals[:vbase]
+	return v
+}
+
+// commonValues are strings that recur in tool schemas and conversations, as template values
+// made once: decoding one of them allocates nothing. String values are immutable, so they
+// are shared by every render.
+var commonValues = func() map[string]jinja.Value {
+	m := map[string]jinja.Value{}
+	for _, s := range []string{
+		"type", "function", "name", "description", "parameters", "properties", "required",
+		"object", "string", "integer", "number", "boolean", "array", "null", "items", "enum",
+		"default", "minimum", "maximum", "format", "title", "additionalProperties", "anyOf",
+		"oneOf", "allOf", "const", "pattern", "minLength", "maxLength", "minItems", "maxItems",
+		"examples", "strict", "arguments", "id", "content", "role", "text", "user", "assistant",
+		"system", "tool", "developer", "query", "path", "url", "value", "key", "data", "input",
+		"location", "city", "unit", "celsius", "fahrenheit", "date", "time", "limit", "filters",
+		"tags", "options", "mode", "command", "file", "code", "language",
+	} {
+		m[s] = jinja.NewString(s)
+	}
+	return m
+}()
+
 func (d *jsonDecoder) lit(s string, v jinja.Value) (jinja.Value, error) {
 	if !bytes.HasPrefix(d.b[d.i:], []byte(s)) {
 		return jinja.Undefined(), errBadJSON
 	}
 	d.i += len(s)
 	return v, nil
+}
+
+// strValue decodes the string at d.i: a common one as its shared value (and its text),
+// any other as text only (v undefined).
+func (d *jsonDecoder) strValue() (v jinja.Value, s string, err error) {
+	start := d.i
+	for d.i++; d.i < len(d.b); d.i++ {
+		switch c := d.b[d.i]; {
+		case c == '"':
+			raw := d.b[start+1 : d.i]
+			d.i++
+			if v, ok := commonValues[string(raw)]; ok {
+				return v, v.AsString(), nil
+			}
+			return jinja.Undefined(), string(raw), nil
+		case c == '\\' || c < 0x20:
+			d.i = start
+			s, err := d.str()
+			return jinja.Undefined(), s, err
+		}
+	}
+	return jinja.Undefined(), "", errBadJSON
 }
 
 func (d *jsonDecoder) str() (string, error) {
@@ -232,13 +313,17 @@ func loadsArguments(raw []byte) jinja.Value {
 		}
 		return jinja.NewDict()
 	case '"':
-		var text string
-		if bytes.IndexByte(raw, '\\') < 0 {
-			text = string(raw[1 : len(raw)-1])
-		} else if json.Unmarshal(raw, &text) != nil {
-			return jinja.NewDict()
+		text := raw[1 : len(raw)-1]
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				return jinja.NewDict()
+			}
+			text = []byte(s)
 		}
-		d := jsonDecoder{b: []byte(text), loose: true}
+		d := decoderPool.Get().(*jsonDecoder)
+		defer d.release()
+		d.b, d.loose = text, true
 		v, err := d.value()
 		if err != nil {
 			return jinja.NewDict()

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
@@ -223,6 +224,13 @@ func scanNumber(b []byte, i int) (int, error) {
 func scanString(b []byte, i int) (int, bool, error) {
 	esc := false
 	for i++; i < len(b); i++ {
+		// Eight plain bytes at a time: none is '"', '\\', a control or non-ASCII.
+		for i+8 <= len(b) && !specialJSONByte(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -258,6 +266,15 @@ func scanString(b []byte, i int) (int, bool, error) {
 		}
 	}
 	return 0, false, errJSON
+}
+
+// specialJSONByte reports whether any of the eight bytes of x (SWAR) is one scanString must
+// look at: '"', '\\', below 0x20 or not ASCII. Each test is exact as an "any byte" test.
+func specialJSONByte(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	below20 := (x - 0x20*ones) & ^x & highs
+	return (hasZero(x^('"'*ones)) | hasZero(x^('\\'*ones)) | below20 | x&highs) != 0
 }
 
 // scanUintArray is the fast path of scanValue for a flat array of non-negative integers (a

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -22,6 +23,10 @@ type addedToken struct {
 type trie struct {
 	nodes []trieNode
 	first [256]bool // bytes that start some token: a cheap filter for the scan
+	// firstCount is how many bytes start some token, and onlyFirst that byte when it is one
+	// ('<' for most models): the scan then jumps between its occurrences with IndexByte.
+	firstCount int
+	onlyFirst  byte
 }
 
 type trieNode struct {
@@ -42,7 +47,11 @@ func (t *trie) insert(s string, tok int32) {
 	if s == "" {
 		return
 	}
-	t.first[s[0]] = true
+	if !t.first[s[0]] {
+		t.first[s[0]] = true
+		t.firstCount++
+		t.onlyFirst = s[0]
+	}
 	n := int32(0)
 	for i := 0; i < len(s); i++ {
 		child := int32(-1)
@@ -88,6 +97,19 @@ func (t *trie) longestAt(s string, i int) (tok int32, end int) {
 
 // find returns the leftmost-longest match at or after from.
 func (t *trie) find(s string, from int) (tok int32, start, end int) {
+	if t.firstCount == 1 {
+		for i := from; i < len(s); i++ {
+			j := strings.IndexByte(s[i:], t.onlyFirst)
+			if j < 0 {
+				break
+			}
+			i += j
+			if k, e := t.longestAt(s, i); k >= 0 {
+				return k, i, e
+			}
+		}
+		return -1, 0, 0
+	}
 	for i := from; i < len(s); i++ {
 		if !t.first[s[i]] {
 			continue

@@ -172,3 +172,44 @@ func BenchmarkEncodeCold(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIsNormalized is the NFC check Encode makes on each piece of text (Qwen3 and Llama 3
+// normalize with NFC): isNormalized, which skips the ASCII prefix eight bytes at a time before
+// asking the norm package, against norm's QuickSpanString alone, on the chunks of the benchmark
+// corpus that are all ASCII (most prompt text: English, code, JSON) and on all of them.
+func BenchmarkIsNormalized(b *testing.B) {
+	chunks, _ := readBenchCorpus(b)
+	var ascii []string
+	for _, c := range chunks {
+		if asciiPrefix(c) == len(c) {
+			ascii = append(ascii, c)
+		}
+	}
+	tk := loadFamily(b, "qwen3")
+	form := tk.norms[0].form
+	for _, in := range []struct {
+		name   string
+		chunks []string
+	}{{"ascii", ascii}, {"all", chunks}} {
+		size := 0
+		for _, c := range in.chunks {
+			size += len(c)
+		}
+		b.Run(in.name+"/isNormalized", func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				for _, c := range in.chunks {
+					_ = tk.isNormalized(c)
+				}
+			}
+		})
+		b.Run(in.name+"/QuickSpanString", func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				for _, c := range in.chunks {
+					_ = form.QuickSpanString(c) == len(c)
+				}
+			}
+		})
+	}
+}

@@ -1,8 +1,9 @@
 package tokenizer
 
 import (
-	"hash/maphash"
+	"encoding/binary"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -209,21 +210,31 @@ func (t *Tokenizer) bpeHeap(st *encState, out []uint32) []uint32 {
 }
 
 // wordCache is a bounded, lock-free, 4-way set-associative cache from a pre-tokenized word (raw
-// bytes) to its BPE ids. A slot holds an immutable entry published with an atomic pointer; a new
-// word takes an empty way of its set, else replaces one chosen by hash bits. Readers never block
-// and never see a torn entry; two writers racing for a slot just lose one entry.
+// bytes) to its BPE ids. A slot holds the word's hash as a tag beside an immutable entry, each
+// published atomically; a probe compares the tags of its set (one cache line) and reads only the
+// entry whose tag matches, so a miss in a full set touches no entry and a hit one. A new word
+// takes an empty way of its set, else replaces one chosen by hash bits. Readers never block and
+// never see a torn entry (an entry is self-describing, and a tag that raced with another
+// writer's entry only costs a failed word comparison); two writers racing for a slot just lose
+// one entry.
 type wordCache struct {
-	seed  maphash.Seed
-	slots []atomic.Pointer[cacheEntry] // set i is slots[4i : 4i+4]
-	mask  uint64                       // number of sets - 1
+	seed  uint64
+	slots []cacheSlot // set i is slots[4i : 4i+4]
+	mask  uint64      // number of sets - 1
 }
 
-type cacheEntry struct {
-	word string
-	ids  []uint32
+// cacheSlot is one way of a set: tag is the hash of the entry's word with the low bit set (0:
+// empty); entry points at the first word of the entry's buffer.
+type cacheSlot struct {
+	tag   atomic.Uint64
+	entry atomic.Pointer[uint32]
 }
 
-// maxCachedWord bounds the length of cached words (longer ones are rare and would pin memory).
+// A cache entry is one pointer-free []uint32 allocation: a header (number of ids | word length
+// << 16), the ids, then the word's bytes.
+
+// maxCachedWord bounds the length of cached words (longer ones are rare and would pin memory);
+// it also keeps the id count and the word length of an entry within 16 bits each.
 const maxCachedWord = 64
 
 const ways = 4
@@ -231,33 +242,83 @@ const ways = 4
 // newWordCache returns a cache of about `entries` words (rounded up to a power of two).
 func newWordCache(entries int) *wordCache {
 	sets := 1 << bits.Len(uint(entries/ways-1))
-	return &wordCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[cacheEntry], ways*sets), mask: uint64(sets - 1)}
+	return &wordCache{seed: rand.Uint64(), slots: make([]cacheSlot, ways*sets), mask: uint64(sets - 1)}
 }
 
-func (c *wordCache) get(w string) (*cacheEntry, uint64) {
-	h := maphash.String(c.seed, w)
+// get returns the ids of w (ok false on a miss) and w's hash, for put.
+func (c *wordCache) get(w string) (ids []uint32, h uint64, ok bool) {
+	h = wordHash(c.seed, w)
+	tag := h | 1
 	set := c.slots[ways*(h&c.mask):][:ways]
 	for i := range set {
-		if e := set[i].Load(); e != nil && e.word == w {
-			return e, h
+		if set[i].tag.Load() != tag {
+			continue
+		}
+		p := set[i].entry.Load()
+		if p == nil {
+			continue
+		}
+		n, wl := int(*p&0xFFFF), int(*p>>16)
+		if wl != len(w) {
+			continue
+		}
+		buf := unsafe.Slice(p, 1+n+(wl+3)/4)
+		if unsafe.String((*byte)(unsafe.Pointer(&buf[1+n])), wl) == w {
+			return buf[1 : 1+n : 1+n], h, true
 		}
 	}
-	return nil, h
+	return nil, h, false
 }
 
+// put stores the ids of w (non-empty, at most maxCachedWord bytes) under its hash h.
 func (c *wordCache) put(h uint64, w string, ids []uint32) {
-	// One allocation for the ids and the word's bytes.
-	buf := make([]uint32, len(ids)+(len(w)+3)/4)
-	copy(buf, ids)
-	wb := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf[len(ids):]))), len(w))
-	copy(wb, w)
-	e := &cacheEntry{word: unsafe.String(unsafe.SliceData(wb), len(w)), ids: buf[:len(ids):len(ids)]}
+	buf := make([]uint32, 1+len(ids)+(len(w)+3)/4)
+	buf[0] = uint32(len(ids)) | uint32(len(w))<<16
+	copy(buf[1:], ids)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&buf[1+len(ids)])), len(w)), w)
 	set := c.slots[ways*(h&c.mask):][:ways]
+	way := &set[(h>>32)%ways]
 	for i := range set {
-		if set[i].Load() == nil {
-			set[i].Store(e)
-			return
+		if set[i].tag.Load() == 0 {
+			way = &set[i]
+			break
 		}
 	}
-	set[(h>>32)%ways].Store(e)
+	way.entry.Store(&buf[0])
+	way.tag.Store(h | 1)
+}
+
+// wordHash is the word cache's hash of a word: wyhash's construction (64x64->128-bit multiply
+// folds of the input with secret constants and a per-cache random seed) on the short strings
+// words are. It is a hand-written replacement for hash/maphash.String: with it Encode is about
+// 15% faster on a chat prompt whose words hit the cache (BenchmarkRenderChat/tokenize/cold in
+// pkg/chat, BenchmarkEncode here; maphash.String, four calls down to the runtime's AES hash,
+// took a fifth of Encode's profile, wordHash a twentieth). Hashing a word list alone, the two
+// are equally fast; the difference is in the lookup loop.
+func wordHash(seed uint64, s string) uint64 {
+	const k0, k1, k2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	n := len(b)
+	var x, y uint64
+	switch {
+	case n >= 16:
+		for len(b) > 16 {
+			seed = wymix(binary.LittleEndian.Uint64(b)^k1, binary.LittleEndian.Uint64(b[8:])^seed)
+			b = b[16:]
+		}
+		b = unsafe.Slice(unsafe.StringData(s), n)[n-16:]
+		x, y = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+	case n >= 8:
+		x, y = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
+	case n >= 4:
+		x, y = uint64(binary.LittleEndian.Uint32(b)), uint64(binary.LittleEndian.Uint32(b[n-4:]))
+	case n > 0:
+		x = uint64(b[0])<<16 | uint64(b[n>>1])<<8 | uint64(b[n-1])
+	}
+	return wymix(k2^uint64(n), wymix(x^k1, y^seed^k0))
+}
+
+func wymix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }

@@ -30,6 +30,9 @@ const (
 var (
 	bmpClassOnce sync.Once
 	bmpClass     *[0x10000]class
+	// asciiClass repeats the first 128 entries of bmpClass, for the ASCII fast paths of the
+	// matchers' loops (classAt itself is just over the inlining budget).
+	asciiClass [utf8.RuneSelf]class
 )
 
 func initClasses() {
@@ -38,6 +41,7 @@ func initClasses() {
 		for r := rune(0); r < 0x10000; r++ {
 			t[r] = computeClass(r)
 		}
+		copy(asciiClass[:], t[:utf8.RuneSelf])
 		bmpClass = t
 	})
 }
@@ -74,10 +78,14 @@ func computeClass(r rune) class {
 // classAt returns the class bits and byte length of the rune starting at s[i]. s must be valid
 // UTF-8 (Encode checks that before splitting).
 func classAt(s string, i int) (class, int) {
-	b := s[i]
-	if b < utf8.RuneSelf {
-		return bmpClass[b], 1
+	if b := s[i]; b < utf8.RuneSelf {
+		return asciiClass[b], 1
 	}
+	return classAtMultibyte(s, i)
+}
+
+// classAtMultibyte is classAt for a rune that is not ASCII.
+func classAtMultibyte(s string, i int) (class, int) {
 	r, n := utf8.DecodeRuneInString(s[i:])
 	if r < 0x10000 {
 		return bmpClass[r], n

@@ -415,7 +415,11 @@ func (t *Tokenizer) loadPreTokenizer(raw json.RawMessage) error {
 		default:
 			return fmt.Errorf("%w: Split with an empty pattern", ErrMalformed)
 		}
-		t.stages = append(t.stages, preStage{match: m, find: f, dropGaps: dropGaps, mergePrev: mergePrev})
+		st := preStage{match: m, find: f, dropGaps: dropGaps, mergePrev: mergePrev}
+		if c.Pattern.Regex != nil {
+			st.cl100kDigits = cl100kDigits[*c.Pattern.Regex]
+		}
+		t.stages = append(t.stages, st)
 	case "ByteLevel":
 		t.byteLevel = true
 		st := preStage{prefixSpace: c.AddPrefixSpace}

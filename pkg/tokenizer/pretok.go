@@ -1,6 +1,9 @@
 package tokenizer
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Pre-tokenizer split patterns, implemented by hand. Each matcher answers "does the pattern match
 // at byte offset i of s, and where does that match end" (-1: no match at i), with the leftmost-first
@@ -90,7 +93,14 @@ var knownPatterns = map[string]matcher{
 // runOf returns the end of the run of runes starting at s[i] whose class has any bit of mask.
 func runOf(s string, i int, mask class) int {
 	for i < len(s) {
-		c, n := classAt(s, i)
+		if b := s[i]; b < utf8.RuneSelf {
+			if asciiClass[b]&mask == 0 {
+				break
+			}
+			i++
+			continue
+		}
+		c, n := classAtMultibyte(s, i)
 		if c&mask == 0 {
 			break
 		}
@@ -102,7 +112,14 @@ func runOf(s string, i int, mask class) int {
 // runNot returns the end of the run of runes starting at s[i] whose class has no bit of mask.
 func runNot(s string, i int, mask class) int {
 	for i < len(s) {
-		c, n := classAt(s, i)
+		if b := s[i]; b < utf8.RuneSelf {
+			if asciiClass[b]&mask != 0 {
+				break
+			}
+			i++
+			continue
+		}
+		c, n := classAtMultibyte(s, i)
 		if c&mask != 0 {
 			break
 		}
@@ -177,13 +194,20 @@ func matchSpaces(s string, i int) int {
 	}
 }
 
+// cl100kDigits maps the patterns matchCL100K implements to its maxDigits.
+var cl100kDigits = map[string]int{patternQwen2: 1, patternLlama3: 3}
+
 func matchQwen2(s string, i int) int  { return matchCL100K(s, i, 1) }
 func matchLlama3(s string, i int) int { return matchCL100K(s, i, 3) }
 
 // matchCL100K implements patternQwen2 (maxDigits 1) and patternLlama3 (maxDigits 3).
 func matchCL100K(s string, i int, maxDigits int) int {
 	b := s[i]
-	c, n := classAt(s, i)
+	// classAt by hand for ASCII (most pieces are ASCII words, and classAt is not inlined).
+	c, n := asciiClass[b&(utf8.RuneSelf-1)], 1
+	if b >= utf8.RuneSelf {
+		c, n = classAtMultibyte(s, i)
+	}
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if b == '\'' {
 		if e := contraction(s, i+1, true); e >= 0 {
@@ -195,7 +219,12 @@ func matchCL100K(s string, i int, maxDigits int) int {
 		return runOf(s, i+n, cLetter)
 	}
 	if c&(cCRLF|cNumber) == 0 && i+n < len(s) {
-		if c2, n2 := classAt(s, i+n); c2&cLetter != 0 {
+		b2 := s[i+n]
+		c2, n2 := asciiClass[b2&(utf8.RuneSelf-1)], 1
+		if b2 >= utf8.RuneSelf {
+			c2, n2 = classAtMultibyte(s, i+n)
+		}
+		if c2&cLetter != 0 {
 			return runOf(s, i+n+n2, cLetter)
 		}
 	}

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/binary"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -28,7 +29,14 @@ func (t *Tokenizer) isNormalized(s string) bool {
 	for _, op := range t.norms {
 		switch {
 		case op.isForm:
-			if op.form.QuickSpanString(s) != len(s) {
+			// ASCII is unchanged by every normalization form, and an ASCII character is a
+			// starter that nothing before it combines with: the check can start at the ASCII
+			// character before the first non-ASCII byte.
+			i := asciiPrefix(s)
+			if i > 0 {
+				i--
+			}
+			if i < len(s) && i+op.form.QuickSpanString(s[i:]) != len(s) {
 				return false
 			}
 		case op.prepend != "":
@@ -137,9 +145,10 @@ func (t *Tokenizer) encodeSPPart(st *encState, w string) {
 	cacheable := len(w) <= maxCachedWord
 	var h uint64
 	if cacheable {
-		var e *cacheEntry
-		if e, h = t.cache.get(w); e != nil {
-			st.out = append(st.out, e.ids...)
+		var ids []uint32
+		var ok bool
+		if ids, h, ok = t.cache.get(w); ok {
+			st.out = append(st.out, ids...)
 			return
 		}
 	}
@@ -249,4 +258,20 @@ func (d *StreamDecoder) strip(b []byte) string {
 		d.stripLeft--
 	}
 	return string(b)
+}
+
+// asciiPrefix returns the length of the longest all-ASCII prefix of s, eight bytes at a time:
+// isNormalized's fast path, several times faster than norm's own ASCII skip on ASCII text
+// (BenchmarkIsNormalized).
+func asciiPrefix(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))&0x8080808080808080 != 0 {
+			break
+		}
+	}
+	for i < len(s) && s[i] < utf8.RuneSelf {
+		i++
+	}
+	return i
 }

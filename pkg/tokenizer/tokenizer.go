@@ -88,6 +88,9 @@ type preStage struct {
 	dropGaps    bool   // drop the text between matches instead of keeping it as pieces
 	mergePrev   bool   // each match ends the piece that precedes it (MergedWithPrevious)
 	prefixSpace bool
+	// cl100kDigits is matchCL100K's maxDigits when match is matchQwen2 or matchLlama3 (else
+	// 0): the scan loop then calls it directly, not through the func value.
+	cl100kDigits int
 }
 
 // encState is per-call scratch space, pooled so that Encode does not allocate.
@@ -249,8 +252,14 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 		return
 	}
 	gap := 0
+	last := k+1 == len(t.stages)
 	for i := 0; i < len(s); {
-		e := stage.match(s, i)
+		var e int
+		if stage.cl100kDigits > 0 {
+			e = matchCL100K(s, i, stage.cl100kDigits)
+		} else {
+			e = stage.match(s, i)
+		}
 		if e < 0 {
 			_, n := decodeRune(s, i)
 			i += n
@@ -259,7 +268,11 @@ func (t *Tokenizer) preTokenize(st *encState, k int, s string) {
 		if gap < i && !stage.dropGaps {
 			t.preTokenize(st, k+1, s[gap:i])
 		}
-		t.preTokenize(st, k+1, s[i:e])
+		if last && e > i { // the common case, without the call that would get there
+			t.encodeWord(st, s[i:e])
+		} else {
+			t.preTokenize(st, k+1, s[i:e])
+		}
 		i, gap = e, e
 	}
 	if gap < len(s) && !stage.dropGaps {
@@ -289,9 +302,13 @@ func (t *Tokenizer) encodeWord(st *encState, w string) {
 		st.out = t.bpe(st, w, st.out)
 		return
 	}
-	e, h := t.cache.get(w)
-	if e != nil {
-		st.out = append(st.out, e.ids...)
+	ids, h, ok := t.cache.get(w)
+	if ok {
+		if len(ids) == 1 { // most words are one token: skip the copy loop
+			st.out = append(st.out, ids[0])
+		} else {
+			st.out = append(st.out, ids...)
+		}
 		return
 	}
 	start := len(st.out)

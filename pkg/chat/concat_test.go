@@ -1,0 +1,98 @@
+package chat
+
+import (
+	"testing"
+
+	"github.com/ardanlabs/jinja"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+func TestRewriteConcat(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		// Split: a string literal first or second, only + at the top level.
+		{"{{- '<s>' + m.role + '\\n' + m.content|trim + '</s>' -}}", "{{- '<s>' }}{{ m.role }}{{ '\\n' }}{{ m.content|trim }}{{ '</s>' -}}"},
+		{"{{ messages[0].content + '\\n\\n' }}", "{{ messages[0].content }}{{ '\\n\\n' }}"},
+		{"{{ a + 'x' + (b + 1) + c.strip('\\n') + d | f(1, 2) + e[1:2] }}", "{{ a }}{{ 'x' }}{{ (b + 1) }}{{ c.strip('\\n') }}{{ d | f(1, 2) }}{{ e[1:2] }}"},
+		{"{% set x = 'a' + b %}{{ 'a' + b }}{# {{ 'a' + b }} #}", "{% set x = 'a' + b %}{{ 'a' }}{{ b }}{# {{ 'a' + b }} #}"},
+		// Kept: not provably a string chain, other operators, calls that may change values,
+		// braces, delimiters in strings.
+		{"{{ a + b + 'x' }}", "{{ a + b + 'x' }}"},
+		{"{{ a + b }}", "{{ a + b }}"},
+		{"{{ 'a' + b if c else d }}", "{{ 'a' + b if c else d }}"},
+		{"{{ 'a' + b ~ c }}{{ 'a' + b - c }}{{ 'a' + b * 2 }}{{ 'a' + b == c }}{{ 'a' + b in c }}", "{{ 'a' + b ~ c }}{{ 'a' + b - c }}{{ 'a' + b * 2 }}{{ 'a' + b == c }}{{ 'a' + b in c }}"},
+		{"{{ 'a' + m() }}{{ 'a' + l.append(1) }}{{ 'a' + loop.cycle(1, 2) }}{{ 'a' + f()() }}", "{{ 'a' + m() }}{{ 'a' + l.append(1) }}{{ 'a' + loop.cycle(1, 2) }}{{ 'a' + f()() }}"},
+		{"{{ 'a' + {'k': 1}.k }}{{ '}}' + b }}{{ 'a' + -b }}{{ + 'a' }}{{ 'a' + }}", "{{ 'a' + {'k': 1}.k }}{{ '}}' + b }}{{ 'a' + -b }}{{ + 'a' }}{{ 'a' + }}"},
+		{"{{ 'a' + b is string }}{{ 'a', 'b' }}{{ not 'a' + b }}", "{{ 'a' + b is string }}{{ 'a', 'b' }}{{ not 'a' + b }}"},
+	} {
+		if got := rewriteConcat(tt.src); got != tt.want {
+			t.Errorf("rewriteConcat(%q):\ngot  %q\nwant %q", tt.src, got, tt.want)
+		}
+	}
+}
+
+// TestRewriteConcatRenders renders split templates and the originals with the library on
+// values of every kind (a string chain prints non-string operands as the library's + does).
+func TestRewriteConcatRenders(t *testing.T) {
+	vars := map[string]jinja.Value{
+		"s": jinja.NewString("str"), "i": jinja.NewInt(7), "f": jinja.NewFloat(2.5), "n": jinja.None(),
+		"b": jinja.NewBool(true), "l": jinja.NewList([]jinja.Value{jinja.NewString("x"), jinja.NewInt(1)}),
+	}
+	d := jinja.NewDict()
+	d.AsDict().Set("k", jinja.NewList([]jinja.Value{jinja.NewString("v")}))
+	vars["d"] = d
+	for _, src := range []string{
+		"{{ '<' + s + '|' + i + '|' + f + '|' + n + '|' + b + '|' + l + '|' + d + '|' + u + '>' }}",
+		"{{- l + '\\n' + d.k + d.get('k') + s.upper() + (i + 1) + l[0] + s[1:] + l|length -}}",
+		"a {{- i + '' }} b {{ '' + i -}} c",
+	} {
+		split := rewriteConcat(src)
+		if split == src {
+			t.Errorf("%q was not split", src)
+			continue
+		}
+		want, werr := libraryRender(t, src, vars)
+		got, gerr := libraryRender(t, split, vars)
+		if werr != nil || gerr != nil || got != want {
+			t.Errorf("%q: split renders %q, %v; the original %q, %v", src, got, gerr, want, werr)
+		}
+	}
+}
+
+// BenchmarkRenderConcat renders the Qwen3 template (as compiled, trim and tojson renamed)
+// on the bench conversation with its concatenations as written and split by rewriteConcat.
+func BenchmarkRenderConcat(b *testing.B) {
+	r, err := New(repoPath(".cache", "tokenizers", "qwen3"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var body []byte
+	for _, c := range readConversations(b) {
+		if c.ID == "bench-10msg-4k" {
+			body = c.Request
+		}
+	}
+	req, perr := openai.ParseChat(body, openai.Limits{})
+	if perr != nil {
+		b.Fatal(perr.Message)
+	}
+	vars, _, perr := r.buildVars(req, r.defaultT.format, nil)
+	if perr != nil {
+		b.Fatal(perr.Message)
+	}
+	src := rewriteTojson(rewriteTrim(prepareSource(r.defaultT.source)))
+	for name, src := range map[string]string{"as-written": src, "split": rewriteConcat(src)} {
+		tmpl, err := jinja.Compile(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tmpl.RenderValues(vars); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package chat
+
+import (
+	"sync"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Agents send the same tool definitions with every turn, and decoding their JSON schemas
+// into template values is the largest part of building a request's variables (a map per
+// object). A Renderer therefore keeps the decoded parameters of the tools it has seen
+// (schemaCache) and gives every request with the same schema bytes the same values: shared
+// by concurrent renders, so they must never be written. The library writes a value it was
+// given in three ways only (ardanlabs/jinja v1.12.0, eval.go): the list methods append, pop
+// and insert, the dict methods pop and update, and {% set x.attr = v %} on whatever dict x
+// names. Jinja2's sandbox, which transformers renders in, refuses the first two outright and
+// allows the third only on namespace() objects, so templates that render in vLLM do neither;
+// mayMutateValues checks a template's tokens for them, and values are shared only with
+// templates that pass. BenchmarkRenderChat/render+tokenize/cold-tools measures requests
+// whose tools were not seen before.
+
+// mutatingMethods are the methods the library implements that change their receiver, and
+// the other mutating methods of Python's list and dict, should a later version add them.
+var mutatingMethods = map[string]bool{
+	"append": true, "pop": true, "insert": true, "update": true, "extend": true, "remove": true,
+	"clear": true, "setdefault": true, "popitem": true, "sort": true, "reverse": true,
+}
+
+// mayMutateValues reports whether the template src could change a value it was given: it
+// names a mutating method after a '.', or it assigns an attribute ({% set x.a = v %}) of a
+// name x that is not bound, and bound only, by {% set x = namespace(...) %}. A source the lexer cannot
+// read, or whose tags it may delimit differently from the library (unbalanced brackets),
+// may mutate.
+func mayMutateValues(src string) bool {
+	var stmts [][]token
+	mutates := false
+	ok := scanTags(src, func(statement bool, toks []token) {
+		depth := 0
+		for i, t := range toks {
+			switch {
+			case t.kind == tkName && i > 0 && toks[i-1].kind == tkOp && toks[i-1].val == "." && mutatingMethods[t.val]:
+				mutates = true
+			case t.kind == tkOp && (t.val == "(" || t.val == "[" || t.val == "{"):
+				depth++
+			case t.kind == tkOp && (t.val == ")" || t.val == "]" || t.val == "}"):
+				depth--
+			}
+		}
+		if depth != 0 {
+			mutates = true
+		}
+		if statement {
+			stmts = append(stmts, toks)
+		}
+	})
+	if !ok || mutates {
+		return true
+	}
+	// The names whose attributes are assigned, and whether each is bound only to a namespace.
+	assigned := map[string]bool{}
+	for _, s := range stmts {
+		if isName(s, 0, "set") && len(s) > 2 && s[1].kind == tkName && isOp(s, 2, ".") {
+			assigned[s[1].val] = true
+		}
+	}
+	if len(assigned) == 0 {
+		return false
+	}
+	nsBound := map[string]bool{"loop": true} // loop is the library's own, made per loop
+	assigned["namespace"] = true             // rebinding namespace() itself would defeat the check
+	for _, s := range stmts {
+		if len(s) == 0 || s[0].kind != tkName {
+			continue
+		}
+		switch s[0].val {
+		case "set":
+			// The target is what comes before the first '=' (all of it for a block set).
+			end := len(s)
+			for i := 1; i < len(s); i++ {
+				if isOp(s, i, "=") {
+					end = i
+					break
+				}
+			}
+			for i := 1; i < end; i++ {
+				if s[i].kind != tkName || !assigned[s[i].val] || i > 1 && isOp(s, i-1, ".") {
+					continue
+				}
+				if isOp(s, i+1, ".") && i == 1 {
+					continue // an attribute assignment, checked through its name's bindings
+				}
+				// A binding of an assigned name: only `set x = namespace(...)` keeps it a
+				// namespace.
+				if !(i == 1 && end == 2 && s[i].val != "namespace" && isName(s, 3, "namespace") && isOp(s, 4, "(")) {
+					return true
+				}
+				nsBound[s[i].val] = true
+			}
+		case "for":
+			for i := 1; i < len(s) && !isName(s, i, "in"); i++ {
+				if s[i].kind == tkName && assigned[s[i].val] {
+					return true
+				}
+			}
+		case "macro", "call":
+			for _, t := range s {
+				if t.kind == tkName && assigned[t.val] {
+					return true
+				}
+			}
+		}
+	}
+	// An attribute assigned on a name the template never binds would be assigned on a
+	// variable it was given.
+	for n := range assigned {
+		if n != "namespace" && !nsBound[n] {
+			return true
+		}
+	}
+	return false
+}
+
+func isName(toks []token, i int, name string) bool {
+	return i < len(toks) && toks[i].kind == tkName && toks[i].val == name
+}
+
+func isOp(toks []token, i int, op string) bool {
+	return i < len(toks) && toks[i].kind == tkOp && toks[i].val == op
+}
+
+// schemaCache holds the decoded parameters schemas of tools, by their JSON bytes. It is
+// bounded: when adding an entry would pass maxSchemaEntries or maxSchemaBytes of JSON, the
+// cache starts over empty. Safe for concurrent use; must not be copied.
+type schemaCache struct {
+	// mu guards the fields below.
+	mu    sync.RWMutex
+	vals  map[string]jinja.Value
+	bytes int
+}
+
+const (
+	maxSchemaEntries = 1024
+	maxSchemaBytes   = 1 << 20
+)
+
+// decode returns the template value of the schema raw, decoding it on a miss.
+func (c *schemaCache) decode(raw []byte) (jinja.Value, error) {
+	c.mu.RLock()
+	v, ok := c.vals[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return v, nil
+	}
+	v, err := decodeJSON(raw)
+	if err != nil || len(raw) > maxSchemaBytes/16 {
+		return v, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.vals) >= maxSchemaEntries || c.bytes+len(raw) > maxSchemaBytes {
+		c.vals, c.bytes = nil, 0
+	}
+	if c.vals == nil {
+		c.vals = map[string]jinja.Value{}
+	}
+	if _, ok := c.vals[string(raw)]; !ok {
+		c.vals[string(raw)] = v
+		c.bytes += len(raw)
+	}
+	return v, nil
+}

@@ -1,0 +1,258 @@
+package chat
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// tojson is the library's filter, which is what templates call for tool schemas and
+// tool-call arguments on every request with tools: the library checks the whole value for
+// cycles (allocating as it goes), then writes it rune by rune. The filter is renamed in the
+// template source as trim is (rewriteTojson, see env.go), and the private name's variable
+// gives the same bytes with one pass that copies runs of plain text: the default call
+// (`x | tojson`, Python's json.dumps(x, ensure_ascii=False)) is encoded here, any call with
+// arguments (indent, separators, sort_keys, ensure_ascii) is handed to the library's own
+// filter. BenchmarkTojson measures the two on the bench conversation's tools; TestTojson
+// compares them on hard values.
+const tojsonFilterName = "__kvgate_tojson"
+
+// rewriteTojson renames the tojson filter in src, as rewriteTrim does for trim.
+func rewriteTojson(src string) string { return renameFilter(src, "tojson", tojsonFilterName) }
+
+var tojsonValue = jinja.NewCallable("tojson", tojsonFilter)
+
+var errTojsonCycle = errors.New("tojson: circular reference detected")
+
+func tojsonFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.NewString(""), nil
+	}
+	if len(args) > 1 || len(kwargs) > 0 {
+		return libraryTojson(args, kwargs)
+	}
+	bp := jsonBufPool.Get().(*[]byte)
+	var anc ancestors
+	b, err := appendTojson((*bp)[:0], args[0], &anc)
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	s := string(b)
+	if cap(b) <= 64<<10 {
+		*bp = b
+		jsonBufPool.Put(bp)
+	}
+	return jinja.NewString(s), nil
+}
+
+var jsonBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// libraryTojsonTemplate calls the library's tojson with all four of its arguments, each
+// resolved as the library resolves them (keyword first, then position, then the default).
+var libraryTojsonTemplate = sync.OnceValues(func() (*jinja.Template, error) {
+	return jinja.Compile("{{ v | tojson(ensure_ascii=a, indent=i, separators=s, sort_keys=k) }}")
+})
+
+func libraryTojson(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	t, err := libraryTojsonTemplate()
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	arg := func(i int, name string, def jinja.Value) jinja.Value {
+		if v, ok := kwargs[name]; ok {
+			return v
+		}
+		if i < len(args) {
+			return args[i]
+		}
+		return def
+	}
+	out, err := t.RenderValues(map[string]jinja.Value{
+		"v": args[0],
+		"a": arg(1, "ensure_ascii", jinja.NewBool(false)),
+		"i": arg(2, "indent", jinja.None()),
+		"s": arg(3, "separators", jinja.None()),
+		"k": arg(4, "sort_keys", jinja.NewBool(false)),
+	})
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	return jinja.NewString(out), nil
+}
+
+// ancestors are the containers being encoded, outermost first: a value that contains one of
+// them is circular. The first few live in the array, so encoding does not allocate for them.
+type ancestors struct {
+	fixed [16]unsafe.Pointer
+	more  []unsafe.Pointer
+	n     int
+}
+
+func (a *ancestors) push(p unsafe.Pointer) bool {
+	for i := 0; i < a.n && i < len(a.fixed); i++ {
+		if a.fixed[i] == p {
+			return false
+		}
+	}
+	for _, q := range a.more {
+		if q == p {
+			return false
+		}
+	}
+	if a.n < len(a.fixed) {
+		a.fixed[a.n] = p
+	} else {
+		a.more = append(a.more, p)
+	}
+	a.n++
+	return true
+}
+
+func (a *ancestors) pop() {
+	a.n--
+	if a.n >= len(a.fixed) {
+		a.more = a.more[:len(a.more)-1]
+	}
+}
+
+// appendTojson appends v as the library's tojson writes it with default arguments: Python's
+// json.dumps(v, ensure_ascii=False) with ", " and ": " separators, keys in insertion order,
+// undefined and callables as null.
+func appendTojson(b []byte, v jinja.Value, anc *ancestors) ([]byte, error) {
+	switch {
+	case v.IsString():
+		return appendJSONString(b, v.AsString()), nil
+	case v.IsDict():
+		d := v.AsDict()
+		if !anc.push(unsafe.Pointer(d)) {
+			return b, errTojsonCycle
+		}
+		b = append(b, '{')
+		for i, k := range d.Keys {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ": "...)
+			var err error
+			if b, err = appendTojson(b, d.Data[k], anc); err != nil {
+				return b, err
+			}
+		}
+		anc.pop()
+		return append(b, '}'), nil
+	case v.IsList():
+		l := v.AsList()
+		if !anc.push(unsafe.Pointer(l)) {
+			return b, errTojsonCycle
+		}
+		b = append(b, '[')
+		for i, x := range l.Items {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			var err error
+			if b, err = appendTojson(b, x, anc); err != nil {
+				return b, err
+			}
+		}
+		anc.pop()
+		return append(b, ']'), nil
+	case v.IsInt():
+		return strconv.AppendInt(b, v.AsInt(), 10), nil
+	case v.IsBool():
+		if v.AsBool() {
+			return append(b, "true"...), nil
+		}
+		return append(b, "false"...), nil
+	case v.IsFloat():
+		f := v.AsFloat()
+		switch {
+		case math.IsNaN(f):
+			return append(b, "NaN"...), nil
+		case math.IsInf(f, 1):
+			return append(b, "Infinity"...), nil
+		case math.IsInf(f, -1):
+			return append(b, "-Infinity"...), nil
+		}
+		return appendPyFloatRepr(b, f), nil
+	}
+	return append(b, "null"...), nil
+}
+
+// appendPyFloatRepr appends Python's repr of a finite float as the library writes it:
+// shortest round-trip digits, exponent form below 1e-4 and from 1e16 on, ".0" added to an
+// integral value.
+func appendPyFloatRepr(b []byte, f float64) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-4 || a >= 1e16) {
+		format = 'e'
+	}
+	start := len(b)
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if !strings.ContainsAny(unsafe.String(unsafe.SliceData(b[start:]), len(b)-start), ".e") {
+		b = append(b, ".0"...)
+	}
+	return b
+}
+
+// jsonPlain marks the ASCII bytes a JSON string holds as they are.
+var jsonPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendJSONString appends s quoted as the library's tojson does (Python's json.dumps with
+// ensure_ascii=False): '"', '\\' and \b \f \n \r \t escaped, other controls as \u00XX, every
+// other code point as it is, and each byte that is not part of valid UTF-8 as U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && s[j] < utf8.RuneSelf && jsonPlain[s[j]] {
+			j++
+		}
+		b = append(b, s[i:j]...)
+		if i = j; i == len(s) {
+			break
+		}
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				b = append(b, "\uFFFD"...)
+			} else {
+				b = append(b, s[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, `\b`...)
+		case '\f':
+			b = append(b, `\f`...)
+		case '\n':
+			b = append(b, `\n`...)
+		case '\r':
+			b = append(b, `\r`...)
+		case '\t':
+			b = append(b, `\t`...)
+		default:
+			const hex = "0123456789abcdef"
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+		}
+		i++
+	}
+	return append(b, '"')
+}

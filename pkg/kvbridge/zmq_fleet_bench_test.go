@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvgate/kvgate/internal/fleetsim"
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
@@ -79,12 +80,18 @@ func startZMQFleet(b *testing.B, n int) *zmqFleet {
 	if err := SetSocketLimit(SocketsPerRank*n + 64); err != nil {
 		b.Fatal(err)
 	}
-	base := freePorts(b, n)
+	ports, err := harness.FreeTCPPorts(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	portList := make([]string, n)
+	for i, p := range ports {
+		portList[i] = strconv.Itoa(p)
+	}
 	f := &zmqFleet{n: n, counts: make([]atomic.Uint64, n)}
 	f.child = exec.Command(os.Args[0], "-test.run=^TestZMQFleetPublisherProcess$", "-test.count=1")
-	f.child.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%d,%d", zmqFleetChildEnv, n, base, *zmqFleetBlocks))
+	f.child.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s", zmqFleetChildEnv, *zmqFleetBlocks, strings.Join(portList, ",")))
 	f.child.Stderr = os.Stderr
-	var err error
 	if f.in, err = f.child.StdinPipe(); err != nil {
 		b.Fatal(err)
 	}
@@ -108,7 +115,7 @@ func startZMQFleet(b *testing.B, n int) *zmqFleet {
 	f.cancel = cancel
 	for w := range n {
 		c := &fleetConsumer{SinkConsumer: SinkConsumer{Sink: f.ix, IDs: []indexer.WorkerID{indexer.WorkerID(w)}}, n: &f.counts[w]}
-		src, err := NewZMQSource(ZMQConfig{Worker: "w" + strconv.Itoa(w), Endpoint: tcpEP(base + w)}, c, nil, m)
+		src, err := NewZMQSource(ZMQConfig{Worker: "w" + strconv.Itoa(w), Endpoint: tcpEP(ports[w])}, c, nil, m)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -232,6 +239,7 @@ func BenchmarkZMQFleet(b *testing.B) {
 	for _, n := range zmqFleetSizeList(b) {
 		b.Run(fmt.Sprintf("workers=%d/steady", n), func(b *testing.B) {
 			f := startZMQFleet(b, n)
+			b.ResetTimer()
 			start := f.delivered()
 			c0, t0 := cpuTime(b), time.Now()
 			events := f.command(b, fmt.Sprintf("steady %d %g", b.N, *zmqFleetRate*float64(n)))
@@ -264,9 +272,17 @@ func TestZMQFleetPublisherProcess(t *testing.T) {
 	if env == "" {
 		t.Skip("the child process of BenchmarkZMQFleet")
 	}
-	var n, base, blocks int
-	if _, err := fmt.Sscanf(env, "%d,%d,%d", &n, &base, &blocks); err != nil {
+	f := strings.Split(env, ",")
+	blocks, err := strconv.Atoi(f[0])
+	if err != nil {
 		t.Fatal(err)
+	}
+	n := len(f) - 1
+	ports := make([]int, n)
+	for i := range ports {
+		if ports[i], err = strconv.Atoi(f[1+i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := SetSocketLimit(n + 64); err != nil {
 		t.Fatal(err)
@@ -279,7 +295,7 @@ func TestZMQFleetPublisherProcess(t *testing.T) {
 	}
 	pubs := make([]*Publisher, n)
 	for w := range pubs {
-		if pubs[w], err = NewPublisher(PublisherConfig{Endpoint: tcpEP(base + w), Mode: PubBind, History: 1}); err != nil {
+		if pubs[w], err = NewPublisher(PublisherConfig{Endpoint: tcpEP(ports[w]), Mode: PubBind, History: 1}); err != nil {
 			t.Fatal(err)
 		}
 		defer pubs[w].Close()

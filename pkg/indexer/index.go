@@ -3,6 +3,7 @@ package indexer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -37,8 +38,6 @@ type workerState struct {
 	// engine maps the worker's engine block hashes to the block keys they were placed at:
 	// removals and parent lookups arrive as engine hashes.
 	engine u64map
-	// blockSize is the block size of the worker's latest stored event, 0 before any.
-	blockSize int
 }
 
 // core is the exact positional prefix index without locking (STYLE rule 10): block keys →
@@ -46,7 +45,11 @@ type workerState struct {
 type core struct {
 	t       table
 	workers []*workerState // indexed by WorkerID; nil when unknown
-	keys    []uint64       // scratch for a stored chain's keys
+	// blockSizes[w] is the block size of worker w's latest stored event (0 before any, or for
+	// an unknown worker), dense so that a lookup reading every candidate's block size does not
+	// chase a pointer per worker.
+	blockSizes []int32
+	keys       []uint64 // scratch for a stored chain's keys
 	// sink consumes prefetch results so that the compiler keeps the loads.
 	sink uint64
 	ns   nsCache
@@ -79,6 +82,7 @@ func (c *core) worker(w WorkerID) *workerState {
 		nw := make([]*workerState, n)
 		copy(nw, c.workers)
 		c.workers = nw
+		c.blockSizes = slices.Grow(c.blockSizes, n-len(c.blockSizes))[:n]
 	}
 	ws := c.workers[w]
 	if ws == nil {
@@ -142,7 +146,7 @@ func (c *core) stored(w WorkerID, ev *Event, res *ApplyResult) {
 		}
 		parent = p
 	}
-	ws.blockSize = bs
+	c.blockSizes[w] = int32(bs)
 	c.keys = appendChainKeys(c.keys[:0], ev.Tokens, bs, parent, ev.HasParent, c.ns.namespace(ev))
 	c.sink += ws.engine.prefetch(ev.Hashes) + c.t.prefetch(c.keys)
 	for i, e := range ev.Hashes {
@@ -193,6 +197,7 @@ func (c *core) removeWorker(w WorkerID) {
 	c.dropBlocks(w)
 	if int(w) < len(c.workers) {
 		c.workers[w] = nil
+		c.blockSizes[w] = 0
 	}
 }
 
@@ -204,10 +209,10 @@ func (c *core) workerBlocks(w WorkerID) int {
 }
 
 func (c *core) workerBlockSize(w WorkerID) int {
-	if int(w) >= len(c.workers) || c.workers[w] == nil {
+	if int(w) >= len(c.blockSizes) {
 		return 0
 	}
-	return c.workers[w].blockSize
+	return int(c.blockSizes[w])
 }
 
 // Index is the exact positional prefix index of DESIGN.md §4, fed by KV-cache events through

@@ -1,5 +1,7 @@
 package indexer
 
+import "slices"
+
 // Source says where a worker's matched-block count came from.
 type Source uint8
 
@@ -78,14 +80,39 @@ type Score struct {
 type LookupScratch struct {
 	sets []keySet
 	tree []WorkerMatch
+	// treeBy is tree scattered by WorkerID (see scatter).
+	treeBy []int32
 }
 
-// keySet is the request's block keys at one block size and their matches.
+// keySet is the request's block keys at one block size and their matches, as returned and
+// scattered by WorkerID (eventsBy[w] is worker w's Blocks in events, 0 when absent), so that
+// combining a candidate costs O(its DP ranks), not O(matched workers).
 type keySet struct {
-	bs      int
-	keys    []uint64
-	events  []WorkerMatch
-	pending []WorkerMatch
+	bs                  int
+	keys                []uint64
+	events              []WorkerMatch
+	pending             []WorkerMatch
+	eventsBy, pendingBy []int32
+}
+
+// scatter records each match's Blocks at its worker's index in by (grown to cover the IDs),
+// keeping the largest when a worker appears twice, and returns by. Every entry it sets must be
+// cleared with unscatter before by is used for other matches.
+func scatter(by []int32, ms []WorkerMatch) []int32 {
+	for _, m := range ms {
+		if int(m.Worker) >= len(by) {
+			by = slices.Grow(by, int(m.Worker)+1-len(by))[:int(m.Worker)+1]
+		}
+		by[m.Worker] = max(by[m.Worker], int32(m.Blocks))
+	}
+	return by
+}
+
+// unscatter clears the entries scatter set for ms.
+func unscatter(by []int32, ms []WorkerMatch) {
+	for _, m := range ms {
+		by[m.Worker] = 0
+	}
 }
 
 // Keys returns the request's block keys at block size bs from the last Score call (nil when no
@@ -170,9 +197,20 @@ func (l *Lookup) Score(s *LookupScratch, tokens []uint32, ns string, ws []Lookup
 	if (anyTree || explain) && l.Tree != nil && len(tokens) > 0 && ns == "" {
 		s.tree = l.Tree.Match(tokens, s.tree)
 	}
+	for i := range s.sets {
+		ks := &s.sets[i]
+		ks.eventsBy, ks.pendingBy = scatter(ks.eventsBy, ks.events), scatter(ks.pendingBy, ks.pending)
+	}
+	s.treeBy = scatter(s.treeBy, s.tree)
 	for i, w := range ws {
 		l.combine(&out[i], w, s)
 	}
+	for i := range s.sets {
+		ks := &s.sets[i]
+		unscatter(ks.eventsBy, ks.events)
+		unscatter(ks.pendingBy, ks.pending)
+	}
+	unscatter(s.treeBy, s.tree)
 	return out
 }
 
@@ -193,13 +231,17 @@ func (l *Lookup) fed(w LookupWorker) bool { return w.EventFed && !l.EventsOff }
 // combine fills sc from the request's matches for w.
 func (l *Lookup) combine(sc *Score, w LookupWorker, s *LookupScratch) {
 	if ks := s.set(sc.BlockSize); ks != nil {
-		sc.Events = bestOf(w.IDs, ks.events)
-		sc.Pending = bestOf(w.IDs, ks.pending)
+		sc.Events = bestOf(w.IDs, ks.eventsBy)
+		sc.Pending = bestOf(w.IDs, ks.pendingBy)
 	}
-	sc.Tree = bestOf(w.IDs, s.tree)
+	sc.Tree = bestOf(w.IDs, s.treeBy)
 	// Events and pending count blocks of the worker's own size; the tree counts blocks of the
-	// default size. Compare in default-size blocks.
-	ev, pe := sc.Events*sc.BlockSize/l.BlockSize, sc.Pending*sc.BlockSize/l.BlockSize
+	// default size. Compare in default-size blocks (no division for the usual worker at the
+	// default size: this runs for every candidate).
+	ev, pe := sc.Events, sc.Pending
+	if sc.BlockSize != l.BlockSize {
+		ev, pe = ev*sc.BlockSize/l.BlockSize, pe*sc.BlockSize/l.BlockSize
+	}
 	switch fed := l.fed(w); {
 	case fed && ev >= pe && ev > 0:
 		sc.Matched, sc.Source = ev, SourceEvents
@@ -210,15 +252,14 @@ func (l *Lookup) combine(sc *Score, w LookupWorker, s *LookupScratch) {
 	}
 }
 
-// bestOf returns the largest Blocks among ids (a worker's DP ranks) in ms.
-func bestOf(ids []WorkerID, ms []WorkerMatch) int {
-	best := 0
-	for _, m := range ms {
-		for _, id := range ids {
-			if m.Worker == id && m.Blocks > best {
-				best = m.Blocks
-			}
+// bestOf returns the largest Blocks among ids (a worker's DP ranks) in matches scattered by
+// WorkerID.
+func bestOf(ids []WorkerID, by []int32) int {
+	best := int32(0)
+	for _, id := range ids {
+		if int(id) < len(by) {
+			best = max(best, by[id])
 		}
 	}
-	return best
+	return int(best)
 }

@@ -123,3 +123,28 @@ func TestLookupScoreAllocs(t *testing.T) {
 		t.Errorf("Score: %v allocations per request, want 0", n)
 	}
 }
+
+// TestLookupScoreScratchReuse: the matches of one request, scattered by worker in the scratch,
+// leave nothing behind for the next request scored with it.
+func TestLookupScoreScratchReuse(t *testing.T) {
+	e := newLookupEnv(t)
+	storeChain(t, e.l.Index, 70, e.toks, 16)
+	e.l.Pending.Add(3, AppendBlockKeys(nil, e.toks, 16, "")[:2])
+	e.l.Tree.Insert(5, e.toks)
+	ws := []LookupWorker{{IDs: []WorkerID{70}, EventFed: true}, {IDs: []WorkerID{3}, EventFed: true}, {IDs: []WorkerID{5}}}
+	var s LookupScratch
+	got := e.l.Score(&s, e.toks, "", ws, nil, false)
+	want := []Score{
+		{Events: 10, BlockSize: 16, Matched: 10, Source: SourceEvents},
+		{Pending: 2, BlockSize: 16, Matched: 2, Source: SourcePending},
+		{Tree: 10, BlockSize: 16, Matched: 10, Source: SourceTree},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("first request (-want +got):\n%s", d)
+	}
+	got = e.l.Score(&s, seq(5000, 160), "", ws, got, true)
+	want = []Score{{BlockSize: 16}, {BlockSize: 16}, {BlockSize: 16}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("unrelated request with the same scratch (-want +got):\n%s", d)
+	}
+}

@@ -25,6 +25,9 @@ type member struct {
 	pool   *pool
 	origin string             // OriginFlag, OriginFile, OriginAdmin or a discovery's "dns NAME"
 	ids    []indexer.WorkerID // set once before the member is published; ids[0] is the tree/pending ID
+	// specBlockSize is the spec's block_size, kept here because Worker.Spec copies the whole
+	// spec and routing reads it for every candidate.
+	specBlockSize int
 	// drainStart is when the member began draining (unix nanos; 0: serving).
 	drainStart atomic.Int64
 	closeOnce  sync.Once
@@ -51,7 +54,7 @@ func newMember(rt *Router, w *worker.Worker, p *pool, origin string) (*member, e
 	if err != nil {
 		return nil, err
 	}
-	return &member{rt: rt, w: w, pool: p, origin: origin, eng: eng}, nil
+	return &member{rt: rt, w: w, pool: p, origin: origin, eng: eng, specBlockSize: w.Spec().BlockSize}, nil
 }
 
 // start launches the member's goroutines: the health loop and, with events configured, the
@@ -174,7 +177,7 @@ func (m *member) forgetCache() {
 // lookupWorker describes the worker to the lookup: its DP ranks' IDs, its spec's block size
 // and whether it is scored from events.
 func (m *member) lookupWorker() indexer.LookupWorker {
-	return indexer.LookupWorker{IDs: m.ids, BlockSize: m.w.Spec().BlockSize, EventFed: m.eventFed()}
+	return indexer.LookupWorker{IDs: m.ids, BlockSize: m.specBlockSize, EventFed: m.eventFed()}
 }
 
 // blockSize returns the block size the worker is scored at (learned from its events, else its

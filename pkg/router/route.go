@@ -147,20 +147,23 @@ func (rt *Router) commit(dec *decision, tokens []uint32) {
 // p's lookup (indexer.Lookup: events, pending overlay or tree, the best over DP ranks, in
 // default-size blocks) and its load (in-flight requests, and their blocks still to prefill and
 // held).
+//
+// Members and workers are read in one pass (a fleet of a thousand does not fit the caches
+// twice), the matches then filled in from the contiguous scores.
 func (rt *Router) score(s *routeScratch, p *pool, tokens []uint32, ns string, explain bool) {
 	s.workers = s.workers[:0]
-	for _, m := range s.members {
-		s.workers = append(s.workers, m.lookupWorker())
-	}
-	s.scores = p.lookup.Score(&s.lookup, tokens, ns, s.workers, s.scores, explain)
 	if cap(s.cands) < len(s.members) {
 		s.cands = make([]policy.Candidate, len(s.members))
 	}
 	s.cands = s.cands[:len(s.members)]
 	now, maxAge := rt.now(), rt.engineLoadMaxAge()
 	for i, m := range s.members {
-		sc := &s.scores[i]
-		s.cands[i] = policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: m.w.Load(now, maxAge), Matched: sc.Matched, Source: sc.Source,
+		s.workers = append(s.workers, m.lookupWorker())
+		s.cands[i] = policy.Candidate{Worker: m.w, Key: m.w.Key(), Load: m.w.Load(now, maxAge),
 			Prefill: m.w.PendingPrefill(), Active: m.w.ActiveBlocks()}
+	}
+	s.scores = p.lookup.Score(&s.lookup, tokens, ns, s.workers, s.scores, explain)
+	for i := range s.cands {
+		s.cands[i].Matched, s.cands[i].Source = s.scores[i].Matched, s.scores[i].Source
 	}
 }

@@ -1,0 +1,179 @@
+package router
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/internal/fleetsim"
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// The fleet-scale routing benchmark (docs/scaling.md): a router with N event-fed workers
+// whose index holds internal/fleetsim's full caches, fed through the gateway's decode path
+// (each batch msgpack-encoded as an engine sends it, decoded by kvbridge and applied through
+// the member's SinkConsumer).
+var (
+	fleetRouteBlocks = flag.Int("fleetroute.blocks", 12500, "fleet routing benchmark: cache capacity of each simulated engine, in blocks")
+	fleetRouteRate   = flag.Float64("fleetroute.rate", 1500, "fleet routing benchmark: block events per second per worker applied while routing")
+)
+
+var fleetRouteSizes = []int{64, 256, 1024}
+
+type fleetRouteFixture struct {
+	rt       *Router
+	ms       []*member
+	f        *fleetsim.Fleet
+	requests [][]uint32
+	// feed's buffers: the encoded payload and the decoded batch.
+	payload []byte
+	batch   indexer.Batch
+}
+
+var fleetRouteFixtures struct {
+	mu sync.Mutex
+	n  int
+	fx *fleetRouteFixture
+}
+
+// feed encodes bt, decodes it as the event path does and applies it to worker w's member.
+func (fx *fleetRouteFixture) feed(b *testing.B, w int, bt *indexer.Batch) int {
+	fx.payload = kvbridge.EncodeBatch(fx.payload[:0], bt, kvbridge.EncodeOptions{})
+	if err := kvbridge.DecodeBatch(fx.payload, &fx.batch); err != nil {
+		b.Error(err) // also called on the applier's goroutine
+		return 0
+	}
+	fx.ms[w].sink.Batch(0, &fx.batch)
+	return fleetsim.BlockEvents(&fx.batch)
+}
+
+// fleetRouteSetup builds (once per size; one size at a time) a router (cache_aware, index,
+// tree and pending, as cmd/gateway builds it) with n healthy event-fed workers and fills
+// every worker's cache.
+func fleetRouteSetup(b *testing.B, n int) *fleetRouteFixture {
+	fleetRouteFixtures.mu.Lock()
+	defer fleetRouteFixtures.mu.Unlock()
+	if fleetRouteFixtures.n == n {
+		return fleetRouteFixtures.fx
+	}
+	fleetRouteFixtures.n, fleetRouteFixtures.fx = 0, nil
+	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
+	idx, _ := indexer.New(indexer.Config{})
+	tree, _ := indexer.NewTree(indexer.TreeConfig{})
+	pend, _ := indexer.NewPending(indexer.PendingConfig{})
+	rt, err := New(Config{Model: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		w, err := rt.AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(10000+i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.SetHealth(true, "")
+	}
+	cfg := fleetsim.DefaultConfig(n)
+	cfg.BlocksPerWorker = *fleetRouteBlocks
+	f, err := fleetsim.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fx := &fleetRouteFixture{rt: rt, ms: rt.members(), f: f}
+	for _, m := range fx.ms {
+		m.collected.Store(true) // scored from the event index, as with a --kv-listen feed
+	}
+	for w := range n {
+		f.Fill(w, func(bt *indexer.Batch) { fx.feed(b, w, bt) })
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 1024 {
+		req, _ := f.Request(nil, rng, 4096)
+		fx.requests = append(fx.requests, req)
+	}
+	fleetRouteFixtures.n, fleetRouteFixtures.fx = n, fx
+	return fx
+}
+
+// BenchmarkFleetRoute times one routing decision for a 4096-token request that shares a live
+// chain of some worker (eligible workers, hashing 256 block keys, the index, pending and tree
+// lookups for every candidate, the cache_aware pick and its load) among N event-fed workers,
+// while another goroutine applies every worker's events at -fleetroute.rate block events per
+// second through the decode path. It reports the latency quantiles of the decisions and the
+// rate the applier reached.
+func BenchmarkFleetRoute(b *testing.B) {
+	for _, n := range fleetRouteSizes {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			fx := fleetRouteSetup(b, n)
+			stop := make(chan struct{})
+			var applied int
+			var applyWall time.Duration
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				applied, applyWall = fx.paceApply(b, n, stop)
+			}()
+			s := new(routeScratch)
+			var dec decision
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if aerr := fx.rt.route(s, &dec, "m", fx.requests[i%len(fx.requests)], nil); aerr != nil {
+					b.Fatal(aerr)
+				}
+				lat = append(lat, time.Since(t0))
+				dec.pick.Done() // the request ends: release the load the pick took
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			slices.Sort(lat)
+			q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+			b.ReportMetric(q(0.5), "p50-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+			if applyWall > 0 {
+				b.ReportMetric(float64(applied)/applyWall.Seconds()/float64(n), "events/s/worker")
+			}
+		})
+	}
+}
+
+// paceApply feeds the fleet's batches round-robin at -fleetroute.rate block events per second
+// per worker until stop is closed, and returns the block events applied and the time it ran.
+func (fx *fleetRouteFixture) paceApply(b *testing.B, n int, stop <-chan struct{}) (int, time.Duration) {
+	const tick = time.Millisecond
+	perTick := *fleetRouteRate * float64(n) * tick.Seconds()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	start := time.Now()
+	events, w := 0, 0
+	for {
+		select {
+		case <-stop:
+			return events, time.Since(start)
+		case <-t.C:
+		}
+		due := int(perTick * float64(time.Since(start)) / float64(tick))
+		for events < due {
+			events += fx.feed(b, w, fx.f.Next(w))
+			w = (w + 1) % n
+			select {
+			case <-stop:
+				return events, time.Since(start)
+			default:
+			}
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,6 +180,11 @@ func TestChatWorkers(t *testing.T) {
 			gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: specs})
 			t.Run("plain", func(t *testing.T) { checkPlainChat(t, runChatClient(t, gw.URL, "plain")) })
 			t.Run("turns", func(t *testing.T) { checkChatTurns(t, runChatClient(t, gw.URL, "turns", "3", "4")) })
+			if kind == "grpc" {
+				t.Run("hostile template", func(t *testing.T) {
+					checkHostileTemplates(t, startGateway(t, l, harness.GatewayOptions{Name: "gateway-trust", Workers: specs, Args: []string{"--trust-request-chat-template"}}))
+				})
+			}
 			t.Run("tools", func(t *testing.T) {
 				tgw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-tools", Workers: []string{worker(3, replyFile(t, toolReply))}})
 				r := runChatClient(t, tgw.URL, "tools")
@@ -304,4 +311,73 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// checkHostileTemplates sends request chat_templates that loop, recurse and explode to a gateway
+// started with --trust-request-chat-template: each is answered 400 (the sandbox child is stopped
+// by its deadline or its caps), and while the slowest of them renders, ordinary chat requests,
+// plain and streaming, are served; the gateway is healthy after.
+func checkHostileTemplates(t *testing.T, gw *harness.Gateway) {
+	post := func(body string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b)
+	}
+	hostile := func(tmpl string) string {
+		b, _ := json.Marshal(map[string]any{"model": testModel, "max_tokens": 4, "chat_template": tmpl,
+			"messages": []map[string]string{{"role": "user", "content": "hi"}}})
+		return string(b)
+	}
+	type answer struct {
+		name   string
+		status int
+		body   string
+	}
+	templates := []struct{ name, tmpl string }{
+		{"loop beyond the deadline", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"},
+		{"macro recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"},
+		{"giant output", "{% for i in range(100000) %}{{ 'x' * 10000 }}{% endfor %}"},
+	}
+	answers := make(chan answer, len(templates))
+	slow := make(chan struct{})
+	for i, h := range templates {
+		go func() {
+			st, b := post(hostile(h.tmpl))
+			if i == 0 {
+				close(slow)
+			}
+			answers <- answer{h.name, st, b}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // the hostile renders are under way
+	for _, stream := range []bool{false, true, false} {
+		body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"what is the capital of France?"}],"max_tokens":8,"stream":%v}`, testModel, stream)
+		if st, b := post(body); st != http.StatusOK || !strings.Contains(b, `"chat.completion`) {
+			t.Errorf("ordinary request (stream %v) beside the hostile templates: got %d %s", stream, st, b)
+		}
+	}
+	select {
+	case <-slow:
+		t.Error("the looping template was answered before the ordinary requests: the test did not overlap them")
+	default:
+	}
+	for range templates {
+		a := <-answers
+		if a.status != http.StatusBadRequest || !strings.Contains(a.body, `"invalid_request_error"`) {
+			t.Errorf("%s: got %d %s, want 400 invalid_request_error", a.name, a.status, a.body)
+		}
+	}
+	if resp, err := http.Get(gw.URL + "/health"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("gateway unhealthy after the hostile templates: %v", err)
+	} else {
+		resp.Body.Close()
+	}
 }

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unicode"
 
+	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -43,28 +43,8 @@ func benchBodies(b *testing.B, n int, tools bool) [][]byte {
 	toolsJSON := body["tools"]
 	rng := rand.New(rand.NewPCG(1, 2))
 	out := make([][]byte, n)
-	const vowels, consonants = "aeiou", "bcdfghjklmnpqrstvwxyz"
 	for i := range out {
-		// Vowels are permuted among vowels and consonants among consonants, so the words
-		// stay pronounceable and tokenize into about as many tokens as the original text.
-		perm := make([]int, 26)
-		for _, set := range []string{vowels, consonants} {
-			for j, k := range rng.Perm(len(set)) {
-				perm[set[j]-'a'] = int(set[k] - 'a')
-			}
-		}
-		scramble := func(s string) string {
-			rs := []rune(s)
-			for j, r := range rs {
-				switch {
-				case r >= 'a' && r <= 'z':
-					rs[j] = 'a' + rune(perm[r-'a'])
-				case r >= 'A' && r <= 'Z':
-					rs[j] = unicode.ToUpper('a' + rune(perm[r-'A']))
-				}
-			}
-			return string(rs)
-		}
+		scramble := testutil.Scrambler(rng)
 		vm := make([]map[string]any, len(msgs))
 		for j, m := range msgs {
 			c := map[string]any{}

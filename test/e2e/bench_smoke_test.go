@@ -47,7 +47,7 @@ func TestBenchSmoke(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", filepath.Join(dir, "logs"),
 		"-sims", "3", "-sim-args", "--num-blocks 2500", "-replicas", "2",
-		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "",
+		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "", "-chat-configs", "", // the uniform claims only; TestChatWorkers covers chat
 		"-num-requests", "360", "-num-prefixes", "90", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "32",
 		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-out", md, "-png", png}}, dir)
 	if err != nil {

@@ -289,15 +289,21 @@ func TestDNSDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := time.Now()
+	// The streams' prefixes are cached on the other workers, and cache-aware routing keeps them
+	// there while their loads stay within bounds; new work (a prompt nobody has cached) is what an
+	// added worker takes, so each poll also sends one.
+	fresh := 0
 	poll(t, 30*time.Second, "the added worker takes a request", func() bool {
 		for _, o := range load.snapshot() {
 			if o.worker == added && o.err == "" {
 				return true
 			}
 		}
-		return false
+		fresh++
+		c := postCompletion(t, gw.URL, map[string]any{"model": testModel, "prompt": text(fmt.Sprintf("dns-new-%d", fresh), 120), "max_tokens": 4})
+		return c.Status == http.StatusOK && c.worker() == added
 	})
-	t.Logf("MEASURE dns: the added worker served its first stream %v after the DNS change", time.Since(joined).Round(time.Millisecond))
+	t.Logf("MEASURE dns: the added worker served its first request %v after the DNS change", time.Since(joined).Round(time.Millisecond))
 
 	// The DNS server goes down: the workers stay and requests keep succeeding.
 	if err := dns.Stop(harness.DefaultStopTimeout); err != nil {

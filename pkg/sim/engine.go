@@ -389,7 +389,7 @@ func (e *Engine) deliver(delta Stats) {
 	var done int64
 	for i := range e.deliveries {
 		dl := &e.deliveries[i]
-		dl.s.push(dl)
+		// Metrics first: once pushed, the client may have its answer and read /metrics.
 		if e.obs != nil && dl.first {
 			e.obs.ObserveFirstToken(dl.ttft)
 		}
@@ -399,6 +399,7 @@ func (e *Engine) deliver(delta Stats) {
 				e.obs.ObserveFinished(dl.finish, dl.e2e, dl.prompt, dl.numOutputs)
 			}
 		}
+		dl.s.push(dl)
 		dl.s = nil
 	}
 	if done > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"image/png"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -188,5 +189,15 @@ func TestNginxConfCommand(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"nginx-conf"}, &out, &errb); err == nil {
 		t.Error("nginx-conf without upstreams: got nil error")
+	}
+}
+
+// TestDefaultsParse: make demo and make bench run their commands without flags, so each
+// command's defaults must parse.
+func TestDefaultsParse(t *testing.T) {
+	for name, def := range map[string]options{"demo": demoDefaults, "bench": benchDefaults} {
+		if _, err := parseOptions(name, nil, def, io.Discard); err != nil {
+			t.Errorf("%s defaults: %v", name, err)
+		}
 	}
 }

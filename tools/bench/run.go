@@ -65,7 +65,9 @@ var demoDefaults = options{
 	// (--num-blocks 2500 × 16 = 40k tokens) but do across three, like DESIGN §9 at 1/7 scale.
 	simArgs:   "--num-blocks 2500",
 	timeScale: 0.25, rate: 40, burstiness: 1, requests: 360, prefixes: 90, prefixTok: 1000, suffixTok: 50, outputTok: 32,
-	chat: defaultChat, // run with -chat-configs
+	// The skewed and chat workloads are off (-skew and -chat-configs turn them on, at 1 gateway).
+	skewReplicas: []int{1}, chatReplicas: []int{1},
+	chat: defaultChat,
 	seed: 1, progress: "never",
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -17,8 +18,9 @@ import (
 // newHTTPClient returns a client for many concurrent long-lived streams to a few hosts: keep
 // enough idle connections per host that a burst does not re-dial (Go's default keeps 2), no
 // compression (SSE chunks are tiny and must not be buffered), no overall timeout (each request
-// carries its own context deadline).
-func newHTTPClient(streams int) *http.Client {
+// carries its own context deadline). With apiKey set, requests to base's scheme and host carry
+// it as a bearer token; requests elsewhere (the workers' /metrics) never do.
+func newHTTPClient(streams int, base, apiKey string) (*http.Client, error) {
 	t := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
@@ -33,7 +35,36 @@ func newHTTPClient(streams int) *http.Client {
 		WriteBufferSize:       64 << 10,
 		ReadBufferSize:        64 << 10,
 	}
-	return &http.Client{Transport: t}
+	if apiKey == "" {
+		return &http.Client{Transport: t}, nil
+	}
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("loadgen: --url %q is not a URL", base)
+	}
+	return &http.Client{Transport: &bearer{next: t, scheme: u.Scheme, host: u.Host, auth: "Bearer " + apiKey}}, nil
+}
+
+// bearer adds the Authorization header to requests for one scheme and host.
+type bearer struct {
+	next               http.RoundTripper
+	scheme, host, auth string
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != b.scheme || r.URL.Host != b.host {
+		return b.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context()) // a RoundTripper must not modify the request it is given
+	r.Header.Set("Authorization", b.auth)
+	return b.next.RoundTrip(r)
+}
+
+// CloseIdleConnections lets client.CloseIdleConnections reach the transport.
+func (b *bearer) CloseIdleConnections() {
+	if c, ok := b.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // completionBody is the /v1/completions request. ignore_eos and a fixed max_tokens make the

@@ -59,4 +59,8 @@
 // and no --chat-template the chat ideal is n/a (the report says why); point --tokenizer and
 // the server at the same model directory. --result-line 'k=v ...' ends the
 // output with make demo's machine-readable RESULT line.
+//
+// --api-key KEY (default $OPENAI_API_KEY, as the OpenAI clients read it) is sent as a bearer
+// token to --url's host only, for a gateway started with --api-key; the workers' /metrics
+// never see it.
 package main

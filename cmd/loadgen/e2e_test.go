@@ -33,6 +33,11 @@ type fakeFleet struct {
 	queries  [2]float64
 	inflight atomic.Int64
 	maxIn    atomic.Int64
+	// auth is every Authorization header the API and the workers' /metrics received.
+	auth struct {
+		sync.Mutex
+		api, metrics []string
+	}
 }
 
 type recvBody struct {
@@ -71,9 +76,17 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 	})
 	mux.HandleFunc("POST /v1/completions", f.complete)
 	mux.HandleFunc("POST /v1/chat/completions", f.complete)
-	f.api = httptest.NewServer(mux)
+	f.api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.auth.Lock()
+		f.auth.api = append(f.auth.api, r.Header.Get("Authorization"))
+		f.auth.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
 	for i := range f.metrics {
-		f.metrics[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		f.metrics[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.auth.Lock()
+			f.auth.metrics = append(f.auth.metrics, r.Header.Get("Authorization"))
+			f.auth.Unlock()
 			f.mu.Lock()
 			h, q := f.hits[i], f.queries[i]
 			f.mu.Unlock()
@@ -426,5 +439,48 @@ func TestIdealOnly(t *testing.T) {
 	// (1800 − 600) × 1000 / (1800 × 1050)
 	if !strings.Contains(stdout, "ideal prefix cache hit rate: 63.5% (1200000 of 1890000 prompt tokens)") {
 		t.Errorf("got %q", stdout)
+	}
+}
+
+// TestAPIKey: --api-key (default $OPENAI_API_KEY) goes to the server under test on every
+// request, /v1/models included, and never to the workers' /metrics.
+func TestAPIKey(t *testing.T) {
+	for _, tt := range []struct {
+		name, flag, env, want string
+	}{
+		{"flag", "flag-key", "env-key", "Bearer flag-key"},
+		{"environment", "", "env-key", "Bearer env-key"},
+		{"none", "", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("OPENAI_API_KEY", tt.env)
+			f := newFakeFleet(t)
+			args := []string{"--url", f.api.URL, "--token-ids", "--num-requests", "4", "--num-prefixes", "2", "--prefix-tokens", "16",
+				"--suffix-tokens", "4", "--output-tokens", "2", "--worker-metrics", f.metrics[0].URL}
+			if tt.flag != "" {
+				args = append(args, "--api-key", tt.flag)
+			}
+			if _, stderr, err := runLoadgen(t, args...); err != nil {
+				t.Fatalf("run: %v\nstderr: %s", err, stderr)
+			}
+			f.auth.Lock()
+			defer f.auth.Unlock()
+			if len(f.auth.api) != 5 { // GET /v1/models and 4 completions
+				t.Errorf("API requests: got %d, want 5", len(f.auth.api))
+			}
+			for _, a := range f.auth.api {
+				if a != tt.want {
+					t.Errorf("API request Authorization %q, want %q", a, tt.want)
+				}
+			}
+			if len(f.auth.metrics) == 0 {
+				t.Error("the worker metrics were never scraped")
+			}
+			for _, a := range f.auth.metrics {
+				if a != "" {
+					t.Errorf("a worker's /metrics got Authorization %q, want none", a)
+				}
+			}
+		})
 	}
 }

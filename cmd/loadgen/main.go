@@ -40,6 +40,7 @@ type options struct {
 	url, endpoint string
 	chatEndpoint  string
 	model         string
+	apiKey        string
 	tokenizer     string
 	chatTemplate  string
 	tokenIDs      bool
@@ -62,6 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.endpoint, "endpoint", "/v1/completions", "completions path (prefix_repetition, trace)")
 	fs.StringVar(&o.chatEndpoint, "chat-endpoint", "/v1/chat/completions", "chat completions path (chat)")
 	fs.StringVar(&o.model, "model", "", "model name sent in requests (default: the first of GET /v1/models)")
+	fs.StringVar(&o.apiKey, "api-key", os.Getenv("OPENAI_API_KEY"), "`KEY` sent as Authorization: Bearer to --url (a gateway started with --api-key); default $OPENAI_API_KEY, as the OpenAI clients read it. Never sent to --worker-metrics")
 	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat or trace")
 	fs.IntVar(&g.numRequests, "num-requests", 1800, "requests to send (trace: 0 = every line)")
 	fs.IntVar(&g.numPrefixes, "num-prefixes", 600, "prefix_repetition: distinct shared prefixes")
@@ -165,9 +167,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 	if streams == 0 {
 		streams = 1024
 	}
-	client := newHTTPClient(streams)
-	defer client.CloseIdleConnections()
 	base := strings.TrimRight(o.url, "/")
+	client, err := newHTTPClient(streams, base, o.apiKey)
+	if err != nil {
+		return err
+	}
+	defer client.CloseIdleConnections()
 	if o.model == "" {
 		if o.model, err = firstModel(ctx, client, base); err != nil {
 			return err

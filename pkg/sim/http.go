@@ -703,24 +703,34 @@ func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, i
 			out = append(out, "}\n\n"...)
 		}
 		if done {
-			out = append(out, "data: [DONE]\n\n"...)
+			out = openai.AppendDone(out)
 		}
-		if len(out) > 0 {
-			if _, err := w.Write(out); err != nil {
-				return err
-			}
-			if err := rc.Flush(); err != nil {
-				return err
-			}
+		if end, err := sendStep(ctx, w, rc, out, done, ready); end {
+			return err
 		}
-		if done {
-			return nil
+	}
+}
+
+// sendStep writes one engine step's events and, unless the stream is done, waits for the
+// next step. It reports whether the stream has ended (done, a failed write, or ctx ended) and
+// why.
+func sendStep(ctx context.Context, w io.Writer, rc *http.ResponseController, b []byte, done bool, ready <-chan struct{}) (bool, error) {
+	if len(b) > 0 {
+		if _, err := w.Write(b); err != nil {
+			return true, err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ready:
+		if err := rc.Flush(); err != nil {
+			return true, err
 		}
+	}
+	if done {
+		return true, nil
+	}
+	select {
+	case <-ctx.Done():
+		return true, ctx.Err()
+	case <-ready:
+		return false, nil
 	}
 }
 

@@ -291,21 +291,8 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, g *gener
 		if done {
 			b = openai.AppendDone(b)
 		}
-		if len(b) > 0 {
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-			if err := rc.Flush(); err != nil {
-				return err
-			}
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-g.ready:
+		if end, err := sendStep(ctx, w, rc, b, done, g.ready); end {
+			return err
 		}
 	}
 }

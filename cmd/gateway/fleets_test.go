@@ -187,6 +187,25 @@ func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 	return time.Since(start)
 }
 
+// TestConfigChangedAtStart: an edit between the read the configuration in force came from and
+// the start of the file watch is applied, not lost (the watch starts with a comparison against
+// the content in force).
+func TestConfigChangedAtStart(t *testing.T) {
+	a, b := newCountingWorker(t, "m"), newCountingWorker(t, "m")
+	cfg := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(cfg, []byte("workers: ["+a.URL+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, "--config", cfg, "--model", "m")
+	if err := os.WriteFile(cfg, []byte("workers: ["+a.URL+", "+b.URL+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startGatewayOptions(t, o)
+	pollUntil(t, 5*time.Second, "the edit applied", func() bool {
+		return cmp.Equal([]string{a.URL + " file", b.URL + " file"}, adminWorkers(t, gw.admin))
+	})
+}
+
 // TestConfigReload: a worker added to the watched file takes traffic within 2 s; a file that
 // does not parse, or whose model does not build, changes nothing; a worker dropped from the file
 // drains away; SIGHUP reloads too.

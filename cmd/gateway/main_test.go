@@ -135,10 +135,23 @@ type testGW struct {
 // it (as SIGTERM does) and returns serve's result.
 func startGateway(t *testing.T, args ...string) *testGW {
 	t.Helper()
+	return startGatewayOptions(t, testOptions(t, args...))
+}
+
+// testOptions parses args as startGateway does, after its defaults (free ports, fast health
+// checks).
+func testOptions(t *testing.T, args ...string) options {
+	t.Helper()
 	o, err := parseOptions(append([]string{"--port", "0", "--prometheus-port", "0", "--admin-port", "0", "--health-interval", "50ms", "--drain-timeout", "5s"}, args...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return o
+}
+
+// startGatewayOptions is startGateway with options already parsed.
+func startGatewayOptions(t *testing.T, o options) *testGW {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan boundAddrs, 1)
 	done := make(chan error, 1)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -90,6 +91,9 @@ type options struct {
 	// args are the command-line arguments the options were parsed from, parsed again with the
 	// file on a reload.
 	args []string
+	// configSum is the SHA-256 of the --config content these options were parsed from: a
+	// reload compares the file with what is in force, not with a later read.
+	configSum [sha256.Size]byte
 }
 
 // workerEntry is one worker of the YAML file (a --worker string or a mapping of the same keys)
@@ -344,6 +348,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		if err != nil {
 			return o, fmt.Errorf("gateway: config: %w", err)
 		}
+		o.configSum = sha256.Sum256(b)
 		dec := yaml.NewDecoder(strings.NewReader(string(b)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {

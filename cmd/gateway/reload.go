@@ -52,11 +52,7 @@ func newReloader(rt *router.Router, watcher *discovery.Watcher, o options, log *
 	for _, m := range o.Models {
 		r.built[m.Name] = m
 	}
-	if path := configPath(o); path != "" {
-		if b, err := os.ReadFile(path); err == nil {
-			r.seen = sha256.Sum256(b)
-		}
-	}
+	r.seen = o.configSum
 	return r, nil
 }
 
@@ -104,6 +100,7 @@ func (r *reloader) reload(force bool, why string) {
 		r.reject(why, err)
 		return
 	}
+	r.seen = o.configSum // what is parsed, should the file have changed since the read above
 	// Build every new or changed model before changing anything.
 	changed := map[string]router.Model{}
 	for _, m := range o.Models {
@@ -159,23 +156,36 @@ func (r *reloader) reject(why string, err error) {
 // restartKeys reports whether a and b differ in anything but what a reload applies.
 func restartKeys(a, b options) bool {
 	strip := func(o options) options {
-		o.Workers, o.Discover, o.Models, o.workerErr = nil, nil, nil, nil
+		o.Workers, o.Discover, o.Models, o.workerErr, o.configSum = nil, nil, nil, nil, [sha256.Size]byte{}
 		return o
 	}
 	return !reflect.DeepEqual(strip(a), strip(b))
 }
 
-// watchConfig sends on changed (without blocking) after each burst of events in the config
-// file's directory, until ctx is done. It watches the directory, not the file: editors and
+// newConfigWatch starts watching the config file's directory, not the file: editors and
 // Kubernetes replace a file by renaming another over it, which ends a watch on the file itself.
-func watchConfig(ctx context.Context, path string, changed chan<- struct{}, log *zap.Logger) error {
+// serve calls it before it reports itself up, so that no edit after start goes unnoticed.
+func newConfigWatch(path string) (*fsnotify.Watcher, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("gateway: watch config: %w", err)
+		return nil, fmt.Errorf("gateway: watch config: %w", err)
 	}
-	defer w.Close()
 	if err := w.Add(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("gateway: watch config %s: %w", path, err)
+		w.Close()
+		return nil, fmt.Errorf("gateway: watch config %s: %w", path, err)
+	}
+	return w, nil
+}
+
+// watchConfig sends on changed (without blocking) after each burst of w's events, until ctx
+// is done, and closes w. It sends once at the start too: the file may have changed between
+// the read the configuration in force came from and the start of the watch (the reload
+// compares contents, so this costs nothing when it did not).
+func watchConfig(ctx context.Context, w *fsnotify.Watcher, changed chan<- struct{}, log *zap.Logger) {
+	defer w.Close()
+	select {
+	case changed <- struct{}{}:
+	default:
 	}
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
@@ -183,16 +193,16 @@ func watchConfig(ctx context.Context, path string, changed chan<- struct{}, log 
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case _, ok := <-w.Events:
 			if !ok {
-				return nil
+				return
 			}
 			// Any event in the directory: the reload compares the file's content anyway.
 			debounce.Reset(reloadDebounce)
 		case err, ok := <-w.Errors:
 			if !ok {
-				return nil
+				return
 			}
 			log.Warn("config watch error", zap.Error(err))
 		case <-debounce.C:

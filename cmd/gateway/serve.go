@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -118,6 +119,12 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 		zap.String("policy", o.Policy), zap.String("kv_index", o.KVIndex), zap.String("model", rcfg.Model), zap.Int("workers", len(o.Workers)),
 		zap.Strings("client_keys", rt.APIKeyNames()), zap.Bool("admin_token", o.AdminToken != ""))
 	warnExposure(log, o, addrs, rt.APIKeyNames())
+	var cw *fsnotify.Watcher
+	if path := configPath(o); path != "" {
+		if cw, err = newConfigWatch(path); err != nil {
+			log.Warn("the config file is not watched; SIGHUP reloads it", zap.Error(err))
+		}
+	}
 	if h.up != nil {
 		h.up(addrs)
 	}
@@ -128,13 +135,8 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	g.Go(func() error { return rt.Run(rctx) })
 	g.Go(func() error { return dw.Run(rctx) })
 	changed := make(chan struct{}, 1)
-	if path := configPath(o); path != "" {
-		g.Go(func() error {
-			if err := watchConfig(rctx, path, changed, log); err != nil {
-				log.Warn("the config file is not watched; SIGHUP reloads it", zap.Error(err))
-			}
-			return nil
-		})
+	if cw != nil {
+		g.Go(func() error { watchConfig(rctx, cw, changed, log); return nil })
 	}
 	serveErr := make(chan error, len(servers))
 	for _, s := range servers {

@@ -3,6 +3,7 @@ package kvbridge
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,13 @@ func tcpEP(port int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", port) }
 func startPublisher(t testing.TB, cfg PublisherConfig) *Publisher {
 	t.Helper()
 	p, err := NewPublisher(cfg)
+	// A publisher restarted on the ports of one just closed may find them still bound: libzmq
+	// closes its sockets on its own I/O thread, after Close returns. A new process would wait
+	// the same way.
+	for deadline := time.Now().Add(5 * time.Second); err != nil && strings.Contains(err.Error(), "address already in use") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		p, err = NewPublisher(cfg)
+	}
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -70,8 +71,8 @@ func (o *options) validateFleet() error {
 			return fmt.Errorf("gateway: config: models[%d]: name is required", i)
 		case names[m.Name]:
 			return fmt.Errorf("gateway: config: model %q is configured twice", m.Name)
-		case m.Name == o.Model:
-			return fmt.Errorf("gateway: config: model %q is the top-level model already", m.Name)
+		case m.Name == o.defaultModel().Name:
+			return fmt.Errorf("gateway: config: model %q is the top-level model (--model, or --model-path's base name) already", m.Name)
 		case m.ModelPath != "" && m.Tokenizer != "":
 			return fmt.Errorf("gateway: config: model %q: give model_path or tokenizer, not both", m.Name)
 		case m.ChatTemplate != "" && m.ModelPath == "":
@@ -153,7 +154,7 @@ func (o *options) discoverSpecs() []discovery.Spec {
 }
 
 // policyConfig returns the policy configuration of the top level, with m's overrides when m
-// is not nil.
+// is not nil (the default model's entry has none).
 func (o *options) policyConfig(m *modelOptions) (string, policy.Config) {
 	pc := policy.DefaultConfig()
 	pc.CacheThreshold = o.CacheThreshold
@@ -189,37 +190,55 @@ func (o *options) policyConfig(m *modelOptions) (string, policy.Config) {
 	return name, pc
 }
 
-// buildModel loads a model entry's tokenizer and template and builds its policy, index, tree
-// and pending overlay (sized by the top-level options).
+// defaultModel returns the default model as a model entry: the top level's model path or
+// tokenizer, chat options and policy, named by --model, else by --model-path's base name, else
+// not at all (the first model one of its workers reports).
+func (o *options) defaultModel() modelOptions {
+	m := modelOptions{Name: o.Model, ModelPath: o.ModelPath, Tokenizer: o.Tokenizer, chatOptions: o.chatOptions, BlockSize: o.BlockSize}
+	if m.Name == "" && o.ModelPath != "" {
+		m.Name = filepath.Base(filepath.Clean(o.ModelPath))
+	}
+	return m
+}
+
+// buildModel loads a model entry's tokenizer and template and builds its parsers, policy (the
+// top level's with the entry's overrides), index, tree and pending overlay (sized by the top
+// level). Every model is built by it, the flags' default model (options.defaultModel) too.
 func buildModel(o *options, m modelOptions, log *zap.Logger) (router.Model, error) {
 	rm := router.Model{Name: m.Name, BlockSize: m.BlockSize, ReasoningField: m.ReasoningField}
 	if rm.BlockSize == 0 {
 		rm.BlockSize = o.BlockSize
 	}
 	log = log.With(zap.String("model", m.Name))
+	fail := func(what string, err error) (router.Model, error) {
+		return rm, fmt.Errorf("gateway: model %q: %s%w", m.Name, what, err)
+	}
 	tok, err := loadModelTokenizer(m.ModelPath, m.Tokenizer)
 	if err != nil {
-		return rm, fmt.Errorf("gateway: model %q: %w", m.Name, err)
+		return fail("", err)
 	}
-	var cs chatSetup
 	if tok != nil {
 		rm.Tokenizer = router.FromTokenizer(tok)
 	}
-	if cs, err = buildChat(m.ModelPath, m.Name, tok, m.chatOptions, log); err != nil {
-		return rm, fmt.Errorf("gateway: model %q: %w", m.Name, err)
+	cs, err := buildChat(m.ModelPath, m.Name, tok, m.chatOptions, log)
+	if err != nil {
+		return fail("", err)
 	}
-	if cs.renderer != nil {
+	switch {
+	case cs.renderer != nil:
 		rm.Chat = cs.renderer
-	} else if tok == nil {
+	case tok != nil:
+		log.Warn("a tokenizer without a model directory: no chat template, so chat requests are routed without prefix information")
+	case m.ModelPath == "" && m.Tokenizer == "" && m.Name != "":
 		log.Warn("model without model_path or tokenizer: its prompts are routed without prefix information")
 	}
 	rm.ChatParsers = cs.parsers
 	name, pc := o.policyConfig(&m)
 	if rm.Policy, err = policy.New(name, pc); err != nil {
-		return rm, fmt.Errorf("gateway: model %q: policy: %w", m.Name, err)
+		return fail("policy: ", err)
 	}
 	if rm.Index, rm.Tree, rm.Pending, err = buildIndexes(o, rm.BlockSize); err != nil {
-		return rm, fmt.Errorf("gateway: model %q: %w", m.Name, err)
+		return fail("", err)
 	}
 	return rm, nil
 }

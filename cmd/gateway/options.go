@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kvgate/kvgate/pkg/discovery"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/router"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -160,17 +161,17 @@ func defaultOptions() options {
 		QueueWeight:         pc.QueueWeight,
 		DecodeWeight:        pc.DecodeWeight,
 		Temperature:         pc.Temperature,
-		KVIndex:             router.KVIndexAuto,
-		BlockSize:           router.DefaultBlockSize,
+		KVIndex:             fleet.KVIndexAuto,
+		BlockSize:           fleet.DefaultBlockSize,
 		TreeMaxBlocks:       65536,
 		TreeTTL:             10 * time.Minute,
 		PendingTTL:          5 * time.Second,
 		MaxBodyBytes:        router.DefaultMaxBodyBytes,
 		MaxN:                router.DefaultMaxN,
 		MaxPrompts:          router.DefaultMaxPrompts,
-		HealthInterval:      router.DefaultHealthInterval,
-		HealthTimeout:       router.DefaultHealthTimeout,
-		DrainTimeout:        router.DefaultDrainTimeout,
+		HealthInterval:      fleet.DefaultHealthInterval,
+		HealthTimeout:       fleet.DefaultHealthTimeout,
+		DrainTimeout:        fleet.DefaultDrainTimeout,
 		DiscoverInterval:    discovery.DefaultInterval,
 		LogLevel:            "info",
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/discovery"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/router"
 )
 
@@ -69,10 +70,10 @@ func configPath(o options) string {
 // removed), so that workers land in their model's pool, then the file's and the flags' workers,
 // then the discover specs. At start every model is already in the router (Config.Models).
 func (r *reloader) apply(o options) error {
-	if err := r.rt.SyncWorkers(router.OriginFlag, o.workerSpecs(true)); err != nil {
+	if err := r.rt.Fleet().SyncWorkers(fleet.OriginFlag, o.workerSpecs(true)); err != nil {
 		return err
 	}
-	if err := r.rt.SyncWorkers(router.OriginFile, o.workerSpecs(false)); err != nil {
+	if err := r.rt.Fleet().SyncWorkers(fleet.OriginFile, o.workerSpecs(false)); err != nil {
 		return err
 	}
 	return r.watcher.Set(o.discoverSpecs())

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,9 +21,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/discovery"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
-	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/router"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
@@ -50,50 +50,122 @@ type boundAddrs struct {
 // it stops accepting, lets in-flight requests and streams finish within DrainTimeout, stops the
 // router's background work and returns nil.
 func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
-	log, err := newLogger(o.LogLevel, stderr)
+	g, err := build(o, stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-
-	reg := prometheus.NewRegistry()
-	// The default Go metrics plus the heap the last GC found live (go_gc_heap_live_bytes): the
-	// memory the gateway retains, which heap_inuse only bounds from above.
-	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	raiseZMQSocketLimit(log)
-	rcfg, err := buildRouterConfig(o, log, reg)
-	if err != nil {
-		return err
-	}
-	rt, err := router.New(rcfg)
-	if err != nil {
-		return err
-	}
-	dw, err := newDiscovery(o, rt, log, reg)
-	if err != nil {
-		return err
-	}
-	rl, err := newReloader(rt, dw, o, log, reg)
-	if err != nil {
-		return err
-	}
-	if err := rl.apply(o); err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	if len(o.allWorkers()) == 0 && len(o.discoverSpecs()) == 0 {
-		log.Warn("no workers configured; add them with POST /workers on the admin listener")
-	}
-
+	defer func() { _ = g.log.Sync() }()
 	lns, err := listen(o)
 	if err != nil {
 		return err
 	}
-	errLog := zap.NewStdLog(log.Named("http"))
+	servers := g.servers(lns)
+	addrs := lns.addrs()
+	g.log.Info("gateway listening", zap.Stringer("api", addrs.API), zap.Any("admin", addrs.Admin), zap.Any("metrics", addrs.Metrics),
+		zap.String("policy", o.Policy), zap.String("kv_index", o.KVIndex), zap.String("model", g.defaultModel), zap.Int("workers", len(o.Workers)),
+		zap.Strings("client_keys", g.clients.KeyNames()), zap.Bool("admin_token", o.AdminToken != ""))
+	warnExposure(g.log, o, addrs, g.clients.KeyNames())
+	var cw *fsnotify.Watcher
+	if path := configPath(o); path != "" {
+		if cw, err = newConfigWatch(path); err != nil {
+			g.log.Warn("the config file is not watched; SIGHUP reloads it", zap.Error(err))
+		}
+	}
+	if h.up != nil {
+		h.up(addrs)
+	}
+
+	rctx, stopRouter := context.WithCancel(context.Background())
+	defer stopRouter()
+	var eg errgroup.Group
+	eg.Go(func() error { return g.rt.Run(rctx) })
+	eg.Go(func() error { return g.discovery.Run(rctx) })
+	changed := make(chan struct{}, 1)
+	if cw != nil {
+		eg.Go(func() error { watchConfig(rctx, cw, changed, g.log); return nil })
+	}
+	serveErr := make(chan error, len(servers))
+	for _, s := range servers {
+		eg.Go(func() error {
+			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("gateway: serve %s: %w", s.name, err)
+			}
+			return nil
+		})
+	}
+
+	failed := g.waitForStop(ctx, o, serveErr, h.reload, changed)
+	drain(o.DrainTimeout, servers[0].srv, g.rt, g.log)
+	for _, s := range servers[1:] {
+		_ = s.srv.Close()
+	}
+	stopRouter()
+	if err := eg.Wait(); err != nil && failed == nil {
+		failed = err
+	}
+	g.log.Info("gateway stopped")
+	return failed
+}
+
+// gateway is what serve runs: the router (with its fleet), the client guard, the DNS discovery
+// feeding the fleet and the config reloader, with their logger and metrics registry.
+type gateway struct {
+	log       *zap.Logger
+	reg       *prometheus.Registry
+	rt        *router.Router
+	clients   *clientauth.Guard
+	discovery *discovery.Watcher
+	reloader  *reloader
+	// defaultModel is the default model's configured name ("" when its workers report it).
+	defaultModel string
+}
+
+// build wires the gateway of o: logger, metrics, every model, the router, the client guard,
+// discovery and the reloader, and puts the configured workers in force. It starts nothing.
+func build(o options, stderr io.Writer) (*gateway, error) {
+	log, err := newLogger(o.LogLevel, stderr)
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{log: log, reg: prometheus.NewRegistry()}
+	// The default Go metrics plus the heap the last GC found live (go_gc_heap_live_bytes): the
+	// memory the gateway retains, which heap_inuse only bounds from above.
+	g.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	raiseZMQSocketLimit(log)
+	if g.clients, err = newClientGuard(o, g.reg); err != nil {
+		return nil, err
+	}
+	rcfg, err := buildRouterConfig(o, log, g.reg)
+	if err != nil {
+		return nil, err
+	}
+	rcfg.Clients, g.defaultModel = g.clients, rcfg.Models[0].Name
+	if g.rt, err = router.New(rcfg); err != nil {
+		return nil, err
+	}
+	if g.discovery, err = newDiscovery(o, g.rt.Fleet(), log, g.reg); err != nil {
+		return nil, err
+	}
+	if g.reloader, err = newReloader(g.rt, g.discovery, o, log, g.reg); err != nil {
+		return nil, err
+	}
+	if err := g.reloader.apply(o); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if len(o.allWorkers()) == 0 && len(o.discoverSpecs()) == 0 {
+		log.Warn("no workers configured; add them with POST /workers on the admin listener")
+	}
+	return g, nil
+}
+
+// servers returns the gateway's HTTP servers on their listeners: the API first, then the
+// admin and metrics servers when their listeners are enabled.
+func (g *gateway) servers(lns listeners) []namedServer {
+	errLog := zap.NewStdLog(g.log.Named("http"))
 	api := &http.Server{
-		Handler:           rt.Handler(),
+		Handler:           g.rt.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second, // the whole request body; responses stream without a write timeout
 		IdleTimeout:       120 * time.Second,
@@ -107,58 +179,14 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	}
 	servers := []namedServer{{"api", api, lns.api}}
 	if lns.admin != nil {
-		servers = append(servers, namedServer{"admin", side(rt.AdminHandler()), lns.admin})
+		servers = append(servers, namedServer{"admin", side(g.rt.AdminHandler()), lns.admin})
 	}
 	if lns.metrics != nil {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: errLog}))
+		mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{ErrorLog: errLog}))
 		servers = append(servers, namedServer{"metrics", side(mux), lns.metrics})
 	}
-	addrs := lns.addrs()
-	log.Info("gateway listening", zap.Stringer("api", addrs.API), zap.Any("admin", addrs.Admin), zap.Any("metrics", addrs.Metrics),
-		zap.String("policy", o.Policy), zap.String("kv_index", o.KVIndex), zap.String("model", rcfg.Model), zap.Int("workers", len(o.Workers)),
-		zap.Strings("client_keys", rt.APIKeyNames()), zap.Bool("admin_token", o.AdminToken != ""))
-	warnExposure(log, o, addrs, rt.APIKeyNames())
-	var cw *fsnotify.Watcher
-	if path := configPath(o); path != "" {
-		if cw, err = newConfigWatch(path); err != nil {
-			log.Warn("the config file is not watched; SIGHUP reloads it", zap.Error(err))
-		}
-	}
-	if h.up != nil {
-		h.up(addrs)
-	}
-
-	rctx, stopRouter := context.WithCancel(context.Background())
-	defer stopRouter()
-	var g errgroup.Group
-	g.Go(func() error { return rt.Run(rctx) })
-	g.Go(func() error { return dw.Run(rctx) })
-	changed := make(chan struct{}, 1)
-	if cw != nil {
-		g.Go(func() error { watchConfig(rctx, cw, changed, log); return nil })
-	}
-	serveErr := make(chan error, len(servers))
-	for _, s := range servers {
-		g.Go(func() error {
-			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("gateway: serve %s: %w", s.name, err)
-			}
-			return nil
-		})
-	}
-
-	failed := waitForStop(ctx, o, rt, rl, log, serveErr, h.reload, changed)
-	drain(o.DrainTimeout, api, rt, log)
-	for _, s := range servers[1:] {
-		_ = s.srv.Close()
-	}
-	stopRouter()
-	if err := g.Wait(); err != nil && failed == nil {
-		failed = err
-	}
-	log.Info("gateway stopped")
-	return failed
+	return servers
 }
 
 // namedServer is one of the gateway's HTTP servers and its listener.
@@ -235,29 +263,28 @@ func warnExposure(log *zap.Logger, o options, a boundAddrs, keys []string) {
 // waitForStop returns when ctx is done (nil) or a listener failed (its error), reloading the
 // client keys and the config file on every reload signal, and the config file when it changed,
 // meanwhile.
-func waitForStop(ctx context.Context, o options, rt *router.Router, rl *reloader, log *zap.Logger, serveErr <-chan error,
-	reload <-chan os.Signal, changed <-chan struct{}) error {
+func (g *gateway) waitForStop(ctx context.Context, o options, serveErr <-chan error, reload <-chan os.Signal, changed <-chan struct{}) error {
 	for {
 		select {
 		case <-ctx.Done():
-			log.Info("shutting down: draining in-flight requests", zap.Duration("deadline", o.DrainTimeout))
+			g.log.Info("shutting down: draining in-flight requests", zap.Duration("deadline", o.DrainTimeout))
 			return nil
 		case err := <-serveErr:
-			log.Error("listener failed; shutting down", zap.Error(err))
+			g.log.Error("listener failed; shutting down", zap.Error(err))
 			return err
 		case <-reload:
-			reloadKeys(o, rt, log)
-			rl.reload(true, "SIGHUP")
+			reloadKeys(o, g.clients, g.log)
+			g.reloader.reload(true, "SIGHUP")
 		case <-changed:
-			rl.reload(false, "file changed")
+			g.reloader.reload(false, "file changed")
 		}
 	}
 }
 
 // newDiscovery builds the DNS discovery of --discover (and of the config file's discover
 // specs, now or after a reload), resolving through --dns-server when given; its answers become
-// the router's workers of origin "dns NAME".
-func newDiscovery(o options, rt *router.Router, log *zap.Logger, reg prometheus.Registerer) (*discovery.Watcher, error) {
+// the fleet's workers of origin "dns NAME".
+func newDiscovery(o options, fl *fleet.Fleet, log *zap.Logger, reg prometheus.Registerer) (*discovery.Watcher, error) {
 	cfg := discovery.Config{Interval: o.DiscoverInterval, Logger: log.Named("discovery"), Registerer: reg}
 	if o.DNSServer != "" {
 		r, err := discovery.NewResolver(o.DNSServer)
@@ -266,7 +293,7 @@ func newDiscovery(o options, rt *router.Router, log *zap.Logger, reg prometheus.
 		}
 		cfg.Resolver = r
 	}
-	w, err := discovery.New(cfg, rt.SyncWorkers)
+	w, err := discovery.New(cfg, fl.SyncWorkers)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: discovery: %w", err)
 	}
@@ -275,14 +302,14 @@ func newDiscovery(o options, rt *router.Router, log *zap.Logger, reg prometheus.
 
 // reloadKeys re-reads --api-key-file and swaps the client keys; on any error the keys in force
 // stay.
-func reloadKeys(o options, rt *router.Router, log *zap.Logger) {
+func reloadKeys(o options, clients *clientauth.Guard, log *zap.Logger) {
 	if o.APIKeyFile == "" {
 		log.Info("reload signal: no --api-key-file to re-read")
 		return
 	}
 	ks, err := loadClientKeys(o)
 	if err == nil {
-		err = rt.SetAPIKeys(ks)
+		err = clients.SetKeys(ks)
 	}
 	if err != nil {
 		log.Error("client keys not reloaded; the keys in force stay", zap.Error(err))
@@ -291,10 +318,24 @@ func reloadKeys(o options, rt *router.Router, log *zap.Logger) {
 	log.Info("client keys reloaded", zap.Strings("client_keys", ks.Names()))
 }
 
+// newClientGuard builds the guard of the public API: the client keys and the per-key limits.
+func newClientGuard(o options, reg prometheus.Registerer) (*clientauth.Guard, error) {
+	keys, err := loadClientKeys(o)
+	if err != nil {
+		return nil, err
+	}
+	g, err := clientauth.New(clientauth.Config{Keys: keys, RateLimit: o.RateLimit, RateBurst: o.RateBurst, MaxConcurrentPerKey: o.MaxConcurrentPerKey,
+		OpenPaths: router.OpenPaths, Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return g, nil
+}
+
 // loadClientKeys builds the client key set from --api-key (unnamed ones are flag-N, the Nth
 // flag) and --api-key-file (file-LINE). nil when there are none.
-func loadClientKeys(o options) (*router.KeySet, error) {
-	keys, err := router.ParseKeys([]byte(strings.Join(o.APIKeys, "\n")), "flag")
+func loadClientKeys(o options) (*clientauth.KeySet, error) {
+	keys, err := clientauth.ParseKeys([]byte(strings.Join(o.APIKeys, "\n")), "flag")
 	if err != nil {
 		return nil, fmt.Errorf("gateway: --api-key (line N is the Nth --api-key): %w", err)
 	}
@@ -303,7 +344,7 @@ func loadClientKeys(o options) (*router.KeySet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: --api-key-file: %w", err)
 		}
-		fk, err := router.ParseKeys(b, "file")
+		fk, err := clientauth.ParseKeys(b, "file")
 		if err != nil {
 			return nil, fmt.Errorf("gateway: --api-key-file %s: %w", o.APIKeyFile, err)
 		}
@@ -315,7 +356,7 @@ func loadClientKeys(o options) (*router.KeySet, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	ks, err := router.NewKeySet(keys)
+	ks, err := clientauth.NewKeySet(keys)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: client keys: %w", err)
 	}
@@ -339,94 +380,40 @@ func drain(timeout time.Duration, api *http.Server, rt *router.Router, log *zap.
 	}
 }
 
-// buildRouterConfig turns options into the router's configuration: tokenizer, index, tree,
-// pending overlay, policy and metrics.
+// buildRouterConfig turns options into the router's configuration: every model (the flags'
+// default model first, then the config file's, built by one function), the fleet's and the
+// router's own settings.
 func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (router.Config, error) {
 	cfg := router.Config{
-		Model:                 o.Model,
-		KVIndex:               o.KVIndex,
-		BlockSize:             o.BlockSize,
-		ForwardTokenIDs:       o.ForwardTokenIDs,
-		AdminToken:            o.AdminToken,
-		RateLimit:             o.RateLimit,
-		RateBurst:             o.RateBurst,
-		MaxConcurrentPerKey:   o.MaxConcurrentPerKey,
-		MaxPrompts:            o.MaxPrompts,
-		MaxPromptTokens:       o.MaxPromptTokens,
-		MaxBodyBytes:          o.MaxBodyBytes,
-		MaxN:                  o.MaxN,
-		MaxInFlightPerWorker:  o.MaxInFlightPerWorker,
-		HealthInterval:        o.HealthInterval,
-		HealthTimeout:         o.HealthTimeout,
-		EngineMetricsInterval: o.EngineMetricsInterval,
-		UpstreamTimeout:       o.UpstreamTimeout,
-		DrainTimeout:          o.DrainTimeout,
-		KVListen:              o.KVListen,
-		Logger:                log,
-		Registerer:            reg,
+		Fleet: fleet.Config{KVIndex: o.KVIndex, HealthInterval: o.HealthInterval, HealthTimeout: o.HealthTimeout,
+			EngineMetricsInterval: o.EngineMetricsInterval, DrainTimeout: o.DrainTimeout, KVListen: o.KVListen},
+		ForwardTokenIDs:      o.ForwardTokenIDs,
+		AdminToken:           o.AdminToken,
+		MaxPrompts:           o.MaxPrompts,
+		MaxPromptTokens:      o.MaxPromptTokens,
+		MaxBodyBytes:         o.MaxBodyBytes,
+		MaxN:                 o.MaxN,
+		MaxInFlightPerWorker: o.MaxInFlightPerWorker,
+		UpstreamTimeout:      o.UpstreamTimeout,
+		Logger:               log,
+		Registerer:           reg,
 	}
-	keys, err := loadClientKeys(o)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.APIKeys = keys
-	var cs chatSetup
-	switch {
-	case o.ModelPath != "":
-		t, err := loadModelTokenizer(o.ModelPath, "")
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Tokenizer = router.FromTokenizer(t)
-		if cfg.Model == "" {
-			cfg.Model = filepath.Base(filepath.Clean(o.ModelPath))
-		}
-		if cs, err = buildChat(o.ModelPath, cfg.Model, t, o.chatOptions, log); err != nil {
-			return cfg, err
-		}
-	case o.Tokenizer != "":
-		t, err := loadModelTokenizer("", o.Tokenizer)
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Tokenizer = router.FromTokenizer(t)
-		log.Warn("--tokenizer without --model-path: no chat template, so chat requests are routed without prefix information")
-	case len(o.Models) == 0:
+	def := o.defaultModel()
+	if def.ModelPath == "" && def.Tokenizer == "" && len(o.Models) == 0 {
 		log.Warn("no tokenizer (--model-path/--tokenizer): text prompts and chat requests are routed without prefix information")
 	}
-	for _, m := range o.Models {
-		if m.Name == cfg.Model {
-			return cfg, fmt.Errorf("gateway: config: model %q is the top-level model (--model-path's base name) already", m.Name)
-		}
+	for _, m := range append([]modelOptions{def}, o.Models...) {
 		rm, err := buildModel(&o, m, log)
 		if err != nil {
 			return cfg, err
 		}
 		cfg.Models = append(cfg.Models, rm)
 	}
-	if cs.renderer == nil {
-		// Parsers still apply to grpc:// workers' chat output (with no renderer such a request
-		// cannot reach one: it has no ids), so they are built for the flags' validation.
-		if cs, err = buildChat("", cfg.Model, nil, o.chatOptions, log); err != nil {
-			return cfg, err
-		}
-	} else {
-		cfg.Chat = cs.renderer
-	}
-	cfg.ChatParsers, cfg.ReasoningField = cs.parsers, o.ReasoningField
-	p, err := policy.New(o.policyConfig(nil))
-	if err != nil {
-		return cfg, fmt.Errorf("gateway: --policy: %w", err)
-	}
-	cfg.Policy = p
-	if cfg.Index, cfg.Tree, cfg.Pending, err = buildIndexes(&o, o.BlockSize); err != nil {
-		return cfg, fmt.Errorf("gateway: %w", err)
-	}
 	km, err := kvbridge.NewMetrics(reg)
 	if err != nil {
 		return cfg, err
 	}
-	cfg.KVMetrics = km
+	cfg.Fleet.KVMetrics = km
 	return cfg, nil
 }
 

@@ -263,3 +263,52 @@ func bestOf(ids []WorkerID, by []int32) int {
 	}
 	return int(best)
 }
+
+// Record notes that a request was just routed to w: for an event-fed worker its block keys
+// (at w's block size, as the last Score computed them: LookupScratch.Keys) go into the Pending
+// overlay until w's events confirm them; any other worker's tokens go into the Tree, which is
+// all the gateway will ever know of its cache. Requests in a namespace (a LoRA adapter) are not
+// recorded in the Tree: it is keyed by raw tokens without a namespace, so an adapter prompt
+// would match (and later be matched by) the base model's. Nil structures are skipped.
+func (l *Lookup) Record(w LookupWorker, keys []uint64, tokens []uint32, ns string) {
+	if len(tokens) == 0 || len(w.IDs) == 0 {
+		return
+	}
+	if l.fed(w) {
+		if l.Pending != nil && len(keys) > 0 {
+			l.Pending.Add(w.IDs[0], keys)
+		}
+		return
+	}
+	if l.Tree != nil && ns == "" {
+		l.Tree.Insert(w.IDs[0], tokens)
+	}
+}
+
+// Forget drops what the gateway believes w caches, in every structure and DP rank, and keeps
+// w known: for a worker that went down (a crashed engine comes back empty). Its event stream
+// rebuilds its index entries when it reconnects.
+func (l *Lookup) Forget(w LookupWorker) {
+	for _, id := range w.IDs {
+		l.Index.ResetWorker(id)
+		l.forgetOverlays(id)
+	}
+}
+
+// Remove drops w from every structure, for a worker that left the fleet; its IDs may then be
+// given to another worker.
+func (l *Lookup) Remove(w LookupWorker) {
+	for _, id := range w.IDs {
+		l.Index.RemoveWorker(id)
+		l.forgetOverlays(id)
+	}
+}
+
+func (l *Lookup) forgetOverlays(id WorkerID) {
+	if l.Tree != nil {
+		l.Tree.RemoveWorker(id)
+	}
+	if l.Pending != nil {
+		l.Pending.RemoveWorker(id)
+	}
+}

@@ -148,3 +148,52 @@ func TestLookupScoreScratchReuse(t *testing.T) {
 		t.Errorf("unrelated request with the same scratch (-want +got):\n%s", d)
 	}
 }
+
+// TestLookupRecordForgetRemove: Record puts an event-fed worker's keys in the pending overlay
+// and another worker's tokens in the tree (never an adapter request's); Forget and Remove take
+// a worker out of all three structures over its DP ranks, Forget keeping its learned block
+// size.
+func TestLookupRecordForgetRemove(t *testing.T) {
+	e := newLookupEnv(t)
+	toks, keys := e.toks, AppendBlockKeys(nil, e.toks, 16, "")
+	fed := LookupWorker{IDs: []WorkerID{0, 1}, EventFed: true}
+	tree := LookupWorker{IDs: []WorkerID{2}}
+	adapter := LookupWorker{IDs: []WorkerID{3}}
+	e.l.Record(fed, keys, toks, "")
+	e.l.Record(tree, keys, toks, "")
+	e.l.Record(adapter, keys, toks, "lora-a")
+	e.l.Record(tree, keys, nil, "") // no tokens: nothing
+	if got := e.l.Pending.Match(keys, nil); len(got) != 1 || got[0].Worker != 0 || got[0].Blocks != 10 {
+		t.Errorf("pending after Record: got %+v, want worker 0 with 10 blocks", got)
+	}
+	if got := e.l.Tree.Match(toks, nil); len(got) != 1 || got[0].Worker != 2 || got[0].Blocks != 10 {
+		t.Errorf("tree after Record: got %+v, want worker 2 with 10 blocks (not the event-fed or the adapter worker)", got)
+	}
+	events := Lookup{Index: e.l.Index, Tree: e.l.Tree, Pending: e.l.Pending, BlockSize: 16, EventsOff: true}
+	events.Record(fed, keys, toks, "") // --kv-index off: every worker is tree-scored
+	if got := e.l.Tree.Match(toks, nil); len(got) != 2 {
+		t.Errorf("tree after Record with events off: got %+v, want workers 0 and 2", got)
+	}
+
+	storeChain(t, e.l.Index, 1, toks[:64], 32) // rank 1 of the fed worker learns block size 32
+	e.l.Forget(fed)
+	if n := e.l.Index.WorkerBlocks(1); n != 0 {
+		t.Errorf("index blocks after Forget: got %d, want 0", n)
+	}
+	if got := e.l.Pending.Match(keys, nil); len(got) != 0 {
+		t.Errorf("pending after Forget: got %+v, want none", got)
+	}
+	if got := e.l.BlockSizeOf(fed); got != 32 {
+		t.Errorf("block size after Forget: got %d, want 32 (the worker stays known)", got)
+	}
+	storeChain(t, e.l.Index, 2, toks[:32], 16)
+	e.l.Remove(tree)
+	if n := e.l.Index.WorkerBlocks(2); n != 0 {
+		t.Errorf("index blocks after Remove: got %d, want 0", n)
+	}
+	for _, m := range e.l.Tree.Match(toks, nil) {
+		if m.Worker == 2 {
+			t.Errorf("tree after Remove: worker 2 still matches %d blocks", m.Blocks)
+		}
+	}
+}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -37,24 +37,22 @@ type workerView struct {
 	Runtime         string  `json:"runtime_detected,omitempty"`
 }
 
-func (rt *Router) view(m *member) workerView {
+func (rt *Router) view(m *fleet.Member) workerView {
+	w := m.Worker()
 	v := workerView{
-		Spec: m.w.Spec().Redacted(), Origin: m.origin, Pool: m.pool.name, Kind: m.w.Kind().String(), Healthy: m.w.Healthy(), HealthMessage: m.w.HealthMessage(),
-		ReportedModel: m.w.ReportedModel(), InFlight: m.w.InFlight(), BlockSizeUsed: m.blockSize(),
-		EventFed: m.eventFed(), IndexBlocks: m.indexBlocks(),
+		Spec: w.Spec().Redacted(), Origin: m.Origin(), Kind: w.Kind().String(), Healthy: w.Healthy(), HealthMessage: w.HealthMessage(),
+		ReportedModel: w.ReportedModel(), InFlight: w.InFlight(), BlockSizeUsed: m.BlockSize(),
+		EventFed: m.EventFed(), IndexBlocks: m.IndexBlocks(), EventStream: m.EventStream(), Runtime: string(m.Engine().Runtime()),
 	}
-	if n, _, ok := m.w.EngineLoad(); ok {
+	if !m.Pool().Default() {
+		v.Pool = m.Pool().Name()
+	}
+	if n, _, ok := w.EngineLoad(); ok {
 		v.EngineLoad = &n
 	}
-	if t := m.drainStart.Load(); t != 0 {
-		v.Draining, v.DrainingSeconds = true, rt.now().Sub(time.Unix(0, t)).Seconds()
+	if t := m.DrainingSince(); !t.IsZero() {
+		v.Draining, v.DrainingSeconds = true, rt.now().Sub(t).Seconds()
 	}
-	if st, ok := m.streamState(); ok {
-		v.EventStream = st.String()
-	} else if m.collected.Load() {
-		v.EventStream = "collector"
-	}
-	v.Runtime = string(m.eng.Runtime())
 	return v
 }
 
@@ -74,33 +72,30 @@ type poolView struct {
 
 // handleListWorkers lists the serving workers, then the draining ones, and every pool.
 func (rt *Router) handleListWorkers(w http.ResponseWriter, _ *http.Request) {
-	f := rt.fleet.Load()
+	s := rt.fleet.Snapshot()
 	out := struct {
 		Workers []workerView `json:"workers"`
 		Pools   []poolView   `json:"pools"`
-	}{Workers: make([]workerView, 0, len(f.members)+len(f.draining))}
-	pools := []*pool{f.def}
-	for _, n := range f.modelNames {
-		pools = append(pools, f.models[n])
-	}
-	views := make(map[*pool]*poolView, len(pools))
+	}{Workers: make([]workerView, 0, len(s.Members())+len(s.Draining()))}
+	pools := s.Pools()
+	views := make(map[*fleet.Pool]*poolView, len(pools))
 	for _, p := range pools {
-		ix := p.lookup.Index
-		v := &poolView{Model: p.name, IndexKeys: ix.Len(), IndexBlocks: ix.Memberships()}
-		if p == f.def {
-			v.Model, v.Default = f.defaultModel(rt.cfg.Model), true
+		ix := p.Lookup().Index
+		v := &poolView{Model: p.Name(), IndexKeys: ix.Len(), IndexBlocks: ix.Memberships()}
+		if p.Default() {
+			v.Model, v.Default = s.DefaultModel(), true
 		}
 		views[p] = v
 	}
-	for _, m := range f.members {
+	for _, m := range s.Members() {
 		out.Workers = append(out.Workers, rt.view(m))
-		if v := views[m.pool]; v != nil {
+		if v := views[m.Pool()]; v != nil {
 			v.Workers++
 		}
 	}
-	for _, m := range f.draining {
+	for _, m := range s.Draining() {
 		out.Workers = append(out.Workers, rt.view(m))
-		if v := views[m.pool]; v != nil {
+		if v := views[m.Pool()]; v != nil {
 			v.Draining++
 		}
 	}
@@ -130,7 +125,7 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 		}
 		spec = s
 	}
-	wk, err := rt.AddWorker(spec)
+	wk, err := rt.fleet.AddWorker(spec)
 	switch {
 	case errors.Is(err, worker.ErrDuplicate):
 		openai.WriteError(w, &openai.Error{Status: http.StatusConflict, Message: err.Error(), Type: openai.TypeInvalidRequest, Code: "worker_exists"})
@@ -139,7 +134,7 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, openai.BadRequest("", err.Error()))
 		return
 	}
-	m := rt.fleet.Load().byURL[wk.URL()]
+	m := rt.fleet.Snapshot().Member(wk.URL())
 	if m == nil { // removed concurrently
 		writeJSON(w, http.StatusCreated, map[string]string{"url": wk.URL()})
 		return
@@ -171,7 +166,7 @@ func (rt *Router) handleRemoveWorker(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, openai.BadRequest("url", "url is required (query parameter or JSON body)"))
 		return
 	}
-	if err := rt.RemoveWorker(url); err != nil {
+	if err := rt.fleet.RemoveWorker(url); err != nil {
 		if errors.Is(err, worker.ErrNotFound) {
 			openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Message: "no such worker", Type: openai.TypeNotFound, Param: "url", Code: "worker_not_found"})
 			return

@@ -16,7 +16,7 @@ import (
 func TestAdminWorkersAPI(t *testing.T) {
 	a := newFakeWorker(t, "m")
 	b := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{AdminToken: "s3cret"}, a.url())
+	g := newTestGateway(t, testConfig{AdminToken: "s3cret"}, a.url())
 	t.Run("token required", func(t *testing.T) {
 		for _, tok := range []string{"", "wrong"} {
 			resp, body := g.do(t, http.MethodGet, "/workers", "", tok)
@@ -39,7 +39,7 @@ func TestAdminWorkersAPI(t *testing.T) {
 		if resp, _ := g.do(t, http.MethodPost, "/workers", `{"url":"ftp://x:1"}`, "s3cret"); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("bad spec: got %d, want 400", resp.StatusCode)
 		}
-		g.waitFor(t, "new worker healthy", func() bool { return len(g.rt.Workers()) == 2 && g.rt.Workers()[1].Healthy() })
+		g.waitFor(t, "new worker healthy", func() bool { return len(g.rt.Fleet().Workers()) == 2 && g.rt.Fleet().Workers()[1].Healthy() })
 		// The new worker serves its own model.
 		r, body := g.post(t, `{"model":"other","prompt":"hi"}`)
 		if r.StatusCode != http.StatusOK || r.Header.Get(HeaderWorker) != b.url() {
@@ -87,7 +87,7 @@ func TestAdminWorkersAPI(t *testing.T) {
 
 func TestHealthReadinessModelsAndUnknownRoutes(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	for _, tt := range []struct {
 		method, path string
 		status       int
@@ -108,7 +108,7 @@ func TestHealthReadinessModelsAndUnknownRoutes(t *testing.T) {
 
 func TestDebugRouteExplains(t *testing.T) {
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{}, a.url(), b.url())
+	g := newTestGateway(t, testConfig{}, a.url(), b.url())
 	toks := strings.Repeat("5,", 40) + "5"
 	resp, body := g.do(t, http.MethodGet, "/debug/route?tokens="+toks, "", "")
 	if resp.StatusCode != http.StatusOK {
@@ -135,7 +135,7 @@ func TestDebugRouteExplains(t *testing.T) {
 
 func TestMetricsRecorded(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	g.post(t, `{"prompt":"metrics please"}`)
 	g.post(t, `{"prompt":""}`)
 	if got := testutil.ToFloat64(g.rt.met.requests.WithLabelValues("/v1/completions", "200")); got != 1 {
@@ -167,10 +167,10 @@ func TestMetricsRecorded(t *testing.T) {
 func TestEngineLoadScrape(t *testing.T) {
 	fw := newFakeWorker(t, "m")
 	fw.metrics = "# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name=\"m\",engine=\"0\"} 3.0\nvllm:num_requests_running{model_name=\"m\",engine=\"1\"} 2\nvllm:num_requests_waiting{model_name=\"m\"} 4\nvllm:num_requests_running_other 100\n"
-	g := newTestGateway(t, Config{EngineMetricsInterval: 10 * time.Millisecond}, fw.url())
-	w := g.rt.Workers()[0]
+	g := newTestGateway(t, testConfig{EngineMetricsInterval: 10 * time.Millisecond}, fw.url())
+	w := g.rt.Fleet().Workers()[0]
 	g.waitFor(t, "engine load scraped", func() bool { n, _, ok := w.EngineLoad(); return ok && n == 9 })
-	if got := w.Load(time.Now(), g.rt.engineLoadMaxAge()); got != 9 {
+	if got := w.Load(time.Now(), g.rt.loadMaxAge); got != 9 {
 		t.Errorf("blended load: got %d, want 9", got)
 	}
 }
@@ -188,7 +188,7 @@ func TestDebugRouteLeavesRoundRobinAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := newTestGateway(t, Config{Policy: p}, a.url(), b.url())
+			g := newTestGateway(t, testConfig{Policy: p}, a.url(), b.url())
 			for i := 0; i < 3; i++ {
 				_, body := g.do(t, http.MethodGet, "/debug/route?tokens=1,2,3", "", "")
 				var ex routeExplanation

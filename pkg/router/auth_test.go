@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func mustKeySet(t *testing.T, keys ...APIKey) *KeySet {
+func mustKeySet(t *testing.T, keys ...clientauth.APIKey) *clientauth.KeySet {
 	t.Helper()
-	ks, err := NewKeySet(keys)
+	ks, err := clientauth.NewKeySet(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func (g *testGateway) doHeaders(t *testing.T, method, path, body string, h map[s
 
 func TestAdminAPINotOnPublicHandler(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	for _, tt := range []struct{ method, path, body string }{
 		{http.MethodGet, "/workers", ""},
 		{http.MethodPost, "/workers", `{"url":"http://127.0.0.1:9"}`},
@@ -55,7 +56,7 @@ func TestAdminAPINotOnPublicHandler(t *testing.T) {
 			t.Errorf("public %s %s: got %d %s, want the OpenAI 404", tt.method, tt.path, resp.StatusCode, body)
 		}
 	}
-	if n := len(g.rt.Workers()); n != 1 {
+	if n := len(g.rt.Fleet().Workers()); n != 1 {
 		t.Errorf("workers after POSTs to the public API: got %d, want 1", n)
 	}
 	// The admin handler serves the admin API and nothing else.
@@ -70,7 +71,7 @@ func TestAdminAPINotOnPublicHandler(t *testing.T) {
 }
 
 func TestAdminTokenGuardsUnknownAdminPaths(t *testing.T) {
-	g := newTestGateway(t, Config{AdminToken: "tok"}, newFakeWorker(t, "m").url())
+	g := newTestGateway(t, testConfig{AdminToken: "tok"}, newFakeWorker(t, "m").url())
 	if resp, _ := doOn(t, g.admin, http.MethodGet, "/debug/other", "", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("unknown admin path without token: got %d, want 401", resp.StatusCode)
 	}
@@ -82,7 +83,7 @@ func TestAdminTokenGuardsUnknownAdminPaths(t *testing.T) {
 func TestClientKeys(t *testing.T) {
 	fw := newFakeWorker(t, "m")
 	const good, other = "sk-good-0123456789", "sk-other-abcdef"
-	g := newTestGateway(t, Config{APIKeys: mustKeySet(t, APIKey{"team-a", good}, APIKey{"team-b", other})}, fw.url())
+	g := newTestGateway(t, testConfig{APIKeys: mustKeySet(t, clientauth.APIKey{Name: "team-a", Key: good}, clientauth.APIKey{Name: "team-b", Key: other})}, fw.url())
 	body := `{"prompt":"hi"}`
 	tests := []struct {
 		name   string
@@ -139,17 +140,17 @@ func TestClientKeys(t *testing.T) {
 			t.Errorf("worker received client credentials: %v", h)
 		}
 	}
-	m := testutil.ToFloat64(g.rt.cmet.requests.WithLabelValues("team-a"))
+	m := g.metricValue(t, "kvgate_client_requests_total", "key", "team-a")
 	if m < 3 {
 		t.Errorf("kvgate_client_requests_total{key=team-a}: got %v, want >= 3", m)
 	}
-	if got := testutil.ToFloat64(g.rt.cmet.authFailures.WithLabelValues("missing")); got != 3 {
+	if got := g.metricValue(t, "kvgate_client_auth_failures_total", "reason", "missing"); got != 3 {
 		t.Errorf("auth failures (missing): got %v, want 3", got)
 	}
-	if got := testutil.ToFloat64(g.rt.cmet.authFailures.WithLabelValues("wrong")); got != 2 {
+	if got := g.metricValue(t, "kvgate_client_auth_failures_total", "reason", "wrong"); got != 2 {
 		t.Errorf("auth failures (wrong): got %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(g.rt.cmet.authFailures.WithLabelValues("malformed")); got != 1 {
+	if got := g.metricValue(t, "kvgate_client_auth_failures_total", "reason", "malformed"); got != 1 {
 		t.Errorf("auth failures (malformed): got %v, want 1", got)
 	}
 	names, err := testutil.GatherAndCount(g.reg)
@@ -169,12 +170,12 @@ func TestClientKeys(t *testing.T) {
 
 func TestSetAPIKeysReload(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{APIKeys: mustKeySet(t, APIKey{"a", "key-one"})}, fw.url())
+	g := newTestGateway(t, testConfig{APIKeys: mustKeySet(t, clientauth.APIKey{Name: "a", Key: "key-one"})}, fw.url())
 	bearer := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
 	if r, _ := g.doHeaders(t, http.MethodGet, "/v1/models", "", bearer("key-one")); r.StatusCode != 200 {
 		t.Fatalf("before reload: got %d, want 200", r.StatusCode)
 	}
-	if err := g.rt.SetAPIKeys(mustKeySet(t, APIKey{"a", "key-two"}, APIKey{"b", "key-three"})); err != nil {
+	if err := g.clients.SetKeys(mustKeySet(t, clientauth.APIKey{Name: "a", Key: "key-two"}, clientauth.APIKey{Name: "b", Key: "key-three"})); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -185,16 +186,16 @@ func TestSetAPIKeysReload(t *testing.T) {
 			t.Errorf("after reload, %s: got %d, want %d", tt.key, r.StatusCode, tt.status)
 		}
 	}
-	if err := g.rt.SetAPIKeys(mustKeySet(t)); err == nil {
+	if err := g.clients.SetKeys(mustKeySet(t)); err == nil {
 		t.Error("SetAPIKeys(empty): got nil error, want a refusal")
 	}
-	if err := g.rt.SetAPIKeys(nil); err == nil {
+	if err := g.clients.SetKeys(nil); err == nil {
 		t.Error("SetAPIKeys(nil): got nil error, want a refusal")
 	}
 	if r, _ := g.doHeaders(t, http.MethodGet, "/v1/models", "", bearer("key-two")); r.StatusCode != 200 {
 		t.Errorf("after refused reloads: got %d, want the keys kept (200)", r.StatusCode)
 	}
-	if got := g.rt.APIKeyNames(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+	if got := g.clients.KeyNames(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
 		t.Errorf("APIKeyNames: got %v, want [a b]", got)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 func TestBadInput(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{MaxPromptTokens: 8, MaxBodyBytes: 1024, MaxN: 4, MaxPrompts: 3, Tokenizer: byteTokenizer{vocab: 100}}, fw.url())
+	g := newTestGateway(t, testConfig{MaxPromptTokens: 8, MaxBodyBytes: 1024, MaxN: 4, MaxPrompts: 3, Tokenizer: byteTokenizer{vocab: 100}}, fw.url())
 	tests := []struct {
 		name   string
 		body   string
@@ -96,9 +96,9 @@ func TestNoHealthyWorker(t *testing.T) {
 		}
 		return state
 	}
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	healthy <- false
-	g.waitFor(t, "worker marked down", func() bool { return !g.rt.Workers()[0].Healthy() })
+	g.waitFor(t, "worker marked down", func() bool { return !g.rt.Fleet().Workers()[0].Healthy() })
 	resp, body := g.post(t, `{"prompt":"a"}`)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status: got %d, want 503 (%s)", resp.StatusCode, body)
@@ -107,7 +107,7 @@ func TestNoHealthyWorker(t *testing.T) {
 		t.Errorf("readiness with no healthy worker: got %d, want 503", resp.StatusCode)
 	}
 	healthy <- true
-	g.waitFor(t, "worker back", func() bool { return g.rt.Workers()[0].Healthy() })
+	g.waitFor(t, "worker back", func() bool { return g.rt.Fleet().Workers()[0].Healthy() })
 	if resp, body := g.post(t, `{"prompt":"a"}`); resp.StatusCode != http.StatusOK {
 		t.Errorf("after recovery: got %d %s", resp.StatusCode, body)
 	}
@@ -120,7 +120,7 @@ func TestNoCapacity(t *testing.T) {
 		<-release
 		w.Write([]byte(`{}`))
 	}
-	g := newTestGateway(t, Config{MaxInFlightPerWorker: 1}, fw.url())
+	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1}, fw.url())
 	done := make(chan int)
 	go func() {
 		resp, err := g.srv.Client().Post(g.srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"a"}`))

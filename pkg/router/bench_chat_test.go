@@ -106,13 +106,13 @@ func BenchmarkGatewayOverheadChat(b *testing.B) {
 			idx, _ := indexer.New(indexer.Config{})
 			tree, _ := indexer.NewTree(indexer.TreeConfig{})
 			pend, _ := indexer.NewPending(indexer.PendingConfig{})
-			rt, err := New(Config{Model: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: FromTokenizer(r.Tokenizer()),
-				Chat: r, Logger: zap.NewNop()})
+			rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: FromTokenizer(r.Tokenizer()),
+				Chat: r}}, Logger: zap.NewNop()})
 			if err != nil {
 				b.Fatal(err)
 			}
 			for _, u := range ups {
-				if _, err := rt.AddWorker(worker.Spec{URL: u.URL}); err != nil {
+				if _, err := rt.Fleet().AddWorker(worker.Spec{URL: u.URL}); err != nil {
 					b.Fatal(err)
 				}
 			}

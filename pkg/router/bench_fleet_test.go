@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/internal/fleetsim"
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -32,7 +34,7 @@ var fleetRouteSizes = []int{64, 256, 1024}
 
 type fleetRouteFixture struct {
 	rt       *Router
-	ms       []*member
+	ms       []kvbridge.Consumer // each worker's events, as the --kv-listen collector delivers them
 	f        *fleetsim.Fleet
 	requests [][]uint32
 	// feed's buffers: the encoded payload and the decoded batch.
@@ -53,7 +55,7 @@ func (fx *fleetRouteFixture) feed(b *testing.B, w int, bt *indexer.Batch) int {
 		b.Error(err) // also called on the applier's goroutine
 		return 0
 	}
-	fx.ms[w].sink.Batch(0, &fx.batch)
+	fx.ms[w].Batch(0, &fx.batch)
 	return fleetsim.BlockEvents(&fx.batch)
 }
 
@@ -71,12 +73,12 @@ func fleetRouteSetup(b *testing.B, n int) *fleetRouteFixture {
 	idx, _ := indexer.New(indexer.Config{})
 	tree, _ := indexer.NewTree(indexer.TreeConfig{})
 	pend, _ := indexer.NewPending(indexer.PendingConfig{})
-	rt, err := New(Config{Model: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Logger: zap.NewNop()})
+	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend}}, Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range n {
-		w, err := rt.AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(10000+i)})
+		w, err := rt.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(10000+i)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,9 +90,10 @@ func fleetRouteSetup(b *testing.B, n int) *fleetRouteFixture {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fx := &fleetRouteFixture{rt: rt, ms: rt.members(), f: f}
-	for _, m := range fx.ms {
-		m.collected.Store(true) // scored from the event index, as with a --kv-listen feed
+	fx := &fleetRouteFixture{rt: rt, f: f}
+	for _, m := range rt.Fleet().Snapshot().Members() {
+		// Fed as the --kv-listen collector feeds a worker: it is then scored from the index.
+		fx.ms = append(fx.ms, rt.Fleet().TopicConsumer(strings.TrimPrefix(m.Worker().URL(), "http://")))
 	}
 	for w := range n {
 		f.Fill(w, func(bt *indexer.Batch) { fx.feed(b, w, bt) })
@@ -125,12 +128,15 @@ func BenchmarkFleetRoute(b *testing.B) {
 			}()
 			s := new(routeScratch)
 			var dec decision
+			c := &call{req: engine.Request{Tokens: make([][]uint32, 1)}}
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				if aerr := fx.rt.route(s, &dec, "m", fx.requests[i%len(fx.requests)], nil); aerr != nil {
+				c.req.Tokens[0] = fx.requests[i%len(fx.requests)]
+				fx.rt.resolve(c, "m")
+				if aerr := fx.rt.route(s, &dec, c, nil); aerr != nil {
 					b.Fatal(aerr)
 				}
 				lat = append(lat, time.Since(t0))

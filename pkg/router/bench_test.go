@@ -22,7 +22,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/internal/harness"
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
@@ -59,12 +62,12 @@ func benchGateway(b *testing.B, urls ...string) *httptest.Server {
 	idx, _ := indexer.New(indexer.Config{})
 	tree, _ := indexer.NewTree(indexer.TreeConfig{})
 	pend, _ := indexer.NewPending(indexer.PendingConfig{})
-	rt, err := New(Config{Model: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: byteTokenizer{vocab: 1 << 17}, Logger: zap.NewNop()})
+	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: byteTokenizer{vocab: 1 << 17}}}, Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, u := range urls {
-		if _, err := rt.AddWorker(worker.Spec{URL: u}); err != nil {
+		if _, err := rt.Fleet().AddWorker(worker.Spec{URL: u}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -83,7 +86,7 @@ func runBenchRouter(b *testing.B, rt *Router) *httptest.Server {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(defaultTestTimeout)
-	for ok, _ := rt.Ready(); !ok; ok, _ = rt.Ready() {
+	for ok, _ := rt.Fleet().Ready(); !ok; ok, _ = rt.Fleet().Ready() {
 		if time.Now().After(deadline) {
 			b.Fatal("gateway not ready")
 		}
@@ -316,11 +319,11 @@ const (
 	routeBenchShared  = 32
 )
 
-// routeBenchTokens returns chain c's tokens (routeBenchBlocks blocks of DefaultBlockSize).
+// routeBenchTokens returns chain c's tokens (routeBenchBlocks blocks of fleet.DefaultBlockSize).
 func routeBenchTokens(c int) []uint32 {
-	toks := make([]uint32, 0, routeBenchBlocks*DefaultBlockSize)
+	toks := make([]uint32, 0, routeBenchBlocks*fleet.DefaultBlockSize)
 	fam := rand.New(rand.NewPCG(uint64(c/64), 1))
-	for range routeBenchShared * DefaultBlockSize {
+	for range routeBenchShared * fleet.DefaultBlockSize {
 		toks = append(toks, uint32(fam.IntN(150000)))
 	}
 	own := rand.New(rand.NewPCG(uint64(c), 2))
@@ -340,23 +343,25 @@ func BenchmarkRouteDecision(b *testing.B) {
 	idx, _ := indexer.New(indexer.Config{})
 	tree, _ := indexer.NewTree(indexer.TreeConfig{})
 	pend, _ := indexer.NewPending(indexer.PendingConfig{})
-	rt, err := New(Config{Model: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Logger: zap.NewNop()})
+	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend}}, Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range routeBenchWorkers {
-		w, err := rt.AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i)})
+		w, err := rt.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		w.SetHealth(true, "")
 	}
-	ms := rt.members()
-	for _, m := range ms {
-		m.collected.Store(true) // scored from the event index, as with a --kv-listen feed
+	// Fed as the --kv-listen collector feeds a worker: it is then scored from the event index.
+	var feeds []kvbridge.Consumer
+	for _, m := range rt.Fleet().Snapshot().Members() {
+		feeds = append(feeds, rt.Fleet().TopicConsumer(strings.TrimPrefix(m.Worker().URL(), "http://")))
 	}
 	hashes := make([]uint64, routeBenchBlocks)
-	ev := []indexer.Event{{Kind: indexer.EventStored, BlockSize: DefaultBlockSize, Medium: "GPU", Hashes: hashes}}
+	batch := indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, BlockSize: fleet.DefaultBlockSize, Medium: "GPU", Hashes: hashes}}}
+	ev := batch.Events
 	prompts := make([][]uint32, 0, 256)
 	for c := range routeBenchChains {
 		toks := routeBenchTokens(c)
@@ -364,9 +369,9 @@ func BenchmarkRouteDecision(b *testing.B) {
 			hashes[i] = uint64(c)<<20 | uint64(i) // engine hashes: opaque, unique per block
 		}
 		ev[0].Tokens = toks
-		idx.Apply(ms[c%routeBenchWorkers].ids[0], ev)
+		feeds[c%routeBenchWorkers].Batch(0, &batch)
 		if c%16 == 0 && len(prompts) < cap(prompts) {
-			p := append([]uint32(nil), toks[:40*DefaultBlockSize]...)
+			p := append([]uint32(nil), toks[:40*fleet.DefaultBlockSize]...)
 			fresh := rand.New(rand.NewPCG(uint64(c), 3))
 			for len(p) < 1000 {
 				p = append(p, uint32(fresh.IntN(150000)))
@@ -379,14 +384,18 @@ func BenchmarkRouteDecision(b *testing.B) {
 	}
 	s := new(routeScratch)
 	var dec decision
-	if aerr := rt.route(s, &dec, "m", prompts[0], nil); aerr != nil || dec.matched != 40 {
+	c := &call{req: engine.Request{Tokens: [][]uint32{prompts[0]}}}
+	rt.resolve(c, "m")
+	if aerr := rt.route(s, &dec, c, nil); aerr != nil || dec.matched != 40 {
 		b.Fatalf("warm-up request matched %d blocks (%v), want 40", dec.matched, aerr)
 	}
 	dec.pick.Done()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if aerr := rt.route(s, &dec, "m", prompts[i%len(prompts)], nil); aerr != nil {
+		c.req.Tokens[0] = prompts[i%len(prompts)]
+		rt.resolve(c, "m")
+		if aerr := rt.route(s, &dec, c, nil); aerr != nil {
 			b.Fatal(aerr)
 		}
 		dec.pick.Done() // the request ends: release the load the pick took

@@ -66,7 +66,7 @@ func (g *testGateway) postChat(t *testing.T, body string) (*http.Response, strin
 // whose prompt extends the last one, goes where the last one went (tree hit).
 func TestChatHTTPWorkers(t *testing.T) {
 	a, b := newFakeWorker(t, "wa"), newFakeWorker(t, "wb")
-	g := newTestGateway(t, Config{Chat: tagRenderer{}}, a.url(), b.url())
+	g := newTestGateway(t, testConfig{Chat: tagRenderer{}}, a.url(), b.url())
 	first := chatBody(t, "", "What is the capital of France, and why is it there?")
 	resp, body := g.postChat(t, first)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"content":"hi"`) {
@@ -96,7 +96,7 @@ func TestChatHTTPWorkers(t *testing.T) {
 // TestChatErrors: request and render errors are 400s in the OpenAI shape, never forwarded.
 func TestChatErrors(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{Chat: tagRenderer{}, MaxPromptTokens: 200}, fw.url())
+	g := newTestGateway(t, testConfig{Chat: tagRenderer{}, MaxPromptTokens: 200}, fw.url())
 	for _, tt := range []struct{ name, body, contains string }{
 		{"not json", `{"messages":`, "invalid JSON"},
 		{"no messages", `{"model":"test-model"}`, "messages"},
@@ -143,7 +143,7 @@ func TestChatGRPCPlain(t *testing.T) {
 	f := newFakeVLLM()
 	f.gen = scriptedVLLM("<b>Paris.")
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{Chat: tagRenderer{}}, "url=grpc://"+addr+",runtime=vllm")
+	g := newTestGateway(t, testConfig{Chat: tagRenderer{}}, "url=grpc://"+addr+",runtime=vllm")
 	body := chatBody(t, `,"max_completion_tokens":9,"max_tokens":3`, "Capital of France?")
 	resp, out := g.postChat(t, body)
 	if resp.StatusCode != http.StatusOK {
@@ -216,7 +216,7 @@ func TestChatGRPCParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newTestGateway(t, Config{Chat: tagRenderer{}, ChatParsers: ps, ReasoningField: engine.ReasoningContentOnly}, "url=grpc://"+addr+",runtime=vllm")
+	g := newTestGateway(t, testConfig{Chat: tagRenderer{}, ChatParsers: ps, ReasoningField: engine.ReasoningContentOnly}, "url=grpc://"+addr+",runtime=vllm")
 	tools := `,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
 
 	_, out := g.postChat(t, chatBody(t, tools, "Weather in Paris?"))
@@ -272,7 +272,7 @@ func TestChatGRPCParsers(t *testing.T) {
 // of the same prompt.
 func TestChatDebugRoute(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{Chat: tagRenderer{}}, fw.url())
+	g := newTestGateway(t, testConfig{Chat: tagRenderer{}}, fw.url())
 	body := chatBody(t, "", "hello there")
 	want, _ := tagRenderer{}.Render(mustParseChat(t, body))
 	resp, out := g.do(t, http.MethodPost, "/debug/route", body, "")

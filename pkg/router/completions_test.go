@@ -17,7 +17,7 @@ import (
 
 func TestCompletionProxyNonStreaming(t *testing.T) {
 	fw := newFakeWorker(t, "engine-name")
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(`{"model":"test-model","prompt":"hi there","max_tokens":5,"temperature":0.5,"logprobs":null,"user":"u1"}`))
 	req.Header.Set("X-Request-Id", "req-7")
 	req.Header.Set("Authorization", "Bearer client-key")
@@ -58,7 +58,7 @@ func TestCompletionProxyNonStreaming(t *testing.T) {
 
 func TestCompletionForwardTokenIDs(t *testing.T) {
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{ForwardTokenIDs: true}, fw.url())
+	g := newTestGateway(t, testConfig{ForwardTokenIDs: true}, fw.url())
 	tests := []struct {
 		name, body string
 		want       any
@@ -108,7 +108,7 @@ func TestCompletionStreamingFlushesEachChunk(t *testing.T) {
 	fw := newFakeWorker(t, "m")
 	gate := make(chan struct{})
 	fw.handle = sseHandler(3, gate)
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(`{"prompt":"x","stream":true,"stream_options":{"include_usage":true}}`))
 	resp, err := g.srv.Client().Do(req)
 	if err != nil {
@@ -155,7 +155,7 @@ func TestCompletionMidStreamFailureSendsErrorEvent(t *testing.T) {
 		http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler) // the worker dies mid-event
 	}
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	resp, body := g.post(t, `{"prompt":"x","stream":true}`)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: got %d, want 200", resp.StatusCode)
@@ -181,7 +181,7 @@ func TestCompletionRetryOnNextWorker(t *testing.T) {
 	bad := newFakeWorker(t, "m")
 	good := newFakeWorker(t, "m")
 	p := &fixedPolicy{}
-	g := newTestGateway(t, Config{Policy: p}, bad.url(), good.url())
+	g := newTestGateway(t, testConfig{Policy: p}, bad.url(), good.url())
 	// The first worker now refuses connections: the request must be retried on the second.
 	bad.srv.Close()
 	resp, body := g.post(t, `{"prompt":"hello"}`)
@@ -203,7 +203,7 @@ func TestCompletionRetryOnNextWorker(t *testing.T) {
 		t.Errorf("policy calls: got %d (last with %d candidates), want 2, the retry without the failed worker", calls, retryCands)
 	}
 	// The refused worker is marked down at once, so the next request goes straight to the good one.
-	if g.rt.Workers()[0].Healthy() {
+	if g.rt.Fleet().Workers()[0].Healthy() {
 		t.Errorf("refused worker still healthy")
 	}
 	resp, _ = g.post(t, `{"prompt":"hello"}`)
@@ -219,7 +219,7 @@ func TestCompletionRetryOn5xxThenGiveUp(t *testing.T) {
 		http.Error(w, "engine exploded", http.StatusInternalServerError)
 	}
 	a.handle, b.handle = fail, fail
-	g := newTestGateway(t, Config{Policy: &fixedPolicy{}}, a.url(), b.url())
+	g := newTestGateway(t, testConfig{Policy: &fixedPolicy{}}, a.url(), b.url())
 	resp, body := g.post(t, `{"prompt":"hello"}`)
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status: got %d, want 502 (%s)", resp.StatusCode, body)
@@ -243,7 +243,7 @@ func TestCompletionUpstream4xxPassesThrough(t *testing.T) {
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, `{"error":{"message":"engine says no","type":"invalid_request_error"}}`)
 	}
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	resp, body := g.post(t, `{"prompt":"hello"}`)
 	if resp.StatusCode != http.StatusBadRequest || openAIError(t, body).Message != "engine says no" {
 		t.Errorf("got %d %s, want the engine's 400", resp.StatusCode, body)
@@ -267,7 +267,7 @@ func TestCompletionClientDisconnectCancelsUpstream(t *testing.T) {
 			upstreamDone <- fmt.Errorf("upstream was never cancelled")
 		}
 	}
-	g := newTestGateway(t, Config{}, fw.url())
+	g := newTestGateway(t, testConfig{}, fw.url())
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(`{"prompt":"x","stream":true}`))
 	resp, err := g.srv.Client().Do(req)
@@ -285,5 +285,5 @@ func TestCompletionClientDisconnectCancelsUpstream(t *testing.T) {
 	case <-time.After(defaultTestTimeout):
 		t.Fatal("timed out")
 	}
-	g.waitFor(t, "in-flight back to 0", func() bool { return g.rt.Workers()[0].InFlight() == 0 })
+	g.waitFor(t, "in-flight back to 0", func() bool { return g.rt.Fleet().Workers()[0].InFlight() == 0 })
 }

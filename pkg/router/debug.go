@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -73,27 +74,20 @@ func policyName(p policy.Policy) string {
 // source, which decides nothing for the next request).
 func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	model := rt.debugModel(q.Get("model"))
-	p, _ := rt.fleet.Load().resolve(model)
-	tokens, aerr := rt.debugTokens(p, q)
+	c := &call{}
+	rt.resolve(c, q.Get("model"))
+	tokens, aerr := rt.debugTokens(c.model, q)
 	if aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
-	rt.explainRoute(w, model, tokens, "")
+	c.req.Tokens = [][]uint32{tokens}
+	rt.explainRoute(w, c, "")
 }
 
-// debugModel defaults the model of a request /debug/route explains.
-func (rt *Router) debugModel(model string) string {
-	if model == "" {
-		return rt.defaultModel()
-	}
-	return model
-}
-
-// handleDebugRouteBody explains the route of a request body, as POST /v1/completions or POST
-// /v1/chat/completions would take it (a body with "messages" is a chat request): tokenized or
-// rendered like one, and explained like GET /debug/route.
+// handleDebugRouteBody explains the route of a request body, as the pipeline would take it (a
+// body with "messages" is a chat request, any other a completion): parsed, resolved and
+// tokenized or rendered by the same endpoint, and explained like GET /debug/route.
 func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
 	defer release()
@@ -101,40 +95,21 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, aerr)
 		return
 	}
-	var model, prompt string
-	var tokens []uint32
+	ep := completions
 	if isChatBody(body) {
-		req, aerr := openai.ParseChat(body, openai.Limits{MaxN: rt.cfg.MaxN})
-		if aerr != nil {
-			openai.WriteError(w, aerr)
-			return
-		}
-		model = rt.debugModel(req.Model)
-		p, _ := rt.fleet.Load().resolve(model)
-		if tokens, prompt, aerr = rt.renderChat(p, req); aerr != nil {
-			openai.WriteError(w, aerr)
-			return
-		}
-	} else {
-		req, aerr := openai.ParseCompletion(body, openai.Limits{MaxN: rt.cfg.MaxN})
-		if aerr != nil {
-			openai.WriteError(w, aerr)
-			return
-		}
-		model = rt.debugModel(req.Model)
-		p, _ := rt.fleet.Load().resolve(model)
-		all, aerr := rt.promptTokens(p, req)
-		if aerr != nil {
-			openai.WriteError(w, aerr)
-			return
-		}
-		tokens = all[0]
+		ep = chatCompletions
 	}
-	if len(tokens) == 0 {
+	c := &call{}
+	prompt, aerr := rt.prepare(ep, body, c, false)
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	if len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0 {
 		openai.WriteError(w, openai.BadRequest("messages", "the gateway has no tokenizer or chat template for this request (--model-path)"))
 		return
 	}
-	rt.explainRoute(w, model, tokens, prompt)
+	rt.explainRoute(w, c, prompt)
 }
 
 // isChatBody reports whether a request body is a chat request (it has "messages").
@@ -145,63 +120,61 @@ func isChatBody(body []byte) bool {
 	return json.Unmarshal(body, &probe) == nil && probe.Messages != nil
 }
 
-// explainRoute writes the explanation of routing tokens (rendered from prompt, for a chat
-// body) for model, defaulted.
-func (rt *Router) explainRoute(w http.ResponseWriter, model string, tokens []uint32, prompt string) {
-	f := rt.fleet.Load()
-	def := f.defaultModel(rt.cfg.Model)
-	p, ns := f.resolve(model)
-	bs := p.blockSize
-	out := routeExplanation{Model: model, Pool: p.name, Prompt: prompt, Namespace: ns, Policy: policyName(p.policy), KVIndex: rt.cfg.KVIndex,
+// explainRoute writes the explanation of routing c (its prompt rendered from prompt, for a
+// chat body): the candidates Select gives, scored as route scores them, and the policy's
+// choice.
+func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
+	t, tokens := c.target, c.routeTokens()
+	p := t.Pool
+	bs := p.BlockSize()
+	out := routeExplanation{Model: t.Model, Prompt: prompt, Namespace: t.Namespace, Policy: policyName(c.model.policy), KVIndex: rt.fleet.KVIndex(),
 		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Workers: []workerExplain{}}
+	if !p.Default() {
+		out.Pool = p.Name()
+	}
 	s := new(routeScratch)
-	var ineligible []*member
-	for _, m := range f.members {
-		if m.pool != p || !eligibleFor(m, model, def, ns) {
-			continue
-		}
-		if m.w.Healthy() && (rt.cfg.MaxInFlightPerWorker == 0 || m.w.InFlight() < int64(rt.cfg.MaxInFlightPerWorker)) {
-			s.members = append(s.members, m)
-		} else {
-			ineligible = append(ineligible, m)
-		}
+	rt.fleet.Snapshot().Select(&s.sel, t, nil, rt.cfg.MaxInFlightPerWorker)
+	rt.score(s, p, tokens, t.Namespace, true)
+	for i, m := range s.sel.Candidates {
+		out.Workers = append(out.Workers, explainWorker(m, true, s.scores[i], s.cands[i]))
 	}
-	rt.score(s, p, tokens, ns, true)
-	for i, m := range s.members {
-		sc, c := s.scores[i], s.cands[i]
-		out.Workers = append(out.Workers, rt.explainWorker(m, true, sc, c))
+	for _, m := range s.sel.Rejected {
+		out.Workers = append(out.Workers, explainWorker(m, false, indexer.Score{BlockSize: m.BlockSize()}, policy.Candidate{}))
 	}
-	for _, m := range ineligible {
-		out.Workers = append(out.Workers, rt.explainWorker(m, false, indexer.Score{BlockSize: m.blockSize()}, policy.Candidate{}))
-	}
-	if len(s.members) == 0 {
-		out.Error = routeError(model, len(ineligible) > 0 || p.name != "", false).Message
+	if len(s.sel.Candidates) == 0 {
+		out.Error = routeError(t.Model, s.sel.Known, false).Message
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
+	out.Decision = explainPick(c.model.policy, s, tokens, bs)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// explainPick asks the policy what it would pick among the scored candidates in s.
+func explainPick(pol policy.Policy, s *routeScratch, tokens []uint32, bs int) *decisionView {
 	req := policy.Request{Blocks: len(tokens) / bs, Tokens: len(tokens)}
 	if keys := s.lookup.Keys(bs); len(keys) > 0 {
 		req.FirstBlock = keys[0]
 	}
-	if ex, ok := p.policy.(policy.Explainer); ok {
+	ms := s.sel.Candidates
+	if ex, ok := pol.(policy.Explainer); ok {
 		d, note := ex.Explain(&req, s.cands)
-		out.Decision = &decisionView{Reason: string(d.Reason), Note: note}
-		if d.Index >= 0 && d.Index < len(s.members) {
-			out.Decision.Worker, out.Decision.MatchedBlocks = s.members[d.Index].w.URL(), s.cands[d.Index].Matched
+		out := &decisionView{Reason: string(d.Reason), Note: note}
+		if d.Index >= 0 && d.Index < len(ms) {
+			out.Worker, out.MatchedBlocks = ms[d.Index].Worker().URL(), s.cands[d.Index].Matched
 		}
-		writeJSON(w, http.StatusOK, out)
-		return
+		return out
 	}
-	d := p.policy.Pick(&req, s.cands)
-	if d.Index >= 0 && d.Index < len(s.members) {
-		out.Decision = &decisionView{Worker: s.members[d.Index].w.URL(), Reason: string(d.Reason), MatchedBlocks: s.cands[d.Index].Matched}
+	d := pol.Pick(&req, s.cands)
+	if d.Index < 0 || d.Index >= len(ms) {
+		return nil
 	}
-	writeJSON(w, http.StatusOK, out)
+	return &decisionView{Worker: ms[d.Index].Worker().URL(), Reason: string(d.Reason), MatchedBlocks: s.cands[d.Index].Matched}
 }
 
 // debugTokens returns the tokens /debug/route explains: ?tokens=1,2,3, or ?prompt= tokenized
-// like a completion prompt of pool p.
-func (rt *Router) debugTokens(p *pool, q url.Values) ([]uint32, *openai.Error) {
+// like a completion prompt of model m.
+func (rt *Router) debugTokens(m *model, q url.Values) ([]uint32, *openai.Error) {
 	var tokens []uint32
 	switch {
 	case q.Has("tokens"):
@@ -213,11 +186,11 @@ func (rt *Router) debugTokens(p *pool, q url.Values) ([]uint32, *openai.Error) {
 			tokens = append(tokens, uint32(v))
 		}
 	case q.Has("prompt"):
-		if p.tok == nil {
+		if m.tok == nil {
 			return nil, openai.BadRequest("prompt", "no tokenizer configured (--model-path); pass ?tokens= instead")
 		}
 		var err error
-		if tokens, err = p.tok.Encode(nil, q.Get("prompt"), true); err != nil {
+		if tokens, err = m.tok.Encode(nil, q.Get("prompt"), true); err != nil {
 			return nil, openai.BadRequest("prompt", "prompt could not be tokenized: "+err.Error())
 		}
 	default:
@@ -229,11 +202,12 @@ func (rt *Router) debugTokens(p *pool, q url.Values) ([]uint32, *openai.Error) {
 	return tokens, nil
 }
 
-func (rt *Router) explainWorker(m *member, eligible bool, sc indexer.Score, c policy.Candidate) workerExplain {
-	e := workerExplain{URL: m.w.URL(), Healthy: m.w.Healthy(), Eligible: eligible, EventFed: m.eventFed(), BlockSize: sc.BlockSize,
+func explainWorker(m *fleet.Member, eligible bool, sc indexer.Score, c policy.Candidate) workerExplain {
+	w := m.Worker()
+	e := workerExplain{URL: w.URL(), Healthy: w.Healthy(), Eligible: eligible, EventFed: m.EventFed(), BlockSize: sc.BlockSize,
 		MatchedEvents: sc.Events, MatchedTree: sc.Tree, MatchedPending: sc.Pending, Scored: c.Matched,
-		ScoredFrom: c.Source.String(), Load: c.Load, InFlight: m.w.InFlight(), PendingPrefill: m.w.PendingPrefill(), ActiveBlocks: m.w.ActiveBlocks()}
-	if n, _, ok := m.w.EngineLoad(); ok {
+		ScoredFrom: c.Source.String(), Load: c.Load, InFlight: w.InFlight(), PendingPrefill: w.PendingPrefill(), ActiveBlocks: w.ActiveBlocks()}
+	if n, _, ok := w.EngineLoad(); ok {
 		e.EngineLoad = &n
 	}
 	return e

@@ -1,40 +1,30 @@
-// Package router is the gateway itself: the HTTP server and its routes, the fleet, the routing
-// decision, retries, the admin and debug API and the metrics. The wire format lives in
-// pkg/openai, the upstream clients in pkg/engine, the index lookup in pkg/indexer, the choice in
-// pkg/policy and the event sources in pkg/kvbridge; the router wires them together.
+// Package router is the gateway's HTTP surface and its one request pipeline: the public API's
+// routes, each an endpoint of the pipeline, the routing decision, retries, the relay of
+// responses, the admin and debug API and the request metrics. The wire format lives in
+// pkg/openai, the upstream clients in pkg/engine, the workers and their pools in pkg/fleet, the
+// index lookup in pkg/indexer, the choice in pkg/policy and the client keys in pkg/clientauth;
+// the router runs a request through them.
 //
-// Two handlers: Handler is the public API (/v1/*, /health, /readiness), AdminHandler the admin
-// API (/workers, /debug/route), to be served on separate listeners (DESIGN.md §11). On the
-// public one, auth.go checks the client key of every request but the probes (keys.go: the key
-// file format, constant-time matching) and limits.go admits it against its key's rate and
-// concurrency limits, before the mux sees it.
+// Two handlers: Handler is the public API (/v1/*, /health, /readiness), behind Config.Clients
+// when set; AdminHandler the admin API (/workers, /debug/route), to be served on separate
+// listeners (DESIGN.md §11).
 //
-// A request, file by file: server.go routes it and counts it; completions.go reads and parses
-// the body (openai.ParseCompletion) and tokenizes text prompts; route.go picks the worker
-// (eligible workers → indexer.Lookup scores them from the event index, pending overlay or tree →
-// policy.Take picks and takes the worker's load) and commit records the decision in the pending
-// overlay or the tree; completions.go's send calls the worker's engine.Generate, and relay.go
-// copies the response to the client through one write loop (SSE error events via pkg/openai).
-// A failure before the first byte is retried once on the next-best worker.
+// A request, file by file: server.go routes it to its endpoint and counts it; pipeline.go runs
+// the endpoint (endpoint: parse, prompt, write): the body is read and parsed (completions.go,
+// chat.go: openai.ParseCompletion, openai.ParseChat), the model resolved to its fleet pool
+// (fleet.Snapshot.Resolve) and the prompt turned into token ids with that model's tokenizer or
+// chat renderer; route.go picks the worker (the pool's candidates, fleet.Snapshot.Select →
+// indexer.Lookup scores them from the event index, pending overlay or tree → policy.Take picks
+// and takes the worker's load) and the decision is recorded (indexer.Lookup.Record); the
+// worker's engine.Generate sends it, and relay.go copies the response to the client through one
+// write loop (SSE error events via pkg/openai). A failure before the first byte is retried once
+// on the next-best worker. Adding an endpoint is one more endpoint value (docs/architecture.md).
 //
-// Models (pool.go): each model is a pool of workers with its own tokenizer, chat renderer and
-// parsers, policy and index, tree and pending overlay, so that prompts and cached blocks of two
-// models never mix. The default pool is Config's own fields (the workers whose spec names no
-// configured model, served exactly as with no models at all); Config.Models, SetModel and
-// RemoveModel add the others. A request's model picks its pool (fleet.resolve) before it is
-// tokenized or rendered, and route considers that pool's workers only.
+// Models: Config.Models are served each with its own tokenizer, chat renderer and parsers,
+// policy and index, kept in its fleet pool (model, modelOf), so that prompts and cached blocks of
+// two models never mix. Models[0] is the default model. SetModel and RemoveModel change the
+// others while serving.
 //
-// The fleet (fleet.go, member.go, drain.go): workers come from origins (flag, file, admin, a
-// DNS discovery's "dns NAME"); SyncWorkers sets one origin's workers and reconcileLocked moves
-// the fleet there, building a member (engine client, index IDs, one per DP rank) for each new
-// URL in the pool its spec names. Run starts each member's health loop (health.go: health
-// checks, model discovery, engine-load scrapes) and its event source (events.go:
-// kvbridge.NewSource, or the --kv-listen collector by topic). A worker that leaves drains: it
-// is routed no more, its in-flight requests finish (for at most DrainTimeout), then its
-// goroutines stop and its blocks leave the index. The fleet, with the pools, is an immutable
-// snapshot read without locks; changes build a new one. RemoveWorker (the admin API's DELETE)
-// removes a worker at once, without a drain.
-//
-// Lifecycle: New validates a Config and starts nothing; Run owns every background goroutine and
-// returns when they have exited.
+// Lifecycle: New validates a Config and starts nothing; Run runs the fleet's background work
+// and returns when it has stopped.
 package router

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvgate/kvgate/api/vllm"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -56,19 +57,19 @@ func TestCacheAwareRoutingFromZMQEvents(t *testing.T) {
 	pa, pubA, repA := startPublisher(t)
 	pb, pubB, repB := startPublisher(t)
 	_ = pa
-	g := newTestGateway(t, Config{},
+	g := newTestGateway(t, testConfig{},
 		"url="+a.url()+",kv_events="+pubA+",replay="+repA,
 		"url="+b.url()+",kv_events="+pubB+",replay="+repB)
-	g.waitFor(t, "event streams up", func() bool { ok, _ := g.rt.Ready(); return ok })
+	g.waitFor(t, "event streams up", func() bool { ok, _ := g.rt.Fleet().Ready(); return ok })
 	// Worker b's engine reports that it cached the long prefix (block size 8, learned from the
 	// events).
 	prefix := strings.Repeat("system prompt! ", 8) // 120 bytes = 15 blocks of 8
 	if _, err := pb.Publish(storedBatch(bytesOf(prefix), 8, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	mb := g.rt.fleet.Load().byURL[b.url()]
-	g.waitFor(t, "b's blocks in the index", func() bool { return mb.indexBlocks() == 15 })
-	if got := mb.blockSize(); got != 8 {
+	mb := g.member(b.url())
+	g.waitFor(t, "b's blocks in the index", func() bool { return mb.IndexBlocks() == 15 })
+	if got := mb.BlockSize(); got != 8 {
 		t.Errorf("learned block size: got %d, want 8", got)
 	}
 	resp, body := g.post(t, `{"prompt":"`+prefix+`and the user's question"}`)
@@ -108,20 +109,20 @@ func TestCacheAwareRoutingFromZMQEvents(t *testing.T) {
 	}
 
 	// Removing the worker drops its blocks from the index and stops its stream.
-	if err := g.rt.RemoveWorker(b.url()); err != nil {
+	if err := g.rt.Fleet().RemoveWorker(b.url()); err != nil {
 		t.Fatal(err)
 	}
-	if n := g.rt.cfg.Index.WorkerBlocks(mb.ids[0]); n != 0 {
+	if n := g.index().WorkerBlocks(mb.LookupWorker().IDs[0]); n != 0 {
 		t.Errorf("blocks after removal: got %d, want 0", n)
 	}
-	if st, _ := mb.streamState(); st != kvbridge.StreamStopped {
+	if st, _ := mb.StreamState(); st != kvbridge.StreamStopped {
 		t.Errorf("stream after removal: got %v, want stopped", st)
 	}
 }
 
 func TestTreeRoutingWithoutEvents(t *testing.T) {
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{}, a.url(), b.url())
+	g := newTestGateway(t, testConfig{}, a.url(), b.url())
 	prompt := `{"prompt":"` + strings.Repeat("tree me please ", 5) + `"}`
 	r1, _ := g.post(t, prompt)
 	r2, _ := g.post(t, prompt)
@@ -139,9 +140,9 @@ func TestTreeRoutingWithoutEvents(t *testing.T) {
 func TestKVIndexOffUsesTreeForEventWorkers(t *testing.T) {
 	a := newFakeWorker(t, "m")
 	_, pub, _ := startPublisher(t)
-	g := newTestGateway(t, Config{KVIndex: KVIndexOff}, "url="+a.url()+",kv_events="+pub)
-	m := g.rt.fleet.Load().members[0]
-	if _, ok := m.streamState(); ok || m.eventFed() {
+	g := newTestGateway(t, testConfig{KVIndex: fleet.KVIndexOff}, "url="+a.url()+",kv_events="+pub)
+	m := g.members()[0]
+	if _, ok := m.StreamState(); ok || m.EventFed() {
 		t.Errorf("--kv-index off: got a stream / event-fed worker")
 	}
 	prompt := `{"prompt":"` + strings.Repeat("x", 40) + `"}`
@@ -159,10 +160,10 @@ func TestGRPCUnimplementedWorkersRoutedByTree(t *testing.T) {
 		f.gen = echoUpper
 		addrs = append(addrs, startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) }))
 	}
-	g := newTestGateway(t, Config{}, "url=grpc://"+addrs[0]+",runtime=vllm", "url=grpc://"+addrs[1]+",runtime=vllm")
+	g := newTestGateway(t, testConfig{}, "url=grpc://"+addrs[0]+",runtime=vllm", "url=grpc://"+addrs[1]+",runtime=vllm")
 	g.waitFor(t, "both streams unavailable", func() bool {
-		for _, m := range g.rt.members() {
-			if st, _ := m.streamState(); st != kvbridge.StreamUnavailable {
+		for _, m := range g.members() {
+			if st, _ := m.StreamState(); st != kvbridge.StreamUnavailable {
 				return false
 			}
 		}
@@ -178,15 +179,13 @@ func TestGRPCUnimplementedWorkersRoutedByTree(t *testing.T) {
 
 func TestKVListenCollectorAttributesByTopic(t *testing.T) {
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{KVListen: "tcp://127.0.0.1:*"}, a.url(), b.url())
+	g := newTestGateway(t, testConfig{KVListen: "tcp://127.0.0.1:*"}, a.url(), b.url())
 	var ep string
 	g.waitFor(t, "collector bound", func() bool {
-		if col := g.rt.collector.Load(); col != nil {
-			ep = col.Endpoint()
-		}
+		ep = g.rt.Fleet().CollectorEndpoint()
 		return ep != ""
 	})
-	if ok, reason := g.rt.Ready(); !ok {
+	if ok, reason := g.rt.Fleet().Ready(); !ok {
 		t.Fatalf("not ready with a bound collector: %s", reason)
 	}
 	// b's publisher connects to the gateway, as llm-d's simulator does.
@@ -196,14 +195,14 @@ func TestKVListenCollectorAttributesByTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	mb := g.rt.fleet.Load().byURL[b.url()]
+	mb := g.member(b.url())
 	prefix := strings.Repeat("collected prefix ", 4) // 68 bytes = 4 blocks of 16
 	// A connecting PUB drops messages until the connection is up (ZMQ slow joiner), so publish
 	// until the index has them.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(defaultTestTimeout)
-	for mb.indexBlocks() < 4 {
+	for mb.IndexBlocks() < 4 {
 		if _, err := p.Publish(storedBatch(bytesOf(prefix), 16, 100)); err != nil {
 			t.Fatal(err)
 		}
@@ -213,36 +212,19 @@ func TestKVListenCollectorAttributesByTopic(t *testing.T) {
 			t.Fatal("collector never delivered b's events")
 		}
 	}
-	if !mb.eventFed() || g.rt.fleet.Load().byURL[a.url()].eventFed() {
-		t.Errorf("event-fed: got b=%v a=%v, want b only", mb.eventFed(), g.rt.fleet.Load().byURL[a.url()].eventFed())
+	if !mb.EventFed() || g.member(a.url()).EventFed() {
+		t.Errorf("event-fed: got b=%v a=%v, want b only", mb.EventFed(), g.member(a.url()).EventFed())
 	}
 	r, _ := g.post(t, `{"prompt":"`+prefix+`?"}`)
 	if got, reason := r.Header.Get(HeaderWorker), r.Header.Get(HeaderReason); got != b.url() || reason != "cache_hit" {
 		t.Errorf("got %q (%s), want b by cache_hit", got, reason)
 	}
 	// Removing the worker takes its blocks out of the index.
-	if err := g.rt.RemoveWorker(b.url()); err != nil {
+	if err := g.rt.Fleet().RemoveWorker(b.url()); err != nil {
 		t.Fatal(err)
 	}
-	if n := g.rt.cfg.Index.WorkerBlocks(mb.ids[0]); n != 0 {
+	if n := g.index().WorkerBlocks(mb.LookupWorker().IDs[0]); n != 0 {
 		t.Errorf("blocks of the removed worker: got %d, want 0", n)
-	}
-}
-
-func TestTopicHost(t *testing.T) {
-	for _, tt := range []struct {
-		in, want string
-		ok       bool
-	}{
-		{"kv@10.0.0.1:8000@llama", "10.0.0.1:8000", true},
-		{"kv@h:1", "h:1", true},
-		{"h:2", "h:2", true},
-		{"kv@@m", "", false},
-		{"", "", false},
-	} {
-		if got, ok := topicHost(tt.in); got != tt.want || ok != tt.ok {
-			t.Errorf("topicHost(%q): got %q %v, want %q %v", tt.in, got, ok, tt.want, tt.ok)
-		}
 	}
 }
 
@@ -254,12 +236,12 @@ func TestSidecarGRPCEvents(t *testing.T) {
 	}
 	addr := startGRPC(t, func(s *grpc.Server) { bridge.Register(s) })
 	t.Cleanup(bridge.Close)
-	g := newTestGateway(t, Config{}, "url="+a.url()+",kv_events=grpc://"+addr)
-	m := g.rt.members()[0]
-	g.waitFor(t, "sidecar stream up", func() bool { st, _ := m.streamState(); return st == kvbridge.StreamUp })
+	g := newTestGateway(t, testConfig{}, "url="+a.url()+",kv_events=grpc://"+addr)
+	m := g.members()[0]
+	g.waitFor(t, "sidecar stream up", func() bool { st, _ := m.StreamState(); return st == kvbridge.StreamUp })
 	bridge.Batch(0, storedBatch(bytesOf(strings.Repeat("s", 48)), 16, 7))
-	g.waitFor(t, "blocks from the sidecar", func() bool { return m.indexBlocks() == 3 })
-	if !m.eventFed() {
+	g.waitFor(t, "blocks from the sidecar", func() bool { return m.IndexBlocks() == 3 })
+	if !m.EventFed() {
 		t.Error("worker fed by a sidecar is not event-fed")
 	}
 }
@@ -272,21 +254,21 @@ func TestDownWorkerLeavesIndexAndRebuildsOnReturn(t *testing.T) {
 	var down atomic.Bool
 	w.healthy = func() bool { return !down.Load() }
 	p, pub, rep := startPublisher(t)
-	g := newTestGateway(t, Config{}, "url="+w.url()+",kv_events="+pub+",replay="+rep)
-	g.waitFor(t, "event stream up", func() bool { ok, _ := g.rt.Ready(); return ok })
-	m := g.rt.fleet.Load().byURL[w.url()]
+	g := newTestGateway(t, testConfig{}, "url="+w.url()+",kv_events="+pub+",replay="+rep)
+	g.waitFor(t, "event stream up", func() bool { ok, _ := g.rt.Fleet().Ready(); return ok })
+	m := g.member(w.url())
 	prefix := bytesOf(strings.Repeat("cached prefix! ", 8)) // 120 tokens = 15 blocks of 8
 	if _, err := p.Publish(storedBatch(prefix, 8, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	g.waitFor(t, "blocks in the index", func() bool { return m.indexBlocks() == 15 })
+	g.waitFor(t, "blocks in the index", func() bool { return m.IndexBlocks() == 15 })
 
 	down.Store(true)
-	g.waitFor(t, "worker marked down", func() bool { return !m.w.Healthy() })
-	g.waitFor(t, "down worker's blocks gone", func() bool { return m.indexBlocks() == 0 })
+	g.waitFor(t, "worker marked down", func() bool { return !m.Worker().Healthy() })
+	g.waitFor(t, "down worker's blocks gone", func() bool { return m.IndexBlocks() == 0 })
 
 	down.Store(false)
-	g.waitFor(t, "worker back", func() bool { return m.w.Healthy() })
+	g.waitFor(t, "worker back", func() bool { return m.Worker().Healthy() })
 	// The engine kept its cache and extends the cached chain: the unknown parent triggers a
 	// replay from 0, which restores the 15 blocks next to the new one.
 	next := &indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, Hashes: []uint64{2000}, Parent: 1014, HasParent: true,
@@ -294,7 +276,7 @@ func TestDownWorkerLeavesIndexAndRebuildsOnReturn(t *testing.T) {
 	if _, err := p.Publish(next); err != nil {
 		t.Fatal(err)
 	}
-	g.waitFor(t, "index rebuilt by the resync", func() bool { return m.indexBlocks() == 16 })
+	g.waitFor(t, "index rebuilt by the resync", func() bool { return m.IndexBlocks() == 16 })
 }
 
 // A publisher that connects to --kv-listen still binds its own replay ROUTER: a spec with no
@@ -304,12 +286,10 @@ func TestKVListenReplayRepairsGaps(t *testing.T) {
 	for _, withReplay := range []bool{true, false} {
 		t.Run("replay="+strconv.FormatBool(withReplay), func(t *testing.T) {
 			b := newFakeWorker(t, "m")
-			g := newTestGateway(t, Config{KVListen: "tcp://127.0.0.1:*"})
+			g := newTestGateway(t, testConfig{KVListen: "tcp://127.0.0.1:*"})
 			var ep string
 			g.waitFor(t, "collector bound", func() bool {
-				if col := g.rt.collector.Load(); col != nil {
-					ep = col.Endpoint()
-				}
+				ep = g.rt.Fleet().CollectorEndpoint()
 				return ep != ""
 			})
 			hostB := strings.TrimPrefix(b.url(), "http://")
@@ -325,15 +305,15 @@ func TestKVListenReplayRepairsGaps(t *testing.T) {
 			if withReplay {
 				_, spec.Replay = p.Endpoints()
 			}
-			if _, err := g.rt.AddWorker(spec); err != nil {
+			if _, err := g.rt.Fleet().AddWorker(spec); err != nil {
 				t.Fatal(err)
 			}
-			mb := g.rt.fleet.Load().byURL[b.url()]
+			mb := g.member(b.url())
 			// Publish one chain until the (slow-joining) connection delivers it.
 			tick := time.NewTicker(20 * time.Millisecond)
 			defer tick.Stop()
 			deadline := time.After(defaultTestTimeout)
-			for mb.indexBlocks() < 4 {
+			for mb.IndexBlocks() < 4 {
 				if _, err := p.Publish(storedBatch(bytesOf(strings.Repeat("first chain ....", 4)), 16, 100)); err != nil {
 					t.Fatal(err)
 				}
@@ -356,14 +336,14 @@ func TestKVListenReplayRepairsGaps(t *testing.T) {
 			}
 			keys := indexer.AppendBlockKeys(nil, third, 16, "")
 			g.waitFor(t, "the batch after the gap applied", func() bool {
-				m := g.rt.cfg.Index.Match(keys, nil)
+				m := g.index().Match(keys, nil)
 				return len(m) == 1 && m[0].Blocks == 4
 			})
 			want := 4 // the gap cleared the worker: only the third chain
 			if withReplay {
 				want = 12 // repaired: all three chains
 			}
-			if got := mb.indexBlocks(); got != want {
+			if got := mb.IndexBlocks(); got != want {
 				t.Errorf("blocks after the gap: got %d, want %d", got, want)
 			}
 		})

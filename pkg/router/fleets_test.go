@@ -12,8 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -50,7 +52,7 @@ func newModel(t *testing.T, name string, tok Tokenizer) Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, err := indexer.NewTree(indexer.TreeConfig{BlockSize: DefaultBlockSize})
+	tree, err := indexer.NewTree(indexer.TreeConfig{BlockSize: fleet.DefaultBlockSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +98,8 @@ func TestModelsRouteInTheirOwnPools(t *testing.T) {
 	// alpha's requests would be its (Worker.Serves answers to a reported name).
 	d, a, b := newFakeWorker(t, "alpha"), newFakeWorker(t, "engine-a"), newFakeWorker(t, "engine-b")
 	ma, mb := newModel(t, "alpha", byteTokenizer{}), newModel(t, "beta", pairTokenizer{})
-	g := newTestGateway(t, Config{Policy: &fixedPolicy{}, Models: []Model{ma, mb}}, d.url(), "url="+a.url()+",model=alpha", "url="+b.url()+",model=beta")
-	g.waitFor(t, "models discovered", func() bool { return g.rt.fleet.Load().byURL[d.url()].w.ReportedModel() == "alpha" })
+	g := newTestGateway(t, testConfig{Policy: &fixedPolicy{}, Models: []Model{ma, mb}}, d.url(), "url="+a.url()+",model=alpha", "url="+b.url()+",model=beta")
+	g.waitFor(t, "models discovered", func() bool { return g.member(d.url()).Worker().ReportedModel() == "alpha" })
 
 	for _, tt := range []struct{ model, want string }{{"alpha", a.url()}, {"beta", b.url()}, {"test-model", d.url()}, {"", d.url()}} {
 		for i := 0; i < 3; i++ { // whatever the policy's state, never another pool's worker
@@ -123,10 +125,10 @@ func TestModelsRouteInTheirOwnPools(t *testing.T) {
 		}
 	}
 	// Blocks routed to alpha's worker are in alpha's structures only.
-	if ma.Tree.WorkerBlocks(g.rt.fleet.Load().byURL[a.url()].ids[0]) == 0 {
+	if ma.Tree.WorkerBlocks(g.member(a.url()).LookupWorker().IDs[0]) == 0 {
 		t.Error("alpha's tree learnt nothing from alpha's requests")
 	}
-	if n := mb.Tree.WorkerBlocks(g.rt.fleet.Load().byURL[a.url()].ids[0]); n != 0 {
+	if n := mb.Tree.WorkerBlocks(g.member(a.url()).LookupWorker().IDs[0]); n != 0 {
 		t.Errorf("beta's tree holds %d blocks of alpha's worker, want 0", n)
 	}
 
@@ -158,7 +160,7 @@ func TestModelsRouteInTheirOwnPools(t *testing.T) {
 // A configured model with no worker up is listed, and its requests get 503, not 404.
 func TestConfiguredModelWithoutWorkers(t *testing.T) {
 	d := newFakeWorker(t, "base")
-	g := newTestGateway(t, Config{Models: []Model{newModel(t, "alpha", byteTokenizer{})}}, d.url())
+	g := newTestGateway(t, testConfig{Models: []Model{newModel(t, "alpha", byteTokenizer{})}}, d.url())
 	resp, body := g.post(t, `{"model":"alpha","prompt":"x"}`)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("got %d %s, want 503", resp.StatusCode, body)
@@ -167,18 +169,20 @@ func TestConfiguredModelWithoutWorkers(t *testing.T) {
 
 func TestModelConfigErrors(t *testing.T) {
 	idx, _ := indexer.New(indexer.Config{})
+	p := &fixedPolicy{}
 	for _, tt := range []struct {
 		name   string
 		models []Model
 	}{
-		{"no name", []Model{{Index: idx}}},
-		{"no index", []Model{{Name: "a"}}},
-		{"twice", []Model{{Name: "a", Index: idx}, {Name: "a", Index: idx}}},
-		{"the default model", []Model{{Name: "test-model", Index: idx}}},
+		{"no name", []Model{{Index: idx, Policy: p}}},
+		{"no index", []Model{{Name: "a", Policy: p}}},
+		{"no policy", []Model{{Name: "a", Index: idx}}},
+		{"twice", []Model{{Name: "a", Index: idx, Policy: p}, {Name: "a", Index: idx, Policy: p}}},
+		{"the default model", []Model{{Name: "test-model", Index: idx, Policy: p}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &fixedPolicy{}
-			if _, err := New(Config{Model: "test-model", Policy: p, Index: idx, Models: tt.models}); err == nil {
+			def := Model{Name: "test-model", Policy: p, Index: idx}
+			if _, err := New(Config{Models: append([]Model{def}, tt.models...)}); err == nil {
 				t.Error("New accepted it")
 			}
 		})
@@ -192,13 +196,13 @@ func TestSyncWorkersDrains(t *testing.T) {
 	gate := make(chan struct{})
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
 	a.handle, b.handle = sseHandler(2, gate), sseHandler(2, gate)
-	g := newTestGateway(t, Config{Policy: &fixedPolicy{}})
-	if err := g.rt.SyncWorkers("dns pool.test", []worker.Spec{{URL: a.url()}}); err != nil {
+	g := newTestGateway(t, testConfig{Policy: &fixedPolicy{}})
+	if err := g.rt.Fleet().SyncWorkers("dns pool.test", []worker.Spec{{URL: a.url()}}); err != nil {
 		t.Fatal(err)
 	}
-	g.waitFor(t, "a healthy", func() bool { return len(g.rt.Workers()) == 1 && g.rt.Workers()[0].Healthy() })
-	ma := g.rt.fleet.Load().byURL[a.url()]
-	g.rt.cfg.Index.Apply(ma.ids[0], storedBatch(bytesOf(strings.Repeat("held by a ......", 2)), 16, 1).Events)
+	g.waitFor(t, "a healthy", func() bool { return len(g.rt.Fleet().Workers()) == 1 && g.rt.Fleet().Workers()[0].Healthy() })
+	ma := g.member(a.url())
+	g.index().Apply(ma.LookupWorker().IDs[0], storedBatch(bytesOf(strings.Repeat("held by a ......", 2)), 16, 1).Events)
 
 	// A stream in flight on a.
 	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(`{"prompt":"x","stream":true}`))
@@ -213,7 +217,7 @@ func TestSyncWorkersDrains(t *testing.T) {
 	}
 
 	// DNS now answers b only.
-	if err := g.rt.SyncWorkers("dns pool.test", []worker.Spec{{URL: b.url()}}); err != nil {
+	if err := g.rt.Fleet().SyncWorkers("dns pool.test", []worker.Spec{{URL: b.url()}}); err != nil {
 		t.Fatal(err)
 	}
 	wl := g.workers(t)
@@ -228,7 +232,7 @@ func TestSyncWorkersDrains(t *testing.T) {
 	if d := cmp.Diff([]row{{b.url(), "dns pool.test", false}, {a.url(), "dns pool.test", true}}, rows); d != "" {
 		t.Errorf("/workers while a drains (-want +got):\n%s", d)
 	}
-	g.waitFor(t, "b healthy", func() bool { return len(g.rt.Workers()) == 1 && g.rt.Workers()[0].Healthy() })
+	g.waitFor(t, "b healthy", func() bool { return len(g.rt.Fleet().Workers()) == 1 && g.rt.Fleet().Workers()[0].Healthy() })
 	// New requests go to b (the fixed policy would pick a, the first, were it eligible).
 	done := make(chan string, 1)
 	go func() {
@@ -257,7 +261,7 @@ func TestSyncWorkersDrains(t *testing.T) {
 		t.Errorf("the stream in flight on the draining worker: got %q (%v), want it to finish", rest, err)
 	}
 	g.waitFor(t, "a drained", func() bool { return len(g.workers(t).Workers) == 1 })
-	if n := g.rt.cfg.Index.Memberships(); n != 0 {
+	if n := g.index().Memberships(); n != 0 {
 		t.Errorf("index blocks after the drain: got %d, want 0", n)
 	}
 }
@@ -267,14 +271,14 @@ func TestDrainTimeout(t *testing.T) {
 	gate := make(chan struct{}) // never opened
 	a := newFakeWorker(t, "m")
 	a.handle = sseHandler(2, gate)
-	g := newTestGateway(t, Config{DrainTimeout: 100 * time.Millisecond}, a.url())
+	g := newTestGateway(t, testConfig{DrainTimeout: 100 * time.Millisecond}, a.url())
 	req, _ := http.NewRequest(http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(`{"prompt":"x","stream":true}`))
 	resp, err := g.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if err := g.rt.SyncWorkers(OriginAdmin, nil); err != nil {
+	if err := g.rt.Fleet().SyncWorkers(fleet.OriginAdmin, nil); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -288,56 +292,56 @@ func TestDrainTimeout(t *testing.T) {
 // takes over. A changed spec rebuilds the worker; a bad list changes nothing.
 func TestSyncWorkersOrigins(t *testing.T) {
 	a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{})
-	if err := g.rt.SyncWorkers(OriginFile, []worker.Spec{{URL: a.url()}}); err != nil {
+	g := newTestGateway(t, testConfig{})
+	if err := g.rt.Fleet().SyncWorkers(fleet.OriginFile, []worker.Spec{{URL: a.url()}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.rt.SyncWorkers("dns x", []worker.Spec{{URL: a.url(), BlockSize: 32}, {URL: b.url()}}); err != nil {
+	if err := g.rt.Fleet().SyncWorkers("dns x", []worker.Spec{{URL: a.url(), BlockSize: 32}, {URL: b.url()}}); err != nil {
 		t.Fatal(err)
 	}
 	origins := func() map[string]string {
 		out := map[string]string{}
-		for _, m := range g.rt.members() {
-			out[m.w.URL()] = m.origin
+		for _, m := range g.members() {
+			out[m.Worker().URL()] = m.Origin()
 		}
 		return out
 	}
-	if d := cmp.Diff(map[string]string{a.url(): OriginFile, b.url(): "dns x"}, origins()); d != "" {
+	if d := cmp.Diff(map[string]string{a.url(): fleet.OriginFile, b.url(): "dns x"}, origins()); d != "" {
 		t.Errorf("owners (-want +got):\n%s", d)
 	}
-	first := g.rt.fleet.Load().byURL[a.url()]
+	first := g.member(a.url())
 	// The same list again changes nothing.
-	if err := g.rt.SyncWorkers(OriginFile, []worker.Spec{{URL: a.url()}}); err != nil || g.rt.fleet.Load().byURL[a.url()] != first {
+	if err := g.rt.Fleet().SyncWorkers(fleet.OriginFile, []worker.Spec{{URL: a.url()}}); err != nil || g.member(a.url()) != first {
 		t.Errorf("an unchanged list rebuilt the worker (%v)", err)
 	}
 	// Bad lists fail whole.
 	for _, bad := range [][]worker.Spec{{{URL: b.url()}, {URL: "ftp://x:1"}}, {{URL: a.url()}, {URL: a.url() + "/"}}} {
-		if err := g.rt.SyncWorkers(OriginFile, bad); err == nil {
+		if err := g.rt.Fleet().SyncWorkers(fleet.OriginFile, bad); err == nil {
 			t.Errorf("SyncWorkers(%v) succeeded", bad)
 		}
 	}
-	if g.rt.fleet.Load().byURL[a.url()] != first || len(g.rt.fleet.Load().draining) != 0 {
+	if g.member(a.url()) != first || len(g.rt.Fleet().Snapshot().Draining()) != 0 {
 		t.Error("a failed SyncWorkers changed the fleet")
 	}
 	// The file drops a: DNS's spec of it (block_size 32) takes over.
-	if err := g.rt.SyncWorkers(OriginFile, nil); err != nil {
+	if err := g.rt.Fleet().SyncWorkers(fleet.OriginFile, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(map[string]string{a.url(): "dns x", b.url(): "dns x"}, origins()); d != "" {
 		t.Errorf("owners after the file dropped a (-want +got):\n%s", d)
 	}
-	if m := g.rt.fleet.Load().byURL[a.url()]; m == first || m.w.Spec().BlockSize != 32 {
+	if m := g.member(a.url()); m == first || m.Worker().Spec().BlockSize != 32 {
 		t.Error("a was not rebuilt with DNS's spec")
 	}
 	// A changed spec rebuilds the worker, the old one drains.
-	if err := g.rt.SyncWorkers("dns x", []worker.Spec{{URL: a.url()}, {URL: b.url()}}); err != nil {
+	if err := g.rt.Fleet().SyncWorkers("dns x", []worker.Spec{{URL: a.url()}, {URL: b.url()}}); err != nil {
 		t.Fatal(err)
 	}
-	if m := g.rt.fleet.Load().byURL[a.url()]; m.w.Spec().BlockSize != 0 {
+	if m := g.member(a.url()); m.Worker().Spec().BlockSize != 0 {
 		t.Error("a was not rebuilt with its new spec")
 	}
 	// The admin API cannot add a URL the fleet has.
-	if _, err := g.rt.AddWorker(worker.Spec{URL: b.url()}); err == nil {
+	if _, err := g.rt.Fleet().AddWorker(worker.Spec{URL: b.url()}); err == nil {
 		t.Error("AddWorker of a URL DNS holds succeeded")
 	}
 }
@@ -346,25 +350,29 @@ func TestSyncWorkersOrigins(t *testing.T) {
 // rebuilds them; RemoveModel puts them back in the default pool.
 func TestSetAndRemoveModel(t *testing.T) {
 	a := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{}, "url="+a.url()+",model=alpha")
+	g := newTestGateway(t, testConfig{}, "url="+a.url()+",model=alpha")
 	poolOf := func() string {
-		m := g.rt.fleet.Load().byURL[a.url()]
+		m := g.member(a.url())
 		if m == nil {
 			return "(none)"
 		}
-		return m.pool.name
+		if m.Pool().Default() {
+			return ""
+		}
+		return m.Pool().Name()
 	}
 	if got := poolOf(); got != "" {
 		t.Fatalf("pool before: got %q, want the default", got)
 	}
 	ma := newModel(t, "alpha", pairTokenizer{})
+	ma.Policy = mustPolicy(t, policy.NameCacheAware)
 	if err := g.rt.SetModel(ma); err != nil {
 		t.Fatal(err)
 	}
 	if got := poolOf(); got != "alpha" {
 		t.Errorf("pool after SetModel: got %q, want alpha", got)
 	}
-	g.waitFor(t, "a healthy again", func() bool { return g.rt.Workers()[0].Healthy() })
+	g.waitFor(t, "a healthy again", func() bool { return g.rt.Fleet().Workers()[0].Healthy() })
 	resp, _ := g.do(t, http.MethodPost, "/debug/route", `{"model":"alpha","prompt":"abcd"}`, "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("debug route: %d", resp.StatusCode)

@@ -117,7 +117,7 @@ func TestGRPCVLLMNonStreaming(t *testing.T) {
 	f := newFakeVLLM()
 	f.gen = echoUpper
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm")
+	g := newTestGateway(t, testConfig{}, "url=grpc://"+addr+",runtime=vllm")
 	resp, body := g.post(t, `{"prompt":"abc","max_tokens":7,"temperature":0,"seed":42,"n":2,"stop":["x"]}`)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: got %d, want 200 (%s)", resp.StatusCode, body)
@@ -151,7 +151,7 @@ func TestGRPCVLLMStreaming(t *testing.T) {
 	f.gen = echoUpper
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
 	// No runtime in the spec: detected by probing HealthCheck.
-	g := newTestGateway(t, Config{}, "grpc://"+addr)
+	g := newTestGateway(t, testConfig{}, "grpc://"+addr)
 	resp, body := g.post(t, `{"prompt":["ab","c"],"stream":true,"stream_options":{"include_usage":true}}`)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -193,7 +193,7 @@ func TestGRPCVLLMStreaming(t *testing.T) {
 	if d := cmp.Diff(want, u); d != "" {
 		t.Errorf("usage (-want +got):\n%s", d)
 	}
-	if got := g.rt.fleet.Load().members[0].eng.Runtime(); got != "vllm" {
+	if got := g.members()[0].Engine().Runtime(); got != "vllm" {
 		t.Errorf("detected runtime: got %q, want vllm", got)
 	}
 }
@@ -202,8 +202,8 @@ func TestGRPCEngineLoadFromGetLoads(t *testing.T) {
 	f := newFakeVLLM()
 	f.gen = echoUpper
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{EngineMetricsInterval: 10 * time.Millisecond}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
-	w := g.rt.Workers()[0]
+	g := newTestGateway(t, testConfig{EngineMetricsInterval: 10 * time.Millisecond}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
+	w := g.rt.Fleet().Workers()[0]
 	g.waitFor(t, "engine load from GetLoads", func() bool { n, _, ok := w.EngineLoad(); return ok && n == 6 })
 }
 
@@ -219,7 +219,7 @@ func TestGRPCClientDropAborts(t *testing.T) {
 		return s.Context().Err()
 	}
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm")
+	g := newTestGateway(t, testConfig{}, "url=grpc://"+addr+",runtime=vllm")
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(`{"prompt":"a","stream":true}`))
 	resp, err := g.srv.Client().Do(req)
@@ -246,7 +246,7 @@ func TestGRPCErrorBeforeFirstByteMapsStatus(t *testing.T) {
 		return status.Error(codes.InvalidArgument, "prompt too long for engine")
 	}
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm")
+	g := newTestGateway(t, testConfig{}, "url=grpc://"+addr+",runtime=vllm")
 	resp, body := g.post(t, `{"prompt":"a"}`)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(openAIError(t, body).Message, "prompt too long") {
 		t.Errorf("got %d %s, want 400 with the engine's message", resp.StatusCode, body)
@@ -262,7 +262,7 @@ func TestGRPCErrorMidStreamEndsWithErrorEvent(t *testing.T) {
 		return status.Error(codes.Internal, "engine crashed")
 	}
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm")
+	g := newTestGateway(t, testConfig{}, "url=grpc://"+addr+",runtime=vllm")
 	_, body := g.post(t, `{"prompt":"a","stream":true}`)
 	data := sseData(body)
 	if len(data) != 2 || !strings.Contains(data[0], `"text":"q"`) {
@@ -318,7 +318,7 @@ func TestGRPCSGLangAndTokenSpeed(t *testing.T) {
 	sgAddr := startGRPC(t, func(s *grpc.Server) { sglang.RegisterSglangSchedulerServer(s, sg) })
 	tsAddr := startGRPC(t, func(s *grpc.Server) { tokenspeed.RegisterTokenSpeedSchedulerServer(s, ts) })
 	t.Run("sglang streaming cumulative", func(t *testing.T) {
-		g := newTestGateway(t, Config{}, "url=grpc://"+sgAddr+",runtime=sglang,kv_events=off")
+		g := newTestGateway(t, testConfig{}, "url=grpc://"+sgAddr+",runtime=sglang,kv_events=off")
 		_, body := g.post(t, `{"prompt":"abcd","stream":true,"stream_options":{"include_usage":true},"top_p":0.5}`)
 		var text string
 		var u *openai.Usage
@@ -344,7 +344,7 @@ func TestGRPCSGLangAndTokenSpeed(t *testing.T) {
 		}
 	})
 	t.Run("tokenspeed non-streaming", func(t *testing.T) {
-		g := newTestGateway(t, Config{}, "url=grpc://"+tsAddr+",runtime=tokenspeed,kv_events=off")
+		g := newTestGateway(t, testConfig{}, "url=grpc://"+tsAddr+",runtime=tokenspeed,kv_events=off")
 		resp, body := g.post(t, `{"prompt":[1,2],"seed":7}`)
 		if resp.StatusCode != 200 || !strings.Contains(body, `"text":"ok"`) || !strings.Contains(body, `"finish_reason":"length"`) {
 			t.Errorf("got %d %s", resp.StatusCode, body)
@@ -360,16 +360,16 @@ func TestGRPCUnimplementedEventsFallBackToTree(t *testing.T) {
 	f := newFakeVLLM()
 	f.gen = echoUpper
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm")
-	m := g.rt.fleet.Load().members[0]
+	g := newTestGateway(t, testConfig{}, "url=grpc://"+addr+",runtime=vllm")
+	m := g.members()[0]
 	g.waitFor(t, "event stream unavailable", func() bool {
-		st, ok := m.streamState()
+		st, ok := m.StreamState()
 		return ok && st == kvbridge.StreamUnavailable
 	})
-	if m.eventFed() {
+	if m.EventFed() {
 		t.Errorf("worker answering UNIMPLEMENTED is still event-fed")
 	}
-	if ok, reason := g.rt.Ready(); !ok {
+	if ok, reason := g.rt.Fleet().Ready(); !ok {
 		t.Errorf("readiness with an unavailable stream: got not ready (%s), want ready", reason)
 	}
 }
@@ -385,7 +385,7 @@ func TestUpstreamTimeoutMidStream(t *testing.T) {
 			return s.Context().Err()
 		}
 		addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-		g := newTestGateway(t, Config{UpstreamTimeout: 200 * time.Millisecond}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
+		g := newTestGateway(t, testConfig{UpstreamTimeout: 200 * time.Millisecond}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
 		_, body := g.post(t, `{"prompt":"a","stream":true}`)
 		data := sseData(body)
 		if len(data) != 2 || openAIError(t, data[1]).Code == nil || *openAIError(t, data[1]).Code != "upstream_timeout" {
@@ -405,7 +405,7 @@ func TestUpstreamTimeoutMidStream(t *testing.T) {
 			http.NewResponseController(w).Flush()
 			<-r.Context().Done()
 		}
-		g := newTestGateway(t, Config{UpstreamTimeout: 200 * time.Millisecond}, fw.url())
+		g := newTestGateway(t, testConfig{UpstreamTimeout: 200 * time.Millisecond}, fw.url())
 		_, body := g.post(t, `{"prompt":"a","stream":true}`)
 		data := sseData(body)
 		if len(data) != 2 || *openAIError(t, data[1]).Code != "upstream_timeout" {
@@ -493,7 +493,7 @@ func TestAbortInFlight(t *testing.T) {
 		fw := newFakeWorker(t, "m")
 		started := make(chan struct{})
 		fw.handle = stalledHTTP(true, started)
-		g := newTestGateway(t, Config{}, fw.url())
+		g := newTestGateway(t, testConfig{}, fw.url())
 		wantShutdownEvent(t, run(t, g, `{"prompt":"a","stream":true}`, started))
 		// Requests after the abort are refused the same way.
 		resp, body := g.post(t, `{"prompt":"a"}`)
@@ -505,12 +505,12 @@ func TestAbortInFlight(t *testing.T) {
 		fw := newFakeWorker(t, "m")
 		started := make(chan struct{})
 		fw.handle = stalledHTTP(false, started)
-		g := newTestGateway(t, Config{}, fw.url())
+		g := newTestGateway(t, testConfig{}, fw.url())
 		a := run(t, g, `{"prompt":"a"}`, started)
 		if a.status != http.StatusServiceUnavailable || *openAIError(t, a.body).Code != "gateway_shutting_down" {
 			t.Errorf("got %d %s, want 503 gateway_shutting_down", a.status, a.body)
 		}
-		if !g.rt.Workers()[0].Healthy() {
+		if !g.rt.Fleet().Workers()[0].Healthy() {
 			t.Error("the worker was marked down by the gateway's own shutdown")
 		}
 	})
@@ -526,7 +526,7 @@ func TestAbortInFlight(t *testing.T) {
 			return s.Context().Err()
 		}
 		addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-		g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
+		g := newTestGateway(t, testConfig{}, "url=grpc://"+addr+",runtime=vllm,kv_events=off")
 		wantShutdownEvent(t, run(t, g, `{"prompt":"a","stream":true}`, started))
 		select {
 		case <-f.aborts:
@@ -556,7 +556,7 @@ func TestGRPCStopStrings(t *testing.T) {
 		return s.Send(vComplete(0, "stop", 3, 0, out[len(out)-1]))
 	}
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	g := newTestGateway(t, Config{}, "url=grpc://"+addr+",runtime=vllm")
+	g := newTestGateway(t, testConfig{}, "url=grpc://"+addr+",runtime=vllm")
 	_, body := g.post(t, `{"prompt":"abc","max_tokens":20,"stop":["STOP"]}`)
 	var out openai.Completion
 	if err := json.Unmarshal([]byte(body), &out); err != nil || len(out.Choices) != 1 {

@@ -16,7 +16,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -159,62 +162,120 @@ func (fw *fakeWorker) nextReq(t *testing.T) map[string]any {
 // testGateway is a Router running in the background, its public API and its admin API each
 // served by an httptest server, as cmd/gateway serves them on two listeners.
 type testGateway struct {
-	rt    *Router
-	srv   *httptest.Server
-	admin *httptest.Server
-	reg   *prometheus.Registry
+	rt      *Router
+	srv     *httptest.Server
+	admin   *httptest.Server
+	reg     *prometheus.Registry
+	clients *clientauth.Guard
 }
 
-// newTestGateway builds a router from cfg (filling test defaults), adds the workers, runs it
-// and waits until every worker is healthy.
-func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
+// testConfig is what the tests configure of a gateway, in one flat struct: the default model's
+// fields (Model ... Pending), further Models, the fleet's, the client guard's and the router's
+// own. newTestGateway turns it into a Config.
+type testConfig struct {
+	Model                                                string
+	Tokenizer                                            Tokenizer
+	Chat                                                 ChatRenderer
+	ChatParsers                                          *chat.Parsers
+	ReasoningField                                       string
+	Policy                                               policy.Policy
+	BlockSize                                            int
+	Index                                                *indexer.Index
+	Tree                                                 *indexer.Tree
+	Pending                                              *indexer.Pending
+	Models                                               []Model
+	KVIndex                                              string
+	KVListen                                             string
+	HealthInterval                                       time.Duration
+	EngineMetricsInterval, DrainTimeout, UpstreamTimeout time.Duration
+
+	APIKeys             *clientauth.KeySet
+	RateLimit           float64
+	RateBurst           int
+	MaxConcurrentPerKey int
+	Now                 func() time.Time
+
+	AdminToken                                              string
+	ForwardTokenIDs                                         bool
+	MaxPromptTokens, MaxN, MaxPrompts, MaxInFlightPerWorker int
+	MaxBodyBytes                                            int64
+	Logger                                                  *zap.Logger
+}
+
+// config fills tc's test defaults (a cache_aware policy, a fresh index, tree and pending
+// overlay, the byte tokenizer, model "test-model", 50 ms health checks) and returns the
+// router's Config, with a client guard when tc asks for keys or limits.
+func (tc testConfig) config(t *testing.T, reg prometheus.Registerer) (Config, *clientauth.Guard) {
 	t.Helper()
-	if cfg.Policy == nil {
-		p, err := policy.New(policy.NameCacheAware, policy.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Policy = p
+	if tc.Policy == nil {
+		tc.Policy = mustPolicy(t, policy.NameCacheAware)
 	}
-	if cfg.Index == nil {
-		idx, err := indexer.New(indexer.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Index = idx
+	if tc.Index == nil {
+		tc.Index = mustIndex(t)
 	}
-	if cfg.Tree == nil {
-		bs := cfg.BlockSize
+	if tc.Tree == nil {
+		bs := tc.BlockSize
 		if bs == 0 {
-			bs = DefaultBlockSize
+			bs = fleet.DefaultBlockSize
 		}
 		tree, err := indexer.NewTree(indexer.TreeConfig{BlockSize: bs})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Tree = tree
+		tc.Tree = tree
 	}
-	if cfg.Pending == nil {
+	if tc.Pending == nil {
 		p, err := indexer.NewPending(indexer.PendingConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Pending = p
+		tc.Pending = p
 	}
-	if cfg.Tokenizer == nil {
-		cfg.Tokenizer = byteTokenizer{}
+	if tc.Tokenizer == nil {
+		tc.Tokenizer = byteTokenizer{}
 	}
-	if cfg.Model == "" {
-		cfg.Model = "test-model"
+	if tc.Model == "" {
+		tc.Model = "test-model"
 	}
-	if cfg.HealthInterval == 0 {
-		cfg.HealthInterval = 50 * time.Millisecond
+	if tc.HealthInterval == 0 {
+		tc.HealthInterval = 50 * time.Millisecond
 	}
+	if tc.Logger == nil {
+		tc.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+	}
+	def := Model{Name: tc.Model, Tokenizer: tc.Tokenizer, Chat: tc.Chat, ChatParsers: tc.ChatParsers, ReasoningField: tc.ReasoningField, Policy: tc.Policy, BlockSize: tc.BlockSize, Index: tc.Index, Tree: tc.Tree, Pending: tc.Pending}
+	var guard *clientauth.Guard
+	if tc.APIKeys != nil || tc.RateLimit != 0 || tc.RateBurst != 0 || tc.MaxConcurrentPerKey != 0 {
+		var err error
+		guard, err = clientauth.New(clientauth.Config{Keys: tc.APIKeys, RateLimit: tc.RateLimit, RateBurst: tc.RateBurst,
+			MaxConcurrentPerKey: tc.MaxConcurrentPerKey, OpenPaths: OpenPaths, Registerer: reg, Now: tc.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	models := []Model{def}
+	for _, m := range tc.Models {
+		if m.Policy == nil {
+			m.Policy = tc.Policy // the further models pick as the default one does
+		}
+		models = append(models, m)
+	}
+	return Config{
+		Models: models,
+		Fleet: fleet.Config{KVIndex: tc.KVIndex, KVListen: tc.KVListen, HealthInterval: tc.HealthInterval,
+			EngineMetricsInterval: tc.EngineMetricsInterval, DrainTimeout: tc.DrainTimeout},
+		Clients: guard, AdminToken: tc.AdminToken, ForwardTokenIDs: tc.ForwardTokenIDs, MaxPromptTokens: tc.MaxPromptTokens,
+		MaxN: tc.MaxN, MaxPrompts: tc.MaxPrompts, MaxInFlightPerWorker: tc.MaxInFlightPerWorker, MaxBodyBytes: tc.MaxBodyBytes,
+		UpstreamTimeout: tc.UpstreamTimeout, Logger: tc.Logger, Registerer: reg, Now: tc.Now,
+	}, guard
+}
+
+// newTestGateway builds a router from tc (filling test defaults), adds the workers, runs it
+// and waits until every worker is healthy.
+func newTestGateway(t *testing.T, tc testConfig, specs ...string) *testGateway {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	if cfg.Logger == nil {
-		cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
-	}
+	cfg, guard := tc.config(t, reg)
 	rt, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +285,7 @@ func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rt.AddWorker(sp); err != nil {
+		if _, err := rt.Fleet().AddWorker(sp); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -246,9 +307,9 @@ func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
 			t.Error("Run did not return")
 		}
 	})
-	g := &testGateway{rt: rt, srv: srv, admin: admin, reg: reg}
+	g := &testGateway{rt: rt, srv: srv, admin: admin, reg: reg, clients: guard}
 	g.waitFor(t, "all workers healthy", func() bool {
-		for _, w := range rt.Workers() {
+		for _, w := range rt.Fleet().Workers() {
 			if !w.Healthy() {
 				return false
 			}
@@ -256,6 +317,67 @@ func newTestGateway(t *testing.T, cfg Config, specs ...string) *testGateway {
 		return true
 	})
 	return g
+}
+
+// member returns the serving worker at url, or nil.
+func (g *testGateway) member(url string) *fleet.Member { return g.rt.Fleet().Snapshot().Member(url) }
+
+// members returns the serving workers.
+func (g *testGateway) members() []*fleet.Member { return g.rt.Fleet().Snapshot().Members() }
+
+// index returns the default model's event index.
+func (g *testGateway) index() *indexer.Index {
+	return g.rt.Fleet().Snapshot().DefaultPool().Lookup().Index
+}
+
+// metricValue returns the value of the counter or gauge name with the given label pairs
+// (name, value, ...) in g's registry, 0 when it has no such series.
+func (g *testGateway) metricValue(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func mustPolicy(t *testing.T, name string) policy.Policy {
+	t.Helper()
+	p, err := policy.New(name, policy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustIndex(t *testing.T) *indexer.Index {
+	t.Helper()
+	idx, err := indexer.New(indexer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx
 }
 
 // waitFor polls cond until it holds or the test times out.

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/clientauth"
 )
 
 // fakeClock is a settable clock for Config.Now.
@@ -35,7 +33,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 func TestRateLimitPerKey(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	fw := newFakeWorker(t, "m")
-	g := newTestGateway(t, Config{APIKeys: mustKeySet(t, APIKey{"a", "key-a"}, APIKey{"b", "key-b"}), RateLimit: 0.5, RateBurst: 2, Now: clock.Now}, fw.url())
+	g := newTestGateway(t, testConfig{APIKeys: mustKeySet(t, clientauth.APIKey{Name: "a", Key: "key-a"}, clientauth.APIKey{Name: "b", Key: "key-b"}), RateLimit: 0.5, RateBurst: 2, Now: clock.Now}, fw.url())
 	send := func(key string) *http.Response {
 		r, _ := g.doHeaders(t, http.MethodPost, "/v1/completions", `{"prompt":"hi"}`, map[string]string{"Authorization": "Bearer " + key})
 		return r
@@ -68,14 +66,14 @@ func TestRateLimitPerKey(t *testing.T) {
 	if r := send("key-a"); r.StatusCode != 200 {
 		t.Errorf("after waiting Retry-After: got %d, want 200", r.StatusCode)
 	}
-	if got := testutil.ToFloat64(g.rt.cmet.limited.WithLabelValues("a", "rate")); got != 1 {
+	if got := g.metricValue(t, "kvgate_client_limited_total", "key", "a", "limit", "rate"); got != 1 {
 		t.Errorf("kvgate_client_limited_total{key=a,limit=rate}: got %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(g.rt.cmet.requests.WithLabelValues("a")); got != 3 {
+	if got := g.metricValue(t, "kvgate_client_requests_total", "key", "a"); got != 3 {
 		t.Errorf("kvgate_client_requests_total{key=a}: got %v, want 3", got)
 	}
 	// A reload keeps the budget of a key that keeps its name.
-	if err := g.rt.SetAPIKeys(mustKeySet(t, APIKey{"a", "key-a2"})); err != nil {
+	if err := g.clients.SetKeys(mustKeySet(t, clientauth.APIKey{Name: "a", Key: "key-a2"})); err != nil {
 		t.Fatal(err)
 	}
 	if r := send("key-a2"); r.StatusCode != http.StatusTooManyRequests {
@@ -95,7 +93,7 @@ func TestConcurrencyLimitPerKey(t *testing.T) {
 		<-release
 		w.Write([]byte("data: [DONE]\n\n"))
 	}
-	g := newTestGateway(t, Config{APIKeys: mustKeySet(t, APIKey{"a", "key-a"}, APIKey{"b", "key-b"}), MaxConcurrentPerKey: 1}, fw.url())
+	g := newTestGateway(t, testConfig{APIKeys: mustKeySet(t, clientauth.APIKey{Name: "a", Key: "key-a"}, clientauth.APIKey{Name: "b", Key: "key-b"}), MaxConcurrentPerKey: 1}, fw.url())
 	hdr := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
 	done := make(chan int, 1)
 	go func() {
@@ -134,7 +132,7 @@ func TestConcurrencyLimitPerKey(t *testing.T) {
 	if r, _ := g.doHeaders(t, http.MethodPost, "/v1/completions", `{"prompt":"hi"}`, hdr("key-a")); r.StatusCode != 200 {
 		t.Errorf("after the stream ended: got %d, want 200", r.StatusCode)
 	}
-	if got := testutil.ToFloat64(g.rt.cmet.limited.WithLabelValues("a", "concurrency")); got != 1 {
+	if got := g.metricValue(t, "kvgate_client_limited_total", "key", "a", "limit", "concurrency"); got != 1 {
 		t.Errorf("kvgate_client_limited_total{key=a,limit=concurrency}: got %v, want 1", got)
 	}
 }
@@ -142,7 +140,7 @@ func TestConcurrencyLimitPerKey(t *testing.T) {
 // Without keys the limits bound all requests together, as the anonymous client.
 func TestLimitsWithoutKeys(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	g := newTestGateway(t, Config{RateLimit: 1, Now: clock.Now}, newFakeWorker(t, "m").url())
+	g := newTestGateway(t, testConfig{RateLimit: 1, Now: clock.Now}, newFakeWorker(t, "m").url())
 	if r, _ := g.post(t, `{"prompt":"hi"}`); r.StatusCode != 200 {
 		t.Fatalf("first: got %d, want 200", r.StatusCode)
 	}
@@ -152,33 +150,14 @@ func TestLimitsWithoutKeys(t *testing.T) {
 	if r, _ := g.do(t, http.MethodGet, "/health", "", ""); r.StatusCode != 200 {
 		t.Errorf("/health under the limit: got %d, want 200 (probes are not limited)", r.StatusCode)
 	}
-	if got := testutil.ToFloat64(g.rt.cmet.limited.WithLabelValues(anonymousClient, "rate")); got != 1 {
+	if got := g.metricValue(t, "kvgate_client_limited_total", "key", "anonymous", "limit", "rate"); got != 1 {
 		t.Errorf("limited{key=anonymous}: got %v, want 1", got)
 	}
 }
 
-func TestSetRetryAfter(t *testing.T) {
-	for _, tt := range []struct {
-		d        time.Duration
-		sec, msS string
-	}{
-		{0, "1", "1000"},
-		{time.Millisecond, "1", "1"},
-		{1500 * time.Millisecond, "2", "1500"},
-		{2 * time.Second, "2", "2000"},
-		{90*time.Second + time.Nanosecond, "91", "90001"},
-	} {
-		h := http.Header{}
-		setRetryAfter(h, tt.d)
-		if h.Get("Retry-After") != tt.sec || h.Get("Retry-After-Ms") != tt.msS {
-			t.Errorf("setRetryAfter(%v): got %q, %q; want %q, %q", tt.d, h.Get("Retry-After"), h.Get("Retry-After-Ms"), tt.sec, tt.msS)
-		}
-	}
-}
-
 func TestNewRejectsBadLimits(t *testing.T) {
-	for _, cfg := range []Config{{RateLimit: -1}, {RateBurst: -1}, {MaxConcurrentPerKey: -1}, {AdminToken: "has space"}} {
-		cfg.Policy, cfg.Index = &fixedPolicy{}, mustIndex(t)
+	for _, cfg := range []Config{{AdminToken: "has space"}, {MaxPrompts: -1}, {MaxN: -1}} {
+		cfg.Models = []Model{{Name: "m", Policy: &fixedPolicy{}, Index: mustIndex(t)}}
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v): got nil error", cfg)
 		}
@@ -191,13 +170,4 @@ func stringsReader(s string) io.Reader { return strings.NewReader(s) }
 func drain(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-}
-
-func mustIndex(t *testing.T) *indexer.Index {
-	t.Helper()
-	idx, err := indexer.New(indexer.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return idx
 }

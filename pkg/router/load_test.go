@@ -33,8 +33,8 @@ func TestRequestLoadAccounting(t *testing.T) {
 		}
 		io.WriteString(w, "data: [DONE]\n\n")
 	}
-	g := newTestGateway(t, Config{}, fw.url())
-	w := g.rt.Workers()[0]
+	g := newTestGateway(t, testConfig{}, fw.url())
+	w := g.rt.Fleet().Workers()[0]
 	type counts struct{ InFlight, Prefill, Active int64 }
 	read := func() counts { return counts{w.InFlight(), w.PendingPrefill(), w.ActiveBlocks()} }
 

@@ -34,13 +34,13 @@ func TestLoRARequestsUseTheAdapterNamespace(t *testing.T) {
 	b.models = vllmModels("base", "sql-lora")
 	_, pubA, repA := startPublisher(t)
 	pb, pubB, repB := startPublisher(t)
-	g := newTestGateway(t, Config{},
+	g := newTestGateway(t, testConfig{},
 		"url="+a.url()+",kv_events="+pubA+",replay="+repA,
 		"url="+b.url()+",kv_events="+pubB+",replay="+repB,
 		"url="+c.url())
 	g.waitFor(t, "event streams up and models discovered", func() bool {
-		ok, _ := g.rt.Ready()
-		return ok && g.rt.fleet.Load().byURL[b.url()].w.HasAdapter("sql-lora") && g.rt.fleet.Load().byURL[a.url()].w.HasAdapter("sql-lora")
+		ok, _ := g.rt.Fleet().Ready()
+		return ok && g.member(b.url()).Worker().HasAdapter("sql-lora") && g.member(a.url()).Worker().HasAdapter("sql-lora")
 	})
 	_, models := g.do(t, http.MethodGet, "/v1/models", "", "")
 	if !strings.Contains(models, `"id":"sql-lora","object":"model"`) || !strings.Contains(models, `"parent":"test-model"`) {
@@ -53,10 +53,10 @@ func TestLoRARequestsUseTheAdapterNamespace(t *testing.T) {
 	if _, err := pb.Publish(batch); err != nil {
 		t.Fatal(err)
 	}
-	mb := g.rt.fleet.Load().byURL[b.url()]
-	g.waitFor(t, "b's adapter blocks in the index", func() bool { return mb.indexBlocks() == 8 })
+	mb := g.member(b.url())
+	g.waitFor(t, "b's adapter blocks in the index", func() bool { return mb.IndexBlocks() == 8 })
 	keys := indexer.AppendBlockKeys(nil, bytesOf(prefix), 16, indexer.Namespace("sql-lora", 0, false, ""))
-	if got := g.rt.cfg.Index.Match(keys, nil); len(got) != 1 || got[0].Blocks != 8 {
+	if got := g.index().Match(keys, nil); len(got) != 1 || got[0].Blocks != 8 {
 		t.Fatalf("index match under the adapter namespace: got %+v, want 8 blocks on one worker", got)
 	}
 

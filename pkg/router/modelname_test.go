@@ -16,8 +16,8 @@ import (
 // serves it as "test-model"; clients get "test-model" back, streaming or not.
 func TestResponseModelIsTheRequestedName(t *testing.T) {
 	fw := newFakeWorker(t, "engine-7b")
-	g := newTestGateway(t, Config{}, fw.url())
-	g.waitFor(t, "model discovered", func() bool { return g.rt.Workers()[0].ReportedModel() == "engine-7b" })
+	g := newTestGateway(t, testConfig{}, fw.url())
+	g.waitFor(t, "model discovered", func() bool { return g.rt.Fleet().Workers()[0].ReportedModel() == "engine-7b" })
 
 	t.Run("json", func(t *testing.T) {
 		resp, body := g.post(t, `{"model":"test-model","prompt":"hi"}`)

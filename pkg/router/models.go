@@ -23,8 +23,8 @@ type modelCard struct {
 // worker up), the names the default pool's workers serve, and the LoRA adapters any worker
 // lists.
 func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
-	f := rt.fleet.Load()
-	def := f.defaultModel(rt.cfg.Model)
+	s := rt.fleet.Snapshot()
+	def := s.DefaultModel()
 	seen := map[string]bool{}
 	list := modelList{Object: "list", Data: []modelCard{}}
 	card := func(name string) {
@@ -34,21 +34,21 @@ func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
 		seen[name] = true
 		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate"})
 	}
-	for _, name := range f.modelNames {
-		card(name)
+	for _, p := range s.Pools()[1:] {
+		card(p.Name())
 	}
-	for _, m := range f.members {
-		if m.pool == f.def {
-			card(m.w.ServedModel(def))
+	for _, m := range s.Members() {
+		if m.Pool().Default() {
+			card(m.Worker().ServedModel(def))
 		}
 	}
 	// LoRA adapters the workers list are served under their own names (DESIGN.md §3).
-	for _, m := range f.members {
-		parent := m.w.ServedModel(def)
-		if m.pool != f.def {
-			parent = m.pool.name
+	for _, m := range s.Members() {
+		parent := m.Worker().ServedModel(def)
+		if !m.Pool().Default() {
+			parent = m.Pool().Name()
 		}
-		for _, a := range m.w.Adapters() {
+		for _, a := range m.Worker().Adapters() {
 			if seen[a] {
 				continue
 			}

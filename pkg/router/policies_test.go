@@ -58,7 +58,7 @@ func newPolicy(t *testing.T, name string, cfg policy.Config) policy.Policy {
 func TestPoliciesThroughRouter(t *testing.T) {
 	t.Run("round_robin alternates", func(t *testing.T) {
 		a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
-		g := newTestGateway(t, Config{Policy: newPolicy(t, policy.NameRoundRobin, policy.DefaultConfig())}, a.url(), b.url())
+		g := newTestGateway(t, testConfig{Policy: newPolicy(t, policy.NameRoundRobin, policy.DefaultConfig())}, a.url(), b.url())
 		var got []string
 		for i := 0; i < 4; i++ {
 			r, _ := g.post(t, `{"prompt":"same prompt every time"}`)
@@ -73,7 +73,7 @@ func TestPoliciesThroughRouter(t *testing.T) {
 	})
 	t.Run("prefix_hash is sticky per prefix", func(t *testing.T) {
 		a, b := newFakeWorker(t, "m"), newFakeWorker(t, "m")
-		g := newTestGateway(t, Config{Policy: newPolicy(t, policy.NamePrefixHash, policy.DefaultConfig())}, a.url(), b.url())
+		g := newTestGateway(t, testConfig{Policy: newPolicy(t, policy.NamePrefixHash, policy.DefaultConfig())}, a.url(), b.url())
 		seen := map[string]string{}
 		for i := 0; i < 6; i++ {
 			prefix := strings.Repeat(string(rune('a'+i%3)), 32)
@@ -91,7 +91,7 @@ func TestPoliciesThroughRouter(t *testing.T) {
 		idle := newFakeWorker(t, "m")
 		sp := &swapPolicy{}
 		sp.set(&fixedPolicy{})
-		g := newTestGateway(t, Config{Policy: sp}, busy.url(), idle.url())
+		g := newTestGateway(t, testConfig{Policy: sp}, busy.url(), idle.url())
 		done := make(chan struct{}, 2)
 		occupy(t, g, busy, `{"prompt":"busy"}`, 2, done) // the fixed policy sends both to the first worker
 		sp.set(newPolicy(t, policy.NameLeastLoad, policy.DefaultConfig()))
@@ -111,7 +111,7 @@ func TestPoliciesThroughRouter(t *testing.T) {
 		cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold = 1, 1.5
 		sp := &swapPolicy{}
 		sp.set(&fixedPolicy{})
-		g := newTestGateway(t, Config{Policy: sp}, warm.url(), cold.url())
+		g := newTestGateway(t, testConfig{Policy: sp}, warm.url(), cold.url())
 		prompt := `{"prompt":"` + strings.Repeat("w", 64) + `"}`
 		done := make(chan struct{}, 2)
 		// Two requests of the prompt held by the warm worker: the tree places the prompt there

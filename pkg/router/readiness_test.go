@@ -21,10 +21,10 @@ func TestReadinessWaitsForEventStreams(t *testing.T) {
 	_, pubA, repA := startPublisher(t)
 	// b's engine publishes on a port where nothing listens yet.
 	epB := fmt.Sprintf("tcp://127.0.0.1:%d", kvtest.FreePort(t))
-	g := newTestGateway(t, Config{}, "url="+a.url()+",kv_events="+pubA+",replay="+repA, "url="+b.url()+",kv_events="+epB)
+	g := newTestGateway(t, testConfig{}, "url="+a.url()+",kv_events="+pubA+",replay="+repA, "url="+b.url()+",kv_events="+epB)
 	g.waitFor(t, "a's event stream up", func() bool {
-		m := g.rt.fleet.Load().byURL[a.url()]
-		st, _ := m.streamState()
+		m := g.member(a.url())
+		st, _ := m.StreamState()
 		return st == kvbridge.StreamUp
 	})
 

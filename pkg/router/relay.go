@@ -81,8 +81,8 @@ func (rt *Router) copyBody(ctx context.Context, resp *engine.Response, piece []b
 		ae = ctxError(ctx)
 	}
 	if !shuttingDown(ctx) { // the gateway's own shutdown is not the worker's failure
-		rt.met.upstream.WithLabelValues(dec.m.w.URL(), "mid_stream").Inc()
-		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.w.URL()), zap.String("error", ae.Message))
+		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
+		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
 	}
 	fail(ae)
 }

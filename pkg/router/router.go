@@ -4,103 +4,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"net/http"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/chat"
-	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/clientauth"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
-	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/policy"
-	"github.com/kvgate/kvgate/pkg/worker"
 )
 
-// KV index modes of Config.KVIndex (--kv-index).
+// Defaults of Config fields left zero: an 8 MiB body limit, at most 16 samples and 256 prompts
+// per request.
 const (
-	// KVIndexAuto scores each worker that has a KV-event stream from the event index and the
-	// others from the approximate tree.
-	KVIndexAuto = "auto"
-	// KVIndexOff scores every worker from the approximate tree and subscribes to no events
-	// (the "approximate" baseline of DESIGN.md §9).
-	KVIndexOff = "off"
+	DefaultMaxBodyBytes = 8 << 20
+	DefaultMaxN         = 16
+	DefaultMaxPrompts   = 256
 )
 
-// Defaults of Config fields left zero: the block size of DESIGN.md §3, an 8 MiB body limit, at
-// most 16 samples and 256 prompts per request, a health check every 5 s with a 2 s timeout.
-const (
-	DefaultBlockSize      = 16
-	DefaultMaxBodyBytes   = 8 << 20
-	DefaultMaxN           = 16
-	DefaultHealthInterval = 5 * time.Second
-	DefaultHealthTimeout  = 2 * time.Second
-	DefaultMaxPrompts     = 256
-)
-
-// Config configures a Router. Zero durations and limits take the documented defaults.
-//
-// Config's model fields (Model, Tokenizer, Chat, ChatParsers, ReasoningField, Policy, BlockSize,
-// Index, Tree, Pending) configure the default pool: the workers whose spec names no model of
-// Models. Models adds one pool per further model, each with fields of its own (pool.go).
+// Config configures a Router. Zero limits take the documented defaults.
 type Config struct {
-	// Model is the served model name requests may use ("" or this name route to every worker
-	// of the default pool whose spec names no model). Empty: the first model a worker of the
-	// default pool reports, else the first of Models.
-	Model string
-	// Models are further models, each with its own tokenizer, chat template, policy, index and
-	// pool of workers (those whose spec names it); SetModel and RemoveModel change them while
-	// serving. nil: one model, the default pool, as configured by the fields around.
+	// Models are the models served, each with its own tokenizer, chat template, policy, index
+	// and pool of workers (those whose spec names it). Models[0] is the default model: its
+	// pool also takes every worker whose spec names no other model, and requests that name
+	// no model go to it; its Name may be empty, and is then the first model one of its
+	// workers reports. At least one. SetModel and RemoveModel change the others while
+	// serving.
 	Models []Model
-	// Tokenizer turns text prompts into the token ids the gateway routes on (and sends to
-	// grpc:// workers). nil: text prompts are proxied untokenized to http:// workers and
-	// routed without prefix information; grpc:// workers then accept token-id prompts only.
-	Tokenizer Tokenizer
-	// Chat renders chat requests into the token ids the engine computes (nil: chat requests
-	// are routed without prefix information, and only http:// workers can serve them).
-	Chat ChatRenderer
-	// ChatParsers splits reasoning and tool calls out of grpc:// workers' chat output as the
-	// engine's own server would (nil: all text is content).
-	ChatParsers *chat.Parsers
-	// ReasoningField is where that reasoning goes (engine.Reasoning*; "" writes both fields).
-	ReasoningField string
-	// Policy picks the worker. Required.
-	Policy policy.Policy
-	// KVIndex is KVIndexAuto (default) or KVIndexOff.
-	KVIndex string
-	// BlockSize is the block size for workers whose spec and events do not give one (16).
-	BlockSize int
-
-	// Index is the exact event index (required); Tree the approximate tree and Pending the
-	// pending overlay (both optional: nil disables them).
-	Index   *indexer.Index
-	Tree    *indexer.Tree
-	Pending *indexer.Pending
+	// Fleet configures the workers' health checks, event streams and drains. Its Logger,
+	// Registerer and Now are the router's own (below).
+	Fleet fleet.Config
+	// Clients, when set, guards the public API (Handler) with client keys and per-key limits
+	// (clientauth); /health and /readiness must be among its open paths. nil: no client
+	// authentication and no limits.
+	Clients *clientauth.Guard
 
 	// ForwardTokenIDs sends the gateway's token ids as the prompt to http:// workers, so the
 	// engine caches exactly what was indexed.
 	ForwardTokenIDs bool
 	// AdminToken, when set, is required as "Authorization: Bearer <token>" by AdminHandler.
 	AdminToken string
-	// APIKeys, when it holds keys, guards the public API (Handler): every request but /health
-	// and /readiness must present one ("Authorization: Bearer KEY" or "api-key: KEY") or get a
-	// 401. nil or empty: no client authentication. SetAPIKeys replaces them while serving.
-	APIKeys *KeySet
-	// RateLimit is each client key's sustained request rate in requests per second, with
-	// bursts of RateBurst (default: RateLimit rounded up, at least 1); over it the gateway
-	// answers 429 with Retry-After. Without keys the limit applies to all requests together.
-	// 0: no rate limit.
-	RateLimit float64
-	RateBurst int
-	// MaxConcurrentPerKey bounds each client key's requests in progress (a stream counts until
-	// it ends); over it the gateway answers 429. Without keys it bounds all requests together.
-	// 0: no limit.
-	MaxConcurrentPerKey int
 	// MaxPrompts is the most prompts one completion request may batch (default 256); more is a
 	// 400. Each prompt is tokenized, routed and, on gRPC workers, generated separately.
 	MaxPrompts int
@@ -113,40 +59,76 @@ type Config struct {
 	// MaxInFlightPerWorker, when > 0, makes a worker at that many in-flight requests
 	// ineligible; with every candidate full the gateway answers 429.
 	MaxInFlightPerWorker int
-
-	// HealthInterval and HealthTimeout pace the health checks (default 5 s and 2 s).
-	HealthInterval time.Duration
-	HealthTimeout  time.Duration
-	// EngineMetricsInterval, when > 0, scrapes each http:// worker's /metrics for
-	// vllm:num_requests_running + vllm:num_requests_waiting and blends it into the load.
-	EngineMetricsInterval time.Duration
 	// UpstreamTimeout bounds a whole request to a worker (0: none; client disconnects still
 	// cancel).
 	UpstreamTimeout time.Duration
-	// DrainTimeout bounds how long a worker that leaves the fleet (SyncWorkers, a model
-	// replaced) may take to finish its in-flight requests before its streams stop and its
-	// blocks leave the index (default 30 s).
-	DrainTimeout time.Duration
-
-	// KVListen, when set (tcp://*:PORT), binds one ZMQ SUB socket that publishers connect to;
-	// batches are attributed to workers by topic kv@<host:port>@<model>.
-	KVListen string
 
 	// Logger receives lifecycle logs at info and one debug line per routing decision.
 	// nil: no logs.
 	Logger *zap.Logger
-	// Registerer receives the router's metrics. nil: metrics are not registered.
+	// Registerer receives the router's and the fleet's metrics. nil: not registered.
 	Registerer prometheus.Registerer
-	// KVMetrics is passed to the event sources (nil: none).
-	KVMetrics *kvbridge.Metrics
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
 
-// Router is the gateway: the OpenAI HTTP API, the fleet of workers (each with its engine client
-// and event source), the routing decision and the relay of responses. Build it with New, add
-// workers, serve Handler() and call Run for the background work (health checks, event streams,
-// engine-load scrapes).
+// Model is one served model (Config.Models, or a `models:` entry of the gateway's config
+// file): its requests are tokenized, rendered, scored and picked with its own fields, among
+// its own workers.
+type Model struct {
+	// Name is the served model name clients ask for, and the spec model= of its workers.
+	// Required and unique, except for the default model (Config.Models).
+	Name string
+	// Tokenizer turns text prompts into the token ids the gateway routes on (and sends to
+	// grpc:// workers), and decodes grpc:// workers' output. nil: text prompts are proxied
+	// untokenized to http:// workers and routed without prefix information; grpc:// workers
+	// then accept token-id prompts only.
+	Tokenizer Tokenizer
+	// Chat renders chat requests into the token ids the engine computes (nil: chat requests
+	// are routed without prefix information, and only http:// workers can serve them).
+	Chat ChatRenderer
+	// ChatParsers splits reasoning and tool calls out of grpc:// workers' chat output as the
+	// engine's own server would (nil: all text is content).
+	ChatParsers *chat.Parsers
+	// ReasoningField is where that reasoning goes (engine.Reasoning*; "" writes both fields).
+	ReasoningField string
+	// Policy picks among the model's workers. Required.
+	Policy policy.Policy
+	// BlockSize is the block size for workers whose spec and events do not give one
+	// (0: fleet.DefaultBlockSize); Tree, when set, must use it.
+	BlockSize int
+	// Index is the model's exact event index (required); Tree the approximate tree and
+	// Pending the pending overlay (both optional: nil disables them).
+	Index   *indexer.Index
+	Tree    *indexer.Tree
+	Pending *indexer.Pending
+}
+
+// model is the router's own state of a served model, kept in its fleet pool (Pool.Routing).
+type model struct {
+	tok            Tokenizer
+	chat           ChatRenderer
+	parsers        *chat.Parsers
+	reasoningField string
+	policy         policy.Policy
+}
+
+// modelOf returns the router's state of the model a pool serves.
+func modelOf(p *fleet.Pool) *model { return p.Routing().(*model) }
+
+// poolConfig validates m and returns its pool's configuration, the router's state inside.
+func poolConfig(m Model) (fleet.PoolConfig, error) {
+	if m.Policy == nil {
+		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: a policy is required", m.Name)
+	}
+	return fleet.PoolConfig{Name: m.Name, BlockSize: m.BlockSize, Index: m.Index, Tree: m.Tree, Pending: m.Pending, Decoder: m.Tokenizer,
+		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy}}, nil
+}
+
+// Router is the gateway: the OpenAI HTTP API, its one request pipeline (pipeline.go), the
+// routing decision and the relay of responses, over a fleet of workers (pkg/fleet). Build it
+// with New, add workers to its Fleet, serve Handler() and AdminHandler() and call Run for the
+// background work.
 //
 // A Router must not be copied.
 type Router struct {
@@ -155,68 +137,22 @@ type Router struct {
 	met     *metrics
 	now     func() time.Time
 	scratch sync.Pool // *routeScratch
-	// transport is the HTTP transport shared by every http:// worker's engine; engineCfg is
-	// what each member's engine is built with.
-	transport *http.Transport
-	engineCfg engine.Config
+	fleet   *fleet.Fleet
+	// adminKeys holds the admin token (nil: the admin API is open).
+	adminKeys *clientauth.KeySet
+	// loadMaxAge is how old an engine-load sample may be before only in-flight counts.
+	loadMaxAge time.Duration
 
-	// fleet is the immutable snapshot every request reads (workers and models); writers hold
-	// mu.
-	fleet atomic.Pointer[fleet]
-
-	// mu guards the fields below and serialises fleet changes. It is never held while
-	// calling a worker, running a source or updating the index; building a member (its engine
-	// client: constructors, and reading its key and certificate files) and starting its
-	// goroutines (which builds its event source: constructors only, no network I/O) happen
-	// under it, so that one reconcile sees one fleet and Run and a reconcile cannot both start
-	// or both miss a worker.
-	mu      sync.Mutex
-	nextID  indexer.WorkerID
-	freeIDs []indexer.WorkerID
-	runCtx  context.Context // nil until Run starts
-	stopped bool            // Run has returned or is returning
-	wg      sync.WaitGroup  // per-worker goroutines and drains started under runCtx
-	// desired holds each origin's wanted workers (SyncWorkers, AddWorker), origins the order
-	// the origins first appeared in: the first to list a URL owns it (fleet.go).
-	desired map[string][]worker.Spec
-	origins []string
-
-	// auth is the current generation of client keys and their limiter state (auth.go); authMu
-	// serialises SetAPIKeys. adminKeys holds the admin token (nil: the admin API is open).
-	auth      atomic.Pointer[authState]
-	authMu    sync.Mutex
-	adminKeys *KeySet
-	cmet      *clientMetrics
-
-	// collector is the --kv-listen source (nil without one); set once by Run.
-	collector atomic.Pointer[kvbridge.ZMQCollector]
-
-	// aborted is cancelled (cause errShutdown) by AbortInFlight; every completion request's
-	// context follows it.
+	// aborted is cancelled (cause errShutdown) by AbortInFlight; every request's context
+	// follows it.
 	aborted context.Context
 	abort   context.CancelCauseFunc
 }
 
 // New validates cfg and returns a Router with no workers. It starts no goroutines.
 func New(cfg Config) (*Router, error) {
-	if cfg.Policy == nil {
-		return nil, errors.New("router: new: a policy is required")
-	}
-	if cfg.Index == nil {
-		return nil, errors.New("router: new: an index is required")
-	}
-	switch cfg.KVIndex {
-	case "":
-		cfg.KVIndex = KVIndexAuto
-	case KVIndexAuto, KVIndexOff:
-	default:
-		return nil, fmt.Errorf("router: new: kv-index %q: want auto or off", cfg.KVIndex)
-	}
-	if cfg.BlockSize == 0 {
-		cfg.BlockSize = DefaultBlockSize
-	}
-	if cfg.BlockSize < 1 || cfg.BlockSize > worker.MaxBlockSize {
-		return nil, fmt.Errorf("router: new: block size %d out of range", cfg.BlockSize)
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("router: new: a model is required")
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -224,30 +160,11 @@ func New(cfg Config) (*Router, error) {
 	if cfg.MaxN == 0 {
 		cfg.MaxN = DefaultMaxN
 	}
-	if cfg.HealthInterval == 0 {
-		cfg.HealthInterval = DefaultHealthInterval
-	}
-	if cfg.HealthTimeout == 0 {
-		cfg.HealthTimeout = DefaultHealthTimeout
-	}
 	if cfg.MaxPrompts == 0 {
 		cfg.MaxPrompts = DefaultMaxPrompts
 	}
-	if cfg.DrainTimeout == 0 {
-		cfg.DrainTimeout = DefaultDrainTimeout
-	}
-	if cfg.RateBurst == 0 && cfg.RateLimit > 0 {
-		cfg.RateBurst = max(1, int(math.Ceil(cfg.RateLimit)))
-	}
-	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) || cfg.RateBurst < 0 || cfg.MaxConcurrentPerKey < 0 || cfg.MaxPrompts < 0 {
-		return nil, errors.New("router: new: rate limit, burst, concurrency limit and max prompts must be finite and not negative")
-	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 ||
-		cfg.HealthInterval < 0 || cfg.HealthTimeout < 0 || cfg.EngineMetricsInterval < 0 || cfg.UpstreamTimeout < 0 || cfg.DrainTimeout < 0 {
-		return nil, errors.New("router: new: limits and intervals must not be negative")
-	}
-	if cfg.KVListen != "" && cfg.KVIndex == KVIndexOff {
-		return nil, errors.New("router: new: --kv-listen needs --kv-index auto")
+	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPrompts < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 || cfg.UpstreamTimeout < 0 {
+		return nil, errors.New("router: new: limits and timeouts must not be negative")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -255,103 +172,76 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, transport: engine.NewTransport(), desired: map[string][]worker.Spec{}}
-	rt.engineCfg = engine.Config{HTTP: rt.transport, Logger: cfg.Logger, Now: cfg.Now}
-	f := &fleet{def: rt.newDefaultPool(), models: map[string]*pool{}}
-	for _, m := range cfg.Models {
-		p, err := rt.newModelPool(m)
+	cfg.Fleet.Logger, cfg.Fleet.Registerer, cfg.Fleet.Now = cfg.Logger, cfg.Registerer, cfg.Now
+	pools := make([]fleet.PoolConfig, len(cfg.Models))
+	for i, m := range cfg.Models {
+		pc, err := poolConfig(m)
 		if err != nil {
 			return nil, err
 		}
-		if f.models[m.Name] != nil {
-			return nil, fmt.Errorf("router: new: model %q configured twice", m.Name)
-		}
-		f.models[m.Name] = p
-		f.modelNames = append(f.modelNames, m.Name)
+		pools[i] = pc
 	}
-	rt.fleet.Store(f.with(nil, nil))
-	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
-	var err error
-	if rt.met, err = newMetrics(cfg.Registerer, rt.fleet.Load); err != nil {
+	fl, err := fleet.New(cfg.Fleet, pools)
+	if err != nil {
 		return nil, err
 	}
-	if rt.cmet, err = newClientMetrics(cfg.Registerer); err != nil {
+	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
+	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
+	if rt.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
 	if cfg.AdminToken != "" {
-		if rt.adminKeys, err = NewKeySet([]APIKey{{Name: "admin", Key: cfg.AdminToken}}); err != nil {
+		if rt.adminKeys, err = clientauth.NewKeySet([]clientauth.APIKey{{Name: "admin", Key: cfg.AdminToken}}); err != nil {
 			return nil, errors.New("router: new: the admin token must be 1-4096 printable ASCII characters without spaces")
 		}
 	}
-	rt.auth.Store(rt.newAuthState(cfg.APIKeys, nil))
 	rt.scratch.New = func() any { return new(routeScratch) }
 	return rt, nil
 }
 
-// Run runs the background work until ctx is done: per worker a health loop (with model
-// discovery and engine-load scrapes) and its KV-event stream, plus the --kv-listen collector.
-// It returns after every goroutine it started has exited. Run must be called at most once.
+// Fleet returns the router's fleet: its workers (SyncWorkers, AddWorker, RemoveWorker),
+// readiness and snapshot.
+func (rt *Router) Fleet() *fleet.Fleet { return rt.fleet }
+
+// Run runs the fleet's background work (health checks, event streams, engine-load scrapes)
+// until ctx is done, and returns when it has stopped. Run must be called at most once.
 func (rt *Router) Run(ctx context.Context) error {
-	rt.mu.Lock()
-	if rt.runCtx != nil || rt.stopped {
-		rt.mu.Unlock()
-		return errors.New("router: run: already running")
-	}
-	rt.runCtx = ctx
-	for _, m := range rt.fleet.Load().members {
-		rt.startLocked(m)
-	}
-	if rt.cfg.KVListen != "" {
-		if err := rt.startCollectorLocked(ctx); err != nil {
-			rt.stopped = true
-			rt.mu.Unlock()
-			rt.stopAll()
-			return err
-		}
-	}
-	rt.mu.Unlock()
-	rt.log.Info("router running", zap.Int("workers", len(rt.members())), zap.String("policy", policyName(rt.cfg.Policy)),
-		zap.String("kv_index", rt.cfg.KVIndex), zap.Strings("models", rt.ModelNames()))
-	<-ctx.Done()
-	rt.mu.Lock()
-	rt.stopped = true
-	rt.mu.Unlock()
-	rt.stopAll()
-	return nil
+	rt.log.Info("router running", zap.Int("workers", len(rt.fleet.Snapshot().Members())), zap.String("policy", policyName(rt.defaultModel().policy)),
+		zap.String("kv_index", rt.fleet.KVIndex()), zap.Strings("models", rt.ModelNames()))
+	return rt.fleet.Run(ctx)
 }
 
-// stopAll joins every goroutine started under runCtx (which is done) and closes clients, of
-// the serving and the draining workers.
-func (rt *Router) stopAll() {
-	all := func() []*member {
-		f := rt.fleet.Load()
-		return append(slices.Clone(f.members), f.draining...)
+// defaultModel returns the router's state of the default model.
+func (rt *Router) defaultModel() *model { return modelOf(rt.fleet.Snapshot().DefaultPool()) }
+
+// SetModel adds a model while serving, or replaces the one of that name: the new pool starts
+// with an empty index, and the workers of the old one, like those whose spec names the model
+// and were served by the default pool, drain and start again in it. It fails, changing nothing,
+// for an invalid model, the default model's name, or a worker that cannot be rebuilt.
+func (rt *Router) SetModel(m Model) error {
+	pc, err := poolConfig(m)
+	if err != nil {
+		return err
 	}
-	for _, m := range all() {
-		m.stop()
-	}
-	rt.wg.Wait()
-	for _, m := range all() {
-		m.close()
-	}
-	rt.transport.CloseIdleConnections()
+	return rt.fleet.SetPool(pc)
 }
 
-// startLocked starts m's goroutines under runCtx.
-func (rt *Router) startLocked(m *member) {
-	ctx, cancel := context.WithCancel(rt.runCtx)
-	m.start(ctx, cancel, &rt.wg)
-}
+// RemoveModel stops serving a model other than the default: its workers drain, and any whose
+// spec still names it (a --worker flag's, say) starts again in the default pool. It fails for
+// a model that is not configured.
+func (rt *Router) RemoveModel(name string) error { return rt.fleet.RemovePool(name) }
+
+// ModelNames returns the names of the models other than the default, in order.
+func (rt *Router) ModelNames() []string { return rt.fleet.PoolNames() }
 
 // errShutdown is the cancellation cause of the requests AbortInFlight ends.
 var errShutdown = errors.New("router: gateway shutting down")
 
-// AbortInFlight ends every completion request still running, for a shutdown whose drain
-// deadline has passed: a stream that has started gets one OpenAI error event (code
-// gateway_shutting_down) and ends; a request not answered yet gets a 503 with that code; new
-// requests fail the same way. Call it before closing the server's connections, so clients
-// learn why their stream ended instead of seeing a bare disconnect. Safe for concurrent use;
-// later calls do nothing.
+// AbortInFlight ends every request still running, for a shutdown whose drain deadline has
+// passed: a stream that has started gets one OpenAI error event (code gateway_shutting_down)
+// and ends; a request not answered yet gets a 503 with that code; new requests fail the same
+// way. Call it before closing the server's connections, so clients learn why their stream
+// ended instead of seeing a bare disconnect. Safe for concurrent use; later calls do nothing.
 func (rt *Router) AbortInFlight() { rt.abort(errShutdown) }
 
 // shuttingDown reports whether ctx ended because of AbortInFlight.

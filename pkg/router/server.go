@@ -5,25 +5,25 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // Handler returns the gateway's public API: POST /v1/completions, POST /v1/chat/completions,
-// GET /v1/models, GET /health and GET /readiness. With client keys configured (Config.APIKeys) every /v1/ request must carry
-// one, and the per-key limits apply (auth.go, limits.go); /health and /readiness stay open for
-// probes. Unknown paths, the admin API's among them, answer an OpenAI-style 404: the admin API
+// GET /v1/models, GET /health and GET /readiness, behind Config.Clients (client keys and
+// per-key limits) when set; /health and /readiness stay open for probes (OpenPaths). Unknown paths, the admin API's among them, answer an OpenAI-style 404: the admin API
 // is served only by AdminHandler (DESIGN.md §11). Metrics are served separately
 // (Config.Registerer).
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.handleCompletions))
-	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.handleChat))
+	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.handle(completions)))
+	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.handle(chatCompletions)))
 	mux.Handle("GET /v1/models", rt.instrument("/v1/models", rt.handleModels))
 	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
 	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true}
 	mux.Handle("/", rt.instrument("other", notFound(known)))
-	return rt.guardClients(mux)
+	return rt.cfg.Clients.Wrap(mux)
 }
 
 // AdminHandler returns the admin API: GET/POST/DELETE /workers and GET and POST /debug/route, each
@@ -114,14 +114,18 @@ func statusText(code int) string {
 	return string(b)
 }
 
+// OpenPaths are the public API's paths served without a client key (Config.Clients): the
+// probes of load balancers and orchestrators.
+var OpenPaths = []string{"/health", "/readiness"}
+
 // admin guards a handler with the admin token when one is configured. The token is compared
-// as client keys are (KeySet.Match): in constant time, whatever its length.
+// as client keys are (clientauth.KeySet.Match): in constant time, whatever its length.
 func (rt *Router) admin(h http.HandlerFunc) http.HandlerFunc {
 	if rt.adminKeys == nil {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := BearerToken(r.Header.Values("Authorization"))
+		tok, ok := clientauth.BearerToken(r.Header.Values("Authorization"))
 		if _, match := rt.adminKeys.Match(tok); !ok || !match {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate-admin"`)
 			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Message: "admin token required", Type: openai.TypeAuth, Code: "unauthorized"})

@@ -43,10 +43,10 @@ func TestSidecarOverMTLS(t *testing.T) {
 	}
 	addr := startTLSGRPC(t, ca, func(s *grpc.Server) { bridge.Register(s) })
 	t.Cleanup(bridge.Close)
-	g := newTestGateway(t, Config{}, "url="+a.url()+",kv_events=grpc://"+addr+",tls=true,tls_ca_file="+ca.CertFile+
+	g := newTestGateway(t, testConfig{}, "url="+a.url()+",kv_events=grpc://"+addr+",tls=true,tls_ca_file="+ca.CertFile+
 		",tls_cert_file="+cli.CertFile+",tls_key_file="+cli.KeyFile+",api_key=sk-not-for-the-sidecar")
-	m := g.rt.members()[0]
-	g.waitFor(t, "sidecar stream up over mTLS", func() bool { st, _ := m.streamState(); return st == kvbridge.StreamUp })
+	m := g.members()[0]
+	g.waitFor(t, "sidecar stream up over mTLS", func() bool { st, _ := m.StreamState(); return st == kvbridge.StreamUp })
 	bridge.Batch(0, storedBatch(bytesOf(strings.Repeat("s", 48)), 16, 7))
-	g.waitFor(t, "blocks from the sidecar", func() bool { return m.indexBlocks() == 3 })
+	g.waitFor(t, "blocks from the sidecar", func() bool { return m.IndexBlocks() == 3 })
 }

@@ -1,4 +1,4 @@
-package router
+package clientauth
 
 import (
 	"bytes"
@@ -45,13 +45,13 @@ func ParseKeys(data []byte, prefix string) ([]APIKey, error) {
 		if name, key, ok := bytes.Cut(line, []byte(":")); ok {
 			k = APIKey{Name: string(bytes.TrimSpace(name)), Key: string(bytes.TrimSpace(key))}
 			if !validKeyName(k.Name) {
-				return nil, fmt.Errorf("router: keys: line %d: the part before ':' must be a name of 1-%d letters, digits, '.', '_' or '-': %w", i+1, MaxKeyNameLen, ErrInvalidKeys)
+				return nil, fmt.Errorf("clientauth: keys: line %d: the part before ':' must be a name of 1-%d letters, digits, '.', '_' or '-': %w", i+1, MaxKeyNameLen, ErrInvalidKeys)
 			}
 		} else {
 			k.Name = fmt.Sprintf("%s-%d", prefix, i+1)
 		}
 		if !validKey(k.Key) {
-			return nil, fmt.Errorf("router: keys: line %d: a key must be 1-%d printable ASCII characters without spaces: %w", i+1, MaxKeyLen, ErrInvalidKeys)
+			return nil, fmt.Errorf("clientauth: keys: line %d: a key must be 1-%d printable ASCII characters without spaces: %w", i+1, MaxKeyLen, ErrInvalidKeys)
 		}
 		out = append(out, k)
 	}
@@ -99,15 +99,15 @@ func NewKeySet(keys []APIKey) (*KeySet, error) {
 	s := &KeySet{names: make([]string, 0, len(keys)), sums: make([][sha256.Size]byte, 0, len(keys))}
 	for i, k := range keys {
 		if !validKeyName(k.Name) || !validKey(k.Key) {
-			return nil, fmt.Errorf("router: keys: key %d (%q): invalid name or key: %w", i+1, safeName(k.Name), ErrInvalidKeys)
+			return nil, fmt.Errorf("clientauth: keys: key %d (%q): invalid name or key: %w", i+1, safeName(k.Name), ErrInvalidKeys)
 		}
 		sum := sha256.Sum256([]byte(k.Key))
 		for j := range s.sums {
 			if s.names[j] == k.Name {
-				return nil, fmt.Errorf("router: keys: name %q used twice: %w", k.Name, ErrInvalidKeys)
+				return nil, fmt.Errorf("clientauth: keys: name %q used twice: %w", k.Name, ErrInvalidKeys)
 			}
 			if s.sums[j] == sum {
-				return nil, fmt.Errorf("router: keys: keys %q and %q are the same key: %w", s.names[j], k.Name, ErrInvalidKeys)
+				return nil, fmt.Errorf("clientauth: keys: keys %q and %q are the same key: %w", s.names[j], k.Name, ErrInvalidKeys)
 			}
 		}
 		s.names = append(s.names, k.Name)

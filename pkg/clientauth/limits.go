@@ -1,4 +1,4 @@
-package router
+package clientauth
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 const anonymousClient = "anonymous"
 
 // client is the limiter state of one client key (Config.RateLimit, Config.MaxConcurrentPerKey)
-// and its metrics. It outlives reloads of the keys (authState).
+// and its metrics. It outlives reloads of the keys (state).
 //
 // A client must not be copied.
 type client struct {
@@ -32,14 +32,14 @@ type client struct {
 	limitedRate, limConc prometheus.Counter
 }
 
-func (rt *Router) newClient(name string) *client {
-	c := &client{name: name, max: int64(rt.cfg.MaxConcurrentPerKey),
-		accepted:    rt.cmet.requests.WithLabelValues(name),
-		limitedRate: rt.cmet.limited.WithLabelValues(name, "rate"),
-		limConc:     rt.cmet.limited.WithLabelValues(name, "concurrency"),
+func (g *Guard) newClient(name string) *client {
+	c := &client{name: name, max: int64(g.cfg.MaxConcurrentPerKey),
+		accepted:    g.met.requests.WithLabelValues(name),
+		limitedRate: g.met.limited.WithLabelValues(name, "rate"),
+		limConc:     g.met.limited.WithLabelValues(name, "concurrency"),
 	}
-	if rt.cfg.RateLimit > 0 {
-		c.lim = rate.NewLimiter(rate.Limit(rt.cfg.RateLimit), rt.cfg.RateBurst)
+	if g.cfg.RateLimit > 0 {
+		c.lim = rate.NewLimiter(rate.Limit(g.cfg.RateLimit), g.cfg.RateBurst)
 	}
 	return c
 }
@@ -88,15 +88,15 @@ func setRetryAfter(h http.Header, d time.Duration) {
 	h.Set("Retry-After-Ms", strconv.FormatInt(max(1, int64(math.Ceil(float64(d)/float64(time.Millisecond)))), 10))
 }
 
-// clientMetrics counts client requests by key name (never by key) and authentication failures.
-type clientMetrics struct {
+// metrics counts client requests by key name (never by key) and authentication failures.
+type metrics struct {
 	requests     *prometheus.CounterVec // key
 	limited      *prometheus.CounterVec // key, limit
 	authFailures *prometheus.CounterVec // reason
 }
 
-func newClientMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
-	m := &clientMetrics{
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_client_requests_total",
 			Help: "Requests admitted on the public API, by client key name (anonymous without --api-key).",
@@ -115,7 +115,7 @@ func newClientMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.limited, m.authFailures} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("router: register metrics: %w", err)
+			return nil, fmt.Errorf("clientauth: register metrics: %w", err)
 		}
 	}
 	return m, nil

@@ -1,4 +1,4 @@
-package router
+package clientauth
 
 import (
 	"errors"
@@ -37,8 +37,8 @@ func FuzzBearerToken(f *testing.F) {
 // keyErrorShapes are the messages ParseKeys may fail with once line numbers are masked: fixed
 // texts, so no part of the input can appear in them.
 var keyErrorShapes = map[string]bool{
-	"router: keys: line N: the part before ':' must be a name of N-N letters, digits, '.', '_' or '-': invalid client keys": true,
-	"router: keys: line N: a key must be N-N printable ASCII characters without spaces: invalid client keys":                true,
+	"clientauth: keys: line N: the part before ':' must be a name of N-N letters, digits, '.', '_' or '-': invalid client keys": true,
+	"clientauth: keys: line N: a key must be N-N printable ASCII characters without spaces: invalid client keys":                true,
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)

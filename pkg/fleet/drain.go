@@ -1,4 +1,4 @@
-package router
+package fleet
 
 import (
 	"context"
@@ -7,10 +7,6 @@ import (
 
 	"go.uber.org/zap"
 )
-
-// DefaultDrainTimeout bounds how long a worker that left the fleet keeps its in-flight requests
-// (Config.DrainTimeout).
-const DefaultDrainTimeout = 30 * time.Second
 
 // drainPoll is how often a draining worker's in-flight count is looked at.
 const drainPoll = 20 * time.Millisecond
@@ -24,33 +20,33 @@ const drainPoll = 20 * time.Millisecond
 // as long as the worker's connection does; nothing cancels them, but the engine's clients are
 // closed.
 
-// drainLocked starts m's drain: a goroutine under Run's context when the router runs (a
+// drainLocked starts m's drain: a goroutine under Run's context when the fleet runs (a
 // shutdown ends the wait, and stopAll then stops m), else, before Run, an immediate teardown.
-func (rt *Router) drainLocked(m *member) {
-	m.drainStart.Store(rt.now().UnixNano())
-	rt.log.Info("worker draining", zap.String("worker", m.w.URL()), zap.String("origin", m.origin), zap.Int64("in_flight", m.w.InFlight()))
-	if rt.runCtx == nil {
-		rt.wg.Add(1)
+func (f *Fleet) drainLocked(m *Member) {
+	m.drainStart.Store(f.cfg.Now().UnixNano())
+	f.log.Info("worker draining", zap.String("worker", m.w.URL()), zap.String("origin", m.origin), zap.Int64("in_flight", m.w.InFlight()))
+	if f.runCtx == nil {
+		f.wg.Add(1)
 		go func() {
-			defer rt.wg.Done()
-			rt.teardown(m)
+			defer f.wg.Done()
+			f.teardown(m)
 		}()
 		return
 	}
-	ctx := rt.runCtx
-	rt.wg.Add(1)
+	ctx := f.runCtx
+	f.wg.Add(1)
 	go func() {
-		defer rt.wg.Done()
-		if rt.awaitIdle(ctx, m) {
-			rt.teardown(m)
+		defer f.wg.Done()
+		if f.awaitIdle(ctx, m) {
+			f.teardown(m)
 		}
 	}()
 }
 
 // awaitIdle waits until m has no in-flight request or DrainTimeout has passed (true), or ctx
 // ended (false).
-func (rt *Router) awaitIdle(ctx context.Context, m *member) bool {
-	deadline := time.NewTimer(rt.cfg.DrainTimeout)
+func (f *Fleet) awaitIdle(ctx context.Context, m *Member) bool {
+	deadline := time.NewTimer(f.cfg.DrainTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
@@ -59,8 +55,8 @@ func (rt *Router) awaitIdle(ctx context.Context, m *member) bool {
 		case <-ctx.Done():
 			return false
 		case <-deadline.C:
-			rt.log.Warn("worker drain deadline passed; stopping it with requests in flight", zap.String("worker", m.w.URL()),
-				zap.Int64("in_flight", m.w.InFlight()), zap.Duration("drain_timeout", rt.cfg.DrainTimeout))
+			f.log.Warn("worker drain deadline passed; stopping it with requests in flight", zap.String("worker", m.w.URL()),
+				zap.Int64("in_flight", m.w.InFlight()), zap.Duration("drain_timeout", f.cfg.DrainTimeout))
 			return true
 		case <-tick.C:
 		}
@@ -71,32 +67,23 @@ func (rt *Router) awaitIdle(ctx context.Context, m *member) bool {
 // teardown ends a worker that is out of the serving members: its goroutines stop, the
 // --kv-listen collector stops delivering into it, its blocks leave its pool's index, tree and
 // pending overlay, its clients close, it leaves the draining list and its IDs are freed.
-func (rt *Router) teardown(m *member) {
+func (f *Fleet) teardown(m *Member) {
 	m.stop()              // cancels and joins the worker's goroutines; no lock held
 	m.removed.Store(true) // the --kv-listen collector delivers no more into its IDs...
-	rt.syncCollector()    // ...once the delivery it may be in has returned
-	lk := &m.pool.lookup
-	for _, id := range m.ids {
-		lk.Index.RemoveWorker(id)
-		if lk.Tree != nil {
-			lk.Tree.RemoveWorker(id)
-		}
-		if lk.Pending != nil {
-			lk.Pending.RemoveWorker(id)
-		}
-	}
+	f.syncCollector()     // ...once the delivery it may be in has returned
+	m.pool.lookup.Remove(m.LookupWorker())
 	// The stream metrics are labelled by URL: a worker started again at that URL keeps them.
-	if rt.cfg.KVMetrics != nil && rt.fleet.Load().byURL[m.w.URL()] == nil {
-		rt.cfg.KVMetrics.Forget(m.w.URL())
+	if f.cfg.KVMetrics != nil && f.Snapshot().byURL[m.w.URL()] == nil {
+		f.cfg.KVMetrics.Forget(m.w.URL())
 	}
 	m.close()
-	rt.mu.Lock()
-	if f := rt.fleet.Load(); slices.Contains(f.draining, m) {
-		rt.fleet.Store(f.with(f.members, slices.DeleteFunc(slices.Clone(f.draining), func(o *member) bool { return o == m })))
-		rt.log.Info("worker drained", zap.String("worker", m.w.URL()), zap.String("origin", m.origin))
+	f.mu.Lock()
+	if s := f.Snapshot(); slices.Contains(s.draining, m) {
+		f.snap.Store(s.with(s.members, slices.DeleteFunc(slices.Clone(s.draining), func(o *Member) bool { return o == m })))
+		f.log.Info("worker drained", zap.String("worker", m.w.URL()), zap.String("origin", m.origin))
 	}
-	if !rt.stopped {
-		rt.freeIDs = append(rt.freeIDs, m.ids...)
+	if !f.stopped {
+		f.freeIDs = append(f.freeIDs, m.ids...)
 	}
-	rt.mu.Unlock()
+	f.mu.Unlock()
 }

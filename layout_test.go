@@ -1,4 +1,7 @@
-package router
+// Module-wide rules of the layout (DESIGN.md §2): which packages may import which, that no
+// program links package testing, and that no function in pkg/ or cmd/ outgrows a reader's
+// screen.
+package kvgate_test
 
 import (
 	"bytes"
@@ -12,30 +15,33 @@ import (
 const module = "github.com/kvgate/kvgate/"
 
 // allowedImports lists, per package (or package prefix ending in "/"), the module packages it may
-// import directly (DESIGN.md §2): a request moves down router → openai, chat, engine, policy,
-// indexer, kvbridge, tokenizer → worker; an event batch down kvbridge → indexer → worker; a
-// membership change from discovery (DNS names → worker specs) → worker, wired into the router by
-// cmd/gateway; cmd/* → pkg/*; nothing imports router or cmd. Generated api packages may import each other.
-// A package missing from the table may import nothing of the module, so a new package has to
-// be placed here deliberately.
+// import directly (DESIGN.md §2): a request moves down router → clientauth, fleet, openai,
+// chat, engine, policy, indexer, tokenizer → worker; the fleet's work (membership, health,
+// event sources) down fleet → engine, kvbridge, discovery, indexer → worker; an event batch
+// down kvbridge → indexer → worker; a membership change from discovery (DNS names → worker
+// specs) → worker, wired into the fleet by cmd/gateway; cmd/* → pkg/*; nothing imports router
+// or cmd. Generated api packages may import each other. A package missing from the table may
+// import nothing of the module, so a new package has to be placed here deliberately.
 var allowedImports = map[string][]string{
-	"api/":          {"api/"},
-	"pkg/worker":    {},
-	"pkg/tokenizer": {},
-	"pkg/openai":    {},
-	"pkg/chat":      {"pkg/openai", "pkg/tokenizer"},
-	"pkg/indexer":   {"pkg/worker"},
-	"pkg/policy":    {"pkg/indexer", "pkg/worker"},
-	"pkg/kvbridge":  {"pkg/indexer", "pkg/worker", "api/"},
-	"pkg/engine":    {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/worker", "api/"},
-	"pkg/sim":       {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/kvbridge", "pkg/indexer", "pkg/worker", "api/"},
-	"pkg/discovery": {"pkg/worker"},
-	"pkg/router":    {"pkg/openai", "pkg/chat", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/kvbridge", "pkg/tokenizer", "pkg/worker"},
-	"cmd/":          {"pkg/", "api/", "internal/"},
-	"internal/":     {"pkg/", "api/", "internal/"},
-	"test/":         {"pkg/", "api/", "internal/", "deploy"},
-	"tools/":        {"pkg/", "api/", "internal/", "deploy"},
-	"deploy":        {},
+	"api/":           {"api/"},
+	"pkg/worker":     {},
+	"pkg/tokenizer":  {},
+	"pkg/openai":     {},
+	"pkg/chat":       {"pkg/openai", "pkg/tokenizer"},
+	"pkg/indexer":    {"pkg/worker"},
+	"pkg/policy":     {"pkg/indexer", "pkg/worker"},
+	"pkg/kvbridge":   {"pkg/indexer", "pkg/worker", "api/"},
+	"pkg/engine":     {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/worker", "api/"},
+	"pkg/sim":        {"pkg/openai", "pkg/chat", "pkg/tokenizer", "pkg/kvbridge", "pkg/indexer", "pkg/worker", "api/"},
+	"pkg/discovery":  {"pkg/worker"},
+	"pkg/clientauth": {"pkg/openai"},
+	"pkg/fleet":      {"pkg/engine", "pkg/kvbridge", "pkg/discovery", "pkg/indexer", "pkg/worker"},
+	"pkg/router":     {"pkg/clientauth", "pkg/fleet", "pkg/openai", "pkg/chat", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/tokenizer", "pkg/worker"},
+	"cmd/":           {"pkg/", "api/", "internal/"},
+	"internal/":      {"pkg/", "api/", "internal/"},
+	"test/":          {"pkg/", "api/", "internal/", "deploy"},
+	"tools/":         {"pkg/", "api/", "internal/", "deploy"},
+	"deploy":         {},
 }
 
 // rule returns the allow list of pkg (relative to the module).
@@ -137,6 +143,10 @@ func TestImportRuleTable(t *testing.T) {
 		{"pkg/newthing", "pkg/worker", false},
 		{"pkg/discovery", "pkg/worker", true},
 		{"pkg/discovery", "pkg/router", false},
+		{"pkg/router", "pkg/kvbridge", false}, // the fleet wires the event sources
+		{"pkg/fleet", "pkg/router", false},
+		{"pkg/fleet", "pkg/policy", false}, // the fleet offers candidates; routing picks
+		{"pkg/clientauth", "pkg/fleet", false},
 	}
 	for _, tt := range tests {
 		list, _ := rule(tt.pkg)

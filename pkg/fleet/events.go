@@ -1,4 +1,4 @@
-package router
+package fleet
 
 import (
 	"context"
@@ -22,63 +22,74 @@ import (
 // sizes from the events itself.
 
 // newEventSource builds the member's own event source, or nil when it has none.
-func (rt *Router) newEventSource(m *member) (kvbridge.Source, error) {
+func (m *Member) newEventSource() (kvbridge.Source, error) {
 	dial, err := engine.DialOptions(m.w.Spec())
 	if err != nil {
 		return nil, err
 	}
-	opts := kvbridge.SourceOptions{Dial: dial, Logger: rt.log, Metrics: rt.cfg.KVMetrics}
+	opts := kvbridge.SourceOptions{Dial: dial, Logger: m.f.log, Metrics: m.f.cfg.KVMetrics}
 	if ec, ok := m.eng.(engine.EventConn); ok {
 		opts.Self = func(ctx context.Context) (grpc.ClientConnInterface, worker.Runtime, error) { return ec.EventConn(ctx) }
 	}
 	return kvbridge.NewSource(m.w.Spec(), m.sink, opts)
 }
 
+// runSource returns the goroutine body that runs src until ctx ends.
+func (m *Member) runSource(src kvbridge.Source) func(context.Context) {
+	return func(ctx context.Context) {
+		err := src.Run(ctx)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, kvbridge.ErrUnimplemented):
+			m.f.log.Info("worker has no KV event stream; scoring it from the approximate tree", zap.String("worker", m.w.URL()))
+		default:
+			m.f.log.Warn("worker event stream ended", zap.String("worker", m.w.URL()), zap.Error(err))
+		}
+	}
+}
+
 // startCollectorLocked starts the --kv-listen collector under ctx: one bound SUB, batches
 // attributed to workers by topic (collectorConsumer).
-func (rt *Router) startCollectorLocked(ctx context.Context) error {
+func (f *Fleet) startCollectorLocked(ctx context.Context) error {
 	col, err := kvbridge.NewZMQCollector(kvbridge.CollectorConfig{
-		Listen: rt.cfg.KVListen,
+		Listen: f.cfg.KVListen,
 		Replay: func(topic string) string {
-			if m := rt.memberForTopic(topic); m != nil && m.w.Spec().Replay != "" {
+			if m := f.memberForTopic(topic); m != nil && m.w.Spec().Replay != "" {
 				return m.w.Spec().Replay
 			}
 			return ""
 		},
 	}, func(topic string) (kvbridge.Consumer, int, bool) {
-		host, ok := topicHost(topic)
-		if !ok {
-			return nil, 0, false
-		}
-		return &collectorConsumer{rt: rt, host: host}, 0, true
-	}, rt.log.Named("kv-listen"), rt.cfg.KVMetrics)
+		c := f.TopicConsumer(topic)
+		return c, 0, c != nil
+	}, f.log.Named("kv-listen"), f.cfg.KVMetrics)
 	if err != nil {
-		return fmt.Errorf("router: --kv-listen: %w", err)
+		return fmt.Errorf("fleet: --kv-listen: %w", err)
 	}
-	rt.collector.Store(col)
-	rt.wg.Add(1)
+	f.collector.Store(col)
+	f.wg.Add(1)
 	go func() {
-		defer rt.wg.Done()
+		defer f.wg.Done()
 		if err := col.Run(ctx); err != nil && ctx.Err() == nil {
-			rt.log.Warn("kv-listen collector ended", zap.Error(err))
+			f.log.Warn("kv-listen collector ended", zap.Error(err))
 		}
 	}()
-	rt.log.Info("kv-listen collector started", zap.String("listen", rt.cfg.KVListen))
+	f.log.Info("kv-listen collector started", zap.String("listen", f.cfg.KVListen))
 	return nil
 }
 
 // syncCollector waits until the --kv-listen collector delivers nothing into a member removed
 // before the call (it delivers on one goroutine; see kvbridge.ZMQCollector.Sync), so that the
 // member's WorkerIDs can be freed and reused.
-func (rt *Router) syncCollector() {
-	col := rt.collector.Load()
+func (f *Fleet) syncCollector() {
+	col := f.collector.Load()
 	if col == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := col.Sync(ctx); err != nil {
-		rt.log.Warn("kv-listen collector did not settle", zap.Error(err))
+		f.log.Warn("kv-listen collector did not settle", zap.Error(err))
 	}
 }
 
@@ -96,25 +107,38 @@ func topicHost(topic string) (string, bool) {
 }
 
 // memberForTopic returns the current worker a collector topic names, or nil.
-func (rt *Router) memberForTopic(topic string) *member {
+func (f *Fleet) memberForTopic(topic string) *Member {
 	host, ok := topicHost(topic)
 	if !ok {
 		return nil
 	}
-	return rt.fleet.Load().byHost[host]
+	return f.Snapshot().byHost[host]
+}
+
+// TopicConsumer returns the consumer of one collector topic (kv@<host:port>@<model>, or
+// host:port alone), nil for a topic that names no host: the --kv-listen collector delivers each
+// topic's batches through it, and any other event transport of the embedding program may do the
+// same. Its batches go into whichever serving worker has that host:port at the time (see
+// collectorConsumer), which is then scored from the event index.
+func (f *Fleet) TopicConsumer(topic string) kvbridge.Consumer {
+	host, ok := topicHost(topic)
+	if !ok {
+		return nil
+	}
+	return &collectorConsumer{f: f, host: host}
 }
 
 // collectorConsumer delivers one topic's batches into whichever worker currently has that
 // host:port: looked up per batch, so a worker removed and added again is fed again, and a topic
-// of no (or a removed) worker is dropped. It takes no lock: RemoveWorker marks the member
+// of no (or a removed) worker is dropped. It takes no lock: teardown marks the member
 // removed and then waits for the collector (syncCollector) before freeing its IDs.
 type collectorConsumer struct {
-	rt   *Router
+	f    *Fleet
 	host string
 }
 
-func (c *collectorConsumer) member() *member {
-	m := c.rt.fleet.Load().byHost[c.host]
+func (c *collectorConsumer) member() *Member {
+	m := c.f.Snapshot().byHost[c.host]
 	if m == nil || m.removed.Load() {
 		return nil
 	}
@@ -136,7 +160,13 @@ func (c *collectorConsumer) Reset(rank int, reason string) {
 	}
 }
 
-// isUnimplemented reports whether a source ended because the worker has no event stream.
-func isUnimplemented(err error) bool { return errors.Is(err, kvbridge.ErrUnimplemented) }
-
 var _ kvbridge.Consumer = (*collectorConsumer)(nil)
+
+// CollectorEndpoint returns the endpoint the --kv-listen collector is bound to (its port
+// resolved when Config.KVListen asked for any), or "" before Run has bound it or without one.
+func (f *Fleet) CollectorEndpoint() string {
+	if col := f.collector.Load(); col != nil {
+		return col.Endpoint()
+	}
+	return ""
+}

@@ -1,0 +1,178 @@
+package clientauth
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// Config configures a Guard. The zero value authenticates nobody and limits nothing: every
+// request passes as the anonymous client.
+type Config struct {
+	// Keys, when it holds keys, is required of every request but OpenPaths ("Authorization:
+	// Bearer KEY" or "api-key: KEY"), else 401. nil or empty: no client authentication.
+	// Guard.SetKeys replaces them while serving.
+	Keys *KeySet
+	// RateLimit is each client key's sustained request rate in requests per second, with
+	// bursts of RateBurst (default: RateLimit rounded up, at least 1); over it the guard
+	// answers 429 with Retry-After. Without keys the limit applies to all requests together.
+	// 0: no rate limit.
+	RateLimit float64
+	RateBurst int
+	// MaxConcurrentPerKey bounds each client key's requests in progress (a stream counts until
+	// it ends); over it the guard answers 429. Without keys it bounds all requests together.
+	// 0: no limit.
+	MaxConcurrentPerKey int
+	// OpenPaths are served without a key and without limits: the probes of load balancers and
+	// orchestrators (the router passes /health and /readiness).
+	OpenPaths []string
+	// Registerer receives the client metrics. nil: not registered.
+	Registerer prometheus.Registerer
+	// Now is the clock of the rate limits (nil: time.Now).
+	Now func() time.Time
+}
+
+// Guard authenticates the requests of the public API against the client keys and admits them
+// by their key's limits (DESIGN.md §11). Build it with New and wrap the API handler with Wrap.
+// Safe for concurrent use.
+//
+// A Guard must not be copied.
+type Guard struct {
+	cfg  Config
+	open map[string]bool
+	met  *metrics
+	// state is the current generation of keys and their limiter state; mu serialises SetKeys.
+	state atomic.Pointer[state]
+	mu    sync.Mutex
+}
+
+// state is one immutable generation of the client keys with each key's limiter state, aligned
+// with keys (anon serves requests when there are no keys). SetKeys publishes a new one; a key
+// that keeps its name keeps its state, so a reload neither resets nor doubles a client's budget.
+type state struct {
+	keys    *KeySet
+	clients []*client
+	anon    *client
+}
+
+// New validates cfg and returns its Guard.
+func New(cfg Config) (*Guard, error) {
+	if cfg.RateBurst == 0 && cfg.RateLimit > 0 {
+		cfg.RateBurst = max(1, int(math.Ceil(cfg.RateLimit)))
+	}
+	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) || cfg.RateBurst < 0 || cfg.MaxConcurrentPerKey < 0 {
+		return nil, errors.New("clientauth: rate limit, burst and concurrency limit must be finite and not negative")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &Guard{cfg: cfg, open: map[string]bool{}}
+	for _, p := range cfg.OpenPaths {
+		g.open[p] = true
+	}
+	var err error
+	if g.met, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	g.state.Store(g.newState(cfg.Keys, nil))
+	return g, nil
+}
+
+// SetKeys replaces the client keys, for a reload (SIGHUP) of --api-key-file. Requests already
+// admitted finish under the old keys; the next request sees the new ones. A key whose name
+// stays keeps its rate budget and in-flight count. It refuses an empty set: a reload that lost
+// every key must not turn authentication off.
+func (g *Guard) SetKeys(ks *KeySet) error {
+	if ks.Len() == 0 {
+		return errors.New("clientauth: set keys: no keys (authentication is not turned off by a reload)")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.state.Store(g.newState(ks, g.state.Load()))
+	return nil
+}
+
+// newState builds the state for ks, reusing old's per-name clients.
+func (g *Guard) newState(ks *KeySet, old *state) *state {
+	byName := map[string]*client{}
+	if old != nil {
+		for _, c := range old.clients {
+			byName[c.name] = c
+		}
+	}
+	st := &state{keys: ks, clients: make([]*client, ks.Len())}
+	for i, name := range ks.Names() {
+		if c := byName[name]; c != nil {
+			st.clients[i] = c
+		} else {
+			st.clients[i] = g.newClient(name)
+		}
+	}
+	if old != nil && old.anon != nil {
+		st.anon = old.anon
+	} else {
+		st.anon = g.newClient(anonymousClient)
+	}
+	return st
+}
+
+// KeyNames returns the names of the client keys in force (none: authentication is off).
+func (g *Guard) KeyNames() []string { return g.state.Load().keys.Names() }
+
+// Wrap returns next guarded: every request but OpenPaths is authenticated and admitted before
+// next sees it. Guarding the whole handler rather than each route means a route added later is
+// guarded too, and an unknown path says nothing to a caller without a key. A nil Guard returns
+// next unchanged.
+func (g *Guard) Wrap(next http.Handler) http.Handler {
+	if g == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.open[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c, aerr := g.authenticate(r)
+		if aerr != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate"`)
+			openai.WriteError(w, aerr)
+			return
+		}
+		release, aerr := c.admit(w.Header(), g.cfg.Now())
+		if aerr != nil {
+			openai.WriteError(w, aerr)
+			return
+		}
+		defer release()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate returns the client a request acts as: its key's, or the anonymous client when
+// there are no keys. The error is a 401 that never repeats what the request sent.
+func (g *Guard) authenticate(r *http.Request) (*client, *openai.Error) {
+	st := g.state.Load()
+	if st.keys.Len() == 0 {
+		return st.anon, nil
+	}
+	key, problem := clientCredential(r.Header)
+	if problem == "" {
+		if i := st.keys.index(key); i >= 0 {
+			return st.clients[i], nil
+		}
+		problem = "wrong"
+	}
+	g.met.authFailures.WithLabelValues(problem).Inc()
+	msg := "invalid API key"
+	if problem == credMissing {
+		msg = "missing API key: send it as \"Authorization: Bearer KEY\""
+	}
+	return nil, &openai.Error{Status: http.StatusUnauthorized, Message: msg, Type: openai.TypeInvalidRequest, Code: "invalid_api_key"}
+}

@@ -1,0 +1,181 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// The one request pipeline (DESIGN.md §13). Every endpoint that generates is an endpoint value
+// of this file's shape, and handle runs it:
+//
+//	read body → ep.parse → resolve the model's pool (fleet.Snapshot.Resolve) → ep.prompt
+//	(tokenize or render into token ids) → route (route.go: candidates, lookup, policy) →
+//	record the decision → the worker's engine.Generate → ep.write → on a failure before the
+//	first byte, route again once, away from that worker.
+//
+// Adding an endpoint is a parser (pkg/openai, or a sibling for another API's format), an
+// endpoint value whose parse and prompt adapt its request to an engine.Request, and its
+// writer; docs/architecture.md walks through it.
+
+// endpoint is one request kind of the pipeline.
+type endpoint struct {
+	// parse reads a request body into req (its Completion or Chat) and returns the model the
+	// client named ("" for the default).
+	parse func(body []byte, lim openai.Limits, req *engine.Request) (string, *openai.Error)
+	// prompt fills c.req.Tokens (and what else the engines need of the rendered prompt) with
+	// the model's tokenizer or renderer, and returns the rendered prompt text when there is
+	// one (for /debug/route).
+	prompt func(rt *Router, c *call) (string, *openai.Error)
+	// write sends the worker's response to the client: started reports whether anything was
+	// written; when false, the error was not written and the request may be retried.
+	write func(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error)
+}
+
+// Response headers naming the routing decision (DESIGN.md §5).
+const (
+	HeaderWorker        = "X-Kvgate-Worker"
+	HeaderMatchedBlocks = "X-Kvgate-Matched-Blocks"
+	HeaderReason        = "X-Kvgate-Route-Reason"
+)
+
+// statusClientClosed is recorded for requests whose client went away before an answer.
+const statusClientClosed = 499
+
+// call is one request in flight through the pipeline.
+type call struct {
+	// req is what the engines get (the parsed request, its tokens, the client's headers).
+	req     engine.Request
+	arrival time.Time
+	// target is the model's pool the request was resolved to, model the router's state of
+	// that model: its tokenizer and chat renderer make the tokens route uses, its policy
+	// picks.
+	target fleet.Target
+	model  *model
+}
+
+// routeTokens returns the tokens the request is routed on: its first prompt's.
+func (c *call) routeTokens() []uint32 { return c.req.Tokens[0] }
+
+// handle returns the HTTP handler that runs ep through the pipeline.
+func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
+		body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+		defer release() // the parsed request refers into body until the handler returns
+		if aerr == nil {
+			_, aerr = rt.prepare(ep, body, c, true)
+		}
+		if aerr != nil {
+			openai.WriteError(w, aerr)
+			return
+		}
+		rt.serve(w, r, c, ep)
+	}
+}
+
+// prepare runs the steps before routing: parse, resolve the model's pool (a model the gateway
+// does not serve is a 404 when known is required; the message names only what the client
+// asked for) and make the prompt's token ids. It returns the rendered prompt, if any.
+func (rt *Router) prepare(ep *endpoint, body []byte, c *call, requireKnown bool) (string, *openai.Error) {
+	name, aerr := ep.parse(body, openai.Limits{MaxN: rt.cfg.MaxN}, &c.req)
+	if aerr != nil {
+		return "", aerr
+	}
+	if !rt.resolve(c, name) && requireKnown {
+		return "", routeError(c.target.Model, false, false)
+	}
+	return ep.prompt(rt, c)
+}
+
+// resolve points c at the pool of the model named ("" for the default) and reports whether the
+// gateway serves that model.
+func (rt *Router) resolve(c *call, name string) (known bool) {
+	t, known := rt.fleet.Snapshot().Resolve(name)
+	c.req.Model, c.target, c.model = t.Model, t, modelOf(t.Pool)
+	return known
+}
+
+// serve routes a prepared call and sends it: route (taking the worker's load), record the
+// decision, send, and on a failure before the first byte retry once on the next-best worker.
+func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *endpoint) {
+	s := rt.scratch.Get().(*routeScratch)
+	defer rt.scratch.Put(s)
+	var dec decision
+	if aerr := rt.route(s, &dec, c, nil); aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	// The request also ends when AbortInFlight is called (a shutdown past its drain deadline).
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(rt.aborted, func() { cancel(errShutdown) })()
+	if rt.aborted.Err() != nil {
+		// AfterFunc runs its function in a goroutine of its own, even when rt.aborted has
+		// already ended: a request arriving after the abort must not race it to the worker.
+		cancel(errShutdown)
+	}
+	for attempt := 0; ; attempt++ {
+		dec.record(c.routeTokens())
+		started, err := rt.send(ctx, w, &dec, c, ep)
+		dec.pick.Done()
+		if err == nil || started {
+			return
+		}
+		if shuttingDown(ctx) {
+			openai.WriteError(w, ctxError(ctx))
+			return
+		}
+		if ctx.Err() != nil {
+			// The client left before anything was sent: not an error. 499 (nginx's "client
+			// closed request") only labels the metric; nobody reads it.
+			w.WriteHeader(statusClientClosed)
+			return
+		}
+		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "before_first_byte").Inc()
+		var te *engine.TransportError
+		if errors.As(err, &te) {
+			dec.m.MarkDown("request failed: " + te.Error())
+		}
+		if attempt == 0 && retryable(err) {
+			if rerr := rt.route(s, &dec, c, dec.m); rerr == nil {
+				continue
+			}
+		}
+		openai.WriteError(w, err)
+		return
+	}
+}
+
+// send runs the call on the decision's worker. started reports whether anything was written to
+// the client; when false, the returned error has not been written and the caller may retry.
+func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision, c *call, ep *endpoint) (started bool, err *openai.Error) {
+	if rt.cfg.UpstreamTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, rt.cfg.UpstreamTimeout)
+		defer cancel()
+	}
+	h := w.Header()
+	h.Set(HeaderWorker, dec.m.Worker().URL())
+	h.Set(HeaderMatchedBlocks, strconv.Itoa(dec.matched))
+	h.Set(HeaderReason, string(dec.reason))
+	resp, gerr := dec.m.Engine().Generate(ctx, &c.req)
+	if gerr != nil {
+		if ctx.Err() != nil {
+			return false, ctxError(ctx)
+		}
+		return false, engine.Classify(gerr)
+	}
+	return ep.write(rt, ctx, w, resp, dec, c)
+}
+
+// observeTTFT records the time to the first byte sent to the client.
+func (rt *Router) observeTTFT(c *call) {
+	rt.met.ttft.Observe(time.Since(c.arrival).Seconds())
+}

@@ -8,12 +8,6 @@ import (
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
-// ChatRenderer renders a chat request into the prompt and token ids the engine computes for it
-// (pkg/chat, wire/vllm-chat.md); *chat.Renderer implements it.
-type ChatRenderer interface {
-	Render(req *openai.ChatRequest) (chat.Result, *openai.Error)
-}
-
 // chatCompletions is POST /v1/chat/completions on the pipeline: the body is parsed
 // (openai.ParseChat), rendered and tokenized exactly as the engine will (Model.Chat) and routed
 // on those ids like a completion. http:// workers get the client's body (model renamed) and

@@ -2,7 +2,6 @@ package router
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -55,14 +54,6 @@ type decisionView struct {
 	Reason        string `json:"reason"`
 	MatchedBlocks int    `json:"matched_blocks"`
 	Note          string `json:"note,omitempty"`
-}
-
-// policyName is the name a policy reports (the policies policy.New builds are fmt.Stringers).
-func policyName(p policy.Policy) string {
-	if s, ok := p.(fmt.Stringer); ok {
-		return s.String()
-	}
-	return fmt.Sprintf("%T", p)
 }
 
 // handleDebugRoute explains the routing decision for a prompt without sending it or recording

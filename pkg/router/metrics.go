@@ -25,8 +25,8 @@ type metrics struct {
 	byReason map[policy.Reason]prometheus.Counter
 }
 
-// decision counts one routing decision.
-func (m *metrics) decision(r policy.Reason) {
+// countDecision counts one routing decision.
+func (m *metrics) countDecision(r policy.Reason) {
 	if c, ok := m.byReason[r]; ok {
 		c.Inc()
 		return

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/engine"
-	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -47,21 +46,6 @@ const (
 
 // statusClientClosed is recorded for requests whose client went away before an answer.
 const statusClientClosed = 499
-
-// call is one request in flight through the pipeline.
-type call struct {
-	// req is what the engines get (the parsed request, its tokens, the client's headers).
-	req     engine.Request
-	arrival time.Time
-	// target is the model's pool the request was resolved to, model the router's state of
-	// that model: its tokenizer and chat renderer make the tokens route uses, its policy
-	// picks.
-	target fleet.Target
-	model  *model
-}
-
-// routeTokens returns the tokens the request is routed on: its first prompt's.
-func (c *call) routeTokens() []uint32 { return c.req.Tokens[0] }
 
 // handle returns the HTTP handler that runs ep through the pipeline.
 func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
@@ -105,7 +89,7 @@ func (rt *Router) resolve(c *call, name string) (known bool) {
 // serve routes a prepared call and sends it: route (taking the worker's load), record the
 // decision, send, and on a failure before the first byte retry once on the next-best worker.
 func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *endpoint) {
-	s := rt.scratch.Get().(*routeScratch)
+	s := rt.takeScratch()
 	defer rt.scratch.Put(s)
 	var dec decision
 	if aerr := rt.route(s, &dec, c, nil); aerr != nil {

@@ -43,6 +43,14 @@ type routeScratch struct {
 	req     policy.Request
 }
 
+// takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
+func (rt *Router) takeScratch() *routeScratch {
+	if s, ok := rt.scratch.Get().(*routeScratch); ok {
+		return s
+	}
+	return new(routeScratch)
+}
+
 // routeError classifies why no worker could be chosen.
 func routeError(model string, known, full bool) *openai.Error {
 	switch {
@@ -89,7 +97,7 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 		dec.matched = sc.Pending
 	}
 	rt.met.lookup.Observe(time.Since(start).Seconds())
-	rt.met.decision(dec.reason)
+	rt.met.countDecision(dec.reason)
 	rt.met.matched.Observe(float64(dec.matched))
 	if ce := rt.log.Check(zap.DebugLevel, "route"); ce != nil {
 		ce.Write(zap.String("worker", m.Worker().URL()), zap.String("reason", string(dec.reason)),

@@ -3,18 +3,14 @@ package router
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/fleet"
-	"github.com/kvgate/kvgate/pkg/indexer"
-	"github.com/kvgate/kvgate/pkg/policy"
 )
 
 // Defaults of Config fields left zero: an 8 MiB body limit, at most 16 samples and 256 prompts
@@ -72,59 +68,6 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Model is one served model (Config.Models, or a `models:` entry of the gateway's config
-// file): its requests are tokenized, rendered, scored and picked with its own fields, among
-// its own workers.
-type Model struct {
-	// Name is the served model name clients ask for, and the spec model= of its workers.
-	// Required and unique, except for the default model (Config.Models).
-	Name string
-	// Tokenizer turns text prompts into the token ids the gateway routes on (and sends to
-	// grpc:// workers), and decodes grpc:// workers' output. nil: text prompts are proxied
-	// untokenized to http:// workers and routed without prefix information; grpc:// workers
-	// then accept token-id prompts only.
-	Tokenizer Tokenizer
-	// Chat renders chat requests into the token ids the engine computes (nil: chat requests
-	// are routed without prefix information, and only http:// workers can serve them).
-	Chat ChatRenderer
-	// ChatParsers splits reasoning and tool calls out of grpc:// workers' chat output as the
-	// engine's own server would (nil: all text is content).
-	ChatParsers *chat.Parsers
-	// ReasoningField is where that reasoning goes (engine.Reasoning*; "" writes both fields).
-	ReasoningField string
-	// Policy picks among the model's workers. Required.
-	Policy policy.Policy
-	// BlockSize is the block size for workers whose spec and events do not give one
-	// (0: fleet.DefaultBlockSize); Tree, when set, must use it.
-	BlockSize int
-	// Index is the model's exact event index (required); Tree the approximate tree and
-	// Pending the pending overlay (both optional: nil disables them).
-	Index   *indexer.Index
-	Tree    *indexer.Tree
-	Pending *indexer.Pending
-}
-
-// model is the router's own state of a served model, kept in its fleet pool (Pool.Routing).
-type model struct {
-	tok            Tokenizer
-	chat           ChatRenderer
-	parsers        *chat.Parsers
-	reasoningField string
-	policy         policy.Policy
-}
-
-// modelOf returns the router's state of the model a pool serves.
-func modelOf(p *fleet.Pool) *model { return p.Routing().(*model) }
-
-// poolConfig validates m and returns its pool's configuration, the router's state inside.
-func poolConfig(m Model) (fleet.PoolConfig, error) {
-	if m.Policy == nil {
-		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: a policy is required", m.Name)
-	}
-	return fleet.PoolConfig{Name: m.Name, BlockSize: m.BlockSize, Index: m.Index, Tree: m.Tree, Pending: m.Pending, Decoder: m.Tokenizer,
-		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy}}, nil
-}
-
 // Router is the gateway: the OpenAI HTTP API, its one request pipeline (pipeline.go), the
 // routing decision and the relay of responses, over a fleet of workers (pkg/fleet). Build it
 // with New, add workers to its Fleet, serve Handler() and AdminHandler() and call Run for the
@@ -136,7 +79,7 @@ type Router struct {
 	log     *zap.Logger
 	met     *metrics
 	now     func() time.Time
-	scratch sync.Pool // *routeScratch
+	scratch sync.Pool // the routing decision's per-request buffers
 	fleet   *fleet.Fleet
 	// adminKeys holds the admin token (nil: the admin API is open).
 	adminKeys *clientauth.KeySet
@@ -195,7 +138,6 @@ func New(cfg Config) (*Router, error) {
 			return nil, errors.New("router: new: the admin token must be 1-4096 printable ASCII characters without spaces")
 		}
 	}
-	rt.scratch.New = func() any { return new(routeScratch) }
 	return rt, nil
 }
 
@@ -234,15 +176,9 @@ func (rt *Router) RemoveModel(name string) error { return rt.fleet.RemovePool(na
 // ModelNames returns the names of the models other than the default, in order.
 func (rt *Router) ModelNames() []string { return rt.fleet.PoolNames() }
 
-// errShutdown is the cancellation cause of the requests AbortInFlight ends.
-var errShutdown = errors.New("router: gateway shutting down")
-
 // AbortInFlight ends every request still running, for a shutdown whose drain deadline has
 // passed: a stream that has started gets one OpenAI error event (code gateway_shutting_down)
 // and ends; a request not answered yet gets a 503 with that code; new requests fail the same
 // way. Call it before closing the server's connections, so clients learn why their stream
 // ended instead of seeing a bare disconnect. Safe for concurrent use; later calls do nothing.
 func (rt *Router) AbortInFlight() { rt.abort(errShutdown) }
-
-// shuttingDown reports whether ctx ended because of AbortInFlight.
-func shuttingDown(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errShutdown) }

@@ -2,6 +2,8 @@ package router
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/kvgate/kvgate/pkg/engine"
@@ -27,3 +29,21 @@ func ctxError(ctx context.Context) *openai.Error {
 // isTimeout reports whether ctx ended by its own deadline (UpstreamTimeout) rather than the
 // client's cancellation.
 func isTimeout(ctx context.Context) bool { return ctx.Err() == context.DeadlineExceeded }
+
+// errShutdown is the cancellation cause of the requests AbortInFlight ends.
+var errShutdown = errors.New("router: gateway shutting down")
+
+// shuttingDown reports whether ctx ended because of AbortInFlight.
+func shuttingDown(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errShutdown) }
+
+// writeJSON writes v as the JSON body of a response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		openai.WriteError(w, &openai.Error{Status: http.StatusInternalServerError, Message: "encode response", Type: openai.TypeServer})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -57,15 +54,8 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opts.TrustRequestChatTemplate, "trust-request-chat-template", false, "accept request chat templates")
 	fs.BoolVar(&opts.NoToolParser, "no-tool-call-parser", false, "reject tool_choice other than none")
 	fs.StringVar(&opts.ModelType, "model-type", "", "override config.json's model_type")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gateway render: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if status, ok := parseArgs(fs, args, stderr); !ok {
+		return status
 	}
 	if *dir == "" {
 		fmt.Fprint(stderr, "gateway render: --model-path is required\n\n", renderUsage)
@@ -88,50 +78,12 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	in := bufio.NewReaderSize(stdin, 64<<10)
-	out := bufio.NewWriterSize(stdout, 64<<10)
-	var line, buf []byte
-	status := 0
-	for {
-		var readErr error
-		var tooLong bool
-		line, tooLong, readErr = readLine(in, line, maxRenderLine)
-		if len(line) == 0 && !tooLong {
-			if readErr != nil && readErr != io.EOF {
-				fmt.Fprintf(stderr, "gateway render: read stdin: %v\n", readErr)
-				status = 1
-			}
-			break
+	return eachLine("gateway render", stdin, stdout, stderr, maxRenderLine, func(buf, line []byte, tooLong bool) ([]byte, bool) {
+		if tooLong {
+			return openai.BadRequest("", fmt.Sprintf("line longer than %d bytes", maxRenderLine)).AppendBody(buf), false
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		buf = buf[:0]
-		switch {
-		case tooLong:
-			buf = openai.BadRequest("", fmt.Sprintf("line longer than %d bytes", maxRenderLine)).AppendBody(buf)
-		default:
-			buf = appendRendered(buf, r, line)
-		}
-		buf = append(buf, '\n')
-		if _, err := out.Write(buf); err != nil {
-			fmt.Fprintf(stderr, "gateway render: write: %v\n", err)
-			return 1
-		}
-		if cap(line) > 1<<20 {
-			line = nil
-		}
-		if readErr != nil {
-			if readErr != io.EOF {
-				fmt.Fprintf(stderr, "gateway render: read stdin: %v\n", readErr)
-				status = 1
-			}
-			break
-		}
-	}
-	if err := out.Flush(); err != nil {
-		fmt.Fprintf(stderr, "gateway render: write: %v\n", err)
-		return 1
-	}
-	return status
+		return appendRendered(buf, r, line), false
+	})
 }
 
 // appendRendered appends the answer for one request body.
@@ -150,6 +102,6 @@ func appendRendered(buf []byte, r *chat.Renderer, body []byte) []byte {
 	if res.TokenIDs == nil {
 		res.TokenIDs = []uint32{}
 	}
-	buf = appendUint32s(buf, res.TokenIDs)
+	buf = openai.AppendTokenArray(buf, res.TokenIDs)
 	return append(buf, '}')
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
 
@@ -44,15 +42,8 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	path := fs.String("tokenizer", "", "tokenizer.json file or model directory")
 	addSpecial := fs.Bool("add-special-tokens", false, "add special tokens as engines do for text prompts")
 	blocks := fs.Int("blocks", 0, "also print block prefix hashes for this block size")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gateway tokenize: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if status, ok := parseArgs(fs, args, stderr); !ok {
+		return status
 	}
 	if *path == "" {
 		fmt.Fprint(stderr, "gateway tokenize: --tokenizer is required\n\n", tokenizeUsage)
@@ -67,89 +58,53 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway tokenize: %v\n", err)
 		return 2
 	}
+	t := &tokenizeLine{tok: tok, addSpecial: *addSpecial, blocks: *blocks, stderr: stderr}
+	return eachLine("gateway tokenize", stdin, stdout, stderr, maxTokenizeLine, t.answer)
+}
 
-	in := bufio.NewReaderSize(stdin, 64<<10)
-	out := bufio.NewWriterSize(stdout, 64<<10)
-	var (
-		line    []byte // the current line, at most maxTokenizeLine bytes
-		ids     []uint32
-		keys    []uint64
-		buf     []byte
-		text    *string
-		failed  bool
-		lineNo  int
-		tooLong bool
-	)
-	fail := func(msg string) {
-		failed = true
-		fmt.Fprintf(stderr, "gateway tokenize: line %d: %s\n", lineNo, msg)
-		buf = append(buf[:0], "null\n"...)
+// tokenizeLine answers the lines of one `gateway tokenize` run, reusing its buffers.
+type tokenizeLine struct {
+	tok        *tokenizer.Tokenizer
+	addSpecial bool
+	blocks     int
+	stderr     io.Writer
+	lineNo     int
+	ids        []uint32
+	keys       []uint64
+}
+
+// answer appends line's ids (and block keys) to buf, or null after reporting why it cannot.
+func (t *tokenizeLine) answer(buf, line []byte, tooLong bool) ([]byte, bool) {
+	t.lineNo++
+	fail := func(msg string) ([]byte, bool) {
+		fmt.Fprintf(t.stderr, "gateway tokenize: line %d: %s\n", t.lineNo, msg)
+		return append(buf, "null"...), true
 	}
-	for {
-		var readErr error
-		line, tooLong, readErr = readLine(in, line, maxTokenizeLine)
-		if len(line) == 0 && !tooLong {
-			if readErr != nil && readErr != io.EOF {
-				fmt.Fprintf(stderr, "gateway tokenize: read stdin: %v\n", readErr)
-				failed = true
-			}
-			break
-		}
-		lineNo++
-		text = nil
-		line = bytes.TrimRight(line, "\r\n")
-		switch {
-		case tooLong:
-			fail(fmt.Sprintf("longer than %d bytes", maxTokenizeLine))
-		case json.Unmarshal(line, &text) != nil || text == nil:
-			fail("not a JSON string")
-		default:
-			ids, err = tok.Encode(ids[:0], *text, *addSpecial)
-			if err != nil {
-				fail(err.Error())
-				break
-			}
-			buf = buf[:0]
-			if *blocks > 0 {
-				buf = append(buf, `{"ids":`...)
-			}
-			buf = appendUint32s(buf, ids)
-			if *blocks > 0 {
-				keys = indexer.AppendBlockKeys(keys[:0], ids, *blocks, "")
-				buf = append(buf, `,"blocks":[`...)
-				for i, k := range keys {
-					if i > 0 {
-						buf = append(buf, ',')
-					}
-					buf = strconv.AppendUint(buf, k, 10)
-				}
-				buf = append(buf, "]}"...)
-			}
-			buf = append(buf, '\n')
-		}
-		if _, err := out.Write(buf); err != nil {
-			fmt.Fprintf(stderr, "gateway tokenize: write: %v\n", err)
-			return 1
-		}
-		if cap(line) > 1<<20 { // do not pin a huge buffer after one long line
-			line = nil
-		}
-		if readErr != nil {
-			if readErr != io.EOF {
-				fmt.Fprintf(stderr, "gateway tokenize: read stdin: %v\n", readErr)
-				failed = true
-			}
-			break
-		}
+	var text *string
+	switch {
+	case tooLong:
+		return fail(fmt.Sprintf("longer than %d bytes", maxTokenizeLine))
+	case json.Unmarshal(line, &text) != nil || text == nil:
+		return fail("not a JSON string")
 	}
-	if err := out.Flush(); err != nil {
-		fmt.Fprintf(stderr, "gateway tokenize: write: %v\n", err)
-		return 1
+	var err error
+	if t.ids, err = t.tok.Encode(t.ids[:0], *text, t.addSpecial); err != nil {
+		return fail(err.Error())
 	}
-	if failed {
-		return 1
+	if t.blocks == 0 {
+		return openai.AppendTokenArray(buf, t.ids), false
 	}
-	return 0
+	buf = append(buf, `{"ids":`...)
+	buf = openai.AppendTokenArray(buf, t.ids)
+	t.keys = indexer.AppendBlockKeys(t.keys[:0], t.ids, t.blocks, "")
+	buf = append(buf, `,"blocks":[`...)
+	for i, k := range t.keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendUint(buf, k, 10)
+	}
+	return append(buf, "]}"...), false
 }
 
 // loadTokenizer loads a tokenizer.json file, or the one in a model directory.
@@ -162,15 +117,4 @@ func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
 		return tokenizer.LoadDir(path)
 	}
 	return tokenizer.LoadFile(path)
-}
-
-func appendUint32s(buf []byte, ids []uint32) []byte {
-	buf = append(buf, '[')
-	for i, id := range ids {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = strconv.AppendUint(buf, uint64(id), 10)
-	}
-	return append(buf, ']')
 }

@@ -18,4 +18,3 @@ func TestTopicHost(t *testing.T) {
 		}
 	}
 }
-

@@ -99,6 +99,8 @@ type Fleet struct {
 	nextID  indexer.WorkerID
 	freeIDs []indexer.WorkerID
 	runCtx  context.Context // nil until Run starts
+	// started is when Run started (unix nanos; 0 before), read by Ready without the lock.
+	started atomic.Int64
 	stopped bool            // Run has returned or is returning
 	wg      sync.WaitGroup  // per-worker goroutines and drains started under runCtx
 	// desired holds each origin's wanted workers (SyncWorkers, AddWorker), origins the order
@@ -168,6 +170,14 @@ func New(cfg Config, pools []PoolConfig) (*Fleet, error) {
 	return f, nil
 }
 
+// startedAt returns when Run started (the zero time before).
+func (f *Fleet) startedAt() time.Time {
+	if t := f.started.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
+}
+
 // Snapshot returns the fleet as it is now: immutable, safe to read from any goroutine.
 func (f *Fleet) Snapshot() *Snapshot { return f.snap.Load() }
 
@@ -184,6 +194,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 		return errors.New("fleet: run: already running")
 	}
 	f.runCtx = ctx
+	f.started.Store(f.cfg.Now().UnixNano())
 	for _, m := range f.Snapshot().members {
 		f.startLocked(m)
 	}

@@ -7,39 +7,60 @@ import (
 	"go.uber.org/zap"
 )
 
-// healthLoop checks the worker at once and then every HealthInterval, and scrapes its engine
-// load every EngineMetricsInterval when configured. It returns when ctx is done.
+// healthRecheckMin is how soon a worker that failed a health check (or a request, MarkDown) is
+// checked again; the delay doubles after each further failure, up to HealthInterval. A worker
+// still starting, or back from a crash, so rejoins within a fraction of a second instead of a
+// whole interval later (issue 21: a gateway started beside its engines sent everything to the
+// first worker up for 5 s).
+const healthRecheckMin = 100 * time.Millisecond
+
+// healthLoop checks the worker at once, then every HealthInterval while it is healthy and with
+// a backoff from healthRecheckMin while it is not, and scrapes its engine load every
+// EngineMetricsInterval when configured. It returns when ctx is done.
 func (m *Member) healthLoop(ctx context.Context) {
 	cfg := &m.f.cfg
-	tick := time.NewTicker(cfg.HealthInterval)
-	defer tick.Stop()
 	var scrape <-chan time.Time
 	if cfg.EngineMetricsInterval > 0 {
 		st := time.NewTicker(cfg.EngineMetricsInterval)
 		defer st.Stop()
 		scrape = st.C
 	}
-	m.checkHealth(ctx)
+	backoff := healthRecheckMin
+	next := func(ok bool) time.Duration {
+		if ok {
+			backoff = healthRecheckMin
+			return cfg.HealthInterval
+		}
+		d := min(backoff, cfg.HealthInterval)
+		backoff = min(2*backoff, cfg.HealthInterval)
+		return d
+	}
+	check := time.NewTimer(next(m.checkHealth(ctx)))
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			m.checkHealth(ctx)
+		case <-check.C:
+			check.Reset(next(m.checkHealth(ctx)))
+		case <-m.recheck:
+			// A request saw the worker fail: check it again soon, not a whole interval later.
+			backoff = healthRecheckMin
+			check.Reset(next(false))
 		case <-scrape:
 			m.scrapeEngineLoad(ctx)
 		}
 	}
 }
 
-// checkHealth runs one health check (and model discovery while the worker's model is unknown)
-// and records the result.
-func (m *Member) checkHealth(ctx context.Context) {
+// checkHealth runs one health check (and model discovery while the worker's model is unknown),
+// records the result and reports whether the worker is healthy.
+func (m *Member) checkHealth(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, m.f.cfg.HealthTimeout)
 	defer cancel()
 	err := m.eng.Health(cctx)
 	if ctx.Err() != nil {
-		return // shutting down: not a worker failure
+		return m.w.Healthy() // shutting down: not a worker failure
 	}
 	if err == nil && m.w.ReportedModel() == "" {
 		// Discovery is best effort: a worker that answers its health check is healthy.
@@ -53,6 +74,9 @@ func (m *Member) checkHealth(ctx context.Context) {
 	if err != nil {
 		msg = err.Error()
 	}
+	if err == nil {
+		m.healthyOnce.Store(true)
+	}
 	if m.w.SetHealth(err == nil, msg) {
 		if err == nil {
 			m.f.log.Info("worker healthy", zap.String("worker", m.w.URL()))
@@ -61,6 +85,7 @@ func (m *Member) checkHealth(ctx context.Context) {
 			m.forgetCache()
 		}
 	}
+	return err == nil
 }
 
 // scrapeEngineLoad reads the engine's own load, running+waiting requests (an http:// worker's

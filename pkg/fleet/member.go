@@ -31,6 +31,10 @@ type Member struct {
 	specBlockSize int
 	// drainStart is when the member began draining (unix nanos; 0: serving).
 	drainStart atomic.Int64
+	// healthyOnce is set by the first health check that passed (readiness waits, for a while,
+	// for a worker that never passed one). recheck asks the health loop for an early check.
+	healthyOnce atomic.Bool
+	recheck     chan struct{}
 	closeOnce  sync.Once
 
 	eng engine.Engine
@@ -59,7 +63,7 @@ func (f *Fleet) newMember(spec worker.Spec, p *Pool, origin string) (*Member, er
 	if err != nil {
 		return nil, err
 	}
-	return &Member{f: f, w: w, pool: p, origin: origin, eng: eng, specBlockSize: spec.BlockSize}, nil
+	return &Member{f: f, w: w, pool: p, origin: origin, eng: eng, specBlockSize: spec.BlockSize, recheck: make(chan struct{}, 1)}, nil
 }
 
 // setIDs gives the member its index IDs, before it is published.
@@ -187,11 +191,15 @@ func (m *Member) streamSettled() bool {
 }
 
 // MarkDown marks the worker unhealthy for reason (a request to it failed in transport) until
-// its next health check, and forgets its cache as a failed health check does. It reports
-// whether the worker was healthy before.
+// its next health check, which comes soon (healthRecheckMin), and forgets its cache as a failed
+// health check does. It reports whether the worker was healthy before.
 func (m *Member) MarkDown(reason string) bool {
 	if !m.w.SetHealth(false, reason) {
 		return false
+	}
+	select {
+	case m.recheck <- struct{}{}:
+	default: // a re-check is asked for already
 	}
 	m.f.log.Warn("worker marked down after a failed request", zap.String("worker", m.w.URL()), zap.String("reason", reason))
 	m.forgetCache()

@@ -8,12 +8,22 @@ import (
 
 // cacheAware is the default policy, SMG's rule cascade (DESIGN.md §5) with one addition, the
 // bounded-load rule:
-//  1. imbalance guard: max_load − min_load > abs AND max_load > rel × min_load → least loaded;
+//  1. imbalance guard: max_load − min_load > abs AND max_load > rel × min_load; with the bound
+//     off (factor 0, SMG exactly) → least loaded; with it on, the guard keeps only the workers
+//     under the bound in the running, which rule 2 does anyway, and names the fallback of rule 3;
 //  2. best match ratio (Matched ÷ Blocks) ≥ threshold among the workers under the load bound
 //     (loadBound: below factor × the mean load, counting this request, plus slack) → best match, ties by
 //     lower load, then at random; the reason names where the winner's match came from;
-//  3. otherwise the least-loaded worker: reason overloaded when a worker above the bound held a
-//     match that would have won, no_match otherwise.
+//  3. otherwise the least-loaded worker: reason imbalance when rule 1 holds, else overloaded when
+//     a worker above the bound held a match that would have won, else no_match.
+//
+// Why the guard yields to the bound (issue 21): a worker that joins a loaded fleet (a
+// scale-up, a restart, a recovery) starts at load 0, so SMG's guard holds for as long as the
+// joiner is more than 64 requests and 1.5× behind, seconds at fleet load, and sends it every
+// request, the repeats whose only cached copy is elsewhere too: their prefixes are computed
+// and cached twice, and the hit rate is lost for the rest of the run. Under the bound, the
+// joiner takes the requests no worker has cached and the hits of workers over the bound, while
+// the hits of workers within it stay where they are cached.
 //
 // Rule 2's bound is what keeps a hot prefix from piling onto one worker: once that worker is
 // full, the prefix's requests go to the least-loaded worker, which caches it too; from then on
@@ -50,11 +60,12 @@ func newCacheAware(cfg Config) (*cacheAware, error) {
 // Pick implements Policy.
 func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 	lo, hi := minMaxLoad(cands)
-	if imbalanced(lo, hi, p.abs, p.rel) {
+	imbalance := imbalanced(lo, hi, p.abs, p.rel)
+	if imbalance && p.factor == 0 {
 		return Decision{Index: leastLoaded(p.rnd, cands), Reason: ReasonImbalance}
 	}
 	if req.Blocks <= 0 {
-		return Decision{Index: leastLoaded(p.rnd, cands), Reason: ReasonNoMatch}
+		return Decision{Index: leastLoaded(p.rnd, cands), Reason: fallback(imbalance, ReasonNoMatch)}
 	}
 
 	// Best match under the bound: most matched blocks, then lowest load; count exact ties for
@@ -86,7 +97,7 @@ func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 		if full > matched && p.hit(full, req.Blocks) {
 			reason = ReasonOverloaded
 		}
-		return Decision{Index: leastLoaded(p.rnd, cands), Reason: reason}
+		return Decision{Index: leastLoaded(p.rnd, cands), Reason: fallback(imbalance, reason)}
 	}
 	if ties > 1 {
 		k := randIntn(p.rnd, ties)
@@ -102,6 +113,15 @@ func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 		}
 	}
 	return Decision{Index: best, Reason: hitReason(cands[best].Source)}
+}
+
+// fallback is the reason of a least-loaded pick: imbalance when the fleet is imbalanced by
+// rule 1, else why.
+func fallback(imbalance bool, why Reason) Reason {
+	if imbalance {
+		return ReasonImbalance
+	}
+	return why
 }
 
 // hit reports whether matched of blocks reaches the threshold (a zero match never does).

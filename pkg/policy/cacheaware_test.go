@@ -138,6 +138,26 @@ func TestCacheAwarePick(t *testing.T) {
 			want:  Decision{Index: 0, Reason: ReasonCacheHit},
 		},
 		{
+			name: "a joiner at load 0: hits within the bound stay on their holders",
+			req:  Request{Blocks: 10},
+			// 70 − 0 > 64 and 70 > 1.5 × 0 (SMG's imbalance), but 70 < bound ⌈1.25 × 211 / 4⌉ + 8 = 74.
+			cands: []Candidate{cand(70, 10, indexer.SourceEvents), cand(70, 0, indexer.SourceNone), cand(70, 0, indexer.SourceNone), cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "a joiner at load 0 takes what nobody caches, reason imbalance",
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(70, 0, indexer.SourceNone), cand(70, 2, indexer.SourceEvents), cand(70, 0, indexer.SourceNone), cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 3, Reason: ReasonImbalance},
+		},
+		{
+			name:  "SMG: a joiner at load 0 takes everything",
+			cfg:   smg,
+			req:   Request{Blocks: 10},
+			cands: []Candidate{cand(70, 10, indexer.SourceEvents), cand(70, 0, indexer.SourceNone), cand(70, 0, indexer.SourceNone), cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 3, Reason: ReasonImbalance},
+		},
+		{
 			name: "imbalance with zero minimum",
 			req:  Request{Blocks: 10},
 			// 65 − 0 > 64 and 65 > 0.
@@ -208,9 +228,10 @@ func TestCacheAwarePick(t *testing.T) {
 func smg(c *Config) { c.BoundedLoadFactor = 0 }
 
 // TestCacheAwareProperties checks the cascade's invariants on random instances, with the
-// bounded-load rule on and off: when no imbalance holds and the best ratio among the workers
-// under the load bound reaches the threshold, the winner has that match and, among those, the
-// lowest load; otherwise the winner is least loaded.
+// bounded-load rule on and off: with it off, an imbalance sends the request to the least
+// loaded; otherwise, when the best ratio among the workers under the load bound reaches the
+// threshold, the winner has that match and, among those, the lowest load; otherwise the winner
+// is least loaded, with reason imbalance when the fleet is imbalanced.
 func TestCacheAwareProperties(t *testing.T) {
 	for _, factor := range []float64{0, DefaultBoundedLoadFactor, 1} {
 		t.Run(fmt.Sprint("factor=", factor), func(t *testing.T) { cacheAwareProperties(t, factor) })
@@ -253,7 +274,7 @@ func cacheAwareProperties(t *testing.T, factor float64) {
 		}
 		w := cands[d.Index]
 		switch {
-		case imbalanced(lo, hi, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold):
+		case factor == 0 && imbalanced(lo, hi, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold):
 			if d.Reason != ReasonImbalance || w.Load != lo {
 				t.Fatalf("iter %d: imbalanced %v: got %+v (load %d), want least loaded %d with reason imbalance", iter, cands, d, w.Load, lo)
 			}
@@ -271,7 +292,10 @@ func cacheAwareProperties(t *testing.T, factor float64) {
 			}
 		default:
 			want := ReasonNoMatch
-			if fullM > bestM && hit(fullM) {
+			switch {
+			case imbalanced(lo, hi, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold):
+				want = ReasonImbalance
+			case fullM > bestM && hit(fullM):
 				want = ReasonOverloaded
 			}
 			if d.Reason != want || w.Load != lo {

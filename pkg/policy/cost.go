@@ -18,9 +18,10 @@ import (
 // still has to prefill and a small share for decoding, not a whole prefix (Config's
 // QueueWeight and DecodeWeight say why those shares are small).
 //
-// It is built as a pipeline (STYLE rule 5): filters drop candidates (SMG's imbalance, then the
-// bounded-load rule of cache_aware, so that no cache affinity piles more work onto an
-// overloaded worker), scorers map each remaining candidate to [0,1] (higher is better,
+// It is built as a pipeline (STYLE rule 5): filters drop candidates (the bounded-load rule of
+// cache_aware, so that no cache affinity piles more work onto an overloaded worker; with the
+// bound off, SMG's imbalance guard instead: with it on, the guard would also drop every worker
+// against a joiner at load 0, as cache_aware's doc says), scorers map each remaining candidate to [0,1] (higher is better,
 // aligned with the filtered slice), the weighted sum is clamped to [0,1], and the picker takes
 // the best score (ties at random) or samples a softmax when Temperature > 0.
 //
@@ -78,16 +79,16 @@ func newCost(cfg Config) (*cost, error) {
 		queueWeight:   cfg.QueueWeight,
 		decodeWeight:  cfg.DecodeWeight,
 		temperature:   cfg.Temperature,
-		filters: []costFilter{
-			balanceFilter{abs: cfg.BalanceAbsThreshold, rel: cfg.BalanceRelThreshold},
-			boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack},
-		},
+		filters: []costFilter{boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack}},
 		scorers: []costScorer{
 			termScorer{term: uncachedBlocks, weight: cfg.PrefillWeight, max: func(s *costScratch) float64 { return s.maxUncached }},
 			termScorer{term: queuedBlocks, weight: cfg.QueueWeight, max: func(s *costScratch) float64 { return s.maxQueued }},
 			termScorer{term: activeBlocks, weight: cfg.DecodeWeight, max: func(s *costScratch) float64 { return s.maxActive }},
 		},
 		rnd: cfg.rand(),
+	}
+	if cfg.BoundedLoadFactor == 0 {
+		p.filters = []costFilter{balanceFilter{abs: cfg.BalanceAbsThreshold, rel: cfg.BalanceRelThreshold}}
 	}
 	p.scratch.New = func() any { return new(costScratch) }
 	return p, nil

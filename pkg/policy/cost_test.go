@@ -130,6 +130,22 @@ func TestCostPick(t *testing.T) {
 			want:  2,
 		},
 		{
+			name: "bound on: a joiner at load 0 does not drop the workers within the bound",
+			cfg:  func(c *Config) { c.DecodeWeight = 0 },
+			req:  Request{Blocks: 10},
+			// 70 − 0 > 64 and 70 > 1.5 × 0 (SMG's imbalance), but the bound ⌈1.25 × 211 / 4⌉ + 8
+			// = 74 keeps the three: the full match on 0 is the cheapest.
+			cands: []Candidate{costCand(70, 10, 0, 0), costCand(70, 0, 0, 0), costCand(70, 0, 0, 0), costCand(0, 0, 0, 0)},
+			want:  0,
+		},
+		{
+			name:  "bound off: the same joiner takes it (SMG's imbalance guard)",
+			cfg:   func(c *Config) { c.DecodeWeight = 0; c.BoundedLoadFactor = 0 },
+			req:   Request{Blocks: 10},
+			cands: []Candidate{costCand(70, 10, 0, 0), costCand(70, 0, 0, 0), costCand(70, 0, 0, 0), costCand(0, 0, 0, 0)},
+			want:  3,
+		},
+		{
 			name:  "without the bound the hit is taken",
 			cfg:   func(c *Config) { c.DecodeWeight = 0; c.BoundedLoadFactor = 0 },
 			req:   Request{Blocks: 10},
@@ -181,8 +197,8 @@ func TestCostPick(t *testing.T) {
 }
 
 // TestCostMinimises checks on random instances that the deterministic pick has the minimal
-// cost among the candidates that pass both filters (not imbalanced against the least loaded,
-// below the bounded load).
+// cost among the candidates that pass the filter: below the bounded load, or with the bound off
+// (factor 0), not imbalanced against the least loaded.
 func TestCostMinimises(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, dw := range []float64{0, DefaultDecodeWeight, 0.5, 3} {
@@ -209,15 +225,13 @@ func TestCostMinimises(t *testing.T) {
 			}
 			// The reference filters: the same rules written out again.
 			lo, _ := minMaxLoad(cands)
-			kept = kept[:0]
-			for _, c := range cands {
-				if !imbalanced(lo, c.Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold) {
-					kept = append(kept, c)
-				}
-			}
+			kept = append(kept[:0], cands...)
 			bound := loadBound(kept, cfg.BoundedLoadFactor, cfg.BoundedLoadSlack)
 			passes := func(c Candidate) bool {
-				return !imbalanced(lo, c.Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold) && c.Load < bound
+				if cfg.BoundedLoadFactor == 0 {
+					return !imbalanced(lo, c.Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold)
+				}
+				return c.Load < bound
 			}
 			if !passes(cands[d.Index]) {
 				t.Fatalf("dw %g iter %d: picked %+v, which a filter drops (min load %d, bound %d)", dw, iter, cands[d.Index], lo, bound)

@@ -103,27 +103,36 @@ func TestPoliciesThroughRouter(t *testing.T) {
 		<-done
 		<-done
 	})
-	t.Run("cache_aware imbalance guard beats the cache", func(t *testing.T) {
-		release := make(chan struct{})
-		warm := blockingWorker(t, release)
-		cold := newFakeWorker(t, "m")
-		cfg := policy.DefaultConfig()
-		cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold = 1, 1.5
-		sp := &swapPolicy{}
-		sp.set(&fixedPolicy{})
-		g := newTestGateway(t, testConfig{Policy: sp}, warm.url(), cold.url())
-		prompt := `{"prompt":"` + strings.Repeat("w", 64) + `"}`
-		done := make(chan struct{}, 2)
-		// Two requests of the prompt held by the warm worker: the tree places the prompt there
-		// and the worker carries a load of 2.
-		occupy(t, g, warm, prompt, 2, done)
-		sp.set(newPolicy(t, policy.NameCacheAware, cfg))
-		r, _ := g.post(t, prompt)
-		if got, reason := r.Header.Get(HeaderWorker), r.Header.Get(HeaderReason); got != cold.url() || reason != "imbalance" {
-			t.Errorf("got %q (%s), want the cold worker by imbalance", got, reason)
-		}
-		close(release)
-		<-done
-		<-done
-	})
+	// SMG's cascade (no bound): the imbalance guard beats the cache. With the bound on, the
+	// guard yields to it: the hit is given up only by a holder over the bound (the tight bound
+	// here: ⌈1 × 3 / 2⌉ + 0 = 2), and the fallback is named imbalance.
+	for _, v := range []struct {
+		name          string
+		factor, slack float64
+	}{{"SMG", 0, 0}, {"bounded, holder over the bound", 1, 0}} {
+		t.Run("cache_aware imbalance guard beats the cache: "+v.name, func(t *testing.T) {
+			release := make(chan struct{})
+			warm := blockingWorker(t, release)
+			cold := newFakeWorker(t, "m")
+			cfg := policy.DefaultConfig()
+			cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold = 1, 1.5
+			cfg.BoundedLoadFactor, cfg.BoundedLoadSlack = v.factor, int64(v.slack)
+			sp := &swapPolicy{}
+			sp.set(&fixedPolicy{})
+			g := newTestGateway(t, testConfig{Policy: sp}, warm.url(), cold.url())
+			prompt := `{"prompt":"` + strings.Repeat("w", 64) + `"}`
+			done := make(chan struct{}, 2)
+			// Two requests of the prompt held by the warm worker: the tree places the prompt
+			// there and the worker carries a load of 2.
+			occupy(t, g, warm, prompt, 2, done)
+			sp.set(newPolicy(t, policy.NameCacheAware, cfg))
+			r, _ := g.post(t, prompt)
+			if got, reason := r.Header.Get(HeaderWorker), r.Header.Get(HeaderReason); got != cold.url() || reason != "imbalance" {
+				t.Errorf("got %q (%s), want the cold worker by imbalance", got, reason)
+			}
+			close(release)
+			<-done
+			<-done
+		})
+	}
 }

@@ -231,18 +231,16 @@ func run(ctx context.Context, o *options) error {
 		return errors.New("simworker: --reply-file needs --tokenizer (the replies are tokenized as the model would emit them)")
 	}
 	if o.tokenizerPath != "" {
-		var tok *tokenizer.Tokenizer
-		isDir := false
-		if st, statErr := os.Stat(o.tokenizerPath); statErr == nil && st.IsDir() {
-			isDir = true
-			tok, err = tokenizer.LoadDir(o.tokenizerPath)
-		} else {
-			tok, err = tokenizer.LoadFile(o.tokenizerPath)
+		dir, file := "", o.tokenizerPath
+		modelDir := isDir(o.tokenizerPath)
+		if modelDir {
+			dir, file = o.tokenizerPath, ""
 		}
+		tok, err := tokenizer.LoadModel(dir, file)
 		if err != nil {
 			return fmt.Errorf("simworker: load tokenizer: %w", err)
 		}
-		if renderer, err = chatRenderer(o, tok, isDir); err != nil {
+		if renderer, err = chatRenderer(o, tok, modelDir); err != nil {
 			return err
 		}
 		codec = sim.NewTokenizerCodec(tok)
@@ -432,6 +430,13 @@ func run(ctx context.Context, o *options) error {
 	engCancel()
 	wg.Wait()
 	return runErr
+}
+
+// isDir reports whether path is a directory: --tokenizer names a model directory or a
+// tokenizer.json file.
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // chatRenderer builds the chat renderer of the model directory (or of --chat-template, with

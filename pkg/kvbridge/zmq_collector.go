@@ -27,6 +27,7 @@ type CollectorConfig struct {
 	// mode cannot learn a publisher's replay endpoint from the wire, so it must be configured
 	// per worker (e.g. from the worker spec's replay=).
 	Replay func(topic string) string
+	// ZMQOptions are the socket and stream options shared with ZMQConfig (zero: defaults).
 	ZMQOptions
 }
 

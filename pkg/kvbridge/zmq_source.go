@@ -55,6 +55,7 @@ type ZMQConfig struct {
 	// ReconnectGrace is how long a rank may stay disconnected while libzmq reconnects on its
 	// own before the source recreates the rank's sockets; 0 means DefaultReconnectGrace.
 	ReconnectGrace time.Duration
+	// ZMQOptions are the socket and stream options shared with CollectorConfig (zero: defaults).
 	ZMQOptions
 }
 

@@ -137,17 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 	if err != nil {
 		return err
 	}
-	m := promptMaker{lo: o.gen.vocabLo, hi: o.gen.vocabHi}
-	var tok *hfCodec
-	if o.tokenizer != "" {
-		if tok, err = loadCodec(o.tokenizer); err != nil {
-			return err
-		}
-		if m.tb, err = newTextBuilder(tok); err != nil {
-			return err
-		}
-	}
-	p, err := generate(o.gen, m)
+	p, tok, err := buildPlan(o)
 	if err != nil {
 		return err
 	}
@@ -173,40 +163,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 		return err
 	}
 	defer client.CloseIdleConnections()
-	if o.model == "" {
-		if o.model, err = firstModel(ctx, client, base); err != nil {
-			return err
-		}
+	r, err := newPlanRunner(ctx, o, client, base, p, tok)
+	if err != nil {
+		return err
 	}
-	c := &completer{client: client, url: base + o.endpoint, model: o.model}
-	var ids *chatIDs
-	if p.sessions != nil {
-		c.url, c.chat, c.keepText = base+o.chatEndpoint, true, true
-		if ids, err = loadChatIDs(o.tokenizer, o.chatTemplate, tok.t); err != nil {
-			return err
-		}
+	rep := newReport(o, p, r.c.url, labels)
+	if p.sessions != nil && r.chatIDs == nil {
+		rep.IdealNote = "chat's ideal needs the chat template: give --tokenizer a model directory, or --chat-template"
 	}
-	rep := &report{
-		Workload: o.gen.kind, Description: p.describe, URL: c.url, Model: o.model,
-		TimeScale: o.timeScale, Rate: o.gen.rate, Burstiness: o.gen.burstiness, Concurrency: o.concurrency,
-		Seed: o.gen.seed, Started: time.Now().UTC(), Labels: labels,
-	}
-	if len(labels) == 0 {
-		rep.Labels = nil
-	}
-	var before cacheCounters
-	var metricsErr error
-	if len(o.workerMetrics) > 0 {
-		before, metricsErr = scrapeFleet(ctx, client, o.workerMetrics)
-	}
+	fleet := scrapeBefore(ctx, client, o.workerMetrics)
 
-	r := newRunner(c, p, o.timeScale, o.concurrency, o.timeout)
-	if p.sessions != nil {
-		r.chatIDs, r.tok = ids, tok
-		if ids == nil {
-			rep.IdealNote = "chat's ideal needs the chat template: give --tokenizer a model directory, or --chat-template"
-		}
-	}
 	var bar *progress
 	if o.progress == "always" || (o.progress == "auto" && stderrTTY) {
 		bar = startProgress(stderr, r.total, func() (int64, int64) { return r.done.Load(), r.errs.Load() }, 250*time.Millisecond)
@@ -216,23 +182,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 		bar.stop()
 	}
 	buildReport(rep, r, elapsed)
-
-	if len(o.workerMetrics) > 0 && metricsErr == nil {
-		// The run's context may be cancelled (Ctrl-C): still read the counters.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		after, err := scrapeFleet(sctx, client, o.workerMetrics)
-		cancel()
-		metricsErr = err
-		if err == nil {
-			rep.HitTokens, rep.QueryTokens = after.hits-before.hits, after.queries-before.queries
-			if rep.QueryTokens > 0 {
-				rep.HitRate = ptr(rep.HitTokens / rep.QueryTokens)
-			}
-		}
-	}
-	if metricsErr != nil {
-		rep.MetricsError = metricsErr.Error()
-	}
+	fleet.after(ctx, rep)
 	if p.sessions != nil {
 		if t := r.idealTotal.Load(); t > 0 {
 			rep.IdealHitRate = ptr(float64(r.idealHit.Load()) / float64(t))
@@ -240,7 +190,108 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 	} else {
 		rep.IdealHitRate = ptr(p.ideal())
 	}
+	return writeResults(ctx, stdout, o, rep)
+}
 
+// buildPlan generates the workload of o: prompts of token ids, or, with --tokenizer, text of
+// exact token lengths (tok is then its codec, else nil).
+func buildPlan(o *options) (p *plan, tok *hfCodec, err error) {
+	m := promptMaker{lo: o.gen.vocabLo, hi: o.gen.vocabHi}
+	if o.tokenizer != "" {
+		if tok, err = loadCodec(o.tokenizer); err != nil {
+			return nil, nil, err
+		}
+		if m.tb, err = newTextBuilder(tok); err != nil {
+			return nil, nil, err
+		}
+	}
+	if p, err = generate(o.gen, m); err != nil {
+		return nil, nil, err
+	}
+	return p, tok, nil
+}
+
+// newPlanRunner returns the runner of p against base: completions, or chat for chat sessions
+// (with the template's ids for chat's ideal hit rate when there is a template), for --model or
+// else the server's first model.
+func newPlanRunner(ctx context.Context, o *options, client *http.Client, base string, p *plan, tok *hfCodec) (*runner, error) {
+	if o.model == "" {
+		var err error
+		if o.model, err = firstModel(ctx, client, base); err != nil {
+			return nil, err
+		}
+	}
+	c := &completer{client: client, url: base + o.endpoint, model: o.model}
+	var ids *chatIDs
+	if p.sessions != nil {
+		c.url, c.chat, c.keepText = base+o.chatEndpoint, true, true
+		var err error
+		if ids, err = loadChatIDs(o.tokenizer, o.chatTemplate, tok.t); err != nil {
+			return nil, err
+		}
+	}
+	r := newRunner(c, p, o.timeScale, o.concurrency, o.timeout)
+	if p.sessions != nil {
+		r.chatIDs, r.tok = ids, tok
+	}
+	return r, nil
+}
+
+// newReport starts the report of a run of p against url: what was asked for, when.
+func newReport(o *options, p *plan, url string, labels map[string]string) *report {
+	rep := &report{
+		Workload: o.gen.kind, Description: p.describe, URL: url, Model: o.model,
+		TimeScale: o.timeScale, Rate: o.gen.rate, Burstiness: o.gen.burstiness, Concurrency: o.concurrency,
+		Seed: o.gen.seed, Started: time.Now().UTC(), Labels: labels,
+	}
+	if len(labels) == 0 {
+		rep.Labels = nil
+	}
+	return rep
+}
+
+// fleetScrape measures the fleet's prefix-cache hit rate over a run from the --worker-metrics
+// counters read before and after it.
+type fleetScrape struct {
+	client *http.Client
+	urls   []string // none: nothing is measured
+	before cacheCounters
+	err    error // the first failed scrape
+}
+
+// scrapeBefore reads the counters before the run.
+func scrapeBefore(ctx context.Context, client *http.Client, urls []string) *fleetScrape {
+	f := &fleetScrape{client: client, urls: urls}
+	if len(urls) > 0 {
+		f.before, f.err = scrapeFleet(ctx, client, urls)
+	}
+	return f
+}
+
+// after reads the counters again and records the run's hits, queries and hit rate in rep, or
+// the error that prevented it.
+func (f *fleetScrape) after(ctx context.Context, rep *report) {
+	if len(f.urls) > 0 && f.err == nil {
+		// The run's context may be cancelled (Ctrl-C): still read the counters.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		after, err := scrapeFleet(sctx, f.client, f.urls)
+		cancel()
+		f.err = err
+		if err == nil {
+			rep.HitTokens, rep.QueryTokens = after.hits-f.before.hits, after.queries-f.before.queries
+			if rep.QueryTokens > 0 {
+				rep.HitRate = ptr(rep.HitTokens / rep.QueryTokens)
+			}
+		}
+	}
+	if f.err != nil {
+		rep.MetricsError = f.err.Error()
+	}
+}
+
+// writeResults prints the report's table (and its RESULT line with --result-line), writes
+// --json, and reports an interrupted run as an error.
+func writeResults(ctx context.Context, stdout io.Writer, o *options, rep *report) error {
 	writeTable(stdout, rep)
 	if o.jsonPath != "" {
 		if err := writeJSON(o.jsonPath, rep); err != nil {

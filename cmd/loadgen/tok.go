@@ -16,13 +16,11 @@ type hfCodec struct {
 
 // loadCodec loads a tokenizer.json file, or the tokenizer of a model directory.
 func loadCodec(path string) (*hfCodec, error) {
-	var t *tokenizer.Tokenizer
-	var err error
-	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
-		t, err = tokenizer.LoadDir(path)
-	} else {
-		t, err = tokenizer.LoadFile(path)
+	dir, file := "", path
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		dir, file = path, ""
 	}
+	t, err := tokenizer.LoadModel(dir, file)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: tokenizer: %w", err)
 	}

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -37,4 +38,35 @@ func TestStartStopsAtCleanup(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("process still running after the subtest's cleanup")
 	}
+}
+
+// fatalRecorder is a testing.TB whose Fatalf records the message instead of ending the test.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.msg = fmt.Sprintf(format, args...) }
+
+func TestWaitFor(t *testing.T) {
+	t.Run("holds after a few polls", func(t *testing.T) {
+		calls := 0
+		WaitFor(t, "the third poll", func() bool { calls++; return calls == 3 })
+		if calls != 3 {
+			t.Errorf("cond called %d times, want 3", calls)
+		}
+	})
+	t.Run("never holds", func(t *testing.T) {
+		r := &fatalRecorder{TB: t}
+		start := time.Now()
+		waitFor(r, 200*time.Millisecond, "nothing", func() bool { return false })
+		if want := "timed out waiting for nothing"; r.msg != want {
+			t.Errorf("got Fatalf %q, want %q", r.msg, want)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Errorf("gave up after %v, want the whole 200ms", d)
+		}
+	})
 }

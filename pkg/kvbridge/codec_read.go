@@ -199,8 +199,8 @@ func codecArrayHeader(b []byte) (int, []byte, error) {
 
 // codecSkip skips one msgpack value of any type without recursion: a fixed stack of pending
 // element counts, one per open container, bounded by codecMaxDepth. Every length is checked
-// against the bytes left, so a hostile header cannot make it loop or allocate. It is one loop
-// over msgpack's type bytes on purpose: the format table stays in one place.
+// against the bytes left, so a hostile header cannot make it loop or allocate. The format table
+// stays in one place, codecItem; this loop only walks containers.
 func codecSkip(b []byte) ([]byte, error) {
 	var pending [codecMaxDepth]uint64
 	depth := 0
@@ -213,92 +213,9 @@ func codecSkip(b []byte) ([]byte, error) {
 			depth--
 		}
 		pending[depth]--
-		if len(b) == 0 {
-			return b, errCodecShort
-		}
-		c := b[0]
-		var size uint64 // bytes of this item's own encoding (header + payload)
-		var elems uint64
-		switch {
-		case c <= 0x7f || c >= 0xe0:
-			size = 1
-		case c <= 0x8f:
-			size, elems = 1, 2*uint64(c&0x0f)
-		case c <= 0x9f:
-			size, elems = 1, uint64(c&0x0f)
-		case c <= 0xbf:
-			size = 1 + uint64(c&0x1f)
-		default:
-			var hdr int
-			var lenBytes int
-			switch c {
-			case 0xc0, 0xc2, 0xc3:
-				size = 1
-			case 0xc1:
-				return b, errCodecType
-			case 0xc4, 0xd9:
-				hdr, lenBytes = 2, 1
-			case 0xc5, 0xda:
-				hdr, lenBytes = 3, 2
-			case 0xc6, 0xdb:
-				hdr, lenBytes = 5, 4
-			case 0xc7:
-				hdr, lenBytes = 3, 1 // ext8: len, type
-			case 0xc8:
-				hdr, lenBytes = 4, 2
-			case 0xc9:
-				hdr, lenBytes = 6, 4
-			case 0xca:
-				size = 5
-			case 0xcb:
-				size = 9
-			case 0xcc, 0xd0:
-				size = 2
-			case 0xcd, 0xd1:
-				size = 3
-			case 0xce, 0xd2:
-				size = 5
-			case 0xcf, 0xd3:
-				size = 9
-			case 0xd4:
-				size = 3
-			case 0xd5:
-				size = 4
-			case 0xd6:
-				size = 6
-			case 0xd7:
-				size = 10
-			case 0xd8:
-				size = 18
-			case 0xdc, 0xde:
-				if len(b) < 3 {
-					return b, errCodecShort
-				}
-				size, elems = 3, uint64(binary.BigEndian.Uint16(b[1:3]))
-			case 0xdd, 0xdf:
-				if len(b) < 5 {
-					return b, errCodecShort
-				}
-				size, elems = 5, uint64(binary.BigEndian.Uint32(b[1:5]))
-			}
-			if c == 0xde || c == 0xdf {
-				elems *= 2
-			}
-			if lenBytes > 0 {
-				if len(b) < hdr {
-					return b, errCodecShort
-				}
-				var l uint64
-				switch lenBytes {
-				case 1:
-					l = uint64(b[1])
-				case 2:
-					l = uint64(binary.BigEndian.Uint16(b[1:3]))
-				case 4:
-					l = uint64(binary.BigEndian.Uint32(b[1:5]))
-				}
-				size = uint64(hdr) + l
-			}
+		size, elems, err := codecItem(b)
+		if err != nil {
+			return b, err
 		}
 		if size > uint64(len(b)) {
 			return b, errCodecShort
@@ -315,6 +232,97 @@ func codecSkip(b []byte) ([]byte, error) {
 			pending[depth] = elems
 		}
 	}
+}
+
+// codecItem reads the header of the msgpack value at the start of b: size is the bytes of its
+// own encoding (header plus payload; for a container, the header only) and elems the values a
+// container holds (a map's keys and values both count). It reads only the header, so size may
+// exceed len(b); the caller checks.
+func codecItem(b []byte) (size, elems uint64, err error) {
+	if len(b) == 0 {
+		return 0, 0, errCodecShort
+	}
+	c := b[0]
+	switch {
+	case c <= 0x7f || c >= 0xe0:
+		return 1, 0, nil
+	case c <= 0x8f:
+		return 1, 2 * uint64(c&0x0f), nil
+	case c <= 0x9f:
+		return 1, uint64(c & 0x0f), nil
+	case c <= 0xbf:
+		return 1 + uint64(c&0x1f), 0, nil
+	}
+	var hdr, lenBytes int
+	switch c {
+	case 0xc0, 0xc2, 0xc3:
+		size = 1
+	case 0xc1:
+		return 0, 0, errCodecType
+	case 0xc4, 0xd9:
+		hdr, lenBytes = 2, 1
+	case 0xc5, 0xda:
+		hdr, lenBytes = 3, 2
+	case 0xc6, 0xdb:
+		hdr, lenBytes = 5, 4
+	case 0xc7:
+		hdr, lenBytes = 3, 1 // ext8: len, type
+	case 0xc8:
+		hdr, lenBytes = 4, 2
+	case 0xc9:
+		hdr, lenBytes = 6, 4
+	case 0xca:
+		size = 5
+	case 0xcb:
+		size = 9
+	case 0xcc, 0xd0:
+		size = 2
+	case 0xcd, 0xd1:
+		size = 3
+	case 0xce, 0xd2:
+		size = 5
+	case 0xcf, 0xd3:
+		size = 9
+	case 0xd4:
+		size = 3
+	case 0xd5:
+		size = 4
+	case 0xd6:
+		size = 6
+	case 0xd7:
+		size = 10
+	case 0xd8:
+		size = 18
+	case 0xdc, 0xde:
+		if len(b) < 3 {
+			return 0, 0, errCodecShort
+		}
+		size, elems = 3, uint64(binary.BigEndian.Uint16(b[1:3]))
+	case 0xdd, 0xdf:
+		if len(b) < 5 {
+			return 0, 0, errCodecShort
+		}
+		size, elems = 5, uint64(binary.BigEndian.Uint32(b[1:5]))
+	}
+	if c == 0xde || c == 0xdf {
+		elems *= 2
+	}
+	if lenBytes > 0 {
+		if len(b) < hdr {
+			return 0, 0, errCodecShort
+		}
+		var l uint64
+		switch lenBytes {
+		case 1:
+			l = uint64(b[1])
+		case 2:
+			l = uint64(binary.BigEndian.Uint16(b[1:3]))
+		case 4:
+			l = uint64(binary.BigEndian.Uint32(b[1:5]))
+		}
+		size = uint64(hdr) + l
+	}
+	return size, elems, nil
 }
 
 // peekRank returns the DP rank in a batch payload's envelope (data_parallel_rank or

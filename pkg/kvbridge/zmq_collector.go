@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -28,17 +27,8 @@ type CollectorConfig struct {
 	// mode cannot learn a publisher's replay endpoint from the wire, so it must be configured
 	// per worker (e.g. from the worker spec's replay=).
 	Replay func(topic string) string
-	// QueueSize, RcvHWM, MaxMsgSize, ReplayTimeout, ResyncInterval and MaxHeld are as in
-	// ZMQConfig.
-	QueueSize      int
-	RcvHWM         int
-	MaxMsgSize     int64
-	ReplayTimeout  time.Duration
-	ResyncInterval time.Duration
-	MaxHeld        int
-	// Now and Rand are as in ZMQConfig.
-	Now  func() time.Time
-	Rand func() uint64
+	// ZMQOptions are the socket and stream options shared with ZMQConfig (zero: defaults).
+	ZMQOptions
 }
 
 // CollectorRoute maps a message topic (`kv@<host:port>@<model>` for llm-d's simulator) to the
@@ -110,30 +100,7 @@ func NewZMQCollector(cfg CollectorConfig, route CollectorRoute, log *zap.Logger,
 	if route == nil {
 		return nil, errors.New("kvbridge: new zmq collector: nil route")
 	}
-	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = DefaultQueueSize
-	}
-	if cfg.RcvHWM <= 0 {
-		cfg.RcvHWM = DefaultRcvHWM
-	}
-	if cfg.MaxMsgSize <= 0 {
-		cfg.MaxMsgSize = DefaultMaxMsgSize
-	}
-	if cfg.ReplayTimeout <= 0 {
-		cfg.ReplayTimeout = DefaultReplayTimeout
-	}
-	if cfg.ResyncInterval <= 0 {
-		cfg.ResyncInterval = DefaultResyncInterval
-	}
-	if cfg.MaxHeld <= 0 {
-		cfg.MaxHeld = DefaultMaxHeld
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Uint64
-	}
+	cfg.ZMQOptions.setDefaults()
 	if log == nil {
 		log = zap.NewNop()
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 
+	kvtest "github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
@@ -23,7 +24,7 @@ func startCollector(t *testing.T, cfg CollectorConfig, route CollectorRoute) *ZM
 		t.Fatalf("NewZMQCollector: %v", err)
 	}
 	runUntilCleanup(t, "collector", c.Run, nil)
-	waitFor(t, "collector bound", func() bool { return c.Endpoint() != "" && c.State() == StreamUp })
+	kvtest.WaitFor(t, "collector bound", func() bool { return c.Endpoint() != "" && c.State() == StreamUp })
 	return c
 }
 
@@ -84,7 +85,7 @@ func TestZMQCollectorByTopic(t *testing.T) {
 		calls = append(calls, cons[topics[i]].untilSeq(t, 0, end)...)
 		checkContiguous(t, calls, 0)
 	}
-	waitFor(t, "unrouted batches counted", func() bool {
+	kvtest.WaitFor(t, "unrouted batches counted", func() bool {
 		if _, err := stranger.Publish(storedBatch(9, 0)); err != nil {
 			t.Fatal(err)
 		}

@@ -52,26 +52,62 @@ type ZMQConfig struct {
 	Topic string
 	// DPSize is the number of data-parallel ranks; 0 means 1.
 	DPSize int
+	// ReconnectGrace is how long a rank may stay disconnected while libzmq reconnects on its
+	// own before the source recreates the rank's sockets; 0 means DefaultReconnectGrace.
+	ReconnectGrace time.Duration
+	// ZMQOptions are the socket and stream options shared with CollectorConfig (zero: defaults).
+	ZMQOptions
+}
+
+// ZMQOptions are the options a ZMQSource (ZMQConfig) and a ZMQCollector (CollectorConfig)
+// share: socket limits, the stream rules' bounds (DESIGN.md §6) and the injected clock and
+// randomness. A zero field (a nil func) means its default, so the zero value is the defaults.
+type ZMQOptions struct {
 	// QueueSize bounds the reader→consumer queue; 0 means DefaultQueueSize.
 	QueueSize int
 	// RcvHWM is the SUB receive high-water mark; 0 means DefaultRcvHWM.
 	RcvHWM int
 	// MaxMsgSize bounds one received frame in bytes; 0 means DefaultMaxMsgSize.
 	MaxMsgSize int64
-	// ReconnectGrace is how long a rank may stay disconnected while libzmq reconnects on its
-	// own before the source recreates the rank's sockets; 0 means DefaultReconnectGrace.
-	ReconnectGrace time.Duration
 	// ReplayTimeout bounds one replay; 0 means DefaultReplayTimeout.
 	ReplayTimeout time.Duration
-	// ResyncInterval is the minimum time between unknown-parent resyncs of a rank; 0 means
+	// ResyncInterval is the minimum time between unknown-parent resyncs of a stream; 0 means
 	// DefaultResyncInterval (30 s).
 	ResyncInterval time.Duration
-	// MaxHeld bounds the live batches held per rank during a replay; 0 means DefaultMaxHeld.
+	// MaxHeld bounds the live batches held per stream during a replay; 0 means DefaultMaxHeld.
 	MaxHeld int
 	// Now is the clock (nil: time.Now); Rand returns uniform uint64s for backoff jitter (nil: a
 	// math/rand/v2 source).
 	Now  func() time.Time
 	Rand func() uint64
+}
+
+// setDefaults replaces every zero (or negative) option, and every nil func, with its default.
+func (o *ZMQOptions) setDefaults() {
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.RcvHWM <= 0 {
+		o.RcvHWM = DefaultRcvHWM
+	}
+	if o.MaxMsgSize <= 0 {
+		o.MaxMsgSize = DefaultMaxMsgSize
+	}
+	if o.ReplayTimeout <= 0 {
+		o.ReplayTimeout = DefaultReplayTimeout
+	}
+	if o.ResyncInterval <= 0 {
+		o.ResyncInterval = DefaultResyncInterval
+	}
+	if o.MaxHeld <= 0 {
+		o.MaxHeld = DefaultMaxHeld
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Uint64
+	}
 }
 
 // ZMQSource subscribes to one worker's KV events over ZMQ, one SUB per DP rank, and delivers
@@ -139,33 +175,10 @@ func NewZMQSource(cfg ZMQConfig, c Consumer, log *zap.Logger, m *Metrics) (*ZMQS
 	if cfg.DPSize <= 0 {
 		cfg.DPSize = 1
 	}
-	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = DefaultQueueSize
-	}
-	if cfg.RcvHWM <= 0 {
-		cfg.RcvHWM = DefaultRcvHWM
-	}
-	if cfg.MaxMsgSize <= 0 {
-		cfg.MaxMsgSize = DefaultMaxMsgSize
-	}
 	if cfg.ReconnectGrace <= 0 {
 		cfg.ReconnectGrace = DefaultReconnectGrace
 	}
-	if cfg.ReplayTimeout <= 0 {
-		cfg.ReplayTimeout = DefaultReplayTimeout
-	}
-	if cfg.ResyncInterval <= 0 {
-		cfg.ResyncInterval = DefaultResyncInterval
-	}
-	if cfg.MaxHeld <= 0 {
-		cfg.MaxHeld = DefaultMaxHeld
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Uint64
-	}
+	cfg.ZMQOptions.setDefaults()
 	if log == nil {
 		log = zap.NewNop()
 	}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	kvtest "github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/internal/testutil/zmqtest"
 	"github.com/kvgate/kvgate/pkg/indexer"
 )
@@ -97,23 +98,7 @@ func startSource(t *testing.T, cfg ZMQConfig, c Consumer, m *Metrics) *ZMQSource
 // waitUp waits until the source reports StreamUp.
 func waitUp(t *testing.T, s *ZMQSource) {
 	t.Helper()
-	waitFor(t, "source up", func() bool { return s.State() == StreamUp })
-}
-
-// waitFor polls cond on a ticker until it holds or the test timeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.NewTimer(defaultTestTimeout)
-	defer timeout.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-timeout.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	kvtest.WaitFor(t, "source up", func() bool { return s.State() == StreamUp })
 }
 
 // syncSource works around the slow joiner and lost tails: it publishes a batch, collects the
@@ -445,7 +430,7 @@ func TestZMQSourceQueueDrops(t *testing.T) {
 	gate := make(chan struct{})
 	c.gate.Store(&gate)
 	end := publishN(t, p, 50)
-	waitFor(t, "drops with a stalled consumer", func() bool { return s.Status().Ranks[0].Dropped > 0 })
+	kvtest.WaitFor(t, "drops with a stalled consumer", func() bool { return s.Status().Ranks[0].Dropped > 0 })
 	close(gate)
 	// If the very last batches were dropped, only a later batch shows the gap: keep publishing
 	// until the consumer is past end.
@@ -480,7 +465,7 @@ func TestZMQSourcePublisherProcessRestart(t *testing.T) {
 	if err := p1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "source down", func() bool { return s.State() == StreamDown })
+	kvtest.WaitFor(t, "source down", func() bool { return s.State() == StreamDown })
 
 	p2 := startPublisher(t, cfg) // a new instance: seq 0 again, empty buffer
 	end := publishN(t, p2, 3)
@@ -517,7 +502,7 @@ func TestZMQSourceBackoff(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	waitFor(t, "first failure", func() bool { return logs.Len() > 0 })
+	kvtest.WaitFor(t, "first failure", func() bool { return logs.Len() > 0 })
 	if got := s.State(); got != StreamDown {
 		t.Errorf("state: got %v, want down", got)
 	}

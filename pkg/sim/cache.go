@@ -8,22 +8,22 @@ import (
 // cblock is one physical KV block.
 type cblock struct {
 	hash   BlockHash
-	hashed bool  // the block is in Cache.byHash under hash
+	hashed bool  // the block is in cache.byHash under hash
 	ref    int32 // running requests that use the block
 	// prev/next link the block into the free queue (-1 = none); inFree says it is queued.
 	prev, next int32
 	inFree     bool
 }
 
-// Cache is a paged KV cache with prefix caching, modelled on vLLM's V1 block pool: every block
+// cache is a paged KV cache with prefix caching, modelled on vLLM's V1 block pool: every block
 // whose reference count is zero sits in one free queue, ordered by eviction priority; cached
 // (hashed) blocks stay findable by hash while they wait there, and allocation pops the queue head,
 // evicting the head's hash if it had one. Requests release their blocks tail-first, so the end
 // of a chain is evicted before its beginning and a cached prefix stays reachable from block 0.
 //
-// Cache is a plain single-goroutine type: it has no locks, and the caller (Core) serialises use.
+// cache is a plain single-goroutine type: it has no locks, and the caller (core) serialises use.
 // Allocation and lookup do not allocate memory once the internal slices have grown.
-type Cache struct {
+type cache struct {
 	bs     int
 	blocks []cblock
 	byHash map[BlockHash]int32
@@ -35,15 +35,16 @@ type Cache struct {
 	evicted []BlockHash
 }
 
-// ErrBadCacheConfig is returned by NewCache for non-positive sizes.
+// ErrBadCacheConfig is wrapped by NewEngine's error for a Config whose NumBlocks or BlockSize
+// is negative (zero takes the default).
 var ErrBadCacheConfig = errors.New("sim: bad cache config")
 
-// NewCache returns an empty cache of numBlocks blocks of blockSize tokens each.
-func NewCache(numBlocks, blockSize int) (*Cache, error) {
+// newCache returns an empty cache of numBlocks blocks of blockSize tokens each.
+func newCache(numBlocks, blockSize int) (*cache, error) {
 	if numBlocks <= 0 || blockSize <= 0 {
 		return nil, fmt.Errorf("sim: new cache: %d blocks of %d tokens: %w", numBlocks, blockSize, ErrBadCacheConfig)
 	}
-	c := &Cache{
+	c := &cache{
 		bs:     blockSize,
 		blocks: make([]cblock, numBlocks),
 		byHash: make(map[BlockHash]int32, numBlocks),
@@ -58,26 +59,26 @@ func NewCache(numBlocks, blockSize int) (*Cache, error) {
 }
 
 // BlockSize returns the number of tokens per block.
-func (c *Cache) BlockSize() int { return c.bs }
+func (c *cache) BlockSize() int { return c.bs }
 
 // NumBlocks returns the capacity in blocks.
-func (c *Cache) NumBlocks() int { return len(c.blocks) }
+func (c *cache) NumBlocks() int { return len(c.blocks) }
 
 // NumFree returns the number of blocks an allocation can use: unreferenced blocks, cached or not.
-func (c *Cache) NumFree() int { return c.free }
+func (c *cache) NumFree() int { return c.free }
 
 // NumUsed returns the number of blocks referenced by at least one request.
-func (c *Cache) NumUsed() int { return c.used }
+func (c *cache) NumUsed() int { return c.used }
 
 // NumCached returns the number of blocks findable by hash (referenced or not).
-func (c *Cache) NumCached() int { return len(c.byHash) }
+func (c *cache) NumCached() int { return len(c.byHash) }
 
 // Usage returns the fraction of blocks in use by requests, as vLLM's kv_cache_usage_perc
 // reports it (cached but unreferenced blocks count as free).
-func (c *Cache) Usage() float64 { return float64(c.used) / float64(len(c.blocks)) }
+func (c *cache) Usage() float64 { return float64(c.used) / float64(len(c.blocks)) }
 
 // Match returns how many leading hashes name cached blocks, without changing any state.
-func (c *Cache) Match(hashes []BlockHash) int {
+func (c *cache) Match(hashes []BlockHash) int {
 	for i, h := range hashes {
 		if _, ok := c.byHash[h]; !ok {
 			return i
@@ -90,7 +91,7 @@ func (c *Cache) Match(hashes []BlockHash) int {
 // prefix of length Match) and allocates fresh blocks, appending all block ids to dst in chain
 // order. It is all-or-nothing: when the free queue cannot supply the fresh blocks plus the
 // cached blocks that are currently unreferenced, nothing changes and ok is false.
-func (c *Cache) Acquire(dst []int32, hashes []BlockHash, fresh int) (_ []int32, ok bool) {
+func (c *cache) Acquire(dst []int32, hashes []BlockHash, fresh int) (_ []int32, ok bool) {
 	need := fresh
 	for _, h := range hashes {
 		id, found := c.byHash[h]
@@ -114,14 +115,14 @@ func (c *Cache) Acquire(dst []int32, hashes []BlockHash, fresh int) (_ []int32, 
 
 // Allocate appends n fresh blocks to dst, evicting cached blocks from the free queue head as
 // needed. It is all-or-nothing: when fewer than n blocks are free, ok is false.
-func (c *Cache) Allocate(dst []int32, n int) (_ []int32, ok bool) {
+func (c *cache) Allocate(dst []int32, n int) (_ []int32, ok bool) {
 	if n > c.free {
 		return dst, false
 	}
 	return c.allocLocked(dst, n), true
 }
 
-func (c *Cache) allocLocked(dst []int32, n int) []int32 {
+func (c *cache) allocLocked(dst []int32, n int) []int32 {
 	for range n {
 		id := c.head
 		c.unlink(id)
@@ -142,7 +143,7 @@ func (c *Cache) allocLocked(dst []int32, n int) []int32 {
 // It returns false (and leaves the block private to its request) when the block is already
 // hashed or another block already caches h, as happens when two running requests compute the
 // same new block in the same step.
-func (c *Cache) Commit(id int32, h BlockHash) bool {
+func (c *cache) Commit(id int32, h BlockHash) bool {
 	b := &c.blocks[id]
 	if b.hashed {
 		return false
@@ -157,7 +158,7 @@ func (c *Cache) Commit(id int32, h BlockHash) bool {
 
 // Release drops one reference to each block in ids. Blocks that become unreferenced join the
 // tail of the free queue in reverse order, so the last block of a chain is evicted first.
-func (c *Cache) Release(ids []int32) {
+func (c *cache) Release(ids []int32) {
 	for i := len(ids) - 1; i >= 0; i-- {
 		id := ids[i]
 		b := &c.blocks[id]
@@ -172,7 +173,7 @@ func (c *Cache) Release(ids []int32) {
 // Reset forgets every cached hash, as vLLM's reset_prefix_cache does. Like vLLM it refuses
 // (returns false) while any block is referenced by a running request. Cleared hashes are not
 // reported through TakeEvicted: the caller publishes one AllBlocksCleared instead.
-func (c *Cache) Reset() bool {
+func (c *cache) Reset() bool {
 	if c.used > 0 {
 		return false
 	}
@@ -184,21 +185,21 @@ func (c *Cache) Reset() bool {
 }
 
 // TakeEvicted appends the hashes evicted since the previous call to dst, oldest first.
-func (c *Cache) TakeEvicted(dst []BlockHash) []BlockHash {
+func (c *cache) TakeEvicted(dst []BlockHash) []BlockHash {
 	dst = append(dst, c.evicted...)
 	c.evicted = c.evicted[:0]
 	return dst
 }
 
 // AppendCached appends the folded hash of every cached block to dst, in no particular order.
-func (c *Cache) AppendCached(dst []uint64) []uint64 {
+func (c *cache) AppendCached(dst []uint64) []uint64 {
 	for h := range c.byHash {
 		dst = append(dst, h.Fold())
 	}
 	return dst
 }
 
-func (c *Cache) ref(id int32) {
+func (c *cache) ref(id int32) {
 	b := &c.blocks[id]
 	if b.ref == 0 {
 		c.unlink(id)
@@ -207,7 +208,7 @@ func (c *Cache) ref(id int32) {
 	b.ref++
 }
 
-func (c *Cache) pushTail(id int32) {
+func (c *cache) pushTail(id int32) {
 	b := &c.blocks[id]
 	b.prev, b.next, b.inFree = c.tail, -1, true
 	if c.tail >= 0 {
@@ -219,7 +220,7 @@ func (c *Cache) pushTail(id int32) {
 	c.free++
 }
 
-func (c *Cache) unlink(id int32) {
+func (c *cache) unlink(id int32) {
 	b := &c.blocks[id]
 	if b.prev >= 0 {
 		c.blocks[b.prev].next = b.next

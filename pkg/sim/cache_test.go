@@ -14,12 +14,12 @@ func chainOf(t *testing.T, base uint32, n, bs int) []BlockHash {
 		toks[i] = base + uint32(i)
 	}
 	var h hasher
-	return h.appendChain(nil, RootHash(""), toks, bs)
+	return h.appendChain(nil, rootHash(""), toks, bs)
 }
 
 // store acquires fresh blocks for chain, commits them and releases them, as a finished
 // request does.
-func store(t *testing.T, c *Cache, chain []BlockHash) []int32 {
+func store(t *testing.T, c *cache, chain []BlockHash) []int32 {
 	t.Helper()
 	ids, ok := c.Acquire(nil, nil, len(chain))
 	if !ok {
@@ -34,7 +34,7 @@ func store(t *testing.T, c *Cache, chain []BlockHash) []int32 {
 }
 
 func TestCacheHits(t *testing.T) {
-	c, err := NewCache(8, 4)
+	c, err := newCache(8, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestCacheHits(t *testing.T) {
 }
 
 func TestCacheEvictionOrderTailFirst(t *testing.T) {
-	c, err := NewCache(6, 4)
+	c, err := newCache(6, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestCacheEvictionOrderTailFirst(t *testing.T) {
 }
 
 func TestCacheHitRefreshesRecency(t *testing.T) {
-	c, err := NewCache(4, 4)
+	c, err := newCache(4, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestCacheHitRefreshesRecency(t *testing.T) {
 }
 
 func TestCacheRefcounts(t *testing.T) {
-	c, err := NewCache(5, 4)
+	c, err := newCache(5, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestCacheRefcounts(t *testing.T) {
 }
 
 func TestCacheDuplicateCommitAndReset(t *testing.T) {
-	c, err := NewCache(4, 4)
+	c, err := newCache(4, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

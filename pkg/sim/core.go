@@ -36,7 +36,7 @@ type Config struct {
 	// EOSTokenIDs are never sampled, so output length is max_tokens unless a stop token id of
 	// the request is drawn.
 	EOSTokenIDs []uint32 `json:"eos_token_ids" yaml:"eos_token_ids"`
-	// HashSeed seeds block 0's parent digest (see RootHash); "" is a valid seed.
+	// HashSeed seeds block 0's parent digest (see rootHash); "" is a valid seed.
 	HashSeed string `json:"hash_seed" yaml:"hash_seed"`
 }
 
@@ -124,7 +124,7 @@ const (
 )
 
 // Request is one sequence in the engine. The caller fills the exported input fields before
-// Add and must not change them afterwards; everything else is owned by the Core (and through
+// Add and must not change them afterwards; everything else is owned by the engine's core (and through
 // it by the Engine's loop goroutine) until the request finishes.
 type Request struct {
 	// ID identifies the request in logs and aborts.
@@ -198,7 +198,7 @@ func SeedFor(prompt []uint32, seed *int64, index int) uint64 {
 	return s + uint64(index)*0x9e3779b97f4a7c15
 }
 
-// Stats are cumulative counters of a Core, in vLLM's units.
+// Stats are cumulative counters of an engine rank, in vLLM's units.
 type Stats struct {
 	// PrefixQueries and PrefixHits count prompt tokens looked up in and found in the prefix
 	// cache when requests are admitted (vllm:prefix_cache_queries_total / hits_total).
@@ -275,7 +275,7 @@ func (s *StepEvents) addCleared() {
 	s.Parents = append(s.Parents, BlockHash{})
 }
 
-// Core is the engine model of one rank: the prefix-caching KV cache plus a vLLM-V1-style
+// core is the engine model of one rank: the prefix-caching KV cache plus a vLLM-V1-style
 // continuous-batching scheduler with chunked prefill. Time is simulated and passed in by the
 // caller, so a test can run it to completion instantly and assert on simulated latencies; the
 // Engine drives it against a (scaled) wall clock.
@@ -286,10 +286,10 @@ func (s *StepEvents) addCleared() {
 // from queueing, the token budget, batch composition and cache hits: a request only
 // prefills its uncached tokens.
 //
-// Core is not safe for concurrent use; Engine serialises access.
-type Core struct {
+// core is not safe for concurrent use; Engine serialises access.
+type core struct {
 	cfg   Config
-	cache *Cache
+	cache *cache
 	root  BlockHash
 	h     hasher
 
@@ -306,13 +306,13 @@ type Core struct {
 	eos     map[uint32]struct{}
 }
 
-// NewCore validates cfg (zero fields take defaults) and returns an idle core.
-func NewCore(cfg Config) (*Core, error) {
+// newCore validates cfg (zero fields take defaults) and returns an idle core.
+func newCore(cfg Config) (*core, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cache, err := NewCache(cfg.NumBlocks, cfg.BlockSize)
+	kv, err := newCache(cfg.NumBlocks, cfg.BlockSize)
 	if err != nil {
 		return nil, err
 	}
@@ -320,23 +320,23 @@ func NewCore(cfg Config) (*Core, error) {
 	for _, t := range cfg.EOSTokenIDs {
 		eos[t] = struct{}{}
 	}
-	return &Core{cfg: cfg, cache: cache, root: RootHash(cfg.HashSeed), eos: eos}, nil
+	return &core{cfg: cfg, cache: kv, root: rootHash(cfg.HashSeed), eos: eos}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
-func (c *Core) Config() Config { return c.cfg }
+func (c *core) Config() Config { return c.cfg }
 
 // Cache returns the core's KV cache for inspection. Callers must not mutate it.
-func (c *Core) Cache() *Cache { return c.cache }
+func (c *core) Cache() *cache { return c.cache }
 
 // NumRunning and NumWaiting return the scheduler queue lengths.
-func (c *Core) NumRunning() int { return len(c.running) }
+func (c *core) NumRunning() int { return len(c.running) }
 
 // NumWaiting returns the number of requests waiting to be admitted (including preempted ones).
-func (c *Core) NumWaiting() int { return len(c.waiting) }
+func (c *core) NumWaiting() int { return len(c.waiting) }
 
 // NextArrival returns the arrival time of the request at the head of the waiting queue.
-func (c *Core) NextArrival() (time.Duration, bool) {
+func (c *core) NextArrival() (time.Duration, bool) {
 	if len(c.waiting) == 0 {
 		return 0, false
 	}
@@ -344,10 +344,10 @@ func (c *Core) NextArrival() (time.Duration, bool) {
 }
 
 // Stats returns the cumulative counters.
-func (c *Core) Stats() Stats { return c.stats }
+func (c *core) Stats() Stats { return c.stats }
 
 // Validate checks a request against the core's limits without queueing it.
-func (c *Core) Validate(r *Request) error {
+func (c *core) Validate(r *Request) error {
 	if len(r.Prompt) == 0 {
 		return ErrEmptyPrompt
 	}
@@ -365,8 +365,8 @@ func (c *Core) Validate(r *Request) error {
 
 // Add queues r, arriving at simulated time now. Requests must be added in arrival order;
 // Schedule only admits those that arrived by its own time. The prompt's block digests are computed here unless
-// PrepareHashes already did.
-func (c *Core) Add(r *Request, now time.Duration) error {
+// prepareHashes already did.
+func (c *core) Add(r *Request, now time.Duration) error {
 	if err := c.Validate(r); err != nil {
 		return err
 	}
@@ -385,24 +385,20 @@ func (c *Core) Add(r *Request, now time.Duration) error {
 	return nil
 }
 
-// PrepareHashes computes r's prompt digests with h's scratch buffer so that the cost can be
+// prepareHashes computes r's prompt digests with h's scratch buffer so that the cost can be
 // paid outside the engine lock. cfg must be the engine's effective config.
-func PrepareHashes(r *Request, cfg Config, h *Hasher) {
+func prepareHashes(r *Request, cfg Config, h *hasher) {
 	cfg = cfg.withDefaults()
 	if r.tokens == nil {
 		r.tokens = make([]uint32, len(r.Prompt), len(r.Prompt)+min(max(r.MaxTokens, 0), 4096))
 		copy(r.tokens, r.Prompt)
 	}
-	r.hashes = h.h.appendChain(r.hashes, RootHash(cfg.HashSeed), r.tokens, cfg.BlockSize)
+	r.hashes = h.appendChain(r.hashes, rootHash(cfg.HashSeed), r.tokens, cfg.BlockSize)
 }
-
-// Hasher is scratch space for PrepareHashes; the zero value is ready. Not safe for concurrent
-// use (keep one per goroutine or in a sync.Pool).
-type Hasher struct{ h hasher }
 
 // Abort removes r from the engine and releases its blocks. It returns false when r already
 // finished. Safe to call between Schedule and Finish: an aborted request is skipped by Finish.
-func (c *Core) Abort(r *Request) bool {
+func (c *core) Abort(r *Request) bool {
 	switch r.state {
 	case stateWaiting:
 		if i := slices.Index(c.waiting, r); i >= 0 {
@@ -424,7 +420,7 @@ func (c *Core) Abort(r *Request) bool {
 
 // ResetPrefixCache forgets every cached block and records one AllBlocksCleared event, like
 // vLLM's /reset_prefix_cache. It fails (returns false) while requests are running.
-func (c *Core) ResetPrefixCache() bool {
+func (c *core) ResetPrefixCache() bool {
 	if len(c.running) > 0 || c.inStep || !c.cache.Reset() {
 		return false
 	}
@@ -435,7 +431,7 @@ func (c *Core) ResetPrefixCache() bool {
 
 // Schedule plans the next step at simulated time now and returns its duration; ok is false
 // when there is nothing to run. Every Schedule that returns ok must be followed by Finish.
-func (c *Core) Schedule(now time.Duration) (d time.Duration, ok bool) {
+func (c *core) Schedule(now time.Duration) (d time.Duration, ok bool) {
 	budget := c.cfg.MaxBatchedTokens
 	c.scheduled = c.scheduled[:0]
 	prefill, preempted := c.scheduleRunning(&budget)
@@ -455,7 +451,7 @@ func (c *Core) Schedule(now time.Duration) (d time.Duration, ok bool) {
 // scheduleRunning schedules the running requests first, in admission order, within budget;
 // allocation failures preempt from the back (vLLM's recompute preemption), possibly the request
 // itself. It returns the prefill tokens scheduled and whether anything was preempted.
-func (c *Core) scheduleRunning(budget *int) (prefill int, preempted bool) {
+func (c *core) scheduleRunning(budget *int) (prefill int, preempted bool) {
 	bs := c.cfg.BlockSize
 	for i := 0; i < len(c.running) && *budget > 0; i++ {
 		r := c.running[i]
@@ -494,7 +490,7 @@ func (c *Core) scheduleRunning(budget *int) (prefill int, preempted bool) {
 
 // admitWaiting admits waiting requests that have arrived by now while there is room and
 // budget, crediting their cached prefix; it returns the prefill tokens scheduled.
-func (c *Core) admitWaiting(now time.Duration, budget *int) (prefill int) {
+func (c *core) admitWaiting(now time.Duration, budget *int) (prefill int) {
 	bs := c.cfg.BlockSize
 	for len(c.waiting) > 0 && len(c.running) < c.cfg.MaxRunning && *budget > 0 {
 		r := c.waiting[0]
@@ -532,7 +528,7 @@ func (c *Core) admitWaiting(now time.Duration, budget *int) (prefill int) {
 // Finish completes the step planned by the last Schedule at simulated time now. It returns
 // the requests that received an output token in this step (finished ones included, with
 // FinishReason set); the slice is reused by the next call.
-func (c *Core) Finish(now time.Duration) []*Request {
+func (c *core) Finish(now time.Duration) []*Request {
 	c.updated = c.updated[:0]
 	if !c.inStep {
 		return c.updated
@@ -591,7 +587,7 @@ func (c *Core) Finish(now time.Duration) []*Request {
 
 // commit offers r's newly full blocks to the prefix cache and records BlockStored events for
 // the ones that became cached, one event per contiguous run.
-func (c *Core) commit(r *Request, bs int) {
+func (c *core) commit(r *Request, bs int) {
 	full := r.numComputed / bs
 	if full <= r.numCommitted {
 		return
@@ -622,7 +618,7 @@ func (c *Core) commit(r *Request, bs int) {
 	r.numCommitted = full
 }
 
-func (c *Core) preempt(r *Request) {
+func (c *core) preempt(r *Request) {
 	c.cache.Release(r.blocks)
 	r.blocks = r.blocks[:0]
 	r.numComputed, r.numCommitted, r.numNew = 0, 0, 0
@@ -631,7 +627,7 @@ func (c *Core) preempt(r *Request) {
 	c.stats.Preemptions++
 }
 
-func (c *Core) drainEvicted() {
+func (c *core) drainEvicted() {
 	c.evicted = c.cache.TakeEvicted(c.evicted[:0])
 	for _, h := range c.evicted {
 		c.events.addRemoved(h)
@@ -641,7 +637,7 @@ func (c *Core) drainEvicted() {
 // TakeEvents returns the events recorded since the previous call (evictions while
 // scheduling, stores when steps finish, clears). The result is valid until the next
 // TakeEvents, ResetPrefixCache, Schedule or Finish call.
-func (c *Core) TakeEvents() *StepEvents {
+func (c *core) TakeEvents() *StepEvents {
 	// Double-buffered: the caller reads spare while new events go into the other buffer.
 	c.events, c.spare = c.spare, c.events
 	c.events.reset()
@@ -649,12 +645,12 @@ func (c *Core) TakeEvents() *StepEvents {
 }
 
 // AppendCached appends the folded hash of every cached block.
-func (c *Core) AppendCached(dst []uint64) []uint64 { return c.cache.AppendCached(dst) }
+func (c *core) AppendCached(dst []uint64) []uint64 { return c.cache.AppendCached(dst) }
 
 // sample draws the next output token: a splitmix64 stream seeded per request, mapped into the
 // vocabulary and skipping EOS ids, and the request's stop token ids while it is short of
 // MinTokens (vLLM's min-tokens logits processor masks them).
-func (c *Core) sample(r *Request) uint32 {
+func (c *core) sample(r *Request) uint32 {
 	maskStops := r.numOutput < r.MinTokens && len(r.StopTokenIDs) > 0 && len(r.StopTokenIDs)+len(c.eos) < c.cfg.VocabSize
 	for {
 		r.rng += 0x9e3779b97f4a7c15

@@ -8,7 +8,7 @@ import (
 // BenchmarkCoreDecodeStep measures one Schedule+Finish+TakeEvents of a 256-sequence decode
 // batch (the engine loop's per-step work, without delivery).
 func BenchmarkCoreDecodeStep(b *testing.B) {
-	c, err := NewCore(Config{})
+	c, err := newCore(Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,10 +42,10 @@ func BenchmarkCoreDecodeStep(b *testing.B) {
 func BenchmarkPrepareHashes(b *testing.B) {
 	prompt := seqTokens(7, 1050)
 	cfg := DefaultConfig()
-	var h Hasher
+	var h hasher
 	b.ReportAllocs()
 	for range b.N {
 		r := &Request{Prompt: prompt, MaxTokens: 128}
-		PrepareHashes(r, cfg, &h)
+		prepareHashes(r, cfg, &h)
 	}
 }

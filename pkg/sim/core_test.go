@@ -18,7 +18,7 @@ type arrival struct {
 // drive runs c in simulated time until every request has finished: steps back to back,
 // jumping idle gaps to the next arrival. It returns the simulated end time and the events of
 // every step in order.
-func drive(t *testing.T, c *Core, arrivals []arrival) (time.Duration, []indexer.Event) {
+func drive(t *testing.T, c *core, arrivals []arrival) (time.Duration, []indexer.Event) {
 	t.Helper()
 	slices.SortStableFunc(arrivals, func(a, b arrival) int { return int(a.at - b.at) })
 	var now time.Duration
@@ -75,9 +75,9 @@ func newReq(id string, prompt []uint32, maxTokens int) *Request {
 
 func ttft(r *Request) time.Duration { return r.FirstToken - r.Arrival }
 
-func mustCore(t *testing.T, cfg Config) *Core {
+func mustCore(t *testing.T, cfg Config) *core {
 	t.Helper()
-	c, err := NewCore(cfg)
+	c, err := newCore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,19 @@
 // Package sim is the engine model behind cmd/simworker: a CPU-only stand-in for a GPU
 // inference engine that is faithful in everything a gateway can observe (DESIGN.md §8).
 //
-// Layers, from the inside out:
-//   - Cache: a paged KV cache with prefix caching modelled on vLLM's V1 block pool. Blocks are
+// Layers, from the inside out (the first two are unexported):
+//   - cache: a paged KV cache with prefix caching modelled on vLLM's V1 block pool. Blocks are
 //     named by SHA-256 digests chained over the parent digest and the block's token ids
 //     (BlockHash; published folded to 64 bits, or as bytes). Running requests hold references;
 //     unreferenced blocks wait in one LRU free queue, released tail-first so that the end of a
 //     chain is evicted before its head.
-//   - Core: a vLLM-V1-style continuous-batching scheduler (waiting queue, max running
+//   - core: a vLLM-V1-style continuous-batching scheduler (waiting queue, max running
 //     sequences, per-step token budget with chunked prefill, recompute preemption) over one
-//     Cache, in simulated time. A step costs overhead + prefill tokens × per-token cost +
+//     cache, in simulated time. A step costs overhead + prefill tokens × per-token cost +
 //     sequences × per-sequence cost; a request only prefills its uncached tokens, so TTFT
-//     emerges from queueing and cache hits. Core is a plain single-goroutine type: tests
-//     drive it directly with simulated time.
-//   - Engine: runs one Core per DP rank against the wall clock (wall = simulated × TimeScale),
+//     emerges from queueing and cache hits. core is a plain single-goroutine type: the
+//     package's tests drive it directly with simulated time.
+//   - Engine: runs one core per DP rank against the wall clock (wall = simulated × TimeScale),
 //     sleeping on a real timer for each step, delivering tokens to Streams and handing each
 //     step's KV events, as one batch, to an EventSink.
 //   - Surfaces: Server (OpenAI /v1/completions and /v1/chat/completions, /v1/models, /health,
@@ -22,9 +22,9 @@
 //     (vLLM-style ZMQ PUB + ROUTER replay through kvbridge.Publisher, with fault switches) and
 //     ConsumerSink (feeds any kvbridge Consumer-like, e.g. the gRPC bridge).
 //
-// Which to use: tests of scheduling or caching behaviour use Core with simulated time; tests
-// that need a live worker use Engine + Server (+ GRPCServer, + ZMQSink) on loopback, or the
-// simworker binary for real-process tests.
+// Which to use: this package's tests of scheduling or caching behaviour drive core with
+// simulated time; tests that need a live worker use Engine + Server (+ GRPCServer, + ZMQSink)
+// on loopback, or the simworker binary for real-process tests.
 //
 // Chat (http_chat.go): a chat body is validated with openai.ParseChat and rendered by
 // ServerConfig.Chat (a *chat.Renderer of the model directory: its template, its tokenizer,

@@ -61,10 +61,10 @@ type EngineConfig struct {
 	StreamInterval int
 }
 
-// Engine runs one Core against the wall clock: requests are submitted from any goroutine,
-// and Run steps the scheduler, sleeping (on a real timer) for each step's duration scaled by
-// TimeScale, delivering tokens to request streams and publishing each step's KV events as
-// one batch.
+// Engine runs one rank's engine model (scheduler and KV cache) against the wall clock: requests
+// are submitted from any goroutine, and Run steps the scheduler, sleeping (on a real timer) for
+// each step's duration scaled by TimeScale, delivering tokens to request streams and publishing
+// each step's KV events as one batch.
 //
 // Engine must not be copied.
 type Engine struct {
@@ -83,7 +83,7 @@ type Engine struct {
 	// Engine.mu before Stream.mu; the loop never holds mu while it sleeps, delivers or
 	// publishes.
 	mu      sync.Mutex
-	core    *Core
+	core    *core
 	stopped bool
 	v       time.Duration // the engine's simulated clock (see Run)
 	last    Stats
@@ -100,7 +100,7 @@ type Engine struct {
 
 // NewEngine returns an engine that has not started; call Run. sink and obs may be nil.
 func NewEngine(cfg EngineConfig, clock Clock, sink EventSink, obs Observer) (*Engine, error) {
-	core, err := NewCore(cfg.Core)
+	c, err := newCore(cfg.Core)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func NewEngine(cfg EngineConfig, clock Clock, sink EventSink, obs Observer) (*En
 		stallAfter: cfg.StallAfter,
 		stallFor:   cfg.StallFor,
 		interval:   max(cfg.StreamInterval, 1),
-		core:       core,
+		core:       c,
 	}, nil
 }
 
@@ -187,8 +187,8 @@ func (e *Engine) Submit(r *Request, wantTokens bool, ready chan struct{}) (*Stre
 	s := &Stream{ready: ready, wantTokens: wantTokens, interval: e.interval, prompt: len(r.Prompt)}
 	r.stream = s
 	// Hash the prompt's blocks before taking the engine lock (the core's config is immutable).
-	h := hasherPool.Get().(*Hasher)
-	PrepareHashes(r, e.core.cfg, h)
+	h := hasherPool.Get().(*hasher)
+	prepareHashes(r, e.core.cfg, h)
 	hasherPool.Put(h)
 	e.mu.Lock()
 	if e.stopped {
@@ -209,7 +209,7 @@ func (e *Engine) Submit(r *Request, wantTokens bool, ready chan struct{}) (*Stre
 	return s, nil
 }
 
-var hasherPool = sync.Pool{New: func() any { return new(Hasher) }}
+var hasherPool = sync.Pool{New: func() any { return new(hasher) }}
 
 // Abort removes r from the engine (client went away). Its stream ends with reason "abort"
 // unless it already finished.

@@ -15,10 +15,10 @@ type BlockHash [32]byte
 // masked to the low 64 bits, i.e. its last 8 bytes (wire/vllm-zmq.md §6).
 func (h BlockHash) Fold() uint64 { return binary.BigEndian.Uint64(h[24:]) }
 
-// RootHash returns the parent digest of block 0 for a given hash seed. vLLM seeds block 0 with
+// rootHash returns the parent digest of block 0 for a given hash seed. vLLM seeds block 0 with
 // random bytes unless PYTHONHASHSEED is pinned; the simulator derives it from a seed string so
 // that runs are reproducible and two simulators with the same seed name blocks identically.
-func RootHash(seed string) BlockHash { return sha256.Sum256([]byte("kvgate-sim-root:" + seed)) }
+func rootHash(seed string) BlockHash { return sha256.Sum256([]byte("kvgate-sim-root:" + seed)) }
 
 // hasher computes chained block digests with a reusable scratch buffer. It is not safe for
 // concurrent use; each goroutine that hashes owns one.

@@ -2,9 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
 
@@ -45,16 +45,9 @@ func (d *wordDetok) Add(ids []uint32) string {
 	return string(d.buf)
 }
 
-func appendUint32s(b []byte, ids []uint32) []byte {
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendUint(b, uint64(id), 10)
-	}
-	return append(b, ']')
-}
+// appendUint32s appends ids as a JSON array. It is openai.AppendTokenArray under the name
+// http.go calls, until that call uses openai.AppendTokenArray itself.
+func appendUint32s(b []byte, ids []uint32) []byte { return openai.AppendTokenArray(b, ids) }
 
 // NewTokenizerCodec returns the TextCodec of a Hugging Face tokenizer: completion prompts are
 // encoded as vLLM encodes them (special tokens added) and output is decoded with vLLM's

@@ -16,6 +16,9 @@
 // wrapping ErrUnsupported rather than tokenized approximately.
 //
 // Which call to use:
+//   - LoadModel is what a command calls with its flags (a model directory, or a tokenizer.json
+//     file, or neither); LoadDir and LoadFile when the caller knows which it has; Load for the
+//     files' contents already in memory.
 //   - Encode(dst, text, false) is the raw encode (no special tokens added), what the gateway routes
 //     on for chat prompts that were already rendered with their special tokens.
 //   - Encode(dst, text, true) adds special tokens with transformers semantics (tokenizer.json's

@@ -22,6 +22,20 @@ func LoadDir(dir string) (*Tokenizer, error) {
 	return LoadFile(filepath.Join(dir, "tokenizer.json"))
 }
 
+// LoadModel loads the tokenizer a command's flags name: a model directory's (dir, as LoadDir)
+// or a tokenizer.json (file, as LoadFile). When both are given dir wins; when neither is, it
+// returns nil and a nil error, meaning "no tokenizer" (the caller decides whether that is
+// allowed). Errors are LoadDir's or LoadFile's, which name the file.
+func LoadModel(dir, file string) (*Tokenizer, error) {
+	switch {
+	case dir != "":
+		return LoadDir(dir)
+	case file != "":
+		return LoadFile(file)
+	}
+	return nil, nil
+}
+
 // LoadFile loads a tokenizer.json. A tokenizer_config.json next to it, when present, adds its
 // special tokens, add_bos_token/add_eos_token, bos/eos tokens and chat template. Errors wrap
 // os errors for unreadable files, and ErrUnsupported for features this package does not

@@ -373,6 +373,60 @@ func TestLoadErrors(t *testing.T) {
 	})
 }
 
+// TestLoadModel checks LoadModel's choice between a model directory and a tokenizer.json, and
+// its nil, nil when given neither.
+func TestLoadModel(t *testing.T) {
+	root := t.TempDir()
+	write := func(name string, vocab string) string {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		content := `{"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},"post_processor":null,"decoder":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":` + vocab + `,"merges":["a b"]}}`
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("model/tokenizer.json", `{"a":0,"b":1,"ab":2}`)
+	dir := filepath.Join(root, "model")
+	file := write("other/tokenizer.json", `{"a":0,"b":1,"ab":2,"c":3}`)
+	tests := []struct {
+		name      string
+		dir, file string
+		wantVocab int // 0: no tokenizer
+		wantErr   error
+	}{
+		{"neither", "", "", 0, nil},
+		{"dir", dir, "", 3, nil},
+		{"file", "", file, 4, nil},
+		{"both: dir wins", dir, file, 3, nil},
+		{"missing dir", filepath.Join(root, "nope"), "", 0, os.ErrNotExist},
+		{"missing file", "", filepath.Join(root, "nope.json"), 0, os.ErrNotExist},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tk, err := LoadModel(tt.dir, tt.file)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("LoadModel error = %v, want %v", err, tt.wantErr)
+			}
+			switch {
+			case tt.wantVocab == 0 && tk != nil:
+				t.Errorf("got a tokenizer (vocab %d), want nil", tk.VocabSize())
+			case tt.wantVocab != 0 && tk == nil:
+				t.Errorf("got nil, want a tokenizer of vocab %d", tt.wantVocab)
+			case tt.wantVocab != 0 && tk.VocabSize() != tt.wantVocab:
+				t.Errorf("got vocab %d, want %d", tk.VocabSize(), tt.wantVocab)
+			}
+		})
+	}
+	t.Run("file is a directory", func(t *testing.T) {
+		if tk, err := LoadModel("", dir); err == nil || tk != nil {
+			t.Errorf("LoadModel(\"\", dir) = %v, %v; want an error (a file is a tokenizer.json, not a model directory)", tk, err)
+		}
+	})
+}
+
 func TestConcurrentEncode(t *testing.T) {
 	tk := loadFamily(t, "llama3")
 	cases := readGolden(t, "llama3")

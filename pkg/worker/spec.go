@@ -382,9 +382,9 @@ func parseEndpoint(raw, field string, schemes ...string) (string, error) {
 	return scheme + "://" + strings.ToLower(host) + path, nil
 }
 
-// KeyOf returns the stable 64-bit identity of a worker URL (FNV-1a of the normalized URL), the
+// keyOf returns the stable 64-bit identity of a worker URL (FNV-1a of the normalized URL), the
 // same on every gateway replica so that rendezvous hashing agrees without shared state.
-func KeyOf(url string) uint64 {
+func keyOf(url string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(url))
 	return h.Sum64()

@@ -44,7 +44,7 @@ func New(spec Spec) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{spec: spec, key: KeyOf(spec.URL)}
+	w := &Worker{spec: spec, key: keyOf(spec.URL)}
 	w.engineLoad.Store(-1)
 	return w, nil
 }
@@ -59,7 +59,8 @@ func (w *Worker) URL() string { return w.spec.URL }
 // Kind returns the worker's protocol.
 func (w *Worker) Kind() Kind { return w.spec.Kind() }
 
-// Key returns KeyOf(URL()), the worker's stable hash identity.
+// Key returns the worker's stable hash identity: FNV-1a of URL(), the same on every gateway
+// replica, so rendezvous hashing agrees without shared state.
 func (w *Worker) Key() uint64 { return w.key }
 
 // Hold is the load one request holds on a worker from its pick until it ends, in KV blocks

@@ -227,8 +227,8 @@ func TestWorkerHealthAndModel(t *testing.T) {
 
 func TestKeyStable(t *testing.T) {
 	// FNV-1a 64 of "http://a:1": a fixed value so every replica agrees.
-	if got, want := KeyOf("http://a:1"), KeyOf("http://a:1"); got != want || got == KeyOf("http://a:2") {
-		t.Errorf("KeyOf not stable/distinct")
+	if got, want := keyOf("http://a:1"), keyOf("http://a:1"); got != want || got == keyOf("http://a:2") {
+		t.Errorf("keyOf not stable/distinct")
 	}
 }
 

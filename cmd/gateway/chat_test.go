@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -64,7 +64,7 @@ func TestBuildChatParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.renderer == nil || cs.parsers == nil || cs.parsers.Reasoning() != chat.ReasoningQwen3 || cs.parsers.Tool() != chat.ToolHermes {
+	if cs.renderer == nil || cs.parsers == nil || cs.parsers.Reasoning() != parse.ReasoningQwen3 || cs.parsers.Tool() != parse.ToolHermes {
 		t.Fatalf("auto: got renderer %v parsers %+v", cs.renderer != nil, cs.parsers)
 	}
 	// A directory whose name says nothing gets the family from config.json's model_type.
@@ -76,7 +76,7 @@ func TestBuildChatParsers(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(anon, "config.json"), []byte(`{"model_type":"qwen3"}`), 0o644)
-	if cs, err := buildChat(anon, "served", nil, defaultChatOptions(), log); err != nil || cs.parsers == nil || cs.parsers.Tool() != chat.ToolHermes {
+	if cs, err := buildChat(anon, "served", nil, defaultChatOptions(), log); err != nil || cs.parsers == nil || cs.parsers.Tool() != parse.ToolHermes {
 		t.Errorf("model_type qwen3: got parsers %+v, %v; want qwen3 and hermes", cs.parsers, err)
 	}
 	tools := `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}`
@@ -94,7 +94,7 @@ func TestBuildChatParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.parsers == nil || cs.parsers.Tool() != "" || cs.parsers.Reasoning() != chat.ReasoningQwen3 {
+	if cs.parsers == nil || cs.parsers.Tool() != "" || cs.parsers.Reasoning() != parse.ReasoningQwen3 {
 		t.Errorf("tool parser none: got %+v", cs.parsers)
 	}
 	if _, rerr := cs.renderer.Render(req); rerr == nil || !strings.Contains(rerr.Message, "--tool-call-parser") {

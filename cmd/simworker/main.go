@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/sim"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
@@ -52,7 +53,7 @@ type options struct {
 	replyFile                         string
 
 	chatTemplate, reasoningParser, toolCallParser string
-	parsers                                       *chat.Parsers // of the two parser flags; nil for none
+	parsers                                       *parse.Parsers // of the two parser flags; nil for none
 
 	apiKey, tlsCert, tlsKey, tlsClientCA string
 
@@ -169,7 +170,7 @@ Flags:
 	}
 	if o.reasoningParser != "" || o.toolCallParser != "" {
 		var err error
-		if o.parsers, err = chat.NewParsers(o.reasoningParser, o.toolCallParser); err != nil {
+		if o.parsers, err = parse.NewParsers(o.reasoningParser, o.toolCallParser); err != nil {
 			return nil, fmt.Errorf("simworker: %w", err)
 		}
 	}

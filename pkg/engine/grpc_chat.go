@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -10,21 +10,21 @@ import (
 // the role and empty content, then one chunk per parsed delta (content, reasoning, tool-call
 // fragments), the choice's last chunk with its finish reason, the usage chunk with
 // stream_options.include_usage, and [DONE]; not streaming, one chat.completion whose messages
-// are the whole texts parsed in one go (chat.Parsers.ParseFinish: the same result the stream's
+// are the whole texts parsed in one go (parse.Parsers.ParseFinish: the same result the stream's
 // deltas add up to).
 type chatOutput struct {
 	req     *openai.ChatRequest
 	out     ChatOutput
 	role    string
-	streams []*chat.Stream // streaming with parsers: one per choice
-	texts   [][]byte       // non-streaming: each choice's text
-	engine  []string       // non-streaming: each choice's engine finish reason
+	streams []*parse.Stream // streaming with parsers: one per choice
+	texts   [][]byte        // non-streaming: each choice's text
+	engine  []string        // non-streaming: each choice's engine finish reason
 }
 
 func newChatOutput(req *openai.ChatRequest, out ChatOutput, choices int) *chatOutput {
-	o := &chatOutput{req: req, out: out, role: chat.ResponseRole(req)}
+	o := &chatOutput{req: req, out: out, role: parse.ResponseRole(req)}
 	if req.Stream && out.Parsers != nil {
-		o.streams = make([]*chat.Stream, choices)
+		o.streams = make([]*parse.Stream, choices)
 		for i := range o.streams {
 			o.streams[i] = out.Parsers.NewStream(out.Info)
 		}
@@ -85,7 +85,7 @@ func (o *chatOutput) parse(ci int, text []byte, end bool) *openai.ChatDelta {
 		s := string(text)
 		return &openai.ChatDelta{Content: &s}
 	}
-	var d chat.Delta
+	var d parse.Delta
 	if end {
 		d = o.streams[ci].Finish()
 	} else {

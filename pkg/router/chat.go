@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
@@ -44,7 +45,7 @@ func (rt *Router) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.req.Tokens = [][]uint32{ids}
-	c.req.ChatOutput = engine.ChatOutput{Parsers: c.pool.parsers, Info: chat.InfoFor(req, prompt), ReasoningField: c.pool.reasoningField}
+	c.req.ChatOutput = engine.ChatOutput{Parsers: c.pool.parsers, Info: parse.InfoFor(req, prompt), ReasoningField: c.pool.reasoningField}
 	rt.serve(w, r, c)
 }
 

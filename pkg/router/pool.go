@@ -6,7 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -25,7 +25,7 @@ type Model struct {
 	// Tokenizer, Chat, ChatParsers and ReasoningField are as in Config, for this model.
 	Tokenizer      Tokenizer
 	Chat           ChatRenderer
-	ChatParsers    *chat.Parsers
+	ChatParsers    *parse.Parsers
 	ReasoningField string
 	// Policy picks among the model's workers (nil: Config.Policy).
 	Policy policy.Policy
@@ -45,7 +45,7 @@ type pool struct {
 	name           string // "" for the default pool
 	tok            Tokenizer
 	chat           ChatRenderer
-	parsers        *chat.Parsers
+	parsers        *parse.Parsers
 	reasoningField string
 	policy         policy.Policy
 	blockSize      int

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
@@ -66,7 +66,7 @@ type Config struct {
 	Chat ChatRenderer
 	// ChatParsers splits reasoning and tool calls out of grpc:// workers' chat output as the
 	// engine's own server would (nil: all text is content).
-	ChatParsers *chat.Parsers
+	ChatParsers *parse.Parsers
 	// ReasoningField is where that reasoning goes (engine.Reasoning*; "" writes both fields).
 	ReasoningField string
 	// Policy picks the worker. Required.

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,7 +41,7 @@ type ServerConfig struct {
 	Chat ChatRenderer
 	// ChatParsers splits reasoning and tool calls out of chat output, as vLLM's
 	// --reasoning-parser and --tool-call-parser do; nil: all text is content.
-	ChatParsers *chat.Parsers
+	ChatParsers *parse.Parsers
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -110,18 +111,18 @@ func (s *Server) chatRequest(req *openai.ChatRequest, ids []uint32, out *chatOut
 // chatOut turns one chat request's decoded output into vLLM's chat shapes: it holds the parsers'
 // view of the request and, when streaming, one parser state per choice.
 type chatOut struct {
-	parsers     *chat.Parsers // nil: all text is content
-	info        chat.RequestInfo
+	parsers     *parse.Parsers // nil: all text is content
+	info        parse.RequestInfo
 	role        string
 	keepSpecial bool
-	streams     []*chat.Stream // streaming with parsers: one per choice, made on first use
-	begun       bool           // streaming: the role chunks went out
+	streams     []*parse.Stream // streaming with parsers: one per choice, made on first use
+	begun       bool            // streaming: the role chunks went out
 }
 
-func newChatOut(req *openai.ChatRequest, prompt string, parsers *chat.Parsers) *chatOut {
-	o := &chatOut{parsers: parsers, role: chat.ResponseRole(req)}
+func newChatOut(req *openai.ChatRequest, prompt string, parsers *parse.Parsers) *chatOut {
+	o := &chatOut{parsers: parsers, role: parse.ResponseRole(req)}
 	if parsers != nil {
-		o.info = chat.InfoFor(req, prompt)
+		o.info = parse.InfoFor(req, prompt)
 		o.keepSpecial = !parsers.SkipSpecialTokens(o.info)
 	}
 	return o
@@ -140,7 +141,7 @@ func (o *chatOut) delta(i int, text []byte, end bool) *openai.ChatDelta {
 	for len(o.streams) <= i {
 		o.streams = append(o.streams, o.parsers.NewStream(o.info))
 	}
-	var d chat.Delta
+	var d parse.Delta
 	if end {
 		d = o.streams[i].Finish()
 	} else {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the golden cases of pkg/chat's output parsers (one JSON file per parser).
+"""Writes the golden cases of pkg/chat/parse's output parsers (one JSON file per parser).
 
 Every case is written by hand from the formats of vLLM's parsers (file names in the
 notes) and the models' chat templates. Expected arguments of the JSON formats are what vLLM's

@@ -1,4 +1,4 @@
-package chat
+package parse
 
 // Decoding settings. vLLM decodes the engine's ids with the request's skip_special_tokens
 // (default true) unless the tool parser's adjust_request changes it, and its detokenizer never

@@ -1,4 +1,4 @@
-package chat
+package parse
 
 // toolStage parses the text after reasoning into content and tool calls. One format per
 // stream (the tool parser, or the request's named / required tool_choice); each format is a

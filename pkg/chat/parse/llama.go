@@ -1,4 +1,4 @@
-package chat
+package parse
 
 // llama3_json: Llama 3.x JSON calls, vllm/tool_parsers/llama_tool_parser.py with the template
 // examples/tool_chat_template_llama3.1_json.jinja.
@@ -7,7 +7,7 @@ package chat
 //
 // The output is calls only when it starts with "{" or "<|python_tag|>" (vLLM's streaming rule;
 // the non-streaming path also looks for a "{" anywhere, which cannot stream: see
-// parse_vllm_diff.go); otherwise it is all content. Each object needs a string "name" and a
+// vllmdiff.go); otherwise it is all content. Each object needs a string "name" and a
 // "parameters" or "arguments" value (the first in the text wins); arguments are sent as
 // json.dumps(value, ensure_ascii=False). Calls are separated by ";" and whitespace; text after
 // the last call is content. A call that breaks before it is committed turns it and the rest

@@ -1,4 +1,4 @@
-package chat
+package parse
 
 import "unicode/utf8"
 
@@ -16,7 +16,7 @@ import "unicode/utf8"
 //
 // For envelopes, the first "name" key whose value is a string gives the name and the first of
 // the argKeys gives the arguments; other members are validated and dropped. Duplicate keys
-// therefore keep the first value (json.loads keeps the last: see parse_vllm_diff.go).
+// therefore keep the first value (json.loads keeps the last: see vllmdiff.go).
 type jsonMachine struct {
 	ascii    bool
 	raw      bool

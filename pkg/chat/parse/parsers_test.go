@@ -1,4 +1,4 @@
-package chat
+package parse
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ func (c parseCase) req() RequestInfo {
 
 func loadGolden(t testing.TB) map[string]goldenFile {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", "parse", "*.json"))
+	paths, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no golden files (%v)", err)
 	}

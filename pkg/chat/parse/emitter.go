@@ -1,4 +1,4 @@
-package chat
+package parse
 
 // emitter collects one Feed's output and hands it out as a Delta. Tool-call ids are made here
 // from the injected rand: "chatcmpl-tool-" + 32 lowercase hex like vLLM's make_tool_call_id

@@ -1,4 +1,4 @@
-package chat
+package parse
 
 // Where this package's output intentionally differs from vLLM's, and why. vLLM's streaming and
 // non-streaming paths disagree in each of these cases (or vLLM raises); a gateway that must give

@@ -1,4 +1,4 @@
-package chat
+package parse
 
 import (
 	"strings"
@@ -76,7 +76,7 @@ func TestJSONCanonPython(t *testing.T) {
 		{`"\b\f\n\r\t\/\\\""`, `"\b\f\n\r\t/\\\""`, false},
 		{`"\u0008\u000C"`, `"\b\f"`, false},
 		{` { "a" : [ 1 , { } , [ ] ] , "b":null } `, `{"a": [1, {}, []], "b": null}`, false},
-		{`{"a":1,"a":2}`, `{"a": 1, "a": 2}`, false}, // json.loads gives {"a": 2}: see parse_vllm_diff.go
+		{`{"a":1,"a":2}`, `{"a": 1, "a": 2}`, false}, // json.loads gives {"a": 2}: see vllmdiff.go
 		{`"\ud800\ud800\udc00"`, `"\ud800\ud800\udc00"`, true},
 		{`"\ud800x"`, `"\ud800x"`, false},
 	}

@@ -1,4 +1,4 @@
-package chat
+package parse
 
 // tool_choice "required" and named, whatever the tool parser (vLLM constrains the output with
 // guided decoding; vllm/tool_parsers/abstract_tool_parser.py, vllm/parser/abstract_parser.py):

@@ -1,6 +1,4 @@
-// The output parsers; doc.go explains them under "Output parsers".
-
-package chat
+package parse
 
 import (
 	"errors"
@@ -167,7 +165,7 @@ func WithMaxCallBytes(n int) Option {
 
 // WithStripTokens replaces the special-token strings that are removed from the text before
 // parsing when the gateway decodes with special tokens kept (default: the end-of-turn tokens of
-// the parser's model family, see parse_special.go). nil strips nothing.
+// the parser's model family, see special.go). nil strips nothing.
 func WithStripTokens(tokens []string) Option {
 	return func(p *Parsers) { p.strip, p.stripSet = tokens, true }
 }

@@ -108,6 +108,6 @@ func BenchmarkParseWhole(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchOutput)))
 	for i := 0; i < b.N; i++ {
-		p.Parse(req, benchOutput)
+		p.parse(req, benchOutput)
 	}
 }

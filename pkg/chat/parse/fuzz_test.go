@@ -12,8 +12,8 @@ import (
 // The fuzz targets feed arbitrary text, split at arbitrary points (from the seed), to one
 // parser and check, per parser:
 //
-//  1. no panic, and the streamed message equals Parse of the whole text (ids included), with
-//     arguments re-formatted and verbatim;
+//  1. no panic, and the streamed message equals Parsers.parse of the whole text (ids included),
+//     with arguments re-formatted and verbatim;
 //  2. bounded buffering: after every Feed the stream holds at most fuzzHeldBound bytes
 //     (markers, the implicit-end lookahead, and MaxCallBytes, set to fuzzLimit, per pending
 //     call part, plus one Feed's worth);
@@ -34,7 +34,7 @@ import (
 //     - Harmony: not checked (messages on other channels and built-in tool calls are dropped
 //     by design); properties 1-3 apply.
 //
-// Special-token stripping is off in the fuzzers (WithStripTokens(nil)) so property 4 is exact.
+// Special-token stripping is off in the fuzzers (withStripTokens(nil)) so property 4 is exact.
 
 const (
 	fuzzLimit     = 32
@@ -61,11 +61,11 @@ func fuzzSplit(text string, seed uint64) []string {
 func checkParser(t *testing.T, spec fuzzSpec, text string, seed uint64) {
 	parts := fuzzSplit(text, seed)
 	for _, raw := range []bool{false, true} {
-		opts := []Option{WithMaxCallBytes(fuzzLimit), WithStripTokens(nil)}
+		opts := []Option{withMaxCallBytes(fuzzLimit), withStripTokens(nil)}
 		if raw {
 			opts = append(opts, WithRawArguments())
 		}
-		whole := newTestParsers(t, spec.reasoning, spec.tool, opts...).Parse(spec.req, text)
+		whole := newTestParsers(t, spec.reasoning, spec.tool, opts...).parse(spec.req, text)
 		got, _, held := streamParts(newTestParsers(t, spec.reasoning, spec.tool, opts...), spec.req, parts)
 		if !reflect.DeepEqual(whole, got) {
 			t.Fatalf("raw=%v: streamed %q gives %s, Parse gives %s", raw, parts, show(got), show(whole))

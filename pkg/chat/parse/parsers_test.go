@@ -144,7 +144,7 @@ func TestParseGolden(t *testing.T) {
 		for _, c := range g.Cases {
 			t.Run(file+"/"+c.Name, func(t *testing.T) {
 				p := newTestParsers(t, g.Reasoning, g.Tool)
-				whole := p.Parse(c.req(), c.Text)
+				whole := p.parse(c.req(), c.Text)
 				if diff := cmp.Diff(c.Want, toGolden(whole)); diff != "" {
 					t.Errorf("Parse(%q) mismatch (-want +got):\n%s", c.Text, diff)
 				}
@@ -397,7 +397,7 @@ func TestBoundedHolding(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newTestParsers(t, tt.reasoning, tt.tool, WithMaxCallBytes(limit))
+			p := newTestParsers(t, tt.reasoning, tt.tool, withMaxCallBytes(limit))
 			var parts []string
 			for s := tt.text; len(s) > 0; {
 				n := min(piece, len(s))

@@ -67,3 +67,63 @@ func defaultStripTokens(reasoning, tool string) []string {
 	}
 	return nil
 }
+
+// stripStage removes special-token strings that the engine's own detokenizer would not have
+// shown (end-of-turn and EOS tokens) from text decoded with special tokens kept.
+type stripStage struct {
+	tokens []string
+	first  [256]bool
+	buf    []byte
+	out    []byte
+}
+
+func newStripStage(tokens []string) *stripStage {
+	s := &stripStage{}
+	for _, t := range tokens {
+		if t != "" {
+			s.tokens = append(s.tokens, t)
+			s.first[t[0]] = true
+		}
+	}
+	return s
+}
+
+func (s *stripStage) hasCandidate(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if s.first[text[i]] {
+			return true
+		}
+	}
+	return false
+}
+
+// run returns text with the tokens removed; a trailing prefix of a token is held back.
+func (s *stripStage) run(text string, eof bool) string {
+	if len(s.buf) == 0 && !s.hasCandidate(text) {
+		return text
+	}
+	s.buf = append(s.buf, text...)
+	s.out = s.out[:0]
+	b := s.buf
+	i := 0
+	for i < len(b) {
+		if !s.first[b[i]] {
+			s.out = append(s.out, b[i])
+			i++
+			continue
+		}
+		full, part := anyMarkerAt(b[i:], s.tokens)
+		if full >= 0 {
+			i += len(s.tokens[full])
+			continue
+		}
+		if part && !eof {
+			break
+		}
+		s.out = append(s.out, b[i])
+		i++
+	}
+	n := copy(s.buf, b[i:])
+	s.buf = s.buf[:n]
+	return string(s.out)
+}

@@ -2,7 +2,7 @@ package parse
 
 // Where this package's output intentionally differs from vLLM's, and why. vLLM's streaming and
 // non-streaming paths disagree in each of these cases (or vLLM raises); a gateway that must give
-// one answer for both modes (Parse equals the accumulated stream) takes the one below. Checked
+// one answer for both modes (ParseFinish equals the accumulated stream) takes the one below. Checked
 // against vLLM main of 2026: vllm/tool_parsers/{hermes,llama,deepseekv3,mistral,openai}_tool_parser.py,
 // vllm/reasoning/{basic_parsers,qwen3_reasoning_parser,gptoss_reasoning_parser}.py,
 // vllm/entrypoints/openai/chat_completion/serving.py, vllm/parser/llama_json.py.

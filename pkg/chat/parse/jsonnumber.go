@@ -1,8 +1,9 @@
 package parse
 
 import (
-	"math"
 	"strconv"
+
+	"github.com/kvgate/kvgate/pkg/chat/internal/pyfloat"
 )
 
 // Numbers of the JSON re-formatter: the grammar of Python's NUMBER_RE, ints written as
@@ -106,78 +107,7 @@ func (m *jsonMachine) formatNumber() bool {
 		}
 	} else if m.emitting && !m.raw {
 		f, _ := strconv.ParseFloat(string(s), 64) // syntax already checked; out of range gives ±Inf or 0 as Python's float()
-		m.out = appendPyFloat(m.out, f)
+		m.out = pyfloat.Append(m.out, f)
 	}
 	return true
-}
-
-// appendPyFloat writes f as Python's repr(float) (and so json.dumps) does.
-func appendPyFloat(b []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(b, "NaN"...)
-	case math.IsInf(f, 1):
-		return append(b, "Infinity"...)
-	case math.IsInf(f, -1):
-		return append(b, "-Infinity"...)
-	case f == 0:
-		if math.Signbit(f) {
-			return append(b, "-0.0"...)
-		}
-		return append(b, "0.0"...)
-	}
-	var tmp [32]byte
-	e := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64) // [-]d[.ddd]e±XX, shortest round trip
-	if e[0] == '-' {
-		b = append(b, '-')
-		e = e[1:]
-	}
-	var digits [24]byte
-	nd := 0
-	i := 0
-	for ; e[i] != 'e'; i++ {
-		if e[i] != '.' {
-			digits[nd] = e[i]
-			nd++
-		}
-	}
-	exp, _ := strconv.Atoi(string(e[i+1:]))
-	decpt := exp + 1 // value = 0.DIGITS × 10^decpt
-	if decpt <= -4 || decpt > 16 {
-		b = append(b, digits[0])
-		if nd > 1 {
-			b = append(b, '.')
-			b = append(b, digits[1:nd]...)
-		}
-		b = append(b, 'e')
-		if exp < 0 {
-			b = append(b, '-')
-			exp = -exp
-		} else {
-			b = append(b, '+')
-		}
-		if exp < 10 {
-			b = append(b, '0')
-		}
-		return strconv.AppendInt(b, int64(exp), 10)
-	}
-	switch {
-	case decpt <= 0:
-		b = append(b, '0', '.')
-		for k := 0; k < -decpt; k++ {
-			b = append(b, '0')
-		}
-		b = append(b, digits[:nd]...)
-	case decpt >= nd:
-		b = append(b, digits[:nd]...)
-		for k := nd; k < decpt; k++ {
-			b = append(b, '0')
-		}
-		b = append(b, '.', '0')
-	default:
-		b = append(b, digits[:decpt]...)
-		b = append(b, '.')
-		b = append(b, digits[decpt:nd]...)
-	}
-	return b
 }

@@ -15,7 +15,7 @@
 //     (DetectContentFormat, §4), tools (§5), template kwargs and continue_final_message
 //     (§7);
 //   - rendering with github.com/ardanlabs/jinja set up as transformers sets up Jinja2
-//     (§8; env.go lists what is closed with render variables, values.go the one value the
+//     (§8; env.go lists what is closed with render variables, jsonvalues.go the one value the
 //     library cannot hold exactly);
 //   - tokenization with pkg/tokenizer (§9): Encode(text, addSpecial=false) unless the
 //     request sets add_special_tokens;
@@ -32,7 +32,7 @@
 // request's nesting bound); request templates are untrusted and render only in a child
 // process with a deadline and stack and heap caps (sandbox.go says why). Decoded tool schemas
 // are kept per Renderer (at most 1 MiB of their JSON) and shared between requests only with
-// templates that cannot change the values they are given (shared.go).
+// templates that cannot change the values they are given (schemacache.go).
 //
 // The output side for gRPC engines (reasoning and tool-call parsers, and the API shapes of
 // what they parse) is package parse (pkg/chat/parse), which imports neither this package nor

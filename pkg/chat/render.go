@@ -60,7 +60,7 @@ type Result struct {
 
 // Renderer turns chat requests into prompts for one model. It is built once from a model
 // directory, is immutable afterwards (but for a bounded cache of decoded tool schemas,
-// shared.go) and safe for concurrent use; it must not be copied.
+// schemacache.go) and safe for concurrent use; it must not be copied.
 type Renderer struct {
 	tok       *tokenizer.Tokenizer
 	opts      Options

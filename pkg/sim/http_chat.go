@@ -108,85 +108,23 @@ func (s *Server) chatRequest(req *openai.ChatRequest, ids []uint32, out *chatOut
 	return p, nil
 }
 
-// chatOut turns one chat request's decoded output into vLLM's chat shapes: it holds the parsers'
-// view of the request and, when streaming, one parser state per choice.
+// chatOut turns one chat request's decoded output into vLLM's chat shapes (parse.Output, with
+// reasoning in the reasoning field, as current vLLM writes it).
 type chatOut struct {
-	parsers     *parse.Parsers // nil: all text is content
-	info        parse.RequestInfo
+	*parse.Output
 	role        string
 	keepSpecial bool
-	streams     []*parse.Stream // streaming with parsers: one per choice, made on first use
-	begun       bool            // streaming: the role chunks went out
+	begun       bool // streaming: the role chunks went out
 }
 
 func newChatOut(req *openai.ChatRequest, prompt string, parsers *parse.Parsers) *chatOut {
-	o := &chatOut{parsers: parsers, role: parse.ResponseRole(req)}
+	var info parse.RequestInfo
 	if parsers != nil {
-		o.info = parse.InfoFor(req, prompt)
-		o.keepSpecial = !parsers.SkipSpecialTokens(o.info)
+		info = parse.InfoFor(req, prompt)
 	}
+	o := &chatOut{Output: parse.NewOutput(parsers, info, parse.ReasoningFields{Reasoning: true}), role: parse.ResponseRole(req)}
+	o.keepSpecial = parsers != nil && !parsers.SkipSpecialTokens(info)
 	return o
-}
-
-// delta runs text of choice i through its parser (end: flush it) and returns the delta to
-// send, or nil when there is nothing.
-func (o *chatOut) delta(i int, text []byte, end bool) *openai.ChatDelta {
-	if o.parsers == nil {
-		if len(text) == 0 {
-			return nil
-		}
-		s := string(text)
-		return &openai.ChatDelta{Content: &s}
-	}
-	for len(o.streams) <= i {
-		o.streams = append(o.streams, o.parsers.NewStream(o.info))
-	}
-	var d parse.Delta
-	if end {
-		d = o.streams[i].Finish()
-	} else {
-		d = o.streams[i].Feed(string(text))
-	}
-	if d.Empty() {
-		return nil
-	}
-	out := &openai.ChatDelta{}
-	if d.Content != "" {
-		out.Content = &d.Content
-	}
-	if d.Reasoning != "" {
-		out.Reasoning = &d.Reasoning
-	}
-	for _, tc := range d.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, openai.ToolCallDelta{Index: tc.Index, ID: tc.ID, Type: tc.Type,
-			Function: &openai.FunctionDelta{Name: tc.Name, Arguments: tc.Arguments}})
-	}
-	return out
-}
-
-// finishReason maps choice i's engine finish reason ("tool_calls" after a parsed call).
-func (o *chatOut) finishReason(i int, engine string) string {
-	if o.parsers == nil || i >= len(o.streams) {
-		return engine
-	}
-	return o.streams[i].FinishReason(engine)
-}
-
-// message parses a whole choice text into its chat.completion choice.
-func (o *chatOut) message(i int, text, engine string) openai.ChatChoice {
-	ch := openai.ChatChoice{Index: i, FinishReason: engine,
-		Message: openai.ChatResponseMessage{Role: o.role, ToolCalls: []openai.ResponseToolCall{}}}
-	if o.parsers == nil {
-		ch.Message.Content = &text
-		return ch
-	}
-	m, reason := o.parsers.ParseFinish(o.info, text, engine)
-	ch.FinishReason, ch.Message.Content, ch.Message.Reasoning = reason, m.Content, m.Reasoning
-	for _, tc := range m.ToolCalls {
-		ch.Message.ToolCalls = append(ch.Message.ToolCalls, openai.ResponseToolCall{ID: tc.ID, Type: "function",
-			Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
-	}
-	return ch
 }
 
 // chatUsage is the usage object of a chat response (cached_tokens as the engine reports it).
@@ -219,7 +157,7 @@ func (s *Server) waitChat(ctx context.Context, w http.ResponseWriter, g *generat
 	resp := openai.ChatCompletion{ID: g.id, Object: openai.ObjectChatCompletion, Created: time.Now().Unix(), Model: s.cfg.Model,
 		Choices: make([]openai.ChatChoice, len(g.choices)), Usage: chatUsage(p, g.choices)}
 	for i, c := range g.choices {
-		resp.Choices[i] = out.message(c.index, string(c.text), c.finish)
+		resp.Choices[i] = out.Choice(c.index, out.role, string(c.text), c.finish)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(resp)
@@ -270,16 +208,16 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, g *gener
 			if c.finish == "" && maxStop > 0 {
 				send = max(0, send-(maxStop-1)) // hold back a possible stop-string prefix
 			}
-			if d := out.delta(c.index, c.text[:send], false); d != nil {
+			if d := out.Delta(c.index, c.text[:send], false); d != nil {
 				b = chunk(b, c.index, *d, nil)
 			}
 			c.text = c.text[:copy(c.text, c.text[send:])]
 			if c.finish != "" {
-				last := out.delta(c.index, nil, true)
+				last := out.Delta(c.index, nil, true)
 				if last == nil {
 					last = &openai.ChatDelta{}
 				}
-				reason := out.finishReason(c.index, c.finish)
+				reason := out.FinishReason(c.index, c.finish)
 				b = chunk(b, c.index, *last, &reason)
 				c.ended = true
 			}

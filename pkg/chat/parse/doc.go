@@ -23,6 +23,11 @@
 //     Stream over the text in one go, so the whole message equals the accumulation of the
 //     streamed deltas for every way the text can be split; golden and fuzz tests check that for
 //     every split point.
+//   - NewOutput(parsers, req, fields) is the usual entry for a server: it keeps a Stream per
+//     choice and gives the API's shapes (openai.ChatDelta chunks, openai.ChatChoice of a whole
+//     text), with reasoning in the fields ReasoningFields names; nil parsers make all text
+//     content. The gateway's gRPC path (pkg/engine) and the simulator (pkg/sim) write their chat
+//     responses with it; use Stream and ParseFinish directly only for the parsed values.
 //
 // How the machines work: every stage (special-token strip, reasoning, tool calls) is a byte
 // state machine over a small input buffer. A stage consumes what it can decide and keeps only

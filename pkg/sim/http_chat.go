@@ -135,24 +135,8 @@ func chatUsage(p *parsedRequest, choices []*choice) *openai.Usage {
 }
 
 func (s *Server) waitChat(ctx context.Context, w http.ResponseWriter, g *generation, p *parsedRequest, out *chatOut) error {
-	var buf []uint32
-	for {
-		var done bool
-		buf, done = s.poll(p, g.eng, g.choices, buf)
-		if done {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-g.ready:
-		}
-	}
-	for _, c := range g.choices {
-		if c.finish == "abort" {
-			writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "request aborted: the engine is shutting down"})
-			return ErrStopped
-		}
+	if err := s.wait(ctx, w, p, g); err != nil {
+		return err
 	}
 	resp := openai.ChatCompletion{ID: g.id, Object: openai.ObjectChatCompletion, Created: time.Now().Unix(), Model: s.cfg.Model,
 		Choices: make([]openai.ChatChoice, len(g.choices)), Usage: chatUsage(p, g.choices)}
@@ -172,14 +156,25 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, g *gener
 	openai.SetSSEHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	created := time.Now().Unix()
-	maxStop := 0
-	for _, st := range p.stop {
-		maxStop = max(maxStop, len(st))
-	}
+	hold := stopHold(p.stop)
 	chunk := func(b []byte, i int, d openai.ChatDelta, finish *string) []byte {
 		data, _ := json.Marshal(openai.ChatChunk{ID: g.id, Object: openai.ObjectChatCompletionChunk, Created: created, Model: s.cfg.Model,
 			Choices: []openai.ChatChunkChoice{{Index: i, Delta: d, FinishReason: finish}}})
 		return openai.AppendEvent(b, data)
+	}
+	emit := func(b []byte, c *choice, text []byte) []byte {
+		if d := out.Delta(c.index, text, false); d != nil {
+			b = chunk(b, c.index, *d, nil)
+		}
+		if c.finish != "" {
+			last := out.Delta(c.index, nil, true)
+			if last == nil {
+				last = &openai.ChatDelta{}
+			}
+			reason := out.FinishReason(c.index, c.finish)
+			b = chunk(b, c.index, *last, &reason)
+		}
+		return b
 	}
 	var buf []uint32
 	var b []byte
@@ -194,33 +189,10 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, g *gener
 				b = chunk(b, c.index, openai.ChatDelta{Role: out.role, Content: &empty}, nil)
 			}
 		}
-		for _, c := range g.choices {
-			if c.ended {
-				continue
-			}
-			if c.finish == "abort" {
-				b = appendSSEError(b, "request aborted: the engine is shutting down")
-				_, _ = w.Write(b)
-				_ = rc.Flush()
-				return ErrStopped
-			}
-			send := len(c.text)
-			if c.finish == "" && maxStop > 0 {
-				send = max(0, send-(maxStop-1)) // hold back a possible stop-string prefix
-			}
-			if d := out.Delta(c.index, c.text[:send], false); d != nil {
-				b = chunk(b, c.index, *d, nil)
-			}
-			c.text = c.text[:copy(c.text, c.text[send:])]
-			if c.finish != "" {
-				last := out.Delta(c.index, nil, true)
-				if last == nil {
-					last = &openai.ChatDelta{}
-				}
-				reason := out.FinishReason(c.index, c.finish)
-				b = chunk(b, c.index, *last, &reason)
-				c.ended = true
-			}
+		var err error
+		if b, err = streamChoices(b, g.choices, hold, emit); err != nil {
+			_, _ = sendStep(ctx, w, rc, b, true, nil) // the error event; the stream ends with err whatever the write gives
+			return err
 		}
 		if done && p.includeUsage {
 			data, _ := json.Marshal(openai.ChatChunk{ID: g.id, Object: openai.ObjectChatCompletionChunk, Created: created, Model: s.cfg.Model,

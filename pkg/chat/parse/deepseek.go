@@ -1,7 +1,5 @@
 package parse
 
-import "bytes"
-
 // deepseek_v3: vllm/tool_parsers/deepseekv3_tool_parser.py.
 //
 //	content<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGS\n```<｜tool▁call▁end｜>
@@ -23,7 +21,13 @@ const (
 	dsArgsEnd    = "\n```" + dsCallEnd
 )
 
-var dsSectionMarkers = []string{dsCallBegin, dsCallsEnd}
+var (
+	dsContentEnd     = newMarkerSet(dsCallsBegin)
+	dsSectionMarkers = newMarkerSet(dsCallBegin, dsCallsEnd)
+	dsTypeEnd        = newMarkerSet(dsSep, "\n") // a type runs to the separator; a newline first is malformed
+	dsNameEnd        = newMarkerSet("\n")
+	dsArgsEnds       = newMarkerSet(dsArgsEnd, dsCallEnd)
+)
 
 const (
 	dText uint8 = iota
@@ -39,107 +43,91 @@ const (
 // byte however the text was split; 0 means it is full.
 func (t *toolStage) capRegion(j int) int { return max(0, min(j, t.limit-len(t.region))) }
 
-func (t *toolStage) dsFail(e *emitter) int {
+// holdHeader keeps text, ordinary text at the head of the buffer (what ends.next found), as
+// call-header text: in region, to give back as content should the call turn out malformed,
+// and in part (the type or the name). A run is capped so that the header overflows
+// MaxCallBytes on the same byte however the text was split (a lone marker byte is taken whole);
+// a header that is full becomes content and the stage goes on in state full. It returns the
+// bytes consumed.
+func (t *toolStage) holdHeader(e *emitter, text []byte, ends *markerSet, part *[]byte, full uint8) int {
+	n := len(text)
+	if !ends.starts(text[0]) {
+		if n = t.capRegion(n); n == 0 {
+			return t.headerToContent(e, full)
+		}
+	}
+	t.region = append(t.region, text[:n]...)
+	*part = append(*part, text[:n]...)
+	return n
+}
+
+// headerToContent turns the held header of a call that turned out malformed (or was cut off by
+// the end of output) into content, goes on in state st and returns 0 (nothing more consumed).
+func (t *toolStage) headerToContent(e *emitter, st uint8) int {
 	e.addContent(t.region)
 	t.region, t.name, t.typ = t.region[:0], t.name[:0], t.typ[:0]
-	t.st = dSection
+	t.st = st
 	return 0
 }
 
 func (t *toolStage) stepDeepSeek(e *emitter, b []byte, eof bool) int {
 	switch t.st {
 	case dText:
-		j := bytes.IndexByte(b, '<')
-		if j != 0 {
-			if j < 0 {
-				j = len(b)
-			}
-			e.addContent(b[:j])
-			return j
-		}
-		switch markerAt(b, dsCallsBegin) {
-		case fullMatch:
+		n, m := dsContentEnd.next(b, eof)
+		switch {
+		case m == 0:
 			t.st = dSection
 			return len(dsCallsBegin)
-		case partMatch:
-			if !eof {
-				return 0
-			}
+		case n > 0:
+			e.addContent(b[:n])
 		}
-		e.addContent(b[:1])
-		return 1
+		return n
 	case dSection, dAfter:
 		if n := skipSpace(b); n > 0 {
 			return n
 		}
 		if t.st == dSection {
-			full, part := anyMarkerAt(b, dsSectionMarkers)
+			n, m := dsSectionMarkers.next(b, eof)
 			switch {
-			case full == 0:
+			case m == 0:
 				t.region = append(t.region[:0], dsCallBegin...)
 				t.st = dType
 				return len(dsCallBegin)
-			case full == 1:
+			case m == 1:
 				t.st = dAfter
 				return len(dsCallsEnd)
-			case part && !eof:
+			case n == 0:
 				return 0
 			}
 		}
 		t.st = dText
 		return 0
 	case dType:
-		j := indexAny2(b, '<', '\n')
-		if j != 0 {
-			if j < 0 {
-				j = len(b)
-			}
-			j = t.capRegion(j)
-			if j == 0 {
-				return t.dsFail(e)
-			}
-			t.region = append(t.region, b[:j]...)
-			t.typ = append(t.typ, b[:j]...)
-			return j
-		}
-		if b[0] == '\n' {
-			return t.dsFail(e)
-		}
-		switch markerAt(b, dsSep) {
-		case fullMatch:
+		n, m := dsTypeEnd.next(b, eof)
+		switch {
+		case m == 0:
 			t.region = append(t.region, dsSep...)
 			t.name = t.name[:0]
 			t.st = dName
 			return len(dsSep)
-		case partMatch:
-			if !eof {
-				return 0
-			}
+		case m == 1:
+			return t.headerToContent(e, dSection)
+		case n == 0:
+			return 0
 		}
-		t.region = append(t.region, '<')
-		t.typ = append(t.typ, '<')
-		return 1
+		return t.holdHeader(e, b[:n], dsTypeEnd, &t.typ, dSection)
 	case dName:
-		j := bytes.IndexByte(b, '\n')
-		if j < 0 {
-			j = len(b)
+		if n, m := dsNameEnd.next(b, eof); m < 0 {
+			return t.holdHeader(e, b[:n], dsNameEnd, &t.name, dSection)
 		}
-		if j = t.capRegion(j); j == 0 && b[0] != '\n' {
-			return t.dsFail(e)
-		}
-		t.region = append(t.region, b[:j]...)
-		t.name = append(t.name, b[:j]...)
-		if j < len(b) && b[j] == '\n' {
-			t.region = append(t.region, '\n')
-			t.st = dFence
-			return j + 1
-		}
-		return j
+		t.region = append(t.region, '\n')
+		t.st = dFence
+		return 1
 	case dFence:
 		switch markerAt(b, dsFence) {
 		case fullMatch:
 			if string(t.typ) != "function" {
-				return t.dsFail(e)
+				return t.headerToContent(e, dSection)
 			}
 			t.call.idx = e.startCall(string(t.name))
 			t.region, t.name, t.typ = t.region[:0], t.name[:0], t.typ[:0]
@@ -150,31 +138,17 @@ func (t *toolStage) stepDeepSeek(e *emitter, b []byte, eof bool) int {
 				return 0
 			}
 		}
-		return t.dsFail(e)
+		return t.headerToContent(e, dSection)
 	case dArgs:
-		j := indexAny2(b, '\n', '<')
-		if j != 0 {
-			if j < 0 {
-				j = len(b)
-			}
-			e.addArgs(t.call.idx, b[:j])
-			return j
-		}
-		end := dsArgsEnd
-		if b[0] == '<' {
-			end = dsCallEnd
-		}
-		switch markerAt(b, end) {
-		case fullMatch:
+		n, m := dsArgsEnds.next(b, eof)
+		switch {
+		case m >= 0:
 			t.st = dSection
-			return len(end)
-		case partMatch:
-			if !eof {
-				return 0
-			}
+			return len(dsArgsEnds.ms[m])
+		case n > 0:
+			e.addArgs(t.call.idx, b[:n])
 		}
-		e.addArgs(t.call.idx, b[:1])
-		return 1
+		return n
 	}
 	return 0
 }

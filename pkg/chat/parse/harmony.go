@@ -34,7 +34,10 @@ const (
 	hmReturn    = "<|return|>"
 )
 
-var hmBodyEnds = []string{hmEnd, hmCall, hmReturn, hmStart, hmChannel}
+var (
+	hmHeaderEnd = newMarkerSet(hmMessage)
+	hmBodyEnds  = newMarkerSet(hmEnd, hmCall, hmReturn, hmStart, hmChannel)
+)
 
 const (
 	hsHeader uint8 = iota
@@ -114,32 +117,21 @@ func (h *harmonyStage) flushHeader(e *emitter) {
 }
 
 func (h *harmonyStage) stepHeader(e *emitter, b []byte, eof bool) int {
-	j := bytes.IndexByte(b, '<')
-	if j != 0 {
-		if j < 0 {
-			j = len(b)
-		}
-		j = min(j, h.limit+1-len(h.header)) // the header overflows on the same byte however split
-		h.header = append(h.header, b[:j]...)
-		if len(h.header) > h.limit {
-			h.flushHeader(e)
-		}
-		return j
-	}
-	switch markerAt(b, hmMessage) {
-	case fullMatch:
+	n, m := hmHeaderEnd.next(b, eof)
+	switch {
+	case m == 0:
 		h.open(e)
 		return len(hmMessage)
-	case partMatch:
-		if !eof {
-			return 0
-		}
+	case n == 0:
+		return 0
+	case b[0] != '<': // a run of the header; a lone '<' is taken whole
+		n = min(n, h.limit+1-len(h.header)) // the header overflows on the same byte however split
 	}
-	h.header = append(h.header, '<')
+	h.header = append(h.header, b[:n]...)
 	if len(h.header) > h.limit {
 		h.flushHeader(e)
 	}
-	return 1
+	return n
 }
 
 // open starts the body of the message whose header was read.
@@ -168,29 +160,22 @@ func (h *harmonyStage) open(e *emitter) {
 }
 
 func (h *harmonyStage) stepBody(e *emitter, b []byte, eof bool) int {
-	j := bytes.IndexByte(b, '<')
-	if j != 0 {
-		if j < 0 {
-			j = len(b)
-		}
-		return h.body(e, b[:j])
-	}
-	full, part := anyMarkerAt(b, hmBodyEnds)
+	n, m := hmBodyEnds.next(b, eof)
 	switch {
-	case full >= 0:
+	case m >= 0:
 		if h.kind == kCall {
 			h.call.m.end()
 			h.call.sync(e)
 		}
 		h.st = hsHeader
-		if full >= 3 { // <|start|> or <|channel|> begins the next header
+		if m >= 3 { // <|start|> or <|channel|> begins the next header
 			return 0
 		}
-		return len(hmBodyEnds[full])
-	case part && !eof:
-		return 0
+		return len(hmBodyEnds.ms[m])
+	case n > 0:
+		return h.body(e, b[:n])
 	}
-	return h.body(e, b[:1])
+	return 0
 }
 
 // body routes message text by the message's kind and returns the bytes consumed.

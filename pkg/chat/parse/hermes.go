@@ -1,7 +1,5 @@
 package parse
 
-import "bytes"
-
 // hermes: Qwen3 / Hermes calls, vllm/tool_parsers/hermes_tool_parser.py.
 //
 //	content<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>\n<tool_call>...
@@ -15,7 +13,11 @@ import "bytes"
 
 const toolCallClose = "</tool_call>"
 
-var hermesMarkers = []string{toolCallOpen, toolCallClose}
+var (
+	hermesOpen    = newMarkerSet(toolCallOpen)
+	hermesClose   = newMarkerSet(toolCallClose)
+	hermesMarkers = newMarkerSet(toolCallOpen, toolCallClose)
+)
 
 const (
 	hText uint8 = iota
@@ -28,99 +30,69 @@ const (
 func (t *toolStage) stepHermes(e *emitter, b []byte, eof bool) int {
 	switch t.st {
 	case hText:
-		j := bytes.IndexByte(b, '<')
-		if j < 0 {
-			e.addContent(b)
-			return len(b)
+		n, m := hermesOpen.next(b, eof)
+		switch {
+		case m == 0:
+			return t.hermesCall()
+		case n > 0:
+			e.addContent(b[:n])
 		}
-		if j > 0 {
-			e.addContent(b[:j])
-			return j
-		}
-		switch markerAt(b, toolCallOpen) {
-		case fullMatch:
-			t.call.begin(toolCallOpen)
-			t.st = hCall
-			return len(toolCallOpen)
-		case partMatch:
-			if !eof {
-				return 0
-			}
-		}
-		e.addContent(b[:1])
-		return 1
+		return n
 	case hCall:
-		j := bytes.IndexByte(b, '<')
-		seg := b
-		if j >= 0 {
-			seg = b[:j]
-		}
-		if len(seg) > 0 {
-			n, ev := t.call.feed(e, seg)
-			return t.afterFeed(e, n, ev, hRawArgs, hTail, hText)
-		}
-		switch markerAt(b, toolCallClose) {
-		case fullMatch:
-			if t.call.committed {
-				t.call.m.end() // a number cut short by the marker is still sent
-				t.call.sync(e)
-				t.st = hAfter
-				return len(toolCallClose)
-			}
+		n, m := hermesClose.next(b, eof)
+		switch {
+		case m == 0 && t.call.committed:
+			t.call.m.end() // a number cut short by the marker is still sent
+			t.call.sync(e)
+			t.st = hAfter
+			return len(toolCallClose)
+		case m == 0:
 			t.call.region = append(t.call.region, toolCallClose...)
 			t.call.fail(e)
 			t.st = hText
 			return len(toolCallClose)
-		case partMatch:
-			if !eof {
-				return 0
-			}
+		case n > 0:
+			k, ev := t.call.feed(e, b[:n])
+			return t.afterFeed(e, k, ev, hRawArgs, hTail, hText)
 		}
-		n, ev := t.call.feed(e, b[:1])
-		return t.afterFeed(e, n, ev, hRawArgs, hTail, hText)
+		return 0
 	case hRawArgs:
-		j := bytes.IndexByte(b, '<')
-		if j != 0 {
-			if j < 0 {
-				j = len(b)
-			}
-			e.addArgs(t.call.idx, b[:j])
-			return j
-		}
-		full, part := anyMarkerAt(b, hermesMarkers)
+		n, m := hermesMarkers.next(b, eof)
 		switch {
-		case full == 0:
-			t.call.begin(toolCallOpen)
-			t.st = hCall
-			return len(toolCallOpen)
-		case full == 1:
+		case m == 0:
+			return t.hermesCall()
+		case m == 1:
 			t.st = hAfter
 			return len(toolCallClose)
-		case part && !eof:
-			return 0
+		case n > 0:
+			e.addArgs(t.call.idx, b[:n])
 		}
-		e.addArgs(t.call.idx, b[:1])
-		return 1
+		return n
 	case hTail, hAfter:
 		if n := skipSpace(b); n > 0 {
 			return n
 		}
-		full, part := anyMarkerAt(b, hermesMarkers)
+		n, m := hermesMarkers.next(b, eof)
 		switch {
-		case full == 0:
-			t.call.begin(toolCallOpen)
-			t.st = hCall
-			return len(toolCallOpen)
-		case full == 1 && t.st == hTail:
+		case m == 0:
+			return t.hermesCall()
+		case m == 1 && t.st == hTail:
 			t.st = hAfter
 			return len(toolCallClose)
-		case part && !eof && b[0] == '<':
+		case n == 0 && m < 0:
 			return 0
 		}
 		t.st = hText
 		return 0
 	}
 	return 0
+}
+
+// hermesCall starts a call at its "<tool_call>" and returns the marker's length.
+func (t *toolStage) hermesCall() int {
+	t.call.begin(toolCallOpen)
+	t.st = hCall
+	return len(toolCallOpen)
 }
 
 // afterFeed applies the outcome of feeding a call's JSON: on an error, a committed call goes

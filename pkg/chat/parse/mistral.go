@@ -32,6 +32,13 @@ const (
 	mAfter
 )
 
+var (
+	mistralCallsMarker = newMarkerSet(mistralCalls)
+	// A name runs to the "{" of its arguments ("[ARGS]" dropped); a "[TOOL_CALLS]" first means
+	// it was not a call.
+	mistralNameEnds = newMarkerSet("{", mistralCalls, mistralArgs)
+)
+
 func (t *toolStage) stepMistral(e *emitter, b []byte, eof bool) int {
 	switch t.st {
 	case mText, mAfter:
@@ -40,28 +47,15 @@ func (t *toolStage) stepMistral(e *emitter, b []byte, eof bool) int {
 				return n
 			}
 		}
-		j := bytes.IndexByte(b, '[')
-		if j != 0 {
-			if j < 0 {
-				j = len(b)
-			}
+		n, m := mistralCallsMarker.next(b, eof)
+		switch {
+		case m == 0:
+			return t.mistralSection()
+		case n > 0:
 			t.st = mText
-			e.addContent(b[:j])
-			return j
+			e.addContent(b[:n])
 		}
-		switch markerAt(b, mistralCalls) {
-		case fullMatch:
-			t.st = mSection
-			t.region = append(t.region[:0], mistralCalls...)
-			return len(mistralCalls)
-		case partMatch:
-			if !eof {
-				return 0
-			}
-		}
-		t.st = mText
-		e.addContent(b[:1])
-		return 1
+		return n
 	case mSection:
 		if n := skipSpace(b); n > 0 {
 			t.region = append(t.region, b[:n]...)
@@ -82,69 +76,41 @@ func (t *toolStage) stepMistral(e *emitter, b []byte, eof bool) int {
 	case mArray:
 		return t.feedArray(e, b, mRawArgs, mAfter, mText)
 	case mName:
-		j := indexAny2(b, '{', '[')
-		if j != 0 {
-			if j < 0 {
-				j = len(b)
-			}
-			if j = t.capRegion(j); j == 0 {
-				e.addContent(t.region)
-				t.region, t.name = t.region[:0], t.name[:0]
-				t.st = mText
-				return 0
-			}
-			t.region = append(t.region, b[:j]...)
-			t.name = append(t.name, b[:j]...)
-			return j
-		}
-		if b[0] == '{' {
+		n, m := mistralNameEnds.next(b, eof)
+		switch {
+		case m == 0: // "{"
 			t.call.idx = e.startCall(string(bytes.TrimSpace(t.name)))
 			t.region, t.name = t.region[:0], t.name[:0]
 			t.st = mArgs
 			return 0
-		}
-		full, part := anyMarkerAt(b, mistralMarkers)
-		switch {
-		case full == 1: // [ARGS]
+		case m == 1: // a new call before this one had arguments: it was not a call
+			return t.headerToContent(e, mText)
+		case m == 2: // "[ARGS]"
 			t.region = append(t.region, mistralArgs...)
 			return len(mistralArgs)
-		case full == 0: // a new call before this one had arguments: it was not a call
-			e.addContent(t.region)
-			t.region, t.name = t.region[:0], t.name[:0]
-			t.st = mText
-			return 0
-		case part && !eof:
+		case n == 0:
 			return 0
 		}
-		t.region = append(t.region, b[0])
-		t.name = append(t.name, b[0])
-		return 1
+		return t.holdHeader(e, b[:n], mistralNameEnds, &t.name, mText)
 	case mArgs, mRawArgs:
-		j := bytes.IndexByte(b, '[')
-		if j != 0 {
-			if j < 0 {
-				j = len(b)
-			}
-			e.addArgs(t.call.idx, b[:j])
-			return j
+		n, m := mistralCallsMarker.next(b, eof)
+		switch {
+		case m == 0:
+			return t.mistralSection()
+		case n > 0:
+			e.addArgs(t.call.idx, b[:n])
 		}
-		switch markerAt(b, mistralCalls) {
-		case fullMatch:
-			t.st = mSection
-			t.region = append(t.region[:0], mistralCalls...)
-			return len(mistralCalls)
-		case partMatch:
-			if !eof {
-				return 0
-			}
-		}
-		e.addArgs(t.call.idx, b[:1])
-		return 1
+		return n
 	}
 	return 0
 }
 
-var mistralMarkers = []string{mistralCalls, mistralArgs}
+// mistralSection starts a calls section at its "[TOOL_CALLS]" and returns the marker's length.
+func (t *toolStage) mistralSection() int {
+	t.st = mSection
+	t.region = append(t.region[:0], mistralCalls...)
+	return len(mistralCalls)
+}
 
 // feedArray feeds an array of JSON calls (mistral's pre-v11 form, tool_choice "required").
 func (t *toolStage) feedArray(e *emitter, b []byte, raw, after, text uint8) int {

@@ -130,13 +130,11 @@ func (t *toolStage) finish(e *emitter) {
 		case mArray:
 			t.call.endOfRegion(e)
 		case mName:
-			e.addContent(t.region)
-			t.region, t.name = t.region[:0], t.name[:0]
+			t.headerToContent(e, t.st)
 		}
 	case fmtDeepSeek:
 		if t.st == dType || t.st == dName || t.st == dFence {
-			e.addContent(t.region)
-			t.region, t.name, t.typ = t.region[:0], t.name[:0], t.typ[:0]
+			t.headerToContent(e, t.st)
 		}
 	case fmtRequired:
 		if t.st == rCall {

@@ -28,7 +28,7 @@ type jsonMachine struct {
 	stack     []byte
 	emitting  bool
 	emitDepth int
-	termEnd   bool
+	termEnd   bool // the byte just stepped ended the arguments without being part of them
 	unread    bool
 	done      bool
 
@@ -347,7 +347,6 @@ func (m *jsonMachine) endValue() (jevent, bool) {
 	d := len(m.stack)
 	if m.emitting && d == m.emitDepth {
 		m.emitting = false
-		m.termEnd = true
 		m.argsDone = true
 	}
 	if m.envDepth > 0 && d == m.envDepth {

@@ -34,10 +34,12 @@ func (m *jsonMachine) numByte(c byte) (jevent, bool) {
 			next = nE
 		default:
 			// c ends the number; it is then read as what follows a value.
+			emitting := m.emitting
 			ev, ok := m.endNumber()
 			if !ok {
 				return jMore, false
 			}
+			m.termEnd = emitting && !m.emitting // c is past the arguments the number ended
 			if ev == jDone {
 				m.unread = true // the number was the whole value: c is past its end
 				return jDone, true

@@ -29,6 +29,7 @@ type chatOptions struct {
 	TrustRequestChatTemplate  bool       `yaml:"trust_request_chat_template"`
 	ReasoningParser           string     `yaml:"reasoning_parser"`
 	ToolCallParser            string     `yaml:"tool_call_parser"`
+	ToolCallRawArguments      bool       `yaml:"tool_call_raw_arguments"`
 	ReasoningField            string     `yaml:"reasoning_field"`
 }
 
@@ -49,6 +50,7 @@ func (c *chatOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.TrustRequestChatTemplate, "trust-request-chat-template", c.TrustRequestChatTemplate, "accept a request's chat_template (rendered in a sandboxed child process); otherwise such requests get 400, as vLLM")
 	fs.StringVar(&c.ReasoningParser, "reasoning-parser", c.ReasoningParser, "split reasoning out of grpc:// workers' chat output: auto (from the model family), none, or a vLLM name: "+strings.Join(parse.ReasoningParserNames(), ", "))
 	fs.StringVar(&c.ToolCallParser, "tool-call-parser", c.ToolCallParser, "parse tool calls out of grpc:// workers' chat output: auto (from the model family), none (tool_choice other than none is then refused), or a vLLM name: "+strings.Join(parse.ToolParserNames(), ", "))
+	fs.BoolVar(&c.ToolCallRawArguments, "tool-call-raw-arguments", c.ToolCallRawArguments, "send grpc:// workers' JSON tool-call arguments verbatim, as the model wrote them (as vLLM's streaming path does), instead of re-formatted as vLLM's non-streaming json.dumps; streamed and whole responses alike")
 	fs.StringVar(&c.ReasoningField, "reasoning-field", c.ReasoningField, "where grpc:// workers' parsed reasoning goes: both (reasoning and reasoning_content), reasoning (current vLLM) or reasoning_content (SGLang, older vLLM)")
 }
 
@@ -107,14 +109,19 @@ func buildChat(dir, model string, tok *tokenizer.Tokenizer, c chatOptions, log *
 			tool = at
 		}
 	}
-	p, err := parse.NewParsers(reasoning, tool)
+	var popts []parse.Option
+	if c.ToolCallRawArguments {
+		popts = append(popts, parse.WithRawArguments())
+	}
+	p, err := parse.NewParsers(reasoning, tool, popts...)
 	if err != nil {
 		return cs, fmt.Errorf("gateway: --reasoning-parser/--tool-call-parser: %w", err)
 	}
 	if reasoning != "" || tool != "" {
 		cs.parsers = p
 	}
-	log.Info("chat", zap.Bool("renderer", cs.renderer != nil), zap.String("reasoning_parser", reasoning), zap.String("tool_call_parser", tool))
+	log.Info("chat", zap.Bool("renderer", cs.renderer != nil), zap.String("reasoning_parser", reasoning), zap.String("tool_call_parser", tool),
+		zap.Bool("tool_call_raw_arguments", c.ToolCallRawArguments))
 	return cs, nil
 }
 

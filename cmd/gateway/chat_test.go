@@ -187,3 +187,53 @@ func TestServeChat(t *testing.T) {
 		t.Errorf("untrusted request template: got %d %s, want vLLM's 400", resp.StatusCode, b)
 	}
 }
+
+// TestToolCallRawArguments: --tool-call-raw-arguments, and tool_call_raw_arguments of the config
+// file and of a models: entry, reach the parsers: a call's JSON arguments come out as the model
+// wrote them, not re-formatted as vLLM's non-streaming json.dumps writes them.
+func TestToolCallRawArguments(t *testing.T) {
+	const out = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\":1.50}}\n</tool_call>"
+	const raw, formatted = `{"x":1.50}`, `{"x": 1.5}`
+	arguments := func(c chatOptions) string {
+		t.Helper()
+		cs, err := buildChat("", "Qwen/Qwen3-8B", nil, c, zap.NewNop())
+		if err != nil || cs.parsers == nil {
+			t.Fatalf("buildChat: parsers %v, %v; want qwen3 and hermes", cs.parsers, err)
+		}
+		m, _ := cs.parsers.ParseFinish(parse.RequestInfo{ToolsGiven: true, ReasoningEnded: true}, out, "stop")
+		if len(m.ToolCalls) != 1 {
+			t.Fatalf("got %d tool calls, want 1", len(m.ToolCalls))
+		}
+		return m.ToolCalls[0].Arguments
+	}
+	cfg := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(cfg, []byte("tool_call_raw_arguments: true\nmodels: [{name: other, tool_call_raw_arguments: true}, {name: third}]\n"), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"default", nil, formatted},
+		{"flag", []string{"--tool-call-raw-arguments"}, raw},
+		{"flag false", []string{"--tool-call-raw-arguments=false"}, formatted},
+		{"config file", []string{"--config", cfg}, raw},
+	}
+	for _, tt := range tests {
+		o, err := parseOptions(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := arguments(o.chatOptions); got != tt.want {
+			t.Errorf("%s: got arguments %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	o, err := parseOptions([]string{"--config", cfg}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{raw, formatted} { // a models: entry's chat options default as the flags do
+		if got := arguments(o.Models[i].chatOptions); got != want {
+			t.Errorf("models[%d]: got arguments %s, want %s", i, got, want)
+		}
+	}
+}

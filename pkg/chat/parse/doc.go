@@ -44,9 +44,9 @@
 // ": ", Python float repr (1.50 -> 1.5, 1e2 -> 100.0), ints as written, ensure_ascii as each
 // parser uses it. So streamed fragments concatenate to the non-streaming string byte for byte
 // (vLLM's own streaming path sends the raw text there and disagrees with its non-streaming
-// path). WithRawArguments selects verbatim argument text instead, as vLLM's newest parser engine
-// does. deepseek_v3, mistral's name form and a named tool_choice pass arguments verbatim, as vLLM
-// does.
+// path). WithRawArguments (the gateway's --tool-call-raw-arguments) selects verbatim argument
+// text instead, in both modes, as vLLM's streaming path and its newest parser engine send it.
+// deepseek_v3, mistral's name form and a named tool_choice pass arguments verbatim, as vLLM does.
 //
 // Where vLLM's two paths disagree, or vLLM would raise, the choice made here (always one both
 // modes can share) is listed in vllmdiff.go.

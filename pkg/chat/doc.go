@@ -34,7 +34,16 @@
 // are kept per Renderer (at most 1 MiB of their JSON) and shared between requests only with
 // templates that cannot change the values they are given (schemacache.go).
 //
+// Files: template.go loads templates and special tokens, render.go builds a request's
+// conversation and variables and renders it, contentformat.go detects the content format
+// (with jinjalex.go's lexer and jinjaexpr.go's expression parser, as the library exports no
+// AST), env.go sets up the Jinja environment (tojson.go, concat.go and their rewrites of the
+// template source make it faster), jsonvalues.go and pystring.go give request values Python's
+// rules, mutate.go and schemacache.go share decoded tool schemas, sandbox.go renders untrusted
+// templates, harmony.go renders gpt-oss.
+//
 // The output side for gRPC engines (reasoning and tool-call parsers, and the API shapes of
 // what they parse) is package parse (pkg/chat/parse), which imports neither this package nor
-// the Jinja library.
+// the Jinja library; use it, not this package, to read what an engine generated. Both write
+// floats as Python does with pkg/chat/internal/pyfloat.
 package chat

@@ -163,7 +163,7 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 }
 
 // ModelType is the model's config.json model_type (or Options.ModelType), "" when unknown; the
-// gateway picks default output parsers from it (DefaultParserNames).
+// gateway picks default output parsers from it (parse.DefaultParserNames).
 func (r *Renderer) ModelType() string { return r.modelType }
 
 // Tokenizer returns the tokenizer the renderer encodes with (nil when it renders text only).

@@ -42,9 +42,9 @@ func NewOutput(p *Parsers, info RequestInfo, fields ReasoningFields) *Output {
 	return &Output{parsers: p, info: info, fields: fields}
 }
 
-// Delta feeds text, decoded since the last call, of choice i to its Stream (end: flush what the
-// stream held back; text is then ignored) and returns the delta to send, or nil when there is
-// nothing to send.
+// Delta feeds text, decoded since the last call, of choice i to its Stream, or with end (and
+// text nil) flushes what the stream held back, and returns the delta to send, or nil when there
+// is nothing to send.
 func (o *Output) Delta(i int, text []byte, end bool) *openai.ChatDelta {
 	if o.parsers == nil {
 		if len(text) == 0 {

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
@@ -28,12 +29,13 @@ type chatOptions struct {
 	TrustRequestChatTemplate  bool       `yaml:"trust_request_chat_template"`
 	ReasoningParser           string     `yaml:"reasoning_parser"`
 	ToolCallParser            string     `yaml:"tool_call_parser"`
+	ToolCallRawArguments      bool       `yaml:"tool_call_raw_arguments"`
 	ReasoningField            string     `yaml:"reasoning_field"`
 }
 
 // Parser flag values besides vLLM's parser names.
 const (
-	parserAuto = "auto" // pick from the model family (chat.DefaultParserNames)
+	parserAuto = "auto" // pick from the model family (parse.DefaultParserNames)
 	parserNone = "none" // as a server started without the flag
 )
 
@@ -46,8 +48,9 @@ func (c *chatOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ChatTemplateContentFormat, "chat-template-content-format", c.ChatTemplateContentFormat, "message content passed to the template: auto (detected from the template), string or openai")
 	fs.Var(&c.DefaultChatTemplateKwargs, "default-chat-template-kwargs", "JSON object of chat template kwargs every request gets (a request's chat_template_kwargs override them)")
 	fs.BoolVar(&c.TrustRequestChatTemplate, "trust-request-chat-template", c.TrustRequestChatTemplate, "accept a request's chat_template (rendered in a sandboxed child process); otherwise such requests get 400, as vLLM")
-	fs.StringVar(&c.ReasoningParser, "reasoning-parser", c.ReasoningParser, "split reasoning out of grpc:// workers' chat output: auto (from the model family), none, or a vLLM name: "+strings.Join(chat.ReasoningParserNames(), ", "))
-	fs.StringVar(&c.ToolCallParser, "tool-call-parser", c.ToolCallParser, "parse tool calls out of grpc:// workers' chat output: auto (from the model family), none (tool_choice other than none is then refused), or a vLLM name: "+strings.Join(chat.ToolParserNames(), ", "))
+	fs.StringVar(&c.ReasoningParser, "reasoning-parser", c.ReasoningParser, "split reasoning out of grpc:// workers' chat output: auto (from the model family), none, or a vLLM name: "+strings.Join(parse.ReasoningParserNames(), ", "))
+	fs.StringVar(&c.ToolCallParser, "tool-call-parser", c.ToolCallParser, "parse tool calls out of grpc:// workers' chat output: auto (from the model family), none (tool_choice other than none is then refused), or a vLLM name: "+strings.Join(parse.ToolParserNames(), ", "))
+	fs.BoolVar(&c.ToolCallRawArguments, "tool-call-raw-arguments", c.ToolCallRawArguments, "send grpc:// workers' JSON tool-call arguments verbatim, as the model wrote them (as vLLM's streaming path does), instead of re-formatted as vLLM's non-streaming json.dumps; streamed and whole responses alike")
 	fs.StringVar(&c.ReasoningField, "reasoning-field", c.ReasoningField, "where grpc:// workers' parsed reasoning goes: both (reasoning and reasoning_content), reasoning (current vLLM) or reasoning_content (SGLang, older vLLM)")
 }
 
@@ -62,7 +65,7 @@ func (c *chatOptions) validate() error {
 // and the parsers of grpc:// workers' output (nil: content only).
 type chatSetup struct {
 	renderer *chat.Renderer
-	parsers  *chat.Parsers
+	parsers  *parse.Parsers
 }
 
 // buildChat builds the renderer for the model directory dir (which tok was loaded from) and
@@ -98,7 +101,7 @@ func buildChat(dir, model string, tok *tokenizer.Tokenizer, c chatOptions, log *
 	}
 	reasoning, tool := resolveParser(c.ReasoningParser), resolveParser(c.ToolCallParser)
 	if c.ReasoningParser == parserAuto || c.ToolCallParser == parserAuto {
-		ar, at := chat.DefaultParserNames(family...)
+		ar, at := parse.DefaultParserNames(family...)
 		if c.ReasoningParser == parserAuto {
 			reasoning = ar
 		}
@@ -106,14 +109,19 @@ func buildChat(dir, model string, tok *tokenizer.Tokenizer, c chatOptions, log *
 			tool = at
 		}
 	}
-	p, err := chat.NewParsers(reasoning, tool)
+	var popts []parse.Option
+	if c.ToolCallRawArguments {
+		popts = append(popts, parse.WithRawArguments())
+	}
+	p, err := parse.NewParsers(reasoning, tool, popts...)
 	if err != nil {
 		return cs, fmt.Errorf("gateway: --reasoning-parser/--tool-call-parser: %w", err)
 	}
 	if reasoning != "" || tool != "" {
 		cs.parsers = p
 	}
-	log.Info("chat", zap.Bool("renderer", cs.renderer != nil), zap.String("reasoning_parser", reasoning), zap.String("tool_call_parser", tool))
+	log.Info("chat", zap.Bool("renderer", cs.renderer != nil), zap.String("reasoning_parser", reasoning), zap.String("tool_call_parser", tool),
+		zap.Bool("tool_call_raw_arguments", c.ToolCallRawArguments))
 	return cs, nil
 }
 

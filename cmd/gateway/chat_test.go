@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -64,7 +64,7 @@ func TestBuildChatParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.renderer == nil || cs.parsers == nil || cs.parsers.Reasoning() != chat.ReasoningQwen3 || cs.parsers.Tool() != chat.ToolHermes {
+	if cs.renderer == nil || cs.parsers == nil || cs.parsers.Reasoning() != parse.ReasoningQwen3 || cs.parsers.Tool() != parse.ToolHermes {
 		t.Fatalf("auto: got renderer %v parsers %+v", cs.renderer != nil, cs.parsers)
 	}
 	// A directory whose name says nothing gets the family from config.json's model_type.
@@ -76,7 +76,7 @@ func TestBuildChatParsers(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(anon, "config.json"), []byte(`{"model_type":"qwen3"}`), 0o644)
-	if cs, err := buildChat(anon, "served", nil, defaultChatOptions(), log); err != nil || cs.parsers == nil || cs.parsers.Tool() != chat.ToolHermes {
+	if cs, err := buildChat(anon, "served", nil, defaultChatOptions(), log); err != nil || cs.parsers == nil || cs.parsers.Tool() != parse.ToolHermes {
 		t.Errorf("model_type qwen3: got parsers %+v, %v; want qwen3 and hermes", cs.parsers, err)
 	}
 	tools := `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}`
@@ -94,7 +94,7 @@ func TestBuildChatParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.parsers == nil || cs.parsers.Tool() != "" || cs.parsers.Reasoning() != chat.ReasoningQwen3 {
+	if cs.parsers == nil || cs.parsers.Tool() != "" || cs.parsers.Reasoning() != parse.ReasoningQwen3 {
 		t.Errorf("tool parser none: got %+v", cs.parsers)
 	}
 	if _, rerr := cs.renderer.Render(req); rerr == nil || !strings.Contains(rerr.Message, "--tool-call-parser") {
@@ -185,5 +185,55 @@ func TestServeChat(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "--trust-request-chat-template") {
 		t.Errorf("untrusted request template: got %d %s, want vLLM's 400", resp.StatusCode, b)
+	}
+}
+
+// TestToolCallRawArguments: --tool-call-raw-arguments, and tool_call_raw_arguments of the config
+// file and of a models: entry, reach the parsers: a call's JSON arguments come out as the model
+// wrote them, not re-formatted as vLLM's non-streaming json.dumps writes them.
+func TestToolCallRawArguments(t *testing.T) {
+	const out = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\":1.50}}\n</tool_call>"
+	const raw, formatted = `{"x":1.50}`, `{"x": 1.5}`
+	arguments := func(c chatOptions) string {
+		t.Helper()
+		cs, err := buildChat("", "Qwen/Qwen3-8B", nil, c, zap.NewNop())
+		if err != nil || cs.parsers == nil {
+			t.Fatalf("buildChat: parsers %v, %v; want qwen3 and hermes", cs.parsers, err)
+		}
+		m, _ := cs.parsers.ParseFinish(parse.RequestInfo{ToolsGiven: true, ReasoningEnded: true}, out, "stop")
+		if len(m.ToolCalls) != 1 {
+			t.Fatalf("got %d tool calls, want 1", len(m.ToolCalls))
+		}
+		return m.ToolCalls[0].Arguments
+	}
+	cfg := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(cfg, []byte("tool_call_raw_arguments: true\nmodels: [{name: other, tool_call_raw_arguments: true}, {name: third}]\n"), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"default", nil, formatted},
+		{"flag", []string{"--tool-call-raw-arguments"}, raw},
+		{"flag false", []string{"--tool-call-raw-arguments=false"}, formatted},
+		{"config file", []string{"--config", cfg}, raw},
+	}
+	for _, tt := range tests {
+		o, err := parseOptions(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := arguments(o.chatOptions); got != tt.want {
+			t.Errorf("%s: got arguments %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	o, err := parseOptions([]string{"--config", cfg}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{raw, formatted} { // a models: entry's chat options default as the flags do
+		if got := arguments(o.Models[i].chatOptions); got != want {
+			t.Errorf("models[%d]: got arguments %s, want %s", i, got, want)
+		}
 	}
 }

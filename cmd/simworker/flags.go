@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/sim"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -34,7 +34,7 @@ type options struct {
 	replyFile                         string
 
 	chatTemplate, reasoningParser, toolCallParser string
-	parsers                                       *chat.Parsers // of the two parser flags; nil for none
+	parsers                                       *parse.Parsers // of the two parser flags; nil for none
 
 	apiKey, tlsCert, tlsKey, tlsClientCA string
 
@@ -167,7 +167,7 @@ func (o *options) check() error {
 	}
 	if o.reasoningParser != "" || o.toolCallParser != "" {
 		var err error
-		if o.parsers, err = chat.NewParsers(o.reasoningParser, o.toolCallParser); err != nil {
+		if o.parsers, err = parse.NewParsers(o.reasoningParser, o.toolCallParser); err != nil {
 			return fmt.Errorf("simworker: %w", err)
 		}
 	}

@@ -188,7 +188,7 @@ func BenchmarkRenderChat(b *testing.B) {
 		})
 	})
 	// As cold, but the tools' descriptions differ in every iteration too, so the tool schemas
-	// the renderer keeps for templates that share them (shared.go) are new each time.
+	// the renderer keeps for templates that share them (schemacache.go) are new each time.
 	b.Run("render+tokenize/cold-tools", func(b *testing.B) {
 		treqs := make([]*openai.ChatRequest, 4096)
 		for i, body := range benchBodies(b, len(treqs), true) {

@@ -15,7 +15,7 @@
 //     (DetectContentFormat, §4), tools (§5), template kwargs and continue_final_message
 //     (§7);
 //   - rendering with github.com/ardanlabs/jinja set up as transformers sets up Jinja2
-//     (§8; env.go lists what is closed with render variables, values.go the one value the
+//     (§8; env.go lists what is closed with render variables, jsonvalues.go the one value the
 //     library cannot hold exactly);
 //   - tokenization with pkg/tokenizer (§9): Encode(text, addSpecial=false) unless the
 //     request sets add_special_tokens;
@@ -32,51 +32,18 @@
 // request's nesting bound); request templates are untrusted and render only in a child
 // process with a deadline and stack and heap caps (sandbox.go says why). Decoded tool schemas
 // are kept per Renderer (at most 1 MiB of their JSON) and shared between requests only with
-// templates that cannot change the values they are given (shared.go).
+// templates that cannot change the values they are given (schemacache.go).
 //
-// # Output parsers (parse*.go)
+// Files: template.go loads templates and special tokens, render.go builds a request's
+// conversation and variables and renders it, contentformat.go detects the content format
+// (with jinjalex.go's lexer and jinjaexpr.go's expression parser, as the library exports no
+// AST), env.go sets up the Jinja environment (tojson.go, concat.go and their rewrites of the
+// template source make it faster), jsonvalues.go and pystring.go give request values Python's
+// rules, mutate.go and schemacache.go share decoded tool schemas, sandbox.go renders untrusted
+// templates, harmony.go renders gpt-oss.
 //
-// A gRPC engine returns token ids only; the gateway detokenizes them and must build the OpenAI
-// chat response the way vLLM's OpenAI server does with --reasoning-parser and
-// --tool-call-parser (wire/vllm-chat.md, "Output side for gRPC engines"). The parse*.go files do
-// that second half: decoded text in, reasoning / content / tool calls out.
-//
-// Which call to use:
-//   - NewParsers(reasoning, tool, opts...) validates the vLLM flag names once per model
-//     (DefaultParserNames picks them from the model family when the operator gave none).
-//     A *Parsers is immutable and safe for concurrent use.
-//   - InfoFor(chatRequest, prompt) is the RequestInfo the parsers take (tools, tool_choice,
-//     whether the rendered prompt already ended reasoning); ResponseRole(chatRequest) is the
-//     role of the answer. The gateway and the simulator both build their responses from them.
-//   - SkipSpecialTokens(req) says how the gateway must decode the engine's ids for this request
-//     (vLLM's adjust_request; facts in parse_special.go).
-//   - NewStream(req) gives the state of one choice of a streamed response (n > 1: one Stream
-//     per choice). Feed it the text decoded since the last call; it returns the increment to
-//     send (reasoning, content, tool-call deltas). Finish flushes what was held back at the end
-//     of generation. FinishReason maps the engine's finish reason ("tool_calls" after a call).
-//   - Parse(req, text) parses a whole response. It runs the same machine as a Stream over the
-//     text in one go, so the whole message equals the accumulation of the streamed deltas for
-//     every way the text can be split; golden and fuzz tests check that for every split point.
-//
-// How the machines work: every stage (special-token strip, reasoning, tool calls) is a byte
-// state machine over a small input buffer. A stage consumes what it can decide and keeps only
-// an undecided tail: a trailing prefix of one of its markers, a JSON token in flight (a number,
-// an escape) or the not-yet-committed start of a tool call. That tail is bounded by the longest
-// marker plus three times MaxCallBytes (default 1 MiB: the call's raw text, and at most as much
-// again of its decoded name and of arguments that came before the name); a call that is not
-// committed within MaxCallBytes is given up and becomes content. Committed arguments are passed
-// on as they arrive, however long.
-//
-// Tool-call arguments of the JSON formats (hermes, llama3_json, mistral's JSON-array form,
-// openai/Harmony, tool_choice "required") are re-formatted while they stream into exactly the
-// text vLLM's non-streaming path produces with json.dumps(json.loads(...)): separators ", " and
-// ": ", Python float repr (1.50 -> 1.5, 1e2 -> 100.0), ints as written, ensure_ascii as each
-// parser uses it. So streamed fragments concatenate to the non-streaming string byte for byte
-// (vLLM's own streaming path sends the raw text there and disagrees with its non-streaming
-// path). WithRawArguments selects verbatim argument text instead, as vLLM's newest parser engine
-// does. deepseek_v3, mistral's name form and a named tool_choice pass arguments verbatim, as vLLM
-// does.
-//
-// Where vLLM's two paths disagree, or vLLM would raise, the choice made here (always one both
-// modes can share) is listed in parse_vllm_diff.go.
+// The output side for gRPC engines (reasoning and tool-call parsers, and the API shapes of
+// what they parse) is package parse (pkg/chat/parse), which imports neither this package nor
+// the Jinja library; use it, not this package, to read what an engine generated. Both write
+// floats as Python does with pkg/chat/internal/pyfloat.
 package chat

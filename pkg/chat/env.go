@@ -126,93 +126,9 @@ func strftime(t time.Time, format string) string {
 			pad = false
 			i++
 		}
-		num := func(n, width int) {
-			s := strconv.Itoa(n)
-			if pad {
-				for len(s) < width {
-					s = "0" + s
-				}
-			}
-			b.WriteString(s)
-		}
-		switch format[i] {
-		case 'a':
-			b.WriteString(shortDays[t.Weekday()])
-		case 'A':
-			b.WriteString(longDays[t.Weekday()])
-		case 'b', 'h':
-			b.WriteString(shortMonths[t.Month()-1])
-		case 'B':
-			b.WriteString(longMonths[t.Month()-1])
-		case 'c':
-			b.WriteString(strftime(t, "%a %b %e %H:%M:%S %Y"))
-		case 'd':
-			num(t.Day(), 2)
-		case 'e':
-			s := strconv.Itoa(t.Day())
-			if pad && len(s) < 2 {
-				s = " " + s
-			}
-			b.WriteString(s)
-		case 'f':
-			num(t.Nanosecond()/1000, 6)
-		case 'H':
-			num(t.Hour(), 2)
-		case 'I':
-			h := t.Hour() % 12
-			if h == 0 {
-				h = 12
-			}
-			num(h, 2)
-		case 'j':
-			num(t.YearDay(), 3)
-		case 'm':
-			num(int(t.Month()), 2)
-		case 'M':
-			num(t.Minute(), 2)
-		case 'p':
-			if t.Hour() < 12 {
-				b.WriteString("AM")
-			} else {
-				b.WriteString("PM")
-			}
-		case 'S':
-			num(t.Second(), 2)
-		case 'u':
-			wd := int(t.Weekday())
-			if wd == 0 {
-				wd = 7
-			}
-			b.WriteString(strconv.Itoa(wd))
-		case 'w':
-			b.WriteString(strconv.Itoa(int(t.Weekday())))
-		case 'U':
-			num((t.YearDay()+6-int(t.Weekday()))/7, 2)
-		case 'W':
-			num((t.YearDay()+6-(int(t.Weekday())+6)%7)/7, 2)
-		case 'y':
-			num(t.Year()%100, 2)
-		case 'Y':
-			b.WriteString(strconv.Itoa(t.Year()))
-		case 'x':
-			b.WriteString(strftime(t, "%m/%d/%y"))
-		case 'X', 'T':
-			b.WriteString(strftime(t, "%H:%M:%S"))
-		case 'D':
-			b.WriteString(strftime(t, "%m/%d/%y"))
-		case 'F':
-			b.WriteString(strftime(t, "%Y-%m-%d"))
-		case 'R':
-			b.WriteString(strftime(t, "%H:%M"))
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'z', 'Z':
-			// naive datetime: empty
-		case '%':
-			b.WriteByte('%')
-		default:
+		if composite, ok := strftimeComposites[format[i]]; ok {
+			b.WriteString(strftime(t, composite))
+		} else if !writeDirective(&b, t, format[i], pad) {
 			b.WriteByte('%')
 			if !pad {
 				b.WriteByte('-')
@@ -221,6 +137,102 @@ func strftime(t time.Time, format string) string {
 		}
 	}
 	return b.String()
+}
+
+// strftimeComposites are the directives that stand for a format of others (in the C locale;
+// the "-" flag does not reach inside them).
+var strftimeComposites = map[byte]string{
+	'c': "%a %b %e %H:%M:%S %Y",
+	'x': "%m/%d/%y",
+	'X': "%H:%M:%S",
+	'T': "%H:%M:%S",
+	'D': "%m/%d/%y",
+	'F': "%Y-%m-%d",
+	'R': "%H:%M",
+}
+
+// writeDirective writes the field of t that directive c names, zero-padded unless pad is false
+// (glibc's "-" flag); it reports false for a directive it does not know, which strftime writes
+// as it is.
+func writeDirective(b *strings.Builder, t time.Time, c byte, pad bool) bool {
+	num := func(n, width int) {
+		s := strconv.Itoa(n)
+		if pad {
+			for len(s) < width {
+				s = "0" + s
+			}
+		}
+		b.WriteString(s)
+	}
+	switch c {
+	case 'a':
+		b.WriteString(shortDays[t.Weekday()])
+	case 'A':
+		b.WriteString(longDays[t.Weekday()])
+	case 'b', 'h':
+		b.WriteString(shortMonths[t.Month()-1])
+	case 'B':
+		b.WriteString(longMonths[t.Month()-1])
+	case 'd':
+		num(t.Day(), 2)
+	case 'e':
+		s := strconv.Itoa(t.Day())
+		if pad && len(s) < 2 {
+			s = " " + s
+		}
+		b.WriteString(s)
+	case 'f':
+		num(t.Nanosecond()/1000, 6)
+	case 'H':
+		num(t.Hour(), 2)
+	case 'I':
+		h := t.Hour() % 12
+		if h == 0 {
+			h = 12
+		}
+		num(h, 2)
+	case 'j':
+		num(t.YearDay(), 3)
+	case 'm':
+		num(int(t.Month()), 2)
+	case 'M':
+		num(t.Minute(), 2)
+	case 'p':
+		if t.Hour() < 12 {
+			b.WriteString("AM")
+		} else {
+			b.WriteString("PM")
+		}
+	case 'S':
+		num(t.Second(), 2)
+	case 'u':
+		wd := int(t.Weekday())
+		if wd == 0 {
+			wd = 7
+		}
+		b.WriteString(strconv.Itoa(wd))
+	case 'w':
+		b.WriteString(strconv.Itoa(int(t.Weekday())))
+	case 'U':
+		num((t.YearDay()+6-int(t.Weekday()))/7, 2)
+	case 'W':
+		num((t.YearDay()+6-(int(t.Weekday())+6)%7)/7, 2)
+	case 'y':
+		num(t.Year()%100, 2)
+	case 'Y':
+		b.WriteString(strconv.Itoa(t.Year()))
+	case 'n':
+		b.WriteByte('\n')
+	case 't':
+		b.WriteByte('\t')
+	case 'z', 'Z':
+		// naive datetime: empty
+	case '%':
+		b.WriteByte('%')
+	default:
+		return false
+	}
+	return true
 }
 
 // The |trim filter of the library strips Go whitespace, which lacks the separators

@@ -531,6 +531,8 @@ func schemaToTypeScript(schema jinja.Value, indent string) string {
 	return "any"
 }
 
+// objectToTypeScript writes an object schema as Harmony's TypeScript-like type: its
+// description, then one property a line between braces.
 func objectToTypeScript(schema jinja.Value, indent string) string {
 	var b strings.Builder
 	if d, ok := getStr(schema, "description"); ok {
@@ -547,90 +549,100 @@ func objectToTypeScript(schema jinja.Value, indent string) string {
 				}
 			}
 		}
-		opt := func(k string) string {
-			if required[k] {
-				return ""
-			}
-			return "?"
-		}
 		pd := props.AsDict()
 		for _, key := range pd.Keys {
-			val := pd.Data[key]
-			if title, ok := getStr(val, "title"); ok {
-				b.WriteString(indent + "// " + title + "\n" + indent + "//\n")
+			name := key
+			if !required[key] {
+				name += "?"
 			}
-			oneOf, hasOneOf := get(val, "oneOf")
-			if !hasOneOf {
-				if d, ok := getStr(val, "description"); ok {
-					b.WriteString(indent + "// " + d + "\n")
-				}
-			}
-			if ex, ok := get(val, "examples"); ok && ex.IsList() && ex.AsList().Len() > 0 {
-				b.WriteString(indent + "// Examples:\n")
-				for _, e := range ex.AsList().Items {
-					if e.IsString() {
-						b.WriteString(indent + "// - \"" + e.AsString() + "\"\n")
-					}
-				}
-			}
-			if hasOneOf && oneOf.IsList() {
-				variants := oneOf.AsList().Items
-				propDesc, hasPropDesc := getStr(val, "description")
-				skip := false
-				if hasPropDesc && len(variants) > 0 {
-					if vd, ok := getStr(variants[0], "description"); ok && vd == propDesc {
-						skip = true
-					}
-				}
-				renderedAbove := false
-				if !skip && hasPropDesc {
-					b.WriteString(indent + "// " + propDesc + "\n")
-					renderedAbove = true
-				}
-				if def, ok := get(val, "default"); ok {
-					b.WriteString(indent + "// " + defaultComment(val, def) + "\n")
-				}
-				b.WriteString(indent + key + opt(key) + ":\n")
-				for i, variant := range variants {
-					b.WriteString(indent + " | ")
-					ts := schemaToTypeScript(variant, indent+"   ")
-					if nullable(variant) && !strings.Contains(ts, "null") {
-						ts += " | null"
-					}
-					b.WriteString(ts)
-					var comments []string
-					if !(i == 0 && renderedAbove) {
-						if vd, ok := getStr(variant, "description"); ok && !(hasPropDesc && vd == propDesc) {
-							comments = append(comments, vd)
-						}
-					}
-					if def, ok := get(variant, "default"); ok {
-						comments = append(comments, defaultComment(variant, def))
-					}
-					if len(comments) > 0 {
-						b.WriteString(" // " + strings.Join(comments, " "))
-					}
-					b.WriteString("\n")
-				}
-				b.WriteString(indent + ",\n")
-				continue
-			}
-			b.WriteString(indent + key + opt(key) + ": ")
-			ts := schemaToTypeScript(val, indent+"    ")
-			if nullable(val) && !strings.Contains(ts, "null") {
-				ts += " | null"
-			}
-			b.WriteString(ts + ",")
-			if !hasOneOf {
-				if def, ok := get(val, "default"); ok {
-					b.WriteString(" // " + defaultComment(val, def))
-				}
-			}
-			b.WriteString("\n")
+			writeProperty(&b, indent, name, pd.Data[key])
 		}
 	}
 	b.WriteString(indent + "}")
 	return b.String()
+}
+
+// writeProperty writes one property of an object type: its comments (title, description,
+// examples), then name (with "?" when optional) and its type, with the default as a trailing
+// comment.
+func writeProperty(b *strings.Builder, indent, name string, val jinja.Value) {
+	if title, ok := getStr(val, "title"); ok {
+		b.WriteString(indent + "// " + title + "\n" + indent + "//\n")
+	}
+	oneOf, hasOneOf := get(val, "oneOf")
+	if !hasOneOf {
+		if d, ok := getStr(val, "description"); ok {
+			b.WriteString(indent + "// " + d + "\n")
+		}
+	}
+	if ex, ok := get(val, "examples"); ok && ex.IsList() && ex.AsList().Len() > 0 {
+		b.WriteString(indent + "// Examples:\n")
+		for _, e := range ex.AsList().Items {
+			if e.IsString() {
+				b.WriteString(indent + "// - \"" + e.AsString() + "\"\n")
+			}
+		}
+	}
+	if hasOneOf && oneOf.IsList() {
+		writeOneOf(b, indent, name, val, oneOf.AsList().Items)
+		return
+	}
+	b.WriteString(indent + name + ": ")
+	ts := schemaToTypeScript(val, indent+"    ")
+	if nullable(val) && !strings.Contains(ts, "null") {
+		ts += " | null"
+	}
+	b.WriteString(ts + ",")
+	if !hasOneOf {
+		if def, ok := get(val, "default"); ok {
+			b.WriteString(" // " + defaultComment(val, def))
+		}
+	}
+	b.WriteString("\n")
+}
+
+// writeOneOf writes a property whose schema is a oneOf union: the property's description and
+// default above it, then one variant a line, each with its own description (unless the line
+// above said it) and default as a trailing comment.
+func writeOneOf(b *strings.Builder, indent, name string, val jinja.Value, variants []jinja.Value) {
+	propDesc, hasPropDesc := getStr(val, "description")
+	skip := false
+	if hasPropDesc && len(variants) > 0 {
+		if vd, ok := getStr(variants[0], "description"); ok && vd == propDesc {
+			skip = true
+		}
+	}
+	renderedAbove := false
+	if !skip && hasPropDesc {
+		b.WriteString(indent + "// " + propDesc + "\n")
+		renderedAbove = true
+	}
+	if def, ok := get(val, "default"); ok {
+		b.WriteString(indent + "// " + defaultComment(val, def) + "\n")
+	}
+	b.WriteString(indent + name + ":\n")
+	for i, variant := range variants {
+		b.WriteString(indent + " | ")
+		ts := schemaToTypeScript(variant, indent+"   ")
+		if nullable(variant) && !strings.Contains(ts, "null") {
+			ts += " | null"
+		}
+		b.WriteString(ts)
+		var comments []string
+		if !(i == 0 && renderedAbove) {
+			if vd, ok := getStr(variant, "description"); ok && !(hasPropDesc && vd == propDesc) {
+				comments = append(comments, vd)
+			}
+		}
+		if def, ok := get(variant, "default"); ok {
+			comments = append(comments, defaultComment(variant, def))
+		}
+		if len(comments) > 0 {
+			b.WriteString(" // " + strings.Join(comments, " "))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(indent + ",\n")
 }
 
 // serdeJSON is serde_json's compact Display of a value (preserve_order): no spaces, floats

@@ -60,7 +60,7 @@ type Result struct {
 
 // Renderer turns chat requests into prompts for one model. It is built once from a model
 // directory, is immutable afterwards (but for a bounded cache of decoded tool schemas,
-// shared.go) and safe for concurrent use; it must not be copied.
+// schemacache.go) and safe for concurrent use; it must not be copied.
 type Renderer struct {
 	tok       *tokenizer.Tokenizer
 	opts      Options
@@ -163,7 +163,7 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 }
 
 // ModelType is the model's config.json model_type (or Options.ModelType), "" when unknown; the
-// gateway picks default output parsers from it (DefaultParserNames).
+// gateway picks default output parsers from it (parse.DefaultParserNames).
 func (r *Renderer) ModelType() string { return r.modelType }
 
 // Tokenizer returns the tokenizer the renderer encodes with (nil when it renders text only).

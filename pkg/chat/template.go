@@ -255,7 +255,7 @@ type compiled struct {
 	tmpl   *jinja.Template
 	format string // detected content format
 	// shares: the template never changes a value it is given, so tool schemas decoded for
-	// earlier requests can be passed to it (shared.go).
+	// earlier requests can be passed to it (schemacache.go).
 	shares bool
 }
 

@@ -2,14 +2,14 @@ package chat
 
 import (
 	"errors"
-	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/ardanlabs/jinja"
+
+	"github.com/kvgate/kvgate/pkg/chat/internal/pyfloat"
 )
 
 // tojson is the library's filter, which is what templates call for tool schemas and
@@ -172,34 +172,9 @@ func appendTojson(b []byte, v jinja.Value, anc *ancestors) ([]byte, error) {
 		}
 		return append(b, "false"...), nil
 	case v.IsFloat():
-		f := v.AsFloat()
-		switch {
-		case math.IsNaN(f):
-			return append(b, "NaN"...), nil
-		case math.IsInf(f, 1):
-			return append(b, "Infinity"...), nil
-		case math.IsInf(f, -1):
-			return append(b, "-Infinity"...), nil
-		}
-		return appendPyFloatRepr(b, f), nil
+		return pyfloat.Append(b, v.AsFloat()), nil
 	}
 	return append(b, "null"...), nil
-}
-
-// appendPyFloatRepr appends Python's repr of a finite float as the library writes it:
-// shortest round-trip digits, exponent form below 1e-4 and from 1e16 on, ".0" added to an
-// integral value.
-func appendPyFloatRepr(b []byte, f float64) []byte {
-	format := byte('f')
-	if a := math.Abs(f); a != 0 && (a < 1e-4 || a >= 1e16) {
-		format = 'e'
-	}
-	start := len(b)
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if !strings.ContainsAny(unsafe.String(unsafe.SliceData(b[start:]), len(b)-start), ".e") {
-		b = append(b, ".0"...)
-	}
-	return b
 }
 
 // jsonPlain marks the ASCII bytes a JSON string holds as they are.

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -109,7 +109,7 @@ type Config struct {
 
 // Detokenizer is what gRPC workers need of the tokenizer: incremental decoders of generated
 // token ids, skipping special tokens or keeping them (for output parsers whose markers are
-// special tokens, chat.Parsers.SkipSpecialTokens).
+// special tokens, parse.Parsers.SkipSpecialTokens).
 type Detokenizer interface {
 	NewDecoder(skipSpecial bool) StreamDecoder
 }
@@ -132,10 +132,10 @@ func ReasoningFields() []string { return []string{ReasoningBoth, ReasoningOnly, 
 type ChatOutput struct {
 	// Parsers splits reasoning and tool calls out of the generated text as vLLM's server
 	// does; nil: all text is content.
-	Parsers *chat.Parsers
+	Parsers *parse.Parsers
 	// Info describes the request to the parsers (tools, tool_choice, whether the prompt
 	// already ended reasoning).
-	Info chat.RequestInfo
+	Info parse.RequestInfo
 	// ReasoningField is one of the Reasoning* constants; "" is ReasoningBoth.
 	ReasoningField string
 }

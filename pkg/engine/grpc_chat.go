@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -10,29 +10,33 @@ import (
 // the role and empty content, then one chunk per parsed delta (content, reasoning, tool-call
 // fragments), the choice's last chunk with its finish reason, the usage chunk with
 // stream_options.include_usage, and [DONE]; not streaming, one chat.completion whose messages
-// are the whole texts parsed in one go (chat.Parsers.ParseFinish: the same result the stream's
+// are the whole texts parsed in one go (parse.Output.Choice: the same result the stream's
 // deltas add up to).
 type chatOutput struct {
-	req     *openai.ChatRequest
-	out     ChatOutput
-	role    string
-	streams []*chat.Stream // streaming with parsers: one per choice
-	texts   [][]byte       // non-streaming: each choice's text
-	engine  []string       // non-streaming: each choice's engine finish reason
+	req    *openai.ChatRequest
+	role   string
+	out    *parse.Output
+	texts  [][]byte // non-streaming: each choice's text
+	engine []string // non-streaming: each choice's engine finish reason
 }
 
 func newChatOutput(req *openai.ChatRequest, out ChatOutput, choices int) *chatOutput {
-	o := &chatOutput{req: req, out: out, role: chat.ResponseRole(req)}
-	if req.Stream && out.Parsers != nil {
-		o.streams = make([]*chat.Stream, choices)
-		for i := range o.streams {
-			o.streams[i] = out.Parsers.NewStream(out.Info)
-		}
-	}
+	o := &chatOutput{req: req, role: parse.ResponseRole(req), out: parse.NewOutput(out.Parsers, out.Info, reasoningFields(out.ReasoningField))}
 	if !req.Stream {
 		o.texts, o.engine = make([][]byte, choices), make([]string, choices)
 	}
 	return o
+}
+
+// reasoningFields are the fields the --reasoning-field value f names ("" is ReasoningBoth).
+func reasoningFields(f string) parse.ReasoningFields {
+	switch f {
+	case ReasoningOnly:
+		return parse.ReasoningFields{Reasoning: true}
+	case ReasoningContentOnly:
+		return parse.ReasoningFields{ReasoningContent: true}
+	}
+	return parse.ReasoningFields{Reasoning: true, ReasoningContent: true}
 }
 
 func (o *chatOutput) begin(b *grpcBody) {
@@ -50,7 +54,7 @@ func (o *chatOutput) text(b *grpcBody, ci int, text []byte) {
 		o.texts[ci] = append(o.texts[ci], text...)
 		return
 	}
-	if d := o.parse(ci, text, false); d != nil {
+	if d := o.out.Delta(ci, text, false); d != nil {
 		o.chunk(b, ci, *d, nil)
 	}
 }
@@ -61,65 +65,15 @@ func (o *chatOutput) finish(b *grpcBody, ci int, text []byte, engineFinish strin
 		o.engine[ci] = engineFinish
 		return
 	}
-	if d := o.parse(ci, text, false); d != nil {
+	if d := o.out.Delta(ci, text, false); d != nil {
 		o.chunk(b, ci, *d, nil)
 	}
-	last := o.parse(ci, nil, true)
+	last := o.out.Delta(ci, nil, true)
 	if last == nil {
 		last = &openai.ChatDelta{}
 	}
-	reason := engineFinish
-	if o.streams != nil {
-		reason = o.streams[ci].FinishReason(engineFinish)
-	}
+	reason := o.out.FinishReason(ci, engineFinish)
 	o.chunk(b, ci, *last, &reason)
-}
-
-// parse runs text through the choice's parser (end: flush it) and returns the delta to send,
-// or nil when there is nothing.
-func (o *chatOutput) parse(ci int, text []byte, end bool) *openai.ChatDelta {
-	if o.streams == nil {
-		if len(text) == 0 {
-			return nil
-		}
-		s := string(text)
-		return &openai.ChatDelta{Content: &s}
-	}
-	var d chat.Delta
-	if end {
-		d = o.streams[ci].Finish()
-	} else {
-		d = o.streams[ci].Feed(string(text))
-	}
-	if d.Empty() {
-		return nil
-	}
-	out := &openai.ChatDelta{}
-	if d.Content != "" {
-		out.Content = &d.Content
-	}
-	o.setReasoning(&out.Reasoning, &out.ReasoningContent, d.Reasoning)
-	for _, tc := range d.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, openai.ToolCallDelta{Index: tc.Index, ID: tc.ID, Type: tc.Type,
-			Function: &openai.FunctionDelta{Name: tc.Name, Arguments: tc.Arguments}})
-	}
-	return out
-}
-
-// setReasoning writes text into the reasoning fields --reasoning-field asks for ("" writes
-// nothing).
-func (o *chatOutput) setReasoning(reasoning, reasoningContent **string, text string) {
-	if text == "" {
-		return
-	}
-	switch o.out.ReasoningField {
-	case ReasoningOnly:
-		*reasoning = &text
-	case ReasoningContentOnly:
-		*reasoningContent = &text
-	default:
-		*reasoning, *reasoningContent = &text, &text
-	}
 }
 
 func (o *chatOutput) chunk(b *grpcBody, ci int, d openai.ChatDelta, finish *string) {
@@ -139,31 +93,9 @@ func (o *chatOutput) tail(b *grpcBody, u *openai.Usage) {
 	c := openai.ChatCompletion{ID: b.id, Object: openai.ObjectChatCompletion, Created: b.created, Model: b.req.Model,
 		Choices: make([]openai.ChatChoice, len(b.choices)), Usage: u}
 	for i := range c.Choices {
-		c.Choices[i] = o.message(i)
+		c.Choices[i] = o.out.Choice(i, o.role, string(o.texts[i]), o.engine[i])
 	}
 	b.out, _ = openai.Marshal(c)
-}
-
-// message parses choice i's whole text into its chat.completion choice.
-func (o *chatOutput) message(i int) openai.ChatChoice {
-	text := string(o.texts[i])
-	ch := openai.ChatChoice{Index: i, FinishReason: o.engine[i],
-		Message: openai.ChatResponseMessage{Role: o.role, ToolCalls: []openai.ResponseToolCall{}}}
-	if o.out.Parsers == nil {
-		ch.Message.Content = &text
-		return ch
-	}
-	m, reason := o.out.Parsers.ParseFinish(o.out.Info, text, o.engine[i])
-	ch.FinishReason = reason
-	ch.Message.Content = m.Content
-	if m.Reasoning != nil {
-		o.setReasoning(&ch.Message.Reasoning, &ch.Message.ReasoningContent, *m.Reasoning)
-	}
-	for _, tc := range m.ToolCalls {
-		ch.Message.ToolCalls = append(ch.Message.ToolCalls, openai.ResponseToolCall{ID: tc.ID, Type: "function",
-			Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
-	}
-	return ch
 }
 
 var _ grpcOutput = (*chatOutput)(nil)

@@ -105,10 +105,10 @@ func parseFloat(v []byte) (float64, error) {
 
 var errNotTokenID = errors.New("not a token id")
 
-// ParseTokenArray parses a JSON array of non-negative integers that fit in uint32 (token ids).
+// parseTokenArray parses a JSON array of non-negative integers that fit in uint32 (token ids).
 // It allocates only the result: a 1000-token prompt is the common case the gateway's latency
 // budget is measured on.
-func ParseTokenArray(v []byte) ([]uint32, error) {
+func parseTokenArray(v []byte) ([]uint32, error) {
 	v = bytes.TrimSpace(v)
 	if len(v) < 2 || v[0] != '[' || v[len(v)-1] != ']' {
 		return nil, errNotTokenID

@@ -3,7 +3,7 @@ package router
 import (
 	"time"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
@@ -29,7 +29,7 @@ var chatCompletions = &endpoint{
 			return "", aerr
 		}
 		c.req.Tokens = [][]uint32{ids}
-		c.req.ChatOutput = engine.ChatOutput{Parsers: c.model.parsers, Info: chat.InfoFor(c.req.Chat, prompt), ReasoningField: c.model.reasoningField}
+		c.req.ChatOutput = engine.ChatOutput{Parsers: c.model.parsers, Info: parse.InfoFor(c.req.Chat, prompt), ReasoningField: c.model.reasoningField}
 		return prompt, nil
 	},
 	write: (*Router).relay,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
@@ -212,7 +213,7 @@ func TestChatGRPCParsers(t *testing.T) {
 	f := newFakeVLLM()
 	f.gen = scriptedVLLM(reply)
 	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
-	ps, err := chat.NewParsers(chat.ReasoningQwen3, chat.ToolHermes)
+	ps, err := parse.NewParsers(parse.ReasoningQwen3, parse.ToolHermes)
 	if err != nil {
 		t.Fatal(err)
 	}

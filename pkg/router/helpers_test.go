@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
@@ -176,7 +176,7 @@ type testConfig struct {
 	Model                                                string
 	Tokenizer                                            Tokenizer
 	Chat                                                 ChatRenderer
-	ChatParsers                                          *chat.Parsers
+	ChatParsers                                          *parse.Parsers
 	ReasoningField                                       string
 	Policy                                               policy.Policy
 	BlockSize                                            int

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
@@ -29,7 +30,7 @@ type Model struct {
 	Chat ChatRenderer
 	// ChatParsers splits reasoning and tool calls out of grpc:// workers' chat output as the
 	// engine's own server would (nil: all text is content).
-	ChatParsers *chat.Parsers
+	ChatParsers *parse.Parsers
 	// ReasoningField is where that reasoning goes (engine.Reasoning*; "" writes both fields).
 	ReasoningField string
 	// Policy picks among the model's workers. Required.
@@ -48,7 +49,7 @@ type Model struct {
 type model struct {
 	tok            Tokenizer
 	chat           ChatRenderer
-	parsers        *chat.Parsers
+	parsers        *parse.Parsers
 	reasoningField string
 	policy         policy.Policy
 }

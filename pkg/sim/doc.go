@@ -34,7 +34,7 @@
 // chat.completion.chunk shapes (pkg/openai's types); ServerConfig.ChatParsers (vLLM's
 // --reasoning-parser and --tool-call-parser) split the output into content, reasoning (written
 // as "reasoning", the field current vLLM writes) and tool_calls, as the gateway does for gRPC
-// workers (chat.InfoFor, chat.ResponseRole). Without a renderer chat answers vLLM's 400 for a
+// workers (parse.InfoFor, parse.ResponseRole, parse.Output). Without a renderer chat answers vLLM's 400 for a
 // model without a template. Without max_tokens a chat answer may fill the context, as in vLLM.
 //
 // Output tokens are deterministic: a splitmix64 stream per request seeded from the client's

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,7 +41,7 @@ type ServerConfig struct {
 	Chat ChatRenderer
 	// ChatParsers splits reasoning and tool calls out of chat output, as vLLM's
 	// --reasoning-parser and --tool-call-parser do; nil: all text is content.
-	ChatParsers *chat.Parsers
+	ChatParsers *parse.Parsers
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
@@ -456,9 +456,9 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	var err error
 	if p.stream {
-		err = s.streamCompletions(r.Context(), w, g.id, p, g.eng, g.choices, g.ready)
+		err = s.streamCompletions(r.Context(), w, p, g)
 	} else {
-		err = s.waitCompletions(r.Context(), w, g.id, p, g.eng, g.choices, g.ready)
+		err = s.waitCompletions(r.Context(), w, p, g)
 	}
 	s.end(g, err)
 }
@@ -579,25 +579,74 @@ func findStop(b []byte, stops []string) (int, bool) {
 	return best, best >= 0
 }
 
-func (s *Server) waitCompletions(ctx context.Context, w http.ResponseWriter, id string, p *parsedRequest, eng *Engine, choices []*choice, ready chan struct{}) error {
+// abortMessage answers a request whose generation the engine's shutdown aborted.
+const abortMessage = "request aborted: the engine is shutting down"
+
+// wait polls g's choices until every one has finished, for a non-streaming answer. A choice
+// the engine's shutdown aborted is answered with a 503 and ErrStopped; an ended ctx returns
+// its error.
+func (s *Server) wait(ctx context.Context, w http.ResponseWriter, p *parsedRequest, g *generation) error {
 	var buf []uint32
 	for {
 		var done bool
-		buf, done = s.poll(p, eng, choices, buf)
+		buf, done = s.poll(p, g.eng, g.choices, buf)
 		if done {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-ready:
+		case <-g.ready:
 		}
 	}
-	for _, c := range choices {
+	for _, c := range g.choices {
 		if c.finish == "abort" {
-			writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "request aborted: the engine is shutting down"})
+			writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: abortMessage})
 			return ErrStopped
 		}
+	}
+	return nil
+}
+
+// stopHold is how many trailing bytes of a choice's text streaming holds back until the choice
+// finishes, because a stop string may start there: the longest stop string's length less one.
+func stopHold(stops []string) int {
+	hold := 0
+	for _, st := range stops {
+		hold = max(hold, len(st)-1)
+	}
+	return hold
+}
+
+// streamChoices appends to b, for each choice not yet ended, what emit appends for the text the
+// choice may send now (all of it once it finished, else all but its last hold bytes: see
+// stopHold), drops that text from the choice and marks a finished choice ended. emit must not
+// keep text. When the engine's shutdown aborted a choice, it appends the error event instead
+// and returns ErrStopped: the caller writes b and ends the stream.
+func streamChoices(b []byte, choices []*choice, hold int, emit func(b []byte, c *choice, text []byte) []byte) ([]byte, error) {
+	for _, c := range choices {
+		if c.ended {
+			continue
+		}
+		if c.finish == "abort" {
+			return appendSSEError(b, abortMessage), ErrStopped
+		}
+		send := len(c.text)
+		if c.finish == "" {
+			send = max(0, send-hold)
+		}
+		b = emit(b, c, c.text[:send])
+		c.text = c.text[:copy(c.text, c.text[send:])]
+		if c.finish != "" {
+			c.ended = true
+		}
+	}
+	return b, nil
+}
+
+func (s *Server) waitCompletions(ctx context.Context, w http.ResponseWriter, p *parsedRequest, g *generation) error {
+	if err := s.wait(ctx, w, p, g); err != nil {
+		return err
 	}
 	type choiceJSON struct {
 		Index        int      `json:"index"`
@@ -614,8 +663,8 @@ func (s *Server) waitCompletions(ctx context.Context, w http.ResponseWriter, id 
 		Model   string       `json:"model"`
 		Choices []choiceJSON `json:"choices"`
 		Usage   usageJSON    `json:"usage"`
-	}{ID: id, Object: "text_completion", Created: time.Now().Unix(), Model: s.cfg.Model, Usage: usageOf(p, choices)}
-	for _, c := range choices {
+	}{ID: g.id, Object: "text_completion", Created: time.Now().Unix(), Model: s.cfg.Model, Usage: usageOf(p, g.choices)}
+	for _, c := range g.choices {
 		cj := choiceJSON{Index: c.index, Text: string(c.text), FinishReason: c.finish}
 		if p.returnIDs {
 			cj.TokenIDs = c.ids
@@ -650,54 +699,39 @@ func usageOf(p *parsedRequest, choices []*choice) usageJSON {
 	return u
 }
 
-func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, id string, p *parsedRequest, eng *Engine, choices []*choice, ready chan struct{}) error {
+func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, p *parsedRequest, g *generation) error {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	created := strconv.FormatInt(time.Now().Unix(), 10)
-	maxStop := 0
-	for _, st := range p.stop {
-		maxStop = max(maxStop, len(st))
+	hold := stopHold(p.stop)
+	emit := func(b []byte, c *choice, text []byte) []byte {
+		if len(text) == 0 && c.finish == "" {
+			return b
+		}
+		b = s.appendChunk(b, g.id, created, c, text, p.returnIDs)
+		c.idsSent = len(c.ids)
+		return b
 	}
 	var buf []uint32
 	var out []byte
 	for {
 		var done bool
-		buf, done = s.poll(p, eng, choices, buf)
-		out = out[:0]
-		for _, c := range choices {
-			if c.ended {
-				continue
-			}
-			if c.finish == "abort" {
-				out = appendSSEError(out, "request aborted: the engine is shutting down")
-				_, _ = w.Write(out)
-				_ = rc.Flush()
-				return ErrStopped
-			}
-			send := len(c.text)
-			if c.finish == "" && maxStop > 0 {
-				send = max(0, send-(maxStop-1)) // hold back a possible stop-string prefix
-			}
-			if send == 0 && c.finish == "" {
-				continue
-			}
-			out = s.appendChunk(out, id, created, c, c.text[:send], p.returnIDs)
-			c.text = c.text[:copy(c.text, c.text[send:])]
-			c.idsSent = len(c.ids)
-			if c.finish != "" {
-				c.ended = true
-			}
+		buf, done = s.poll(p, g.eng, g.choices, buf)
+		var err error
+		if out, err = streamChoices(out[:0], g.choices, hold, emit); err != nil {
+			_, _ = sendStep(ctx, w, rc, out, true, nil) // the error event; the stream ends with err whatever the write gives
+			return err
 		}
 		if done && p.includeUsage {
 			out = append(out, `data: {"id":"`...)
-			out = append(out, id...)
+			out = append(out, g.id...)
 			out = append(out, `","object":"text_completion","created":`...)
 			out = append(out, created...)
 			out = append(out, `,"model":`...)
 			out = openai.AppendString(out, s.cfg.Model)
-			u, _ := json.Marshal(usageOf(p, choices))
+			u, _ := json.Marshal(usageOf(p, g.choices))
 			out = append(out, `,"choices":[],"usage":`...)
 			out = append(out, u...)
 			out = append(out, "}\n\n"...)
@@ -705,7 +739,7 @@ func (s *Server) streamCompletions(ctx context.Context, w http.ResponseWriter, i
 		if done {
 			out = openai.AppendDone(out)
 		}
-		if end, err := sendStep(ctx, w, rc, out, done, ready); end {
+		if end, err := sendStep(ctx, w, rc, out, done, g.ready); end {
 			return err
 		}
 	}

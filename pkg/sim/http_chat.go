@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -107,85 +108,23 @@ func (s *Server) chatRequest(req *openai.ChatRequest, ids []uint32, out *chatOut
 	return p, nil
 }
 
-// chatOut turns one chat request's decoded output into vLLM's chat shapes: it holds the parsers'
-// view of the request and, when streaming, one parser state per choice.
+// chatOut turns one chat request's decoded output into vLLM's chat shapes (parse.Output, with
+// reasoning in the reasoning field, as current vLLM writes it).
 type chatOut struct {
-	parsers     *chat.Parsers // nil: all text is content
-	info        chat.RequestInfo
+	*parse.Output
 	role        string
 	keepSpecial bool
-	streams     []*chat.Stream // streaming with parsers: one per choice, made on first use
-	begun       bool           // streaming: the role chunks went out
+	begun       bool // streaming: the role chunks went out
 }
 
-func newChatOut(req *openai.ChatRequest, prompt string, parsers *chat.Parsers) *chatOut {
-	o := &chatOut{parsers: parsers, role: chat.ResponseRole(req)}
+func newChatOut(req *openai.ChatRequest, prompt string, parsers *parse.Parsers) *chatOut {
+	var info parse.RequestInfo
 	if parsers != nil {
-		o.info = chat.InfoFor(req, prompt)
-		o.keepSpecial = !parsers.SkipSpecialTokens(o.info)
+		info = parse.InfoFor(req, prompt)
 	}
+	o := &chatOut{Output: parse.NewOutput(parsers, info, parse.ReasoningFields{Reasoning: true}), role: parse.ResponseRole(req)}
+	o.keepSpecial = parsers != nil && !parsers.SkipSpecialTokens(info)
 	return o
-}
-
-// delta runs text of choice i through its parser (end: flush it) and returns the delta to
-// send, or nil when there is nothing.
-func (o *chatOut) delta(i int, text []byte, end bool) *openai.ChatDelta {
-	if o.parsers == nil {
-		if len(text) == 0 {
-			return nil
-		}
-		s := string(text)
-		return &openai.ChatDelta{Content: &s}
-	}
-	for len(o.streams) <= i {
-		o.streams = append(o.streams, o.parsers.NewStream(o.info))
-	}
-	var d chat.Delta
-	if end {
-		d = o.streams[i].Finish()
-	} else {
-		d = o.streams[i].Feed(string(text))
-	}
-	if d.Empty() {
-		return nil
-	}
-	out := &openai.ChatDelta{}
-	if d.Content != "" {
-		out.Content = &d.Content
-	}
-	if d.Reasoning != "" {
-		out.Reasoning = &d.Reasoning
-	}
-	for _, tc := range d.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, openai.ToolCallDelta{Index: tc.Index, ID: tc.ID, Type: tc.Type,
-			Function: &openai.FunctionDelta{Name: tc.Name, Arguments: tc.Arguments}})
-	}
-	return out
-}
-
-// finishReason maps choice i's engine finish reason ("tool_calls" after a parsed call).
-func (o *chatOut) finishReason(i int, engine string) string {
-	if o.parsers == nil || i >= len(o.streams) {
-		return engine
-	}
-	return o.streams[i].FinishReason(engine)
-}
-
-// message parses a whole choice text into its chat.completion choice.
-func (o *chatOut) message(i int, text, engine string) openai.ChatChoice {
-	ch := openai.ChatChoice{Index: i, FinishReason: engine,
-		Message: openai.ChatResponseMessage{Role: o.role, ToolCalls: []openai.ResponseToolCall{}}}
-	if o.parsers == nil {
-		ch.Message.Content = &text
-		return ch
-	}
-	m, reason := o.parsers.ParseFinish(o.info, text, engine)
-	ch.FinishReason, ch.Message.Content, ch.Message.Reasoning = reason, m.Content, m.Reasoning
-	for _, tc := range m.ToolCalls {
-		ch.Message.ToolCalls = append(ch.Message.ToolCalls, openai.ResponseToolCall{ID: tc.ID, Type: "function",
-			Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
-	}
-	return ch
 }
 
 // chatUsage is the usage object of a chat response (cached_tokens as the engine reports it).
@@ -196,29 +135,13 @@ func chatUsage(p *parsedRequest, choices []*choice) *openai.Usage {
 }
 
 func (s *Server) waitChat(ctx context.Context, w http.ResponseWriter, g *generation, p *parsedRequest, out *chatOut) error {
-	var buf []uint32
-	for {
-		var done bool
-		buf, done = s.poll(p, g.eng, g.choices, buf)
-		if done {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-g.ready:
-		}
-	}
-	for _, c := range g.choices {
-		if c.finish == "abort" {
-			writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "request aborted: the engine is shutting down"})
-			return ErrStopped
-		}
+	if err := s.wait(ctx, w, p, g); err != nil {
+		return err
 	}
 	resp := openai.ChatCompletion{ID: g.id, Object: openai.ObjectChatCompletion, Created: time.Now().Unix(), Model: s.cfg.Model,
 		Choices: make([]openai.ChatChoice, len(g.choices)), Usage: chatUsage(p, g.choices)}
 	for i, c := range g.choices {
-		resp.Choices[i] = out.message(c.index, string(c.text), c.finish)
+		resp.Choices[i] = out.Choice(c.index, out.role, string(c.text), c.finish)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(resp)
@@ -233,14 +156,25 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, g *gener
 	openai.SetSSEHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	created := time.Now().Unix()
-	maxStop := 0
-	for _, st := range p.stop {
-		maxStop = max(maxStop, len(st))
-	}
+	hold := stopHold(p.stop)
 	chunk := func(b []byte, i int, d openai.ChatDelta, finish *string) []byte {
 		data, _ := json.Marshal(openai.ChatChunk{ID: g.id, Object: openai.ObjectChatCompletionChunk, Created: created, Model: s.cfg.Model,
 			Choices: []openai.ChatChunkChoice{{Index: i, Delta: d, FinishReason: finish}}})
 		return openai.AppendEvent(b, data)
+	}
+	emit := func(b []byte, c *choice, text []byte) []byte {
+		if d := out.Delta(c.index, text, false); d != nil {
+			b = chunk(b, c.index, *d, nil)
+		}
+		if c.finish != "" {
+			last := out.Delta(c.index, nil, true)
+			if last == nil {
+				last = &openai.ChatDelta{}
+			}
+			reason := out.FinishReason(c.index, c.finish)
+			b = chunk(b, c.index, *last, &reason)
+		}
+		return b
 	}
 	var buf []uint32
 	var b []byte
@@ -255,33 +189,10 @@ func (s *Server) streamChat(ctx context.Context, w http.ResponseWriter, g *gener
 				b = chunk(b, c.index, openai.ChatDelta{Role: out.role, Content: &empty}, nil)
 			}
 		}
-		for _, c := range g.choices {
-			if c.ended {
-				continue
-			}
-			if c.finish == "abort" {
-				b = appendSSEError(b, "request aborted: the engine is shutting down")
-				_, _ = w.Write(b)
-				_ = rc.Flush()
-				return ErrStopped
-			}
-			send := len(c.text)
-			if c.finish == "" && maxStop > 0 {
-				send = max(0, send-(maxStop-1)) // hold back a possible stop-string prefix
-			}
-			if d := out.delta(c.index, c.text[:send], false); d != nil {
-				b = chunk(b, c.index, *d, nil)
-			}
-			c.text = c.text[:copy(c.text, c.text[send:])]
-			if c.finish != "" {
-				last := out.delta(c.index, nil, true)
-				if last == nil {
-					last = &openai.ChatDelta{}
-				}
-				reason := out.finishReason(c.index, c.finish)
-				b = chunk(b, c.index, *last, &reason)
-				c.ended = true
-			}
+		var err error
+		if b, err = streamChoices(b, g.choices, hold, emit); err != nil {
+			_, _ = sendStep(ctx, w, rc, b, true, nil) // the error event; the stream ends with err whatever the write gives
+			return err
 		}
 		if done && p.includeUsage {
 			data, _ := json.Marshal(openai.ChatChunk{ID: g.id, Object: openai.ObjectChatCompletionChunk, Created: created, Model: s.cfg.Model,

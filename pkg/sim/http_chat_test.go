@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -328,7 +329,7 @@ func chatResult(t *testing.T, b []byte, stream bool) (content, finish string, us
 // TestHTTPChatParsers: with Qwen3's parsers the scripted output becomes reasoning and a tool
 // call, in the non-streaming message and in the stream's deltas alike.
 func TestHTTPChatParsers(t *testing.T) {
-	parsers, err := chat.NewParsers(chat.ReasoningQwen3, chat.ToolHermes)
+	parsers, err := parse.NewParsers(parse.ReasoningQwen3, parse.ToolHermes)
 	if err != nil {
 		t.Fatal(err)
 	}

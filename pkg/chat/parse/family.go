@@ -1,0 +1,54 @@
+package parse
+
+import "strings"
+
+// DefaultParserNames picks vLLM's recommended parser names from model family hints: a model
+// name or path ("Qwen/Qwen3-8B", "deepseek-ai/DeepSeek-R1") or a config.json model_type
+// ("qwen3", "gpt_oss"). The first hint naming a known family decides, so a specific name
+// ("Qwen3-Coder-30B", plain content) wins over a generic model_type ("qwen3_moe") given after it.
+// Unknown families, and formats this package does not parse (Qwen3-Coder and Qwen3.5 XML calls,
+// DeepSeek V3.1+, Llama 4), give "" (plain content).
+func DefaultParserNames(hints ...string) (reasoning, tool string) {
+	for _, h := range hints {
+		if r, t, ok := familyParsers(h); ok {
+			return r, t
+		}
+	}
+	return "", ""
+}
+
+// familyParsers is DefaultParserNames for one hint; ok reports a known family.
+func familyParsers(family string) (reasoning, tool string, ok bool) {
+	f := strings.ToLower(family)
+	has := func(subs ...string) bool {
+		for _, s := range subs {
+			if strings.Contains(f, s) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("gpt-oss", "gpt_oss", "gptoss"):
+		return ReasoningGptOss, ToolOpenAI, true
+	case has("deepseek-v3.1", "deepseek-v3.2", "deepseek_v31", "deepseek_v32", "deepseek-v4", "deepseek_v4"):
+		return "", "", true
+	case has("deepseek-r1", "deepseek_r1"):
+		return ReasoningDeepSeekR1, ToolDeepSeekV3, true
+	case has("deepseek-v3", "deepseek_v3"):
+		return "", ToolDeepSeekV3, true
+	case has("qwen3-coder", "qwen3_coder", "qwen3coder"):
+		return "", "", true
+	case has("qwen3.5", "qwen3_5", "qwen3.6", "qwen3_6"):
+		return ReasoningQwen3, "", true
+	case has("qwen3", "qwq"):
+		return ReasoningQwen3, ToolHermes, true
+	case has("llama-4", "llama4", "llama_4"):
+		return "", "", true
+	case has("llama-3", "llama3", "llama_3"):
+		return "", ToolLlama3JSON, true
+	case has("mistral", "mixtral", "ministral", "magistral", "devstral", "codestral"):
+		return "", ToolMistral, true
+	}
+	return "", "", false
+}

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Writes the golden cases of pkg/chat/parse's output parsers (one JSON file per parser).
+
+Every case is written by hand from the formats of vLLM's parsers (file names in the
+notes) and the models' chat templates. Expected arguments of the JSON formats are what vLLM's
+non-streaming path sends, json.dumps(json.loads(...)) with the parser's ensure_ascii, so they
+are computed here with Python's own json module: dumps() below is the reference, not the
+code under test. Run it from this directory: python3 golden.py
+"""
+
+import json
+
+U = "\u00e9"  # é
+
+
+def dumps(text, ascii_=False):
+    return json.dumps(json.loads(text), ensure_ascii=ascii_)
+
+
+def case(name, text, content=None, reasoning=None, calls=(), finish="stop", req=None, note=""):
+    c = {"name": name, "text": text, "want": {"content": content, "reasoning": reasoning,
+                                              "tool_calls": [{"name": n, "arguments": a} for n, a in calls]},
+         "finish": finish}
+    if req:
+        c["request"] = req
+    if note:
+        c["note"] = note
+    return c
+
+
+TOOLS = {"tools": True}
+
+# ---------------------------------------------------------------- hermes (+ qwen3 reasoning)
+ARGS1 = '{"city": "Par\\u00eds", "days": 3, "temp": 1.50, "big": 1e2, "tiny": 1E-7, ' \
+        '"neg": -0, "negf": -0.0, "huge": 123456789012345678901234567890, "esc": "a\\/b\\tc\\u0001\\"", ' \
+        '"emoji": "\\ud83d\\ude00", "lone": "\\ud83d!", "list": [true, false, null, {"x": []}]}'
+hermes = {"reasoning": "qwen3", "tool": "hermes", "cases": [
+    case("plain content, no tools", "Hello! How can I help?", content="Hello! How can I help?",
+         reasoning=None, req={"reasoning_ended": True}),
+    case("qwen3 think then one call",
+         "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n"
+         '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+         reasoning="\nThe user wants the weather.\n", content="\n\n",
+         calls=[("get_weather", '{"city": "Paris"}')], finish="tool_calls", req=TOOLS,
+         note="qwen3_reasoning_parser: content after </think> kept as is; hermes: content before the first <tool_call>"),
+    case("template opened <think> in the prompt",
+         "Thinking only.</think>Answer.", reasoning="Thinking only.", content="Answer."),
+    case("truncated reasoning", "<think>still thinking", reasoning="still thinking",
+         note="no </think>: all reasoning, content null"),
+    case("enable_thinking=false", "Plain <think>x</think> answer", content="Plain <think>x</think> answer",
+         req={"reasoning_ended": True}),
+    case("empty think block", "<think>\n\n</think>\n\nHi", reasoning="\n\n", content="\n\nHi"),
+    case("intro text and two calls, im_end stripped",
+         "I'll check both.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n"
+         "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call><|im_end|>",
+         content="I'll check both.\n", calls=[("a", '{"x": 1}'), ("b", "{}")], finish="tool_calls",
+         req={"tools": True, "reasoning_ended": True}),
+    case("json.dumps formatting of arguments",
+         '<tool_call>\n{"name": "f", "arguments": ' + ARGS1 + '}\n</tool_call>',
+         calls=[("f", json.dumps(json.loads(ARGS1), ensure_ascii=False).replace('"\ud83d!"', '"\\ud83d!"'))],
+         finish="tool_calls", req={"tools": True, "reasoning_ended": True},
+         note="a lone surrogate cannot be UTF-8: written as \\ud83d (Python would keep the code point)"),
+    case("arguments before name",
+         '<tool_call>{"arguments": {"q": "x"}, "name": "search"}</tool_call>',
+         calls=[("search", '{"q": "x"}')], finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
+    case("pretty-printed JSON, extra key dropped",
+         '<tool_call>\n{\n  "name": "f",\n  "id": 7,\n  "arguments": {\n    "a": [\n      1,\n      2\n    ]\n  }\n}\n</tool_call>',
+         calls=[("f", '{"a": [1, 2]}')], finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
+    case("string arguments", '<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>',
+         calls=[("f", dumps('"{\\"a\\": 1}"'))], finish="tool_calls",
+         req={"tools": True, "reasoning_ended": True}, note="json.dumps of a str argument value is a JSON string"),
+    case("no closing tag at end of output",
+         '<tool_call>\n{"name": "f", "arguments": {"a": 1}}', calls=[("f", '{"a": 1}')],
+         finish="tool_calls", req={"tools": True, "reasoning_ended": True},
+         note="vLLM's regex alternative <tool_call>(.*) accepts an unterminated last call"),
+    case("invalid JSON before commit is content",
+         'Hi <tool_call>\n{"name": oops}\n</tool_call>', content='Hi <tool_call>\n{"name": oops}\n</tool_call>',
+         req={"tools": True, "reasoning_ended": True}),
+    case("missing arguments is content", '<tool_call>{"name": "f"}</tool_call>',
+         content='<tool_call>{"name": "f"}</tool_call>', req={"tools": True, "reasoning_ended": True}),
+    case("non-string name is content", '<tool_call>{"name": 1, "arguments": {}}</tool_call>',
+         content='<tool_call>{"name": 1, "arguments": {}}</tool_call>', req={"tools": True, "reasoning_ended": True}),
+    case("truncated before the name is content", '<tool_call>\n{"name": "get_wea',
+         content='<tool_call>\n{"name": "get_wea', req={"tools": True, "reasoning_ended": True}),
+    case("truncated inside arguments keeps the call",
+         '<tool_call>\n{"name": "f", "arguments": {"city": "Par', calls=[("f", '{"city": "Par')],
+         finish="tool_calls", req={"tools": True, "reasoning_ended": True},
+         note="deviation: vLLM non-streaming makes it content, its streaming sends the partial call"),
+    case("error inside arguments: rest of the call raw",
+         '<tool_call>{"name": "f", "arguments": {"a": 1,}}\n</tool_call>', calls=[("f", '{"a": 1, }}\n')],
+         finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
+    case("number cut short by the end marker", '<tool_call>{"name": "f", "arguments": [1, 2.50</tool_call>',
+         calls=[("f", "[1, 2.5")], finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
+    case("missing outer brace keeps the call",
+         '<tool_call>\n{"name": "f", "arguments": {"a": 1}\n</tool_call>', calls=[("f", '{"a": 1}')],
+         finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
+    case("text after a call is content",
+         'Intro\n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n\nDone.',
+         content="Intro\nDone.", calls=[("f", "{}")], finish="tool_calls",
+         req={"tools": True, "reasoning_ended": True}, note="deviation: vLLM drops text after the first call"),
+    case("partial marker at the end is content", "See <tool_ca", content="See <tool_ca",
+         req={"tools": True, "reasoning_ended": True}),
+    case("tool_choice none: markers are content",
+         '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+         content='<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+         req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
+    case("duplicate argument keys are kept in order", '<tool_call>{"name": "f", "arguments": {"a": 1, "a": 2}}</tool_call>',
+         calls=[("f", '{"a": 1, "a": 2}')], finish="tool_calls", req={"tools": True, "reasoning_ended": True},
+         note="deviation: json.loads keeps the last value, giving {\"a\": 2}"),
+    case("call inside reasoning stays reasoning",
+         '<think>maybe <tool_call>{"name": "f", "arguments": {}}</tool_call></think>ok',
+         reasoning='maybe <tool_call>{"name": "f", "arguments": {}}</tool_call>', content="ok", req=TOOLS),
+    case("qwen3 implicit end of reasoning before an XML call",
+         "reasoning<tool_call>\n<function=f>\n</function>\n</tool_call>",
+         reasoning="reasoning", content="<tool_call>\n<function=f>\n</function>\n</tool_call>", req=TOOLS,
+         note="qwen3_reasoning_parser: <tool_call> + <function= ends reasoning; hermes cannot parse XML, so content"),
+    case("second call broken: first kept, second content",
+         '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": b}</tool_call>',
+         content='<tool_call>{"name": b}</tool_call>', calls=[("a", "{}")], finish="tool_calls",
+         req={"tools": True, "reasoning_ended": True},
+         note="deviation: vLLM non-streaming makes the whole output content when any call fails"),
+    case("non-ASCII in arguments stays raw", '<tool_call>{"name": "f", "arguments": {"c": "' + U + '\\u00e9"}}</tool_call>',
+         calls=[("f", '{"c": "' + U + U + '"}')], finish="tool_calls", req={"tools": True, "reasoning_ended": True}),
+]}
+
+# ---------------------------------------------------------------- llama3_json
+llama = {"reasoning": "", "tool": "llama3_json", "cases": [
+    case("plain content", "The capital is Paris.", content="The capital is Paris."),
+    case("one call with parameters",
+         '{"name": "get_weather", "parameters": {"city": "San Francisco", "unit": "celsius"}}',
+         calls=[("get_weather", '{"city": "San Francisco", "unit": "celsius"}')], finish="tool_calls", req=TOOLS),
+    case("python_tag prefix", '<|python_tag|>{"name": "f", "arguments": {"a": 1.0}}',
+         calls=[("f", '{"a": 1.0}')], finish="tool_calls", req=TOOLS),
+    case("two calls separated by ;",
+         '{"name": "a", "parameters": {"x": "' + U + '"}}; {"name": "b", "parameters": {}}',
+         calls=[("a", '{"x": "' + U + '"}'), ("b", "{}")], finish="tool_calls", req=TOOLS,
+         note="ensure_ascii=False as in the version read"),
+    case("first of parameters/arguments wins",
+         '{"name": "f", "parameters": {"p": 1}, "arguments": {"a": 2}}', calls=[("f", '{"p": 1}')],
+         finish="tool_calls", req=TOOLS),
+    case("JSON without name is content", '{"city": "Paris"}', content='{"city": "Paris"}', req=TOOLS),
+    case("text first is content", 'Sure: {"name": "f", "parameters": {}}',
+         content='Sure: {"name": "f", "parameters": {}}', req=TOOLS,
+         note="vLLM streaming rule (output must start with { or <|python_tag|>)"),
+    case("truncated inside parameters", '{"name": "f", "parameters": {"q": [1, 2',
+         calls=[("f", '{"q": [1, 2')], finish="tool_calls", req=TOOLS),
+    case("text after the call is content", '{"name": "f", "parameters": {}}\nHope that helps.',
+         content="Hope that helps.", calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("python_tag then prose is content", "<|python_tag|>print(1)", content="<|python_tag|>print(1)", req=TOOLS),
+    case("broken JSON before commit is content", '{"name": "f", parameters: {}}',
+         content='{"name": "f", parameters: {}}', req=TOOLS),
+]}
+
+# ---------------------------------------------------------------- deepseek_v3 (+ deepseek_r1)
+B, E, CB, CE, SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+
+
+def dscall(name, args, typ="function"):
+    return CB + typ + SEP + name + "\n```json\n" + args + "\n```" + CE
+
+
+deepseek = {"reasoning": "deepseek_r1", "tool": "deepseek_v3", "cases": [
+    case("R1 reasoning then answer", "Let me see.\n</think>\n\nThe answer is 4.",
+         reasoning="Let me see.\n", content="\n\nThe answer is 4."),
+    case("R1 output that repeats <think>", "<think>\nabc</think>x", reasoning="\nabc", content="x"),
+    case("R1 reasoning, two calls",
+         "Need tools.</think>Checking." + B + dscall("get_weather", '{"location": "Tokyo"}') + "\n"
+         + dscall("get_time", '{"tz":"JST"}') + E,
+         reasoning="Need tools.", content="Checking.",
+         calls=[("get_weather", '{"location": "Tokyo"}'), ("get_time", '{"tz":"JST"}')], finish="tool_calls", req=TOOLS,
+         note="arguments raw, not re-serialised"),
+    case("multi-line arguments", "</think>" + B + dscall("f", '{\n  "a": 1\n}') + E,
+         calls=[("f", '{\n  "a": 1\n}')], finish="tool_calls", req=TOOLS,
+         note="deviation: vLLM's regex has no DOTALL and drops such a call"),
+    case("type other than function is content", "</think>" + B + dscall("f", "{}", typ="python") + E,
+         content=dscall("f", "{}", typ="python") + E, req=TOOLS,
+         note="the malformed call and what follows it (the calls-end marker too) are content"),
+    case("missing fence is content", "</think>" + B + CB + "function" + SEP + "f\n{}" + CE + E,
+         content=CB + "function" + SEP + "f\n{}" + CE + E, req=TOOLS,
+         note="the header text is content from <｜tool▁call▁begin｜> on; the calls-begin marker is consumed"),
+    case("truncated arguments keep the call", "</think>" + B + CB + "function" + SEP + "f\n```json\n{\"a\": ",
+         calls=[("f", '{"a": ')], finish="tool_calls", req=TOOLS),
+    case("text after the calls block", "</think>" + B + dscall("f", "{}") + E + "\nDone",
+         content="Done", calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("markers without tools are content", "</think>" + B + dscall("f", "{}") + E,
+         content=B + dscall("f", "{}") + E),
+]}
+
+# ---------------------------------------------------------------- mistral
+mistral = {"reasoning": "", "tool": "mistral", "cases": [
+    case("content only", "Bonjour!", content="Bonjour!"),
+    case("pre-v11 JSON array",
+         'Let me check.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris", "t": 2.50}}, '
+         '{"name": "get_time"}]</s>',
+         content="Let me check.", calls=[("get_weather", '{"city": "Paris", "t": 2.5}'), ("get_time", "{}")],
+         finish="tool_calls", req=TOOLS, note="arguments default to {}; </s> skipped as vLLM's detokenizer does"),
+    case("v11 name form with [ARGS]", '[TOOL_CALLS]add[ARGS]{"a": 3.5, "b": 4}',
+         calls=[("add", '{"a": 3.5, "b": 4}')], finish="tool_calls", req=TOOLS),
+    case("v11 name form, two calls, raw arguments", '[TOOL_CALLS]add{"a":1}[TOOL_CALLS]sub{"x": 1.50}',
+         calls=[("add", '{"a":1}'), ("sub", '{"x": 1.50}')], finish="tool_calls", req=TOOLS),
+    case("v11 malformed arguments stay a call", '[TOOL_CALLS]f{"a": ', calls=[("f", '{"a": ')],
+         finish="tool_calls", req=TOOLS),
+    case("pre-v11 array keeps non-ASCII raw", '[TOOL_CALLS][{"name": "f", "arguments": {"v": "\\u00e9t' + U + '"}}]',
+         calls=[("f", '{"v": "' + U + 't' + U + '"}')], finish="tool_calls", req=TOOLS),
+    case("name without arguments is content", "[TOOL_CALLS]lonely", content="[TOOL_CALLS]lonely", req=TOOLS),
+    case("array with a non-object is content", '[TOOL_CALLS][1, 2]', content="[TOOL_CALLS][1, 2]", req=TOOLS),
+]}
+
+# ---------------------------------------------------------------- openai / Harmony
+ST, CH, MS, CO, EN, CA, RE = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>", "<|return|>"
+harmony = {"reasoning": "openai_gptoss", "tool": "openai", "cases": [
+    case("analysis then final", CH + "analysis" + MS + "User says hi." + EN + ST + "assistant" + CH + "final" + MS
+         + "Hello!" + RE, reasoning="User says hi.", content="Hello!"),
+    case("tool call, ensure_ascii",
+         CH + "analysis" + MS + "Need weather." + EN + ST + "assistant" + CH + "commentary to=functions.get_weather "
+         + CO + "json" + MS + '{"city":"P' + U + 'ris","days":2.0}' + CA,
+         reasoning="Need weather.", calls=[("get_weather", dumps('{"city":"P' + U + 'ris","days":2.0}', True))],
+         finish="tool_calls", req=TOOLS, note="openai_tool_parser: json.dumps(json.loads(text)), ensure_ascii=True"),
+    case("recipient in the role part of the header",
+         ST + "assistant to=functions.lookup" + CH + "commentary json" + MS + '{"q": 1}' + CA,
+         calls=[("lookup", '{"q": 1}')], finish="tool_calls", req=TOOLS),
+    case("preamble and final joined", CH + "commentary" + MS + "Checking..." + EN + ST + "assistant" + CH
+         + "final" + MS + "Done." + RE, content="Checking...\nDone."),
+    case("two analysis messages joined", CH + "analysis" + MS + "a" + EN + ST + "assistant" + CH + "analysis" + MS
+         + "b" + EN + ST + "assistant" + CH + "final" + MS + "c" + RE, reasoning="a\nb", content="c"),
+    case("truncated final", CH + "final" + MS + "Partial ans", content="Partial ans"),
+    case("truncated analysis", CH + "analysis" + MS + "Still thinking", reasoning="Still thinking"),
+    case("truncated call keeps what was sent", CH + "commentary to=functions.f " + CO + "json" + MS + '{"a": [1, 2',
+         calls=[("f", '{"a": [1, 2')], finish="tool_calls", req=TOOLS,
+         note="deviation: vLLM lists only completed Harmony calls"),
+    case("invalid JSON arguments kept raw", CH + "commentary to=functions.f" + MS + "not json" + CA,
+         calls=[("f", "not json")], finish="tool_calls", req=TOOLS),
+    case("non-JSON content type is raw", CH + "commentary to=functions.f " + CO + "text" + MS + '{"a":1}' + CA,
+         calls=[("f", '{"a":1}')], finish="tool_calls", req=TOOLS),
+    case("built-in tool message dropped", CH + "analysis to=browser.search" + MS + '{"query":"x"}' + CA,
+         req=TOOLS),
+    case("function call without tools dropped", CH + "commentary to=functions.f" + MS + '{"a":1}' + CA + ST
+         + "assistant" + CH + "final" + MS + "ok" + RE, content="ok"),
+    case("plain text is content", "Just text.", content="Just text."),
+    case("a header inside a body ends the message", CH + "analysis" + MS + "think" + ST + "assistant" + CH + "final"
+         + MS + "answer" + RE, reasoning="think", content="answer"),
+    case("number cut short by the call marker", CH + "commentary to=functions.f" + MS + "42" + CA,
+         calls=[("f", "42")], finish="tool_calls", req=TOOLS),
+]}
+
+# ---------------------------------------------------------------- tool_choice named / required (hermes parser)
+choice = {"reasoning": "qwen3", "tool": "hermes", "cases": [
+    case("named tool choice", '{"city": "Paris"}', content="", calls=[("get_weather", '{"city": "Paris"}')],
+         req={"tools": True, "named_tool": "get_weather", "reasoning_ended": True},
+         note="arguments verbatim; content \"\"; finish stays stop"),
+    case("named tool choice after reasoning", "hmm</think>\n{\"a\": 1}", reasoning="hmm", content="",
+         calls=[("f", '\n{"a": 1}')], req={"tools": True, "named_tool": "f"}),
+    case("named, whitespace only", "  \n", content="", req={"tools": True, "named_tool": "f", "reasoning_ended": True}),
+    case("required", '[{"name": "a", "parameters": {"x": "' + U + '"}}, {"name": "b", "parameters": {}}]',
+         content="", calls=[("a", '{"x": "' + U + '"}'), ("b", "{}")], finish="tool_calls",
+         req={"tools": True, "tool_choice": "required", "reasoning_ended": True}),
+]}
+
+for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
+                    ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)]:
+    with open(fname + ".json", "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1)
+        f.write("\n")

@@ -1,0 +1,75 @@
+package parse
+
+// Where this package's output intentionally differs from vLLM's, and why. vLLM's streaming and
+// non-streaming paths disagree in each of these cases (or vLLM raises); a gateway that must give
+// one answer for both modes (ParseFinish equals the accumulated stream) takes the one below. Checked
+// against vLLM main of 2026: vllm/tool_parsers/{hermes,llama,deepseekv3,mistral,openai}_tool_parser.py,
+// vllm/reasoning/{basic_parsers,qwen3_reasoning_parser,gptoss_reasoning_parser}.py,
+// vllm/entrypoints/openai/chat_completion/serving.py, vllm/parser/llama_json.py.
+//
+// All JSON formats
+//   - Arguments are the json.dumps text of the non-streaming path in both modes (vLLM streams
+//     the raw text, so its deltas do not concatenate to its own non-streaming arguments).
+//     WithRawArguments gives the raw text in both modes instead (what vLLM's newer parser
+//     engine does for llama3_json).
+//   - Duplicate keys cannot be merged while streaming: {"a": 1, "a": 2} is sent as written
+//     (json.loads keeps the last value, {"a": 2}). Likewise the first "name" of an envelope
+//     and the first arguments key are used, where json.loads would keep the last.
+//   - A lone surrogate escape ("\ud83d" without its pair) is written as \ud83d even with
+//     ensure_ascii=False: Python keeps the code point, which cannot be encoded as UTF-8.
+//   - Nesting deeper than 512 is a syntax error (CPython's limit is its recursion limit).
+//   - A call is committed, and its first delta sent, once its name is known and its arguments
+//     have started. A call that breaks before that is content, as vLLM's non-streaming path
+//     makes it; one that breaks after it cannot be taken back:
+//       - truncated (max_tokens) inside the arguments: the call stays, with the arguments sent
+//         so far (vLLM non-streaming: all content; vLLM streaming: the partial call);
+//       - a syntax error inside the arguments: the rest of the call's text up to its end marker
+//         is appended raw to the arguments (vLLM non-streaming: content; Harmony: the whole
+//         body raw);
+//       - junk after a complete arguments value (a missing "}", text before "</tool_call>"):
+//         the call stays and the junk is content.
+//   - One malformed call does not turn the other calls into content (vLLM non-streaming drops
+//     every call of the response when one fails to parse).
+//   - An uncommitted call longer than MaxCallBytes (default 1 MiB) is given up as content.
+//
+// hermes
+//   - Text after a call (other than whitespace) is content; vLLM drops everything after the
+//     first "<tool_call>" that is not a call.
+//
+// llama3_json
+//   - Calls are recognised only when the output starts with "{" or "<|python_tag|>" (vLLM's
+//     streaming rule). vLLM's non-streaming path tries every "{" of the text, which cannot be
+//     streamed without holding all content back.
+//   - Text after the calls is content (vLLM: content null when calls were found).
+//
+// deepseek_v3
+//   - Arguments may span lines (vLLM's regex has no DOTALL, so its non-streaming path silently
+//     drops such a call while its streaming path sends it).
+//   - A call whose type is not "function" or whose header is malformed is content (vLLM raises a
+//     validation error or skips the call).
+//
+// mistral
+//   - The form (JSON array or name[ARGS]{...}) is chosen from the text, not from the tokenizer
+//     version; whitespace around a name is trimmed; a second "[TOOL_CALLS]" in the array form
+//     starts a new block (vLLM raises).
+//
+// <think> parsers
+//   - A "<think>" inside reasoning is dropped and the text before it stays reasoning (vLLM's
+//     non-streaming path drops the text before the first "<think>").
+//   - An empty reasoning block gives reasoning null (vLLM non-streaming: "").
+//   - With RequestInfo.ReasoningEnded everything is content even if "</think>" appears (vLLM's
+//     qwen3 non-streaming path still splits at it; its streaming path does not).
+//
+// openai / openai_gptoss (Harmony)
+//   - Markers are read from text decoded with special tokens kept, not from token ids, so a
+//     model writing a marker's characters as ordinary tokens is read as the marker.
+//   - Content joins final and preamble messages with "\n" as parse_chat_output does; the
+//     openai tool parser's non-streaming path keeps only the last final message (else the last
+//     preamble), which cannot be known while streaming.
+//   - A call is committed at its header, so a call truncated before "<|call|>" stays (vLLM
+//     lists only completed calls); tool_choice required/named are parsed as auto.
+//   - A "<|start|>" or "<|channel|>" inside a body ends that message (openai_harmony raises).
+//
+// Finish reason
+//   - "tool_calls" only when the engine stopped normally ("stop"); vLLM's non-streaming path
+//     also says "tool_calls" after "length" when calls were parsed.

@@ -10,6 +10,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/router"
+	"github.com/kvgate/kvgate/pkg/tokenizer"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -213,7 +214,11 @@ func buildModel(o *options, m modelOptions, log *zap.Logger) (router.Model, erro
 	fail := func(what string, err error) (router.Model, error) {
 		return rm, fmt.Errorf("gateway: model %q: %s%w", m.Name, what, err)
 	}
-	tok, err := loadModelTokenizer(m.ModelPath, m.Tokenizer)
+	path := m.ModelPath // validateFleet: not both
+	if path == "" {
+		path = m.Tokenizer
+	}
+	tok, err := tokenizer.LoadPath(path)
 	if err != nil {
 		return fail("", err)
 	}

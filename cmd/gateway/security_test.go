@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/kvgate/kvgate/internal/testutil"
 )
 
 // get sends a request with an optional bearer key and returns the status.
@@ -129,7 +130,7 @@ func TestClientKeysAndReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw.reload <- os.Interrupt // any signal value: serve only counts them
-	waitFor(t, "the new key file in force", func() bool { return get(t, gw.api+"/v1/models", "key-beta") == 200 })
+	testutil.WaitFor(t, "the new key file in force", func() bool { return get(t, gw.api+"/v1/models", "key-beta") == 200 })
 	if got := get(t, gw.api+"/v1/models", "key-alpha"); got != 401 {
 		t.Errorf("removed key after reload: got %d, want 401", got)
 	}
@@ -167,18 +168,5 @@ func TestBadKeyFlagsAreStartupErrors(t *testing.T) {
 		if strings.Contains(err.Error(), "S3CRET") {
 			t.Errorf("%q: error %q shows the key", args, err)
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(defaultTestTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
 	}
 }

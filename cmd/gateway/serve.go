@@ -26,7 +26,6 @@ import (
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
 	"github.com/kvgate/kvgate/pkg/router"
-	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
 
 // abortGrace bounds how long, after the drain deadline, handlers may take to send their
@@ -427,24 +426,4 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	enc.EncodeDuration = zapcore.StringDurationEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core), nil
-}
-
-// loadModelTokenizer loads a model directory's tokenizer (dir) or a tokenizer.json (file); neither
-// given: nil.
-func loadModelTokenizer(dir, file string) (*tokenizer.Tokenizer, error) {
-	switch {
-	case dir != "":
-		t, err := tokenizer.LoadDir(dir)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: model path %s: %w", dir, err)
-		}
-		return t, nil
-	case file != "":
-		t, err := tokenizer.LoadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: tokenizer %s: %w", file, err)
-		}
-		return t, nil
-	}
-	return nil, nil
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/kvgate/kvgate/pkg/indexer"
@@ -53,7 +52,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway tokenize: --blocks must be positive, got %d\n", *blocks)
 		return 2
 	}
-	tok, err := loadTokenizer(*path)
+	tok, err := tokenizer.LoadPath(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway tokenize: %v\n", err)
 		return 2
@@ -105,16 +104,4 @@ func (t *tokenizeLine) answer(buf, line []byte, tooLong bool) ([]byte, bool) {
 		buf = strconv.AppendUint(buf, k, 10)
 	}
 	return append(buf, "]}"...), false
-}
-
-// loadTokenizer loads a tokenizer.json file, or the one in a model directory.
-func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
-	}
-	if st.IsDir() {
-		return tokenizer.LoadDir(path)
-	}
-	return tokenizer.LoadFile(path)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
@@ -16,11 +15,7 @@ type hfCodec struct {
 
 // loadCodec loads a tokenizer.json file, or the tokenizer of a model directory.
 func loadCodec(path string) (*hfCodec, error) {
-	dir, file := "", path
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		dir, file = path, ""
-	}
-	t, err := tokenizer.LoadModel(dir, file)
+	t, err := tokenizer.LoadPath(path)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: tokenizer: %w", err)
 	}

@@ -127,12 +127,8 @@ func loadTextModel(o *options) (*textModel, error) {
 	if o.tokenizerPath == "" {
 		return m, nil
 	}
-	dir, file := "", o.tokenizerPath
 	modelDir := isDir(o.tokenizerPath)
-	if modelDir {
-		dir, file = o.tokenizerPath, ""
-	}
-	tok, err := tokenizer.LoadModel(dir, file)
+	tok, err := tokenizer.LoadPath(o.tokenizerPath)
 	if err != nil {
 		return nil, fmt.Errorf("simworker: load tokenizer: %w", err)
 	}

@@ -166,9 +166,6 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 // gateway picks default output parsers from it (parse.DefaultParserNames).
 func (r *Renderer) ModelType() string { return r.modelType }
 
-// Tokenizer returns the tokenizer the renderer encodes with (nil when it renders text only).
-func (r *Renderer) Tokenizer() *tokenizer.Tokenizer { return r.tok }
-
 // Render builds the prompt of a chat request and tokenizes it as the engine does (§9:
 // without adding special tokens unless the request asks). Every failure the request can
 // cause, including template errors, is a 400 in the OpenAI shape carrying the message vLLM

@@ -101,8 +101,8 @@ type Fleet struct {
 	runCtx  context.Context // nil until Run starts
 	// started is when Run started (unix nanos; 0 before), read by Ready without the lock.
 	started atomic.Int64
-	stopped bool            // Run has returned or is returning
-	wg      sync.WaitGroup  // per-worker goroutines and drains started under runCtx
+	stopped bool           // Run has returned or is returning
+	wg      sync.WaitGroup // per-worker goroutines and drains started under runCtx
 	// desired holds each origin's wanted workers (SyncWorkers, AddWorker), origins the order
 	// the origins first appeared in: the first to list a URL owns it.
 	desired map[string][]worker.Spec

@@ -35,7 +35,7 @@ type Member struct {
 	// for a worker that never passed one). recheck asks the health loop for an early check.
 	healthyOnce atomic.Bool
 	recheck     chan struct{}
-	closeOnce  sync.Once
+	closeOnce   sync.Once
 
 	eng engine.Engine
 

@@ -79,7 +79,7 @@ func newCost(cfg Config) (*cost, error) {
 		queueWeight:   cfg.QueueWeight,
 		decodeWeight:  cfg.DecodeWeight,
 		temperature:   cfg.Temperature,
-		filters: []costFilter{boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack}},
+		filters:       []costFilter{boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack}},
 		scorers: []costScorer{
 			termScorer{term: uncachedBlocks, weight: cfg.PrefillWeight, max: func(s *costScratch) float64 { return s.maxUncached }},
 			termScorer{term: queuedBlocks, weight: cfg.QueueWeight, max: func(s *costScratch) float64 { return s.maxQueued }},

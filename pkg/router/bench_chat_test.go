@@ -16,6 +16,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/tokenizer"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -92,7 +93,11 @@ func chatBodies(b *testing.B, n int, all bool) [][]byte {
 // next-turn: only the new user message is text the tokenizer has not seen; cold: all of it is.
 func BenchmarkGatewayOverheadChat(b *testing.B) {
 	dir := filepath.Join("..", "..", ".cache", "tokenizers", "qwen3")
-	r, err := chat.New(dir, chat.Options{})
+	tok, err := tokenizer.LoadDir(dir)
+	if err != nil {
+		b.Fatalf("Qwen3 model directory (make testdata): %v", err)
+	}
+	r, err := chat.New(dir, chat.Options{Tokenizer: tok})
 	if err != nil {
 		b.Fatalf("Qwen3 model directory (make testdata): %v", err)
 	}
@@ -106,7 +111,7 @@ func BenchmarkGatewayOverheadChat(b *testing.B) {
 			idx, _ := indexer.New(indexer.Config{})
 			tree, _ := indexer.NewTree(indexer.TreeConfig{})
 			pend, _ := indexer.NewPending(indexer.PendingConfig{})
-			rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: FromTokenizer(r.Tokenizer()),
+			rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: FromTokenizer(tok),
 				Chat: r}}, Logger: zap.NewNop()})
 			if err != nil {
 				b.Fatal(err)

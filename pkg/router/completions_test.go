@@ -181,7 +181,8 @@ func TestCompletionRetryOnNextWorker(t *testing.T) {
 	bad := newFakeWorker(t, "m")
 	good := newFakeWorker(t, "m")
 	p := &fixedPolicy{}
-	g := newTestGateway(t, testConfig{Policy: p}, bad.url(), good.url())
+	// Health checks after the first one are an hour apart: the failure is the request's to find.
+	g := newTestGateway(t, testConfig{Policy: p, HealthInterval: time.Hour}, bad.url(), good.url())
 	// The first worker now refuses connections: the request must be retried on the second.
 	bad.srv.Close()
 	resp, body := g.post(t, `{"prompt":"hello"}`)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/engine"
@@ -383,20 +384,7 @@ func mustIndex(t *testing.T) *indexer.Index {
 // waitFor polls cond until it holds or the test times out.
 func (g *testGateway) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	waitFor(t, what, cond)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(defaultTestTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testutil.WaitFor(t, what, cond)
 }
 
 // post sends a completion request and returns the response with its body read.

@@ -136,7 +136,7 @@ type Request struct {
 	// StopTokenIDs end generation with finish reason "stop" when drawn (they are included in
 	// the output, as vLLM does for stop token ids).
 	StopTokenIDs []uint32
-	// Seed seeds the output token sequence; see SeedFor.
+	// Seed seeds the output token sequence; see seedFor.
 	Seed uint64
 	// Script, when set, is the exact output (Replies): its tokens in order, then finish reason
 	// "stop", unless MaxTokens ends it first. The script's end stands for the model's EOS, so
@@ -181,10 +181,10 @@ func (r *Request) Output() []uint32 {
 	return r.tokens[len(r.Prompt):]
 }
 
-// SeedFor returns the output seed of sample index of a request: derived from the client's
+// seedFor returns the output seed of sample index of a request: derived from the client's
 // seed when it gave one, else from the prompt tokens, so identical requests produce identical
 // streams.
-func SeedFor(prompt []uint32, seed *int64, index int) uint64 {
+func seedFor(prompt []uint32, seed *int64, index int) uint64 {
 	var s uint64
 	if seed != nil {
 		s = uint64(*seed) ^ 0x5bd1e9955bd1e995

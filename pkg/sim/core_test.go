@@ -70,7 +70,7 @@ func seqTokens(base uint32, n int) []uint32 {
 }
 
 func newReq(id string, prompt []uint32, maxTokens int) *Request {
-	return &Request{ID: id, Prompt: prompt, MaxTokens: maxTokens, Seed: SeedFor(prompt, nil, 0)}
+	return &Request{ID: id, Prompt: prompt, MaxTokens: maxTokens, Seed: seedFor(prompt, nil, 0)}
 }
 
 func ttft(r *Request) time.Duration { return r.FirstToken - r.Arrival }
@@ -214,7 +214,7 @@ func TestCorePreemptionUnderMemoryPressure(t *testing.T) {
 func TestCoreDeterministicOutput(t *testing.T) {
 	run := func(prompt []uint32, seed *int64) []uint32 {
 		c := mustCore(t, Config{VocabSize: 1000, EOSTokenIDs: []uint32{0, 1, 2}})
-		r := &Request{ID: "d", Prompt: prompt, MaxTokens: 64, Seed: SeedFor(prompt, seed, 0)}
+		r := &Request{ID: "d", Prompt: prompt, MaxTokens: 64, Seed: seedFor(prompt, seed, 0)}
 		drive(t, c, []arrival{{0, r}})
 		return slices.Clone(r.Output())
 	}

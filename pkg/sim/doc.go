@@ -38,7 +38,7 @@
 // model without a template. Without max_tokens a chat answer may fill the context, as in vLLM.
 //
 // Output tokens are deterministic: a splitmix64 stream per request seeded from the client's
-// seed or the prompt (SeedFor), never an EOS id, so the output length is max_tokens unless a
+// seed or the prompt (seedFor), never an EOS id, so the output length is max_tokens unless a
 // stop token id or stop string ends it. A Replies script replaces the stream with a fixed
 // reply whose end stands for the model's EOS (ignore_eos and min_tokens carry generation past
 // it with sampled tokens, as they would past a real EOS). Latency metrics are in simulated

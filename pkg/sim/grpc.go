@@ -216,7 +216,7 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 	}
 	for k := range n {
 		r := &Request{ID: fmt.Sprintf("%s-%d", g.id, k), Prompt: g.ids, MaxTokens: maxTokens, StopTokenIDs: g.stopIDs,
-			MinTokens: g.minTokens, IgnoreEOS: g.ignoreEOS, Seed: SeedFor(g.ids, g.seed, k), Script: s.cfg.Replies.Next()}
+			MinTokens: g.minTokens, IgnoreEOS: g.ignoreEOS, Seed: seedFor(g.ids, g.seed, k), Script: s.cfg.Replies.Next()}
 		st, err := eng.Submit(r, g.stream, ready)
 		if err != nil {
 			abortAll()

@@ -486,7 +486,7 @@ func (s *Server) submit(p *parsedRequest, idPrefix, param string) (*generation, 
 			req := &Request{
 				ID: g.id + "-" + strconv.Itoa(len(g.choices)), Prompt: prompt, MaxTokens: p.maxTokens,
 				StopTokenIDs: p.stopIDs, MinTokens: p.minTokens, IgnoreEOS: p.ignoreEOS,
-				Seed: SeedFor(prompt, p.seed, k), Script: s.cfg.Replies.Next(),
+				Seed: seedFor(prompt, p.seed, k), Script: s.cfg.Replies.Next(),
 			}
 			st, err := g.eng.Submit(req, p.stream || len(p.stop) > 0, g.ready)
 			if err != nil {
@@ -789,7 +789,7 @@ func (s *Server) appendChunk(b []byte, id, created string, c *choice, text []byt
 	b = append(b, `,"stop_reason":null`...)
 	if withIDs {
 		b = append(b, `,"token_ids":`...)
-		b = appendUint32s(b, c.ids[c.idsSent:])
+		b = openai.AppendTokenArray(b, c.ids[c.idsSent:])
 	}
 	b = append(b, "}],\"usage\":null}\n\n"...)
 	return b

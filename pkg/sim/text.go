@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
 
@@ -44,10 +43,6 @@ func (d *wordDetok) Add(ids []uint32) string {
 	}
 	return string(d.buf)
 }
-
-// appendUint32s appends ids as a JSON array. It is openai.AppendTokenArray under the name
-// http.go calls, until that call uses openai.AppendTokenArray itself.
-func appendUint32s(b []byte, ids []uint32) []byte { return openai.AppendTokenArray(b, ids) }
 
 // NewTokenizerCodec returns the TextCodec of a Hugging Face tokenizer: completion prompts are
 // encoded as vLLM encodes them (special tokens added) and output is decoded with vLLM's

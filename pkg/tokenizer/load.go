@@ -22,18 +22,18 @@ func LoadDir(dir string) (*Tokenizer, error) {
 	return LoadFile(filepath.Join(dir, "tokenizer.json"))
 }
 
-// LoadModel loads the tokenizer a command's flags name: a model directory's (dir, as LoadDir)
-// or a tokenizer.json (file, as LoadFile). When both are given dir wins; when neither is, it
-// returns nil and a nil error, meaning "no tokenizer" (the caller decides whether that is
-// allowed). Errors are LoadDir's or LoadFile's, which name the file.
-func LoadModel(dir, file string) (*Tokenizer, error) {
-	switch {
-	case dir != "":
-		return LoadDir(dir)
-	case file != "":
-		return LoadFile(file)
+// LoadPath loads the tokenizer a command's flag names: a model directory's (as LoadDir) or a
+// tokenizer.json file (as LoadFile), whichever path is. An empty path returns nil and a nil
+// error, meaning "no tokenizer" (the caller decides whether that is allowed). Errors are
+// LoadDir's or LoadFile's, which name the file.
+func LoadPath(path string) (*Tokenizer, error) {
+	if path == "" {
+		return nil, nil
 	}
-	return nil, nil
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return LoadDir(path)
+	}
+	return LoadFile(path)
 }
 
 // LoadFile loads a tokenizer.json. A tokenizer_config.json next to it, when present, adds its

@@ -373,9 +373,9 @@ func TestLoadErrors(t *testing.T) {
 	})
 }
 
-// TestLoadModel checks LoadModel's choice between a model directory and a tokenizer.json, and
-// its nil, nil when given neither.
-func TestLoadModel(t *testing.T) {
+// TestLoadPath checks LoadPath's choice between a model directory and a tokenizer.json, and
+// its nil, nil for an empty path.
+func TestLoadPath(t *testing.T) {
 	root := t.TempDir()
 	write := func(name string, vocab string) string {
 		p := filepath.Join(root, name)
@@ -393,22 +393,22 @@ func TestLoadModel(t *testing.T) {
 	file := write("other/tokenizer.json", `{"a":0,"b":1,"ab":2,"c":3}`)
 	tests := []struct {
 		name      string
-		dir, file string
+		path      string
 		wantVocab int // 0: no tokenizer
 		wantErr   error
 	}{
-		{"neither", "", "", 0, nil},
-		{"dir", dir, "", 3, nil},
-		{"file", "", file, 4, nil},
-		{"both: dir wins", dir, file, 3, nil},
-		{"missing dir", filepath.Join(root, "nope"), "", 0, os.ErrNotExist},
-		{"missing file", "", filepath.Join(root, "nope.json"), 0, os.ErrNotExist},
+		{"empty", "", 0, nil},
+		{"dir", dir, 3, nil},
+		{"file", file, 4, nil},
+		{"missing", filepath.Join(root, "nope"), 0, os.ErrNotExist},
+		{"missing file", filepath.Join(root, "nope.json"), 0, os.ErrNotExist},
+		{"dir without tokenizer.json", root, 0, os.ErrNotExist},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tk, err := LoadModel(tt.dir, tt.file)
+			tk, err := LoadPath(tt.path)
 			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("LoadModel error = %v, want %v", err, tt.wantErr)
+				t.Fatalf("LoadPath error = %v, want %v", err, tt.wantErr)
 			}
 			switch {
 			case tt.wantVocab == 0 && tk != nil:
@@ -420,11 +420,6 @@ func TestLoadModel(t *testing.T) {
 			}
 		})
 	}
-	t.Run("file is a directory", func(t *testing.T) {
-		if tk, err := LoadModel("", dir); err == nil || tk != nil {
-			t.Errorf("LoadModel(\"\", dir) = %v, %v; want an error (a file is a tokenizer.json, not a model directory)", tk, err)
-		}
-	})
 }
 
 func TestConcurrentEncode(t *testing.T) {

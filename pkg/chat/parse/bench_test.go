@@ -71,7 +71,7 @@ func moduleRootDir(tb testing.TB) string {
 // the cost per streamed token.
 func BenchmarkParseStream(b *testing.B) {
 	pieces, how := benchPieces(b)
-	p, err := NewParsers(ReasoningQwen3, ToolHermes, WithRand(seqRand(1)))
+	p, err := NewParsers(ReasoningQwen3, ToolHermes, withRand(seqRand(1)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func BenchmarkParseStream(b *testing.B) {
 
 // BenchmarkParseWhole parses benchOutput in one call.
 func BenchmarkParseWhole(b *testing.B) {
-	p, err := NewParsers(ReasoningQwen3, ToolHermes, WithRand(seqRand(1)))
+	p, err := NewParsers(ReasoningQwen3, ToolHermes, withRand(seqRand(1)))
 	if err != nil {
 		b.Fatal(err)
 	}

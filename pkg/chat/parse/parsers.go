@@ -92,9 +92,9 @@ type Parsers struct {
 // Option configures NewParsers.
 type Option func(*Parsers)
 
-// WithRand sets the source of the random tool-call ids (default math/rand/v2). Tests pass a
+// withRand sets the source of the random tool-call ids (default math/rand/v2). Tests pass a
 // deterministic one.
-func WithRand(r func() uint64) Option { return func(p *Parsers) { p.rand = r } }
+func withRand(r func() uint64) Option { return func(p *Parsers) { p.rand = r } }
 
 // WithRawArguments makes JSON tool-call arguments stream verbatim, as the model wrote them,
 // instead of re-formatted as vLLM's non-streaming json.dumps does.

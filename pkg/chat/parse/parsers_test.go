@@ -79,7 +79,7 @@ func seqRand(seed uint64) func() uint64 {
 
 func newTestParsers(t testing.TB, reasoning, tool string, opts ...Option) *Parsers {
 	t.Helper()
-	p, err := NewParsers(reasoning, tool, append([]Option{WithRand(seqRand(7))}, opts...)...)
+	p, err := NewParsers(reasoning, tool, append([]Option{withRand(seqRand(7))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,11 @@ package kvgate_test
 
 import (
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -158,5 +163,71 @@ func TestImportRuleTable(t *testing.T) {
 		if got := allowed(list, tt.imp); got != tt.want {
 			t.Errorf("%s → %s: got %v, want %v", tt.pkg, tt.imp, got, tt.want)
 		}
+	}
+}
+
+// maxFuncLines is the longest function (from its func line to its closing brace) the module's
+// pkg/ and cmd/ may hold: a function longer than a screen holds more than one step.
+const maxFuncLines = 100
+
+// TestFunctionLength fails for every function or method in a non-test, non-generated Go file
+// under pkg/ or cmd/ that is longer than maxFuncLines.
+func TestFunctionLength(t *testing.T) {
+	fset := token.NewFileSet()
+	checked := 0
+	for _, root := range []string{"pkg", "cmd"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+			if err != nil {
+				return err
+			}
+			if ast.IsGenerated(f) {
+				return nil
+			}
+			for _, decl := range f.Decls {
+				fd, ok := decl.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				checked++
+				if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > maxFuncLines {
+					t.Errorf("%s: %s is %d lines, more than %d: split it into its steps", fset.Position(fd.Pos()), funcName(fd), n, maxFuncLines)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no function checked; the check checked nothing")
+	}
+}
+
+// funcName returns fd's name, with its receiver type for a method.
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	typ := fd.Recv.List[0].Type
+	for {
+		switch e := typ.(type) {
+		case *ast.StarExpr:
+			typ = e.X
+			continue
+		case *ast.IndexExpr:
+			typ = e.X
+			continue
+		case *ast.IndexListExpr:
+			typ = e.X
+			continue
+		case *ast.Ident:
+			return e.Name + "." + fd.Name.Name
+		}
+		return fd.Name.Name
 	}
 }

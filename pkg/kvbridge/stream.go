@@ -1,6 +1,7 @@
 package kvbridge
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync/atomic"
@@ -531,3 +532,15 @@ func (b *backoff) next() time.Duration {
 
 // progressed resets the delay after a connection that made progress.
 func (b *backoff) progressed() { b.cur = b.min }
+
+// sleep waits for d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

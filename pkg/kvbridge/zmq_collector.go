@@ -296,12 +296,8 @@ func (c *ZMQCollector) readLoop(ctx context.Context) {
 		wait := bo.next()
 		c.log.Warn("kvbridge: collector failed; rebinding", zap.String("listen", c.cfg.Listen), zap.Error(err),
 			zap.Duration("backoff", wait))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -366,12 +366,8 @@ func (r *zmqReader) run(ctx context.Context) {
 		wait := bo.next()
 		r.src.log.Warn("kvbridge: zmq subscriber failed; reconnecting", zap.String("worker", r.src.cfg.Worker),
 			zap.Int("rank", r.rank), zap.Error(err), zap.Duration("backoff", wait))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }

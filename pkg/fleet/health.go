@@ -77,15 +77,43 @@ func (m *Member) checkHealth(ctx context.Context) bool {
 	if err == nil {
 		m.healthyOnce.Store(true)
 	}
-	if m.w.SetHealth(err == nil, msg) {
-		if err == nil {
+	changed := m.w.SetHealth(err == nil, msg)
+	switch {
+	case err == nil:
+		m.downSince.Store(0)
+		if changed {
 			m.f.log.Info("worker healthy", zap.String("worker", m.w.URL()))
-		} else {
-			m.f.log.Warn("worker unhealthy; its cached blocks leave the index", zap.String("worker", m.w.URL()), zap.String("reason", msg))
-			m.forgetCache()
 		}
+	case changed:
+		m.wentDown()
+		m.f.log.Warn("worker unhealthy", zap.String("worker", m.w.URL()), zap.String("reason", msg))
+	default:
+		m.forgetIfLongDown()
 	}
 	return err == nil
+}
+
+// wentDown records when the worker turned unhealthy.
+func (m *Member) wentDown() { m.downSince.CompareAndSwap(0, m.f.cfg.Now().UnixNano()) }
+
+// forgetIfLongDown forgets the worker's cache (forgetCache) once it has been unhealthy for a
+// whole HealthInterval, once per outage. A worker down for less keeps its blocks in the index:
+// a worker whose health flaps (a slow /health under load, a network blip) still holds its
+// cache, and forgetting it at every flap would send its prefixes elsewhere while it is up and
+// copy them over the fleet (issue 21). A worker that is gone stays down, and a restarted
+// engine is caught by its event stream (a reconnect replays, a publisher restart clears: the
+// stream rules of kvbridge); only a tree-scored worker back within the interval with an empty
+// cache is scored from a stale tree until its entries age out, which costs misses, never a
+// wrong answer.
+func (m *Member) forgetIfLongDown() {
+	since := m.downSince.Load()
+	if since <= 0 || m.f.cfg.Now().Sub(time.Unix(0, since)) < m.f.cfg.HealthInterval {
+		return
+	}
+	if m.downSince.CompareAndSwap(since, -1) { // -1: down, and forgotten
+		m.f.log.Warn("worker down for a health interval; its cached blocks leave the index", zap.String("worker", m.w.URL()))
+		m.forgetCache()
+	}
 }
 
 // scrapeEngineLoad reads the engine's own load, running+waiting requests (an http:// worker's

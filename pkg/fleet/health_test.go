@@ -149,3 +149,48 @@ func TestReadyStopsWaitingAfterOneInterval(t *testing.T) {
 		t.Errorf("ready %v after start with b never healthy, want about the %v interval", d, interval)
 	}
 }
+
+// storeBlocks puts n blocks of worker m's into its pool's index, as its events would.
+func storeBlocks(t *testing.T, m *Member, n int) {
+	t.Helper()
+	toks := make([]uint32, n*DefaultBlockSize)
+	for i := range toks {
+		toks[i] = uint32(i + 1)
+	}
+	keys := indexer.AppendBlockKeys(nil, toks, DefaultBlockSize, "")
+	hs := make([]uint64, len(keys))
+	copy(hs, keys)
+	res := m.Pool().Lookup().Index.Apply(m.LookupWorker().IDs[0], []indexer.Event{{Kind: indexer.EventStored, Hashes: hs, Tokens: toks, BlockSize: DefaultBlockSize, Medium: "GPU"}})
+	if res.Stored != n {
+		t.Fatalf("stored %d of %d blocks", res.Stored, n)
+	}
+}
+
+// A worker down for less than a health interval keeps its blocks in the index (a flapping
+// health check must not send its prefixes elsewhere once it is back); one down for longer loses
+// them.
+func TestForgetOnlyAfterAnInterval(t *testing.T) {
+	w := newTestWorker(t, true)
+	const interval = 2 * time.Second
+	f := runFleet(t, Config{HealthInterval: interval}, w.srv.URL)
+	m := f.Snapshot().Members()[0]
+	waitFor(t, "the worker healthy", m.Worker().Healthy)
+	storeBlocks(t, m, 4)
+	// A brief outage: a failed request marks it down, the next checks find it up again.
+	m.MarkDown("request failed: reset")
+	waitFor(t, "the worker healthy again", m.Worker().Healthy)
+	if n := m.IndexBlocks(); n != 4 {
+		t.Fatalf("blocks after a brief outage: got %d, want 4 (kept)", n)
+	}
+	// A long one: down for good.
+	w.up.Store(false)
+	m.MarkDown("request failed: refused")
+	start := time.Now()
+	waitFor(t, "the blocks of a worker down for an interval forgotten", func() bool { return m.IndexBlocks() == 0 })
+	if d := time.Since(start); d < interval/2 {
+		t.Errorf("forgotten %v after going down, want about one health interval (%v)", d, interval)
+	}
+	if m.Worker().Healthy() {
+		t.Error("healthy while its /health fails")
+	}
+}

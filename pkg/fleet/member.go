@@ -35,6 +35,9 @@ type Member struct {
 	// for a worker that never passed one). recheck asks the health loop for an early check.
 	healthyOnce atomic.Bool
 	recheck     chan struct{}
+	// downSince is when the worker turned unhealthy (unix nanos), 0 while healthy, -1 once
+	// its cache has been forgotten (health.go, forgetIfLongDown).
+	downSince atomic.Int64
 	closeOnce   sync.Once
 
 	eng engine.Engine
@@ -191,27 +194,28 @@ func (m *Member) streamSettled() bool {
 }
 
 // MarkDown marks the worker unhealthy for reason (a request to it failed in transport) until
-// its next health check, which comes soon (healthRecheckMin), and forgets its cache as a failed
-// health check does. It reports whether the worker was healthy before.
+// its next health check, which comes soon (healthRecheckMin); as after a failed health check,
+// its cache is forgotten if it stays down for a health interval. It reports whether the worker
+// was healthy before.
 func (m *Member) MarkDown(reason string) bool {
 	if !m.w.SetHealth(false, reason) {
 		return false
 	}
+	m.wentDown()
 	select {
 	case m.recheck <- struct{}{}:
 	default: // a re-check is asked for already
 	}
 	m.f.log.Warn("worker marked down after a failed request", zap.String("worker", m.w.URL()), zap.String("reason", reason))
-	m.forgetCache()
 	return true
 }
 
 // forgetCache clears what the gateway believes the worker caches (indexer.Lookup.Forget).
-// Called when the worker goes down: a crashed engine comes back with an empty cache, and
-// routing on its old blocks would send requests to a worker that no longer has them. A worker
-// that was only briefly unreachable rebuilds its view from its event stream: on reconnect the
-// stream replays from 0, and a batch whose parent was cleared makes the stream resync
-// (kvbridge.Consumer's contract).
+// Called when the worker has been down for a health interval (forgetIfLongDown): a crashed
+// engine comes back with an empty cache, and routing on its old blocks would send requests to
+// a worker that no longer has them. Its event stream rebuilds the view when it is back: on
+// reconnect the stream replays from 0, and a batch whose parent was cleared makes the stream
+// resync (kvbridge.Consumer's contract).
 func (m *Member) forgetCache() { m.pool.lookup.Forget(m.LookupWorker()) }
 
 // LookupWorker describes the worker to its pool's lookup: its DP ranks' IDs, its spec's block

@@ -30,6 +30,7 @@ type options struct {
 
 	faultDropEvery, faultRestartAfter int
 	faultEventDelay, faultStallFor    time.Duration
+	faultHealthFlap                   time.Duration
 	faultStallAfter, faultExitAfter   int64
 	replyFile                         string
 
@@ -70,6 +71,8 @@ Fault switches (for reliability tests):
   --fault-stall-after N     after N finished requests the engine freezes (no tokens, no
                             events) for --fault-stall-for (0 = until shutdown)
   --fault-exit-after N      exit(3) abruptly after N completed requests, HTTP or gRPC (a crash)
+  --fault-health-flap D     /health answers 503 during every other D (the engine keeps serving):
+                            a worker whose health check flaps
 
 Flags:
 `
@@ -137,6 +140,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.faultStallAfter, "fault-stall-after", 0, "freeze the engine after N finished requests (0 = off)")
 	fs.DurationVar(&o.faultStallFor, "fault-stall-for", 0, "how long --fault-stall-after freezes the engine (0 = until shutdown)")
 	fs.Int64Var(&o.faultExitAfter, "fault-exit-after", 0, "exit abruptly (status 3) after N completed requests (0 = off)")
+	fs.DurationVar(&o.faultHealthFlap, "fault-health-flap", 0, "answer /health 503 during every other period of this length (0 = off)")
 	fs.StringVar(&o.replyFile, "reply-file", "", "FILE of JSON strings, one per line: generation n emits exactly the tokens of line n mod N and stops (needs --tokenizer)")
 	fs.StringVar(&o.apiKey, "api-key", "", "require Authorization: Bearer KEY on /v1/* (401 {\"error\":\"Unauthorized\"} otherwise, as vLLM's --api-key) and as gRPC authorization metadata")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate: serve HTTP (https://) and gRPC over TLS (with --tls-key)")

@@ -268,7 +268,8 @@ type servers struct {
 // nothing stays open.
 func newServers(o *options, log *zap.Logger, m *textModel, ranks sim.Ranks, bridge *kvbridge.BridgeServer, reg *prometheus.Registry) (*servers, error) {
 	onCompleted := exitAfter(o, log)
-	scfg := sim.ServerConfig{Model: o.model, Codec: m.codec, Logger: log, OnCompleted: onCompleted, Replies: m.replies, ChatParsers: o.parsers}
+	scfg := sim.ServerConfig{Model: o.model, Codec: m.codec, Logger: log, OnCompleted: onCompleted, Replies: m.replies, ChatParsers: o.parsers,
+		HealthFlap: o.faultHealthFlap}
 	if m.renderer != nil {
 		scfg.Chat = m.renderer
 	}

@@ -29,6 +29,25 @@ const (
 	ReasonPrefixHash Reason = "prefix_hash"
 )
 
+// Explain says in a sentence, for /debug/route, what the rule that gave r chose.
+func (r Reason) Explain() string {
+	switch r {
+	case ReasonCacheHit, ReasonTreeHit, ReasonPendingHit:
+		return "the longest cached prefix (from the event index, the approximate tree or the pending overlay) among the workers under the load bound, ties by lower load"
+	case ReasonImbalance:
+		return "the least-loaded worker: the fleet is imbalanced (load spread over the absolute and relative thresholds; a joining worker, say) and no worker under the load bound holds the prefix (with --bounded-load-factor 0, SMG's cascade: every request while imbalanced)"
+	case ReasonOverloaded:
+		return "the least-loaded worker: the worker holding the prefix is at or above the load bound, so the prefix spills and is cached here too"
+	case ReasonNoMatch:
+		return "the least-loaded worker: no worker holds enough of the prompt (cache threshold)"
+	case ReasonRetry:
+		return "the next-best worker, after the first one failed before its first byte"
+	case ReasonCost:
+		return "the lowest cost in blocks: uncached prompt blocks, queued prefill and held KV, among the workers under the load bound"
+	}
+	return "the " + string(r) + " policy's pick"
+}
+
 // Candidate is one healthy worker serving the request's model, as the router sees it for one
 // request. The router fills a slice of them (reused across requests) and passes it to Pick.
 type Candidate struct {

@@ -118,8 +118,9 @@ func TestDebugRouteExplains(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &ex); err != nil {
 		t.Fatal(err)
 	}
-	if ex.PromptTokens != 41 || ex.RequestBlocks != 2 || len(ex.Workers) != 2 || ex.Decision == nil || ex.Decision.Reason != "no_match" {
-		t.Errorf("explanation: got %s", body)
+	if ex.PromptTokens != 41 || ex.RequestBlocks != 2 || len(ex.Workers) != 2 || ex.Decision == nil || ex.Decision.Reason != "no_match" ||
+		ex.Decision.Note != policy.ReasonNoMatch.Explain() {
+		t.Errorf("explanation: got %s, want reason no_match explained", body)
 	}
 	// Explaining records nothing: a real request afterwards still matches nothing.
 	r, _ := g.post(t, `{"prompt":[`+toks+`]}`)

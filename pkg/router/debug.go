@@ -160,7 +160,7 @@ func explainPick(pol policy.Policy, s *routeScratch, tokens []uint32, bs int) *d
 	if d.Index < 0 || d.Index >= len(ms) {
 		return nil
 	}
-	return &decisionView{Worker: ms[d.Index].Worker().URL(), Reason: string(d.Reason), MatchedBlocks: s.cands[d.Index].Matched}
+	return &decisionView{Worker: ms[d.Index].Worker().URL(), Reason: string(d.Reason), MatchedBlocks: s.cands[d.Index].Matched, Note: d.Reason.Explain()}
 }
 
 // debugTokens returns the tokens /debug/route explains: ?tokens=1,2,3, or ?prompt= tokenized

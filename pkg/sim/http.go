@@ -42,6 +42,10 @@ type ServerConfig struct {
 	// ChatParsers splits reasoning and tool calls out of chat output, as vLLM's
 	// --reasoning-parser and --tool-call-parser do; nil: all text is content.
 	ChatParsers *parse.Parsers
+	// HealthFlap, when > 0, makes /health answer 503 during every other period of this length
+	// from the server's start, while everything else goes on serving: a worker whose health
+	// check flaps (the --fault-health-flap switch). 0: /health always answers 200.
+	HealthFlap time.Duration
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
@@ -56,6 +60,7 @@ type Server struct {
 	log      *zap.Logger
 	mux      *http.ServeMux
 	created  int64
+	started  time.Time // for HealthFlap
 	nextID   atomic.Uint64
 }
 
@@ -73,7 +78,8 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	s := &Server{cfg: cfg, ranks: ranks, gatherer: gatherer, log: cfg.Logger, mux: http.NewServeMux(), created: time.Now().Unix()}
+	now := time.Now()
+	s := &Server{cfg: cfg, ranks: ranks, gatherer: gatherer, log: cfg.Logger, mux: http.NewServeMux(), created: now.Unix(), started: now}
 	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
@@ -133,7 +139,13 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	_, _ = w.Write(errorJSON(e))
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	if f := s.cfg.HealthFlap; f > 0 && (time.Since(s.started)/f)%2 == 1 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	cfg := s.ranks[0].Config()

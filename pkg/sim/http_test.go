@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -476,3 +477,27 @@ var cmpSortU64 = cmp.Transformer("sort", func(in []uint64) []uint64 {
 	}
 	return out
 })
+
+// TestHTTPHealthFlap: with HealthFlap, /health alternates between 200 and 503 while
+// completions go on being served.
+func TestHTTPHealthFlap(t *testing.T) {
+	env := newTestEnv(t, Config{}, 0, 1, ServerConfig{HealthFlap: 100 * time.Millisecond})
+	seen := map[int]bool{}
+	ok := harness.Eventually(defaultTestTimeout, func() bool {
+		resp, err := http.Get(env.srv.URL + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		seen[resp.StatusCode] = true
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			if code, body := env.post(t, `{"prompt":[1,2,3],"max_tokens":2}`); code != http.StatusOK {
+				t.Fatalf("completion while /health fails: %d %s", code, body)
+			}
+		}
+		return seen[http.StatusOK] && seen[http.StatusServiceUnavailable]
+	})
+	if !ok {
+		t.Errorf("/health answered %v, want both 200 and 503", seen)
+	}
+}

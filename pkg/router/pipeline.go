@@ -91,8 +91,8 @@ func (rt *Router) resolve(c *call, name string) (known bool) {
 func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *endpoint) {
 	s := rt.takeScratch()
 	defer rt.scratch.Put(s)
-	var dec decision
-	if aerr := rt.route(s, &dec, c, nil); aerr != nil {
+	dec := &s.dec // in the pooled scratch: passed to the endpoint's writer, a local would escape
+	if aerr := rt.route(s, dec, c, nil); aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
@@ -107,7 +107,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 	}
 	for attempt := 0; ; attempt++ {
 		dec.record(c.routeTokens())
-		started, err := rt.send(ctx, w, &dec, c, ep)
+		started, err := rt.send(ctx, w, dec, c, ep)
 		dec.pick.Done()
 		if err == nil || started {
 			return
@@ -128,7 +128,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 			dec.m.MarkDown("request failed: " + te.Error())
 		}
 		if attempt == 0 && retryable(err) {
-			if rerr := rt.route(s, &dec, c, dec.m); rerr == nil {
+			if rerr := rt.route(s, dec, c, dec.m); rerr == nil {
 				continue
 			}
 		}

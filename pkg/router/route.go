@@ -35,6 +35,7 @@ func (d *decision) record(tokens []uint32) {
 // routeScratch holds the per-request buffers of route; taken from Router.scratch so that the
 // hot path does not allocate.
 type routeScratch struct {
+	dec     decision // the request's decision (serve)
 	sel     fleet.Selection
 	workers []indexer.LookupWorker
 	scores  []indexer.Score

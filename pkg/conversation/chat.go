@@ -40,11 +40,11 @@ type chatMessage struct {
 	// item is the user, system, developer or tool item the message is made of.
 	item *openai.Item
 	// Assistant parts, set as items merge in.
-	text                    string
-	hasText, hasReasoning   bool
-	reasoning               string
-	calls                   []*openai.Item
-	fromInstructions        bool
+	text                  string
+	hasText, hasReasoning bool
+	reasoning             string
+	calls                 []*openai.Item
+	fromInstructions      bool
 }
 
 // chatConversation is a turn's conversation as chat messages, before encoding.

@@ -72,7 +72,9 @@ func decodeRecord(b []byte) (*Record, error) {
 		return nil, errBadRecord
 	}
 	b = b[k:]
-	r.Ancestors = make([]string, 0, n)
+	if n > 0 {
+		r.Ancestors = make([]string, 0, n)
+	}
 	for range n {
 		a, ok := field()
 		if !ok {

@@ -66,6 +66,7 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
 	opt.MaxRetries = 0 // a failed call is answered at once (503); the client retries the turn
+	opt.DialerRetries = 1
 	opt.ContextTimeoutEnabled = true
 	return &Redis{c: redis.NewClient(opt), ttl: cfg.TTL, prefix: cfg.Prefix, appendScript: redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end

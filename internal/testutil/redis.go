@@ -17,7 +17,7 @@ type Redis struct {
 	*harness.Process
 	// Addr is 127.0.0.1:PORT, URL redis://Addr/0.
 	Addr, URL string
-	Port     int
+	Port      int
 }
 
 // StartRedis starts Debian's redis-server (tools/deps.sh test installs it) on a free loopback

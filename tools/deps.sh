@@ -6,7 +6,7 @@ set -euo pipefail
 want=(libzmq3-dev pkg-config)
 case "${1:-build}" in
   build) ;;
-  test) want+=(nginx prometheus protobuf-compiler libprotobuf-dev python3-jinja2 dnsmasq-base) ;; # protoc: make check; python3-jinja2: pkg/chat's golden check (tools/chat/gen.py); dnsmasq-base: the DNS discovery e2e (internal/harness StartDNS)
+  test) want+=(nginx prometheus protobuf-compiler libprotobuf-dev python3-jinja2 dnsmasq-base redis-server) ;; # protoc: make check; python3-jinja2: pkg/chat's golden check (tools/chat/gen.py); dnsmasq-base: the DNS discovery e2e (internal/harness StartDNS); redis-server: the Responses store (testutil.StartRedis)
   generate) want+=(protobuf-compiler libprotobuf-dev) ;; # libprotobuf-dev: the well-known types
   *) echo "usage: $0 build|test|generate" >&2; exit 2 ;;
 esac
@@ -22,5 +22,5 @@ if ((${#missing[@]})); then
 fi
 # nginx and prometheus start system services on install on some images; the tests start their own.
 if [ "${1:-}" = test ]; then
-  systemctl stop nginx prometheus >/dev/null 2>&1 || true
+  systemctl stop nginx prometheus redis-server >/dev/null 2>&1 || true
 fi

@@ -42,6 +42,8 @@ type options struct {
 	Model     string `yaml:"model"`
 	// Chat rendering and parsing, with vLLM's flag names (DESIGN.md §10).
 	chatOptions `yaml:",inline"`
+	// The Responses API's store (responses.go).
+	responsesOptions `yaml:",inline"`
 
 	Workers []workerEntry `yaml:"workers"`
 	// Discover are DNS names whose addresses become workers (pkg/discovery), re-resolved every
@@ -147,6 +149,7 @@ func defaultOptions() options {
 	pc := policy.DefaultConfig()
 	return options{
 		chatOptions:         defaultChatOptions(),
+		responsesOptions:    defaultResponsesOptions(),
 		Host:                "127.0.0.1",
 		Port:                30000,
 		PrometheusPort:      29000,
@@ -232,7 +235,8 @@ func (f discoverFlag) Set(s string) error {
 const usageHead = `gateway: kvgate, a cache-aware OpenAI-compatible gateway for LLM inference workers.
 
 Usage:
-  gateway [flags]                 serve (POST /v1/completions and /v1/chat/completions, GET /v1/models,
+  gateway [flags]                 serve (POST /v1/completions, /v1/chat/completions and /v1/responses,
+                                  /v1/conversations, GET /v1/models,
                                   /health, /readiness on --port; admin /workers, /debug/route on
                                   --admin-port; metrics on --prometheus-port)
   gateway tokenize [flags]        print the token ids the gateway routes on (see gateway tokenize -h)
@@ -283,6 +287,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "tokenizer.json `FILE` (instead of --model-path)")
 	fs.StringVar(&o.Model, "model", o.Model, "served model `NAME` (default: --model-path's base name, else the name the first worker reports)")
 	o.chatOptions.addFlags(fs)
+	o.responsesOptions.addFlags(fs)
 	fs.Var(workerFlag{o}, "worker", "worker `SPEC` (repeatable; see above)")
 	fs.Var(discoverFlag{o}, "discover", "DNS discovery `SPEC`: dns=NAME[,srv=true] and a worker SPEC template with {host} (and {port}) (repeatable; see above)")
 	fs.DurationVar(&o.DiscoverInterval, "discover-interval", o.DiscoverInterval, "how often --discover names are resolved again (a failed lookup keeps the last answer's workers)")
@@ -395,6 +400,9 @@ func (o *options) validate() error {
 		}
 	}
 	if err := o.chatOptions.validate(); err != nil {
+		return err
+	}
+	if err := o.responsesOptions.validate(); err != nil {
 		return err
 	}
 	return o.validateFleet()

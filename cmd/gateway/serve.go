@@ -54,6 +54,7 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 		return err
 	}
 	defer func() { _ = g.log.Sync() }()
+	defer g.closeResponses()
 	lns, err := listen(o)
 	if err != nil {
 		return err
@@ -62,7 +63,7 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	addrs := lns.addrs()
 	g.log.Info("gateway listening", zap.Stringer("api", addrs.API), zap.Any("admin", addrs.Admin), zap.Any("metrics", addrs.Metrics),
 		zap.String("policy", o.Policy), zap.String("kv_index", o.KVIndex), zap.String("model", g.defaultModel), zap.Int("workers", len(o.Workers)),
-		zap.Strings("client_keys", g.clients.KeyNames()), zap.Bool("admin_token", o.AdminToken != ""))
+		zap.Strings("client_keys", g.clients.KeyNames()), zap.Bool("admin_token", o.AdminToken != ""), zap.String("responses_store", o.storeName()))
 	warnExposure(g.log, o, addrs, g.clients.KeyNames())
 	var cw *fsnotify.Watcher
 	if path := configPath(o); path != "" {
@@ -117,6 +118,8 @@ type gateway struct {
 	reloader  *reloader
 	// defaultModel is the default model's configured name ("" when its workers report it).
 	defaultModel string
+	// closeResponses releases the Responses store (a Redis client's connections).
+	closeResponses func()
 }
 
 // build wires the gateway of o: logger, metrics, every model, the router, the client guard,
@@ -141,6 +144,9 @@ func build(o options, stderr io.Writer) (*gateway, error) {
 		return nil, err
 	}
 	rcfg.Clients, g.defaultModel = g.clients, rcfg.Models[0].Name
+	if rcfg.Responses, g.closeResponses, err = o.buildResponses(g.reg); err != nil {
+		return nil, err
+	}
 	if g.rt, err = router.New(rcfg); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,9 @@
 // client keys (when there are any) and then admitted by its key's rate and concurrency limits,
 // before the handler sees it.
 //
+// The name of the key a request was admitted with is in its context (KeyName), for handlers
+// that keep per-client state.
+//
 // Files: keys.go holds the key file format (ParseKeys), the key set matched in constant time
 // (KeySet) and the credential parsers (BearerToken; the "api-key" header); guard.go the Guard,
 // its key generations and reloads (SetKeys); limits.go the per-key limiters and their metrics.

@@ -1,6 +1,7 @@
 package clientauth
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -151,8 +152,24 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		defer release()
+		if c.name != anonymousClient || g.state.Load().keys.Len() > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), keyNameKey{}, c.name))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// keyNameKey is the context key of the client key's name (KeyName).
+type keyNameKey struct{}
+
+// KeyName returns the name of the client key a Guard admitted the request of ctx with, or ""
+// when there is none (no Guard, no client keys configured, or an open path). Handlers scope
+// per-client state by it: the Responses API's stored responses and conversations are visible
+// only to the key that created them (a key keeps its state across reloads while its name
+// stays; a renamed key starts afresh). Names, never keys, are what it returns.
+func KeyName(ctx context.Context) string {
+	s, _ := ctx.Value(keyNameKey{}).(string)
+	return s
 }
 
 // authenticate returns the client a request acts as: its key's, or the anonymous client when

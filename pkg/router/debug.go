@@ -86,6 +86,10 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, aerr)
 		return
 	}
+	if isResponsesBody(body) {
+		rt.explainResponses(w, r, body) // responses_api.go
+		return
+	}
 	ep := completions
 	if isChatBody(body) {
 		ep = chatCompletions

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
+	"github.com/kvgate/kvgate/pkg/conversation"
 	"github.com/kvgate/kvgate/pkg/fleet"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	// Fleet configures the workers' health checks, event streams and drains. Its Logger,
 	// Registerer and Now are the router's own (below).
 	Fleet fleet.Config
+	// Responses keeps the Responses and Conversations APIs' state (pkg/conversation). nil: a
+	// service over an in-memory store with its default bounds, registered on Registerer.
+	Responses *conversation.Service
 	// Clients, when set, guards the public API (Handler) with client keys and per-key limits
 	// (clientauth); /health and /readiness must be among its open paths. nil: no client
 	// authentication and no limits.
@@ -81,6 +85,8 @@ type Router struct {
 	now     func() time.Time
 	scratch sync.Pool // the routing decision's per-request buffers
 	fleet   *fleet.Fleet
+	// responses is the Responses API's state (Config.Responses).
+	responses *conversation.Service
 	// adminKeys holds the admin token (nil: the admin API is open).
 	adminKeys *clientauth.KeySet
 	// loadMaxAge is how old an engine-load sample may be before only in-flight counts.
@@ -131,6 +137,9 @@ func New(cfg Config) (*Router, error) {
 	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
 	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
 	if rt.met, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if rt.responses, err = responsesService(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.AdminToken != "" {

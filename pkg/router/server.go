@@ -9,7 +9,7 @@ import (
 )
 
 // Handler returns the gateway's public API: POST /v1/completions, POST /v1/chat/completions,
-// GET /v1/models, GET /health and GET /readiness, behind Config.Clients (client keys and
+// the Responses and Conversations APIs (/v1/responses, /v1/conversations), GET /v1/models, GET /health and GET /readiness, behind Config.Clients (client keys and
 // per-key limits) when set; /health and /readiness stay open for probes (OpenPaths). Unknown paths, the admin API's among them, answer an OpenAI-style 404: the admin API
 // is served only by AdminHandler (DESIGN.md §11). Metrics are served separately
 // (Config.Registerer).
@@ -21,6 +21,7 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
 	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true}
+	rt.responsesRoutes(mux, known) // POST /v1/responses and the stored-state calls (responses.go)
 	mux.Handle("/", rt.instrument("other", notFound(known)))
 	return rt.cfg.Clients.Wrap(mux)
 }

@@ -1,0 +1,249 @@
+package conversation
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisConfig configures a Redis store.
+type RedisConfig struct {
+	// URL is redis://[[USER]:PASSWORD@]HOST:PORT/DB (rediss:// for TLS).
+	URL string
+	// TTL is how long an entry nobody reads or writes is kept (default 24 h); every read
+	// renews what it read.
+	TTL time.Duration
+	// Prefix starts every key (default "kvgate:"), so that one Redis can serve other uses.
+	Prefix string
+	// Timeout bounds each operation, connecting included (default 1 s): a Redis that does
+	// not answer turns into a 503 for the turns that need it, not a hung request.
+	Timeout time.Duration
+}
+
+// Redis is the Store shared by several gateway replicas (and kept across their restarts): a
+// follow-up may land on any replica and find its chain. Each response record is one string
+// key (resp:SCOPE:ID, the encoding of record.go) with a TTL renewed by reads (GETEX); a
+// conversation is its metadata key (conv:SCOPE:ID) and a list of its items (items:SCOPE:ID).
+// Redis itself bounds the memory: give it a maxmemory and a maxmemory-policy such as
+// volatile-lru (docs/responses.md).
+//
+// The client is github.com/redis/go-redis/v9, Redis's own Go client (the redis organisation
+// maintains it, it follows every Redis release, and it is the most used): pooled connections,
+// pipelines for the one-round-trip chain read, context deadlines on every call, and RESP2/3.
+// rueidis, the other client the redis organisation keeps, adds client-side caching and
+// automatic pipelining that the store does not need, through a command-builder API. Safe for
+// concurrent use; Close releases its connections.
+type Redis struct {
+	c      *redis.Client
+	ttl    time.Duration
+	prefix string
+	// appendScript appends items to a conversation only while it exists.
+	appendScript *redis.Script
+}
+
+// NewRedis validates cfg and returns a store; it does not connect until the first call.
+func NewRedis(cfg RedisConfig) (*Redis, error) {
+	opt, err := redis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("conversation: redis url: %w", err)
+	}
+	if cfg.TTL < 0 || cfg.Timeout < 0 {
+		return nil, errors.New("conversation: redis: ttl and timeout must not be negative")
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Second
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "kvgate:"
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	opt.MaxRetries = 0 // a failed call is answered at once (503); the client retries the turn
+	opt.DialerRetries = 1
+	opt.ContextTimeoutEnabled = true
+	return &Redis{c: redis.NewClient(opt), ttl: cfg.TTL, prefix: cfg.Prefix, appendScript: redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 2, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return 1`)}, nil
+}
+
+// Close releases the connections.
+func (r *Redis) Close() error { return r.c.Close() }
+
+// Ping checks that Redis answers.
+func (r *Redis) Ping(ctx context.Context) error { return unavailable(r.c.Ping(ctx).Err()) }
+
+func (r *Redis) respKey(scope, id string) string  { return r.prefix + "resp:" + scope + ":" + id }
+func (r *Redis) convKey(scope, id string) string  { return r.prefix + "conv:" + scope + ":" + id }
+func (r *Redis) itemsKey(scope, id string) string { return r.prefix + "items:" + scope + ":" + id }
+
+// unavailable wraps a client error (not redis.Nil) in ErrUnavailable.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// GetResponses implements Store: one pipeline of GETEX (renewing each record's TTL).
+func (r *Redis) GetResponses(ctx context.Context, scope string, ids []string) ([]*Record, error) {
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.GetEx(ctx, r.respKey(scope, id), r.ttl)
+		}
+		return nil
+	})
+	if err := unavailable(err); err != nil {
+		return nil, err
+	}
+	out := make([]*Record, len(ids))
+	for i, c := range cmds {
+		b, err := c.Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		if out[i], err = decodeRecord(b); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ids[i], err)
+		}
+	}
+	return out, nil
+}
+
+// PutResponse implements Store.
+func (r *Redis) PutResponse(ctx context.Context, scope string, rec *Record) error {
+	return unavailable(r.c.Set(ctx, r.respKey(scope, rec.ID), encodeRecord(rec), r.ttl).Err())
+}
+
+// DeleteResponse implements Store.
+func (r *Redis) DeleteResponse(ctx context.Context, scope, id string) (bool, error) {
+	n, err := r.c.Del(ctx, r.respKey(scope, id)).Result()
+	return n > 0, unavailable(err)
+}
+
+// encodeConversation is a conversation's metadata key: created-at as a varint, then the
+// metadata JSON.
+func encodeConversation(c *Conversation) []byte {
+	return append(binary.AppendVarint(nil, c.CreatedAt), c.Metadata...)
+}
+
+func decodeConversation(id string, b []byte) (*Conversation, error) {
+	t, k := binary.Varint(b)
+	if k <= 0 {
+		return nil, errBadRecord
+	}
+	return &Conversation{ID: id, CreatedAt: t, Metadata: b[k:]}, nil
+}
+
+// GetConversation implements Store, renewing the conversation and its items.
+func (r *Redis) GetConversation(ctx context.Context, scope, id string) (*Conversation, error) {
+	var get *redis.StringCmd
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.GetEx(ctx, r.convKey(scope, id), r.ttl)
+		p.PExpire(ctx, r.itemsKey(scope, id), r.ttl)
+		return nil
+	})
+	if err := unavailable(err); err != nil {
+		return nil, err
+	}
+	b, err := get.Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return decodeConversation(id, b)
+}
+
+// PutConversation implements Store.
+func (r *Redis) PutConversation(ctx context.Context, scope string, c *Conversation) error {
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, r.convKey(scope, c.ID), encodeConversation(c), r.ttl)
+		p.PExpire(ctx, r.itemsKey(scope, c.ID), r.ttl)
+		return nil
+	})
+	return unavailable(err)
+}
+
+// ConversationItems implements Store: the metadata (renewed) and the items in one pipeline.
+func (r *Redis) ConversationItems(ctx context.Context, scope, id string) ([][]byte, bool, error) {
+	var exists *redis.IntCmd
+	var items *redis.StringSliceCmd
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, r.convKey(scope, id))
+		p.PExpire(ctx, r.convKey(scope, id), r.ttl)
+		items = p.LRange(ctx, r.itemsKey(scope, id), 0, -1)
+		p.PExpire(ctx, r.itemsKey(scope, id), r.ttl)
+		return nil
+	})
+	if err := unavailable(err); err != nil {
+		return nil, false, err
+	}
+	if exists.Val() == 0 {
+		return nil, false, nil
+	}
+	vals := items.Val()
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		out[i] = []byte(v)
+	}
+	return out, true, nil
+}
+
+// AppendItems implements Store with a script that appends only to an existing conversation.
+func (r *Redis) AppendItems(ctx context.Context, scope, id string, items [][]byte) (bool, error) {
+	args := make([]any, 0, len(items)+1)
+	args = append(args, strconv.FormatInt(r.ttl.Milliseconds(), 10))
+	for _, it := range items {
+		args = append(args, it)
+	}
+	n, err := r.appendScript.Run(ctx, r.c, []string{r.convKey(scope, id), r.itemsKey(scope, id)}, args...).Int()
+	if err := unavailable(err); err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// DeleteItem implements Store.
+func (r *Redis) DeleteItem(ctx context.Context, scope, id, itemID string) (bool, error) {
+	items, ok, err := r.ConversationItems(ctx, scope, id)
+	if err != nil || !ok {
+		return false, err
+	}
+	for _, it := range items {
+		if itemIDOf(it) == itemID {
+			n, err := r.c.LRem(ctx, r.itemsKey(scope, id), 1, it).Result()
+			return n > 0, unavailable(err)
+		}
+	}
+	return false, nil
+}
+
+// DeleteConversation implements Store.
+func (r *Redis) DeleteConversation(ctx context.Context, scope, id string) (bool, error) {
+	var del *redis.IntCmd
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		del = p.Del(ctx, r.convKey(scope, id))
+		p.Del(ctx, r.itemsKey(scope, id))
+		return nil
+	})
+	if err := unavailable(err); err != nil {
+		return false, err
+	}
+	return del.Val() > 0, nil
+}
+
+var _ Store = (*Redis)(nil)

@@ -1,0 +1,269 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/clientauth"
+	"github.com/kvgate/kvgate/pkg/conversation"
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// POST /v1/responses on the pipeline (DESIGN.md §13): the body is parsed
+// (openai.ParseResponses) and expanded by the Responses state (conversation.Service.Begin:
+// the stored chain or conversation it continues, in the client key's scope) into the chat
+// request the turn runs as, which then takes the chat endpoint's parse and prompt: rendered
+// and tokenized exactly, routed cache-aware on the whole history, sent to HTTP workers as
+// /v1/chat/completions and to gRPC workers as Generate with the model's parsers. The writer
+// converts the chat answer into the response object or the Responses events, stores the
+// response (conversation.Service.Finish) before the client sees it complete, and keeps the
+// started/not-started contract of relay: a failure before the worker's first piece is retried.
+
+// responsesTurn is one POST /v1/responses in flight: its turn and its endpoint value (the
+// chat endpoint's parse, the turn's prompt and writer).
+type responsesTurn struct {
+	t  *conversation.Turn
+	ep *endpoint
+}
+
+// handleResponses serves POST /v1/responses.
+func (rt *Router) handleResponses(w http.ResponseWriter, r *http.Request) {
+	c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
+	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+	defer release()
+	var tn *responsesTurn
+	if aerr == nil {
+		tn, _, aerr = rt.beginTurn(r.Context(), clientauth.KeyName(r.Context()), body, c, true)
+	}
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return
+	}
+	rt.serve(w, r, c, tn.ep)
+}
+
+// beginTurn parses and expands a Responses body and prepares its chat request on c (the
+// pipeline's prepare: parse, resolve, render). It returns the rendered prompt.
+func (rt *Router) beginTurn(ctx context.Context, scope string, body []byte, c *call, requireKnown bool) (*responsesTurn, string, *openai.Error) {
+	req, aerr := openai.ParseResponses(body, openai.Limits{})
+	if aerr != nil {
+		return nil, "", aerr
+	}
+	t, aerr := rt.responses.Begin(ctx, scope, req)
+	if aerr != nil {
+		return nil, "", aerr
+	}
+	tn := &responsesTurn{t: t}
+	tn.ep = &endpoint{parse: chatCompletions.parse, prompt: tn.prompt, write: tn.write}
+	prompt, aerr := rt.prepare(tn.ep, t.ChatBody(make([]byte, 0, len(body)+1024), 0), c, requireKnown)
+	t.Model = c.req.Model
+	return tn, prompt, aerr
+}
+
+// prompt renders the turn's chat request as the chat endpoint does; with truncation "auto",
+// a conversation over --max-prompt-tokens loses its oldest messages (after the instructions)
+// until it fits, the fewest that do, found by bisection over re-renders.
+func (tn *responsesTurn) prompt(rt *Router, c *call) (string, *openai.Error) {
+	p, aerr := chatCompletions.prompt(rt, c)
+	if aerr == nil || tn.t.Req.Truncation != "auto" || aerr.Code != "context_length_exceeded" {
+		return p, aerr
+	}
+	fits := func(drop int) (string, *openai.Error) {
+		cr, perr := openai.ParseChat(tn.t.ChatBody(nil, drop), openai.Limits{MaxN: rt.cfg.MaxN})
+		if perr != nil {
+			return "", perr
+		}
+		c.req.Chat = cr
+		return chatCompletions.prompt(rt, c)
+	}
+	n := tn.t.Droppable()
+	if p, aerr = fits(n); aerr != nil {
+		return "", aerr // even the last message alone is too long
+	}
+	lo, hi := 1, n // hi fits
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if _, err := fits(mid); err == nil {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if hi != n {
+		p, aerr = fits(hi)
+	}
+	return p, aerr
+}
+
+// countTokens returns a counter of text tokens with the model's tokenizer (nil without one).
+func countTokens(c *call) func(string) int {
+	tok := c.model.tok
+	if tok == nil {
+		return nil
+	}
+	return func(s string) int {
+		ids, err := tok.Encode(nil, s, false)
+		if err != nil {
+			return 0
+		}
+		return len(ids)
+	}
+}
+
+// write converts the worker's chat answer (the endpoint's writer, same contract as relay).
+func (tn *responsesTurn) write(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (bool, *openai.Error) {
+	defer resp.Body.Close()
+	piece, err := resp.Body.Next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		if ctx.Err() != nil {
+			return false, ctxError(ctx)
+		}
+		return false, engine.Classify(err)
+	}
+	dec.pick.Prefilled()
+	switch {
+	case resp.Status != http.StatusOK:
+		// The engine's own answer to the request (a 4xx an HTTP engine passes through).
+		return rt.passThrough(ctx, w, resp, piece, err, dec, c)
+	case resp.SSE:
+		tn.stream(rt, ctx, w, resp, piece, err, dec, c)
+		return true, nil
+	}
+	return tn.whole(rt, ctx, w, resp, piece, err, c)
+}
+
+// passThrough relays an engine's non-200 answer as it is.
+func (rt *Router) passThrough(ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *decision, c *call) (bool, *openai.Error) {
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	rt.observeTTFT(c)
+	w.WriteHeader(resp.Status)
+	rt.copyBody(ctx, resp, piece, err, func(p []byte) error { _, werr := w.Write(p); return werr }, func(*openai.Error) { panic(http.ErrAbortHandler) }, dec)
+	return true, nil
+}
+
+// whole answers a non-streaming turn: the worker's chat.completion, read whole, becomes the
+// response object, stored before it is sent. Nothing is written before the body is complete,
+// so a worker failing mid-body is retried like one failing before its first byte.
+func (tn *responsesTurn) whole(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, c *call) (bool, *openai.Error) {
+	body := append([]byte(nil), piece...)
+	for err == nil {
+		piece, err = resp.Body.Next()
+		body = append(body, piece...)
+	}
+	if !errors.Is(err, io.EOF) {
+		if ctx.Err() != nil {
+			return false, ctxError(ctx)
+		}
+		return false, engine.Classify(err)
+	}
+	res, aerr := tn.t.FromCompletion(body, countTokens(c))
+	if aerr == nil {
+		body, aerr = rt.responses.Finish(ctx, tn.t, res)
+	}
+	if aerr != nil {
+		openai.WriteError(w, aerr)
+		return true, nil
+	}
+	rt.observeTTFT(c)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+	return true, nil
+}
+
+// stream answers a streaming turn: each piece of the worker's chunk stream becomes the
+// Responses events it implies, written and flushed at once; at the end the response is stored
+// and the terminal event carries it. A failure after the first event is one error event.
+func (tn *responsesTurn) stream(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *decision, c *call) {
+	st := tn.t.NewStream()
+	sse := openai.NewSSE(w)
+	rt.observeTTFT(c)
+	sse.Start(http.StatusOK)
+	buf := st.Begin(make([]byte, 0, 4096))
+	for {
+		var aerr *openai.Error
+		if buf, aerr = st.Feed(buf, piece); aerr != nil {
+			_ = sse.Write(st.Error(buf, aerr))
+			return
+		}
+		if len(buf) > 0 && sse.Write(buf) != nil {
+			return // the client went away
+		}
+		buf = buf[:0]
+		if err != nil {
+			break
+		}
+		piece, err = resp.Body.Next()
+	}
+	if !errors.Is(err, io.EOF) {
+		if ae := rt.midStreamFailure(ctx, err, dec); ae != nil {
+			_ = sse.Write(st.Error(buf, ae))
+		}
+		return
+	}
+	buf, res := st.End(buf, countTokens(c))
+	out, aerr := rt.responses.Finish(ctx, tn.t, res)
+	if aerr != nil {
+		_ = sse.Write(st.Error(buf, aerr))
+		return
+	}
+	_ = sse.Write(st.Terminal(buf, res.Status, out))
+}
+
+// midStreamFailure classifies a worker failure after the stream started, as copyBody does;
+// nil when the client itself went away.
+func (rt *Router) midStreamFailure(ctx context.Context, err error, dec *decision) *openai.Error {
+	if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) {
+		return nil
+	}
+	ae := engine.Classify(err)
+	if ctx.Err() != nil {
+		ae = ctxError(ctx)
+	}
+	if !shuttingDown(ctx) {
+		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
+		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
+	}
+	return ae
+}
+
+// responsesRoutes adds the Responses and Conversations API routes to the public mux and their
+// paths to known (405 for other methods).
+func (rt *Router) responsesRoutes(mux *http.ServeMux, known map[string]bool) {
+	routes := map[string]http.HandlerFunc{
+		"POST /v1/responses":                            rt.handleResponses,
+		"GET /v1/responses/{id}":                        rt.handleGetResponse,
+		"DELETE /v1/responses/{id}":                     rt.handleDeleteResponse,
+		"GET /v1/responses/{id}/input_items":            rt.handleInputItems,
+		"POST /v1/conversations":                        rt.handleCreateConversation,
+		"GET /v1/conversations/{id}":                    rt.handleGetConversation,
+		"POST /v1/conversations/{id}":                   rt.handleUpdateConversation,
+		"DELETE /v1/conversations/{id}":                 rt.handleDeleteConversation,
+		"GET /v1/conversations/{id}/items":              rt.handleListItems,
+		"POST /v1/conversations/{id}/items":             rt.handleAddItems,
+		"GET /v1/conversations/{id}/items/{item_id}":    rt.handleGetItem,
+		"DELETE /v1/conversations/{id}/items/{item_id}": rt.handleDeleteItem,
+	}
+	patterns := make([]string, 0, len(routes))
+	for p := range routes {
+		patterns = append(patterns, p)
+	}
+	sort.Strings(patterns)
+	for _, p := range patterns {
+		_, path, _ := strings.Cut(p, " ")
+		mux.Handle(p, rt.instrument(path, routes[p]))
+	}
+	known["/v1/responses"], known["/v1/conversations"] = true, true
+}

@@ -73,9 +73,14 @@ func (m *Member) checkHealth(ctx context.Context) bool {
 	msg := ""
 	if err != nil {
 		msg = err.Error()
+		m.checkFailures.Add(1)
+		if m.inconclusive() {
+			return false // still serving: keep it, and check again soon
+		}
 	}
 	if err == nil {
 		m.healthyOnce.Store(true)
+		m.failingSince.Store(0)
 	}
 	changed := m.w.SetHealth(err == nil, msg)
 	switch {
@@ -91,6 +96,27 @@ func (m *Member) checkHealth(ctx context.Context) bool {
 		m.forgetIfLongDown()
 	}
 	return err == nil
+}
+
+// inconclusive reports whether a failed health check of a healthy worker is outweighed by the
+// requests it serves: it answered one within the last HealthInterval, and its checks have been
+// failing for less than that. Such a worker stays in rotation while it is checked again
+// (healthRecheckMin on): a /health that flaps under load must not take a serving worker out
+// and copy its prefixes over the fleet (issue 21). A worker that really fails is caught at once
+// by the first request it fails in transport (MarkDown); one that hangs stops answering, so
+// after one interval its checks count.
+func (m *Member) inconclusive() bool {
+	if !m.w.Healthy() {
+		return false
+	}
+	now := m.f.cfg.Now()
+	first := m.failingSince.Load()
+	if first == 0 {
+		m.failingSince.Store(now.UnixNano())
+		first = now.UnixNano()
+		m.f.log.Info("worker failed a health check while serving requests; checking it again before taking it out", zap.String("worker", m.w.URL()))
+	}
+	return now.Sub(time.Unix(0, first)) < m.f.cfg.HealthInterval && now.Sub(m.w.LastServed()) < m.f.cfg.HealthInterval
 }
 
 // wentDown records when the worker turned unhealthy.

@@ -194,3 +194,46 @@ func TestForgetOnlyAfterAnInterval(t *testing.T) {
 		t.Error("healthy while its /health fails")
 	}
 }
+
+// A failed health check of a worker that is serving requests is checked again rather than
+// taking it out at once (a /health that flaps under load); if its checks keep failing for a
+// health interval it goes out. A worker that serves nothing goes out at its first failure.
+func TestFailedCheckWhileServing(t *testing.T) {
+	const interval = 2 * time.Second
+	serving, idle := newTestWorker(t, true), newTestWorker(t, true)
+	f := runFleet(t, Config{HealthInterval: interval}, serving.srv.URL, idle.srv.URL)
+	ms := f.Snapshot().Members()
+	s, i := ms[0], ms[1]
+	waitFor(t, "both healthy", func() bool { return s.Worker().Healthy() && i.Worker().Healthy() })
+	// The serving worker answers requests all along (as the router marks it, at each first
+	// piece), until the test ends.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			s.Worker().MarkServed(time.Now())
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	serving.up.Store(false)
+	idle.up.Store(false)
+	waitFor(t, "the idle worker out at its failed check", func() bool { return !i.Worker().Healthy() })
+	waitFor(t, "a failed check of the serving worker", func() bool { return s.HealthCheckFailures() > 0 })
+	start := time.Now()
+	if !s.Worker().Healthy() {
+		t.Fatal("the serving worker was taken out at its first failed check")
+	}
+	waitFor(t, "the serving worker out after an interval of failed checks", func() bool { return !s.Worker().Healthy() })
+	if d := time.Since(start); d > 2*interval {
+		t.Errorf("out %v after its first failed check, want within about one interval (%v)", d, interval)
+	}
+	if n := s.HealthCheckFailures(); n < 3 {
+		t.Errorf("failed checks counted: %d, want the re-checks too", n)
+	}
+}

@@ -36,9 +36,13 @@ type Member struct {
 	healthyOnce atomic.Bool
 	recheck     chan struct{}
 	// downSince is when the worker turned unhealthy (unix nanos), 0 while healthy, -1 once
-	// its cache has been forgotten (health.go, forgetIfLongDown).
-	downSince atomic.Int64
-	closeOnce   sync.Once
+	// its cache has been forgotten (health.go, forgetIfLongDown). failingSince is when the
+	// checks of a worker still in rotation began to fail (0: they pass; inconclusive).
+	downSince    atomic.Int64
+	failingSince atomic.Int64
+	// checkFailures counts the failed health checks (HealthCheckFailures).
+	checkFailures atomic.Int64
+	closeOnce     sync.Once
 
 	eng engine.Engine
 
@@ -217,6 +221,10 @@ func (m *Member) MarkDown(reason string) bool {
 // reconnect the stream replays from 0, and a batch whose parent was cleared makes the stream
 // resync (kvbridge.Consumer's contract).
 func (m *Member) forgetCache() { m.pool.lookup.Forget(m.LookupWorker()) }
+
+// HealthCheckFailures returns how many health checks of the worker have failed, those
+// outweighed by the requests it was serving included.
+func (m *Member) HealthCheckFailures() int64 { return m.checkFailures.Load() }
 
 // LookupWorker describes the worker to its pool's lookup: its DP ranks' IDs, its spec's block
 // size and whether it is scored from events.

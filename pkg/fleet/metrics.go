@@ -33,11 +33,12 @@ var (
 	descBlocks   = prometheus.NewDesc("kvgate_index_blocks", "Blocks the event index holds for the worker (summed over DP ranks).", []string{"worker"}, nil)
 	descEvents   = prometheus.NewDesc("kvgate_worker_event_fed", "1 when the worker is scored from its KV-event stream, 0 when from the approximate tree.", []string{"worker"}, nil)
 	descStream   = prometheus.NewDesc("kvgate_worker_event_stream_state", "State of the worker's KV-event stream (1 for the current state: connecting, up, down, unavailable, stopped).", []string{"worker", "state"}, nil)
+	descChecks   = prometheus.NewDesc("kvgate_worker_health_check_failures_total", "Failed health checks of the worker, those that took it out of rotation and those outweighed by the requests it was serving.", []string{"worker"}, nil)
 	descDraining = prometheus.NewDesc("kvgate_workers_draining", "Workers that left the fleet and are finishing their in-flight requests.", nil, nil)
 )
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInFlight, descHealthy, descEngine, descBlocks, descEvents, descStream, descDraining} {
+	for _, d := range []*prometheus.Desc{descInFlight, descHealthy, descEngine, descBlocks, descEvents, descStream, descChecks, descDraining} {
 		ch <- d
 	}
 }
@@ -57,6 +58,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		if st, ok := m.StreamState(); ok {
 			ch <- prometheus.MustNewConstMetric(descStream, prometheus.GaugeValue, 1, lbl, st.String())
 		}
+		ch <- prometheus.MustNewConstMetric(descChecks, prometheus.CounterValue, float64(m.HealthCheckFailures()), lbl)
 	}
 }
 

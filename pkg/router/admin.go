@@ -34,7 +34,10 @@ type workerView struct {
 	EventFed        bool    `json:"event_fed"`
 	EventStream     string  `json:"event_stream,omitempty"`
 	IndexBlocks     int     `json:"index_blocks"`
-	Runtime         string  `json:"runtime_detected,omitempty"`
+	// HealthCheckFailures counts the worker's failed health checks, those that did not take
+	// it out of rotation (it was serving requests) included.
+	HealthCheckFailures int64  `json:"health_check_failures"`
+	Runtime             string `json:"runtime_detected,omitempty"`
 }
 
 func (rt *Router) view(m *fleet.Member) workerView {
@@ -43,6 +46,7 @@ func (rt *Router) view(m *fleet.Member) workerView {
 		Spec: w.Spec().Redacted(), Origin: m.Origin(), Kind: w.Kind().String(), Healthy: w.Healthy(), HealthMessage: w.HealthMessage(),
 		ReportedModel: w.ReportedModel(), InFlight: w.InFlight(), BlockSizeUsed: m.BlockSize(),
 		EventFed: m.EventFed(), IndexBlocks: m.IndexBlocks(), EventStream: m.EventStream(), Runtime: string(m.Engine().Runtime()),
+		HealthCheckFailures: m.HealthCheckFailures(),
 	}
 	if !m.Pool().Default() {
 		v.Pool = m.Pool().Name()

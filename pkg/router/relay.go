@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -20,16 +21,10 @@ import (
 // the relay quietly; Body.Close then cancels (and aborts) the upstream call.
 func (rt *Router) relay(ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error) {
 	defer resp.Body.Close()
-	piece, err := resp.Body.Next()
-	if err != nil && !errors.Is(err, io.EOF) {
-		if ctx.Err() != nil {
-			return false, ctxError(ctx)
-		}
-		return false, engine.Classify(err)
+	piece, err, aerr := firstPiece(ctx, resp, dec)
+	if aerr != nil {
+		return false, aerr
 	}
-	// The first piece means the worker has computed the prompt (for a stream, it is the first
-	// token): its prefill no longer queues ahead of other requests (policy cost).
-	dec.pick.Prefilled()
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v
@@ -55,6 +50,24 @@ func (rt *Router) relay(ctx context.Context, w http.ResponseWriter, resp *engine
 	}
 	rt.copyBody(ctx, resp, piece, err, write, func(*openai.Error) { panic(http.ErrAbortHandler) }, dec)
 	return true, nil
+}
+
+// firstPiece reads the first piece of a worker's answer. A failure there is returned as aerr
+// (nothing was written: the request may be retried elsewhere); otherwise piece and err are the
+// body's first Next. The first piece means the worker has computed the prompt (for a stream, it
+// is the first token): its prefill no longer queues ahead of other requests (policy cost), and
+// the worker is seen serving (worker.MarkServed: fleet weighs a failed health check against it).
+func firstPiece(ctx context.Context, resp *engine.Response, dec *decision) (piece []byte, err error, aerr *openai.Error) {
+	piece, err = resp.Body.Next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		if ctx.Err() != nil {
+			return nil, nil, ctxError(ctx)
+		}
+		return nil, nil, engine.Classify(err)
+	}
+	dec.pick.Prefilled()
+	dec.m.Worker().MarkServed(time.Now())
+	return piece, err, nil
 }
 
 // copyBody writes piece and the rest of resp's body with write until the body ends, the client

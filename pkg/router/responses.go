@@ -121,14 +121,10 @@ func countTokens(c *call) func(string) int {
 // write converts the worker's chat answer (the endpoint's writer, same contract as relay).
 func (tn *responsesTurn) write(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (bool, *openai.Error) {
 	defer resp.Body.Close()
-	piece, err := resp.Body.Next()
-	if err != nil && !errors.Is(err, io.EOF) {
-		if ctx.Err() != nil {
-			return false, ctxError(ctx)
-		}
-		return false, engine.Classify(err)
+	piece, err, aerr := firstPiece(ctx, resp, dec)
+	if aerr != nil {
+		return false, aerr
 	}
-	dec.pick.Prefilled()
 	switch {
 	case resp.Status != http.StatusOK:
 		// The engine's own answer to the request (a 4xx an HTTP engine passes through).

@@ -32,6 +32,7 @@ type Worker struct {
 	healthy    atomic.Bool
 	checked    atomic.Bool // at least one health check finished
 	failures   atomic.Int32
+	served     atomic.Int64 // unix nanos of the last answer a request got from it (MarkServed)
 	model      atomic.Pointer[string]
 	adapters   atomic.Pointer[[]string] // LoRA adapters the worker lists; nil = none known
 	healthMsg  atomic.Pointer[string]
@@ -94,6 +95,18 @@ func (w *Worker) Release(h Hold) {
 	w.inflight.Add(-1)
 	w.prefill.Add(-h.Prefill)
 	w.active.Add(-h.Blocks)
+}
+
+// MarkServed records that a request got the first piece of its answer from the worker at t:
+// the passive evidence that it serves, which a failed health check is weighed against.
+func (w *Worker) MarkServed(t time.Time) { w.served.Store(t.UnixNano()) }
+
+// LastServed returns when a request last got an answer from the worker (the zero time: never).
+func (w *Worker) LastServed() time.Time {
+	if t := w.served.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
 }
 
 // InFlight returns this gateway's requests currently outstanding on the worker.

@@ -140,13 +140,94 @@ func TestPlan(t *testing.T) {
 	for _, c := range o.plan() {
 		got = append(got, fmt.Sprintf("%s %s %d", c.Workload, c.spec(), c.Gateways))
 	}
-	if len(got) != 5*3+6+3*2 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
-		got[len(got)-1] != "chat cache_aware/events 4" {
-		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, then 3 × 2 on chat", got)
+	steady := 5*3 + 6 + 3*2
+	if len(got) != steady+3*3 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
+		got[steady-1] != "chat cache_aware/events 4" {
+		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, 3 × 2 on chat, then 3 × 3 scenarios", got)
 	}
-	o.chatConfigs = nil
+	var scen []string
+	for _, c := range o.plan()[steady:] {
+		scen = append(scen, fmt.Sprintf("%s %s %s %d", c.Scenario, c.Workload, c.spec(), c.Gateways))
+	}
+	if want := []string{"race uniform cache_aware/events 1", "race uniform cost/events 1", "race uniform least_load 1",
+		"late uniform cache_aware/events 1", "late uniform cost/events 1", "late uniform least_load 1",
+		"leave uniform cache_aware/events 1", "leave uniform cost/events 1", "leave uniform least_load 1"}; !cmp.Equal(scen, want) {
+		t.Errorf("scenario rows: got %q, want %q", scen, want)
+	}
+	o.chatConfigs, o.scenarios = nil, nil
 	if n := len(o.plan()); n != 5*3+6 {
-		t.Errorf("plan without chat configurations: %d rows, want %d", n, 5*3+6)
+		t.Errorf("plan without chat configurations and scenarios: %d rows, want %d", n, 5*3+6)
+	}
+}
+
+// TestMedianOf: a row is the median of its runs (the middle one, or the mean of the middle
+// two), with the runs' min–max, summed errors and pooled worker shares.
+func TestMedianOf(t *testing.T) {
+	run := func(hit, ttft float64, errs int, keys, blocks int) result {
+		return result{configuration: configuration{Policy: "cost"}, HitRate: fptr(hit), TTFTms: summary{Mean: ttft, P95: 2 * ttft}, Errors: errs,
+			Workers: map[string]int{"a": 1}, IndexKeys: keys, IndexBlocks: blocks, ResultLine: fmt.Sprint("RESULT ", hit)}
+	}
+	row := medianOf([]result{run(0.60, 300, 0, 100, 110), run(0.64, 100, 1, 100, 130), run(0.62, 200, 2, 100, 120)})
+	if row.hit() != 0.62 || row.TTFTms.Mean != 200 || row.TTFTms.P95 != 400 || row.Errors != 3 || row.Runs != 3 || row.Workers["a"] != 3 || row.duplicated() != 20 {
+		t.Errorf("median row: got hit %v, TTFT mean %v p95 %v, errors %d, runs %d, workers %v, duplicated %d",
+			row.hit(), row.TTFTms.Mean, row.TTFTms.P95, row.Errors, row.Runs, row.Workers, row.duplicated())
+	}
+	want := runSpread{Hit: [2]float64{0.60, 0.64}, TTFTMean: [2]float64{100, 300}, TTFTP95: [2]float64{200, 600}, Duplicated: [2]float64{10, 30}}
+	if diff := cmp.Diff(&want, row.Spread); diff != "" {
+		t.Errorf("spread (-want +got):\n%s", diff)
+	}
+	if len(row.ResultLines) != 3 {
+		t.Errorf("result lines: got %q, want one per run", row.ResultLines)
+	}
+	if got := medianOf([]result{run(0.5, 100, 0, 0, 0), run(0.7, 300, 0, 0, 0)}); got.hit() != 0.6 || got.TTFTms.Mean != 200 {
+		t.Errorf("even count: got hit %v, TTFT %v, want the means of the middle two", got.hit(), got.TTFTms.Mean)
+	}
+	if got := medianOf([]result{run(0.5, 100, 0, 0, 0)}); got.Spread != nil {
+		t.Errorf("one run: got a spread %+v, want none", got.Spread)
+	}
+	if cell := hitCell(row); cell != "62.0% (60.0–64.0)" {
+		t.Errorf("hit cell: got %q", cell)
+	}
+}
+
+// TestScenarioSection: the scenarios' table sets each row against its clean row and says
+// which of issue 21's targets the numbers meet.
+func TestScenarioSection(t *testing.T) {
+	o := benchDefaults
+	row := func(c configuration, hit, mean, p95 float64, keys, blocks int) result {
+		return result{configuration: c, HitRate: fptr(hit), TTFTms: summary{Mean: mean, P95: p95}, IndexKeys: keys, IndexBlocks: blocks}
+	}
+	ca := configuration{Policy: "cache_aware", Index: "events", Workload: "uniform", Gateways: 1}
+	ll := configuration{Policy: "least_load", Index: "none", Workload: "uniform", Gateways: 1}
+	at := func(c configuration, s string) configuration { c.Scenario = s; return c }
+	results := []result{
+		row(ca, 0.60, 100, 200, 1000, 1000),
+		row(at(ca, scenarioRace), 0.59, 120, 250, 1000, 1010),
+		row(at(ca, scenarioLate), 0.50, 150, 300, 1000, 1200),
+		row(at(ll, scenarioLate), 0.40, 200, 280, 1000, 1500),
+	}
+	md := scenarioSection(&o, results)
+	for _, want := range []string{"### Fleets that are not steady", "| cache_aware | events | race | 1 | 59.0% | 0.98× | 120 ms | 1.20× |",
+		"cache_aware events race: hit 0.98 × clean (target ≥ 0.97: met), TTFT mean 1.20 × (target ≤ 1.3: met).",
+		"cache_aware events late: hit 0.83 × clean (target ≥ 0.95: **missed**), TTFT p95 300 ms against least_load's 280 ms in the same scenario (target no worse: **missed**), duplicated blocks 20.0% of clean's (target ≤ 5.0%: **missed**)."} {
+		if !strings.Contains(md, want) {
+			t.Errorf("scenario section lacks %q:\n%s", want, md)
+		}
+	}
+	if scenarioSection(&o, results[:1]) != "" {
+		t.Error("a section without scenario rows")
+	}
+}
+
+func TestParseScenarios(t *testing.T) {
+	if got, err := parseScenarios("race, late,leave"); err != nil || !cmp.Equal(got, []string{"race", "late", "leave"}) {
+		t.Errorf("got %q, %v", got, err)
+	}
+	if got, err := parseScenarios(""); err != nil || got != nil {
+		t.Errorf("empty: got %q, %v", got, err)
+	}
+	if _, err := parseScenarios("race,storm"); err == nil {
+		t.Error("unknown scenario accepted")
 	}
 }
 
@@ -172,8 +253,8 @@ func TestMarkdownAndTable(t *testing.T) {
 	}
 	b.Reset()
 	printTable(&b, sampleResults())
-	if !strings.Contains(b.String(), "81.0%") || strings.Count(b.String(), "\n") != 1+27+3 {
-		t.Errorf("table:\n%s\nwant a header, 27 rows and an ideal row per workload", b.String())
+	if !strings.Contains(b.String(), "81.0%") || strings.Count(b.String(), "\n") != 1+27+3+9 {
+		t.Errorf("table:\n%s\nwant a header, 27 rows and an ideal row per workload, then 9 scenario rows", b.String())
 	}
 }
 

@@ -23,13 +23,9 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	defer cleanup()
 	start := time.Now()
 	load0 := loadAvg()
-	var results []result
-	for _, c := range o.plan() {
-		res, err := r.runOne(ctx, c)
-		if err != nil {
-			return err
-		}
-		results = append(results, res)
+	results, err := r.runRows(ctx, o.plan())
+	if err != nil {
+		return err
 	}
 	elapsed := time.Since(start)
 	o.note = strings.TrimSpace(fmt.Sprintf("Load average (1 min) of the machine: %s at the start, %s at the end. %s", load0, loadAvg(), o.note))
@@ -37,16 +33,23 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := writeReport(o, results, elapsed, stderr); err != nil {
 		return err
 	}
-	for _, res := range results {
-		fmt.Fprintln(stdout, res.ResultLine)
-	}
+	printResultLines(stdout, results)
 	return nil
+}
+
+// printResultLines prints every run's RESULT line, row by row: the machine-readable output.
+func printResultLines(w io.Writer, rows []result) {
+	for _, r := range rows {
+		for _, l := range r.ResultLines {
+			fmt.Fprintln(w, l)
+		}
+	}
 }
 
 // writeReport writes the markdown and the plot for results.
 func writeReport(o *options, results []result, elapsed time.Duration, stderr io.Writer) error {
 	if o.png != "" {
-		img, err := plotPNG(results, plotPanels)
+		img, err := plotPNG(steadyRows(results), plotPanels)
 		if err != nil {
 			return err
 		}
@@ -87,11 +90,11 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 	if o.logDir == "" {
 		return fmt.Errorf("report needs -logs DIR of a kept run")
 	}
-	files, err := filepath.Glob(filepath.Join(o.logDir, "*gw.json"))
+	files, err := filepath.Glob(filepath.Join(o.logDir, "*gw-run*.json"))
 	if err != nil {
 		return err
 	}
-	var results []result
+	var runs []result
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -108,7 +111,7 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 		res.Policy, res.Index, res.Variant = labels.Labels["policy"], labels.Labels["index"], labels.Labels["variant"]
-		res.Workload = workloadOf(labels.Labels["workload"])
+		res.Workload, res.Scenario = workloadOf(labels.Labels["workload"]), labels.Labels["scenario"]
 		res.Gateways, _ = strconv.Atoi(labels.Labels["gateways"])
 		txt, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".loadgen.txt")
 		if err != nil {
@@ -119,10 +122,30 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 				res.ResultLine = strings.TrimSpace(line)
 			}
 		}
-		results = append(results, res)
+		if ix, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".index.json"); err == nil {
+			var v indexCounts
+			if err := json.Unmarshal(ix, &v); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			res.IndexKeys, res.IndexBlocks = v.Keys, v.Blocks
+		}
+		runs = append(runs, res)
 	}
-	if len(results) == 0 {
+	if len(runs) == 0 {
 		return fmt.Errorf("no *gw.json reports in %s", o.logDir)
+	}
+	// One row per configuration, the median of its runs, in the order the runs were found.
+	var results []result
+	byConfig := map[configuration][]result{}
+	var found []configuration
+	for _, r := range runs {
+		if _, ok := byConfig[r.configuration]; !ok {
+			found = append(found, r.configuration)
+		}
+		byConfig[r.configuration] = append(byConfig[r.configuration], r)
+	}
+	for _, c := range found {
+		results = append(results, medianOf(byConfig[c]))
 	}
 	// The table order is the plan's; rows the plan does not name go last.
 	order := map[configuration]int{}
@@ -140,8 +163,6 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 	if err := writeReport(o, results, 0, stderr); err != nil {
 		return err
 	}
-	for _, res := range results {
-		fmt.Fprintln(stdout, res.ResultLine)
-	}
+	printResultLines(stdout, results)
 	return nil
 }

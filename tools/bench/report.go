@@ -86,11 +86,15 @@ func machine() string {
 	return fmt.Sprintf("%d CPUs (nproc), %s, %s %s/%s, %s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH, nginx)
 }
 
-// workloads returns the results grouped by workload, in order of first appearance.
+// workloads returns the rows of steady fleets grouped by workload, in order of first
+// appearance (the scenarios' rows are reported apart: scenarioRows).
 func workloads(results []result) [][]result {
 	var names []string
 	groups := map[string][]result{}
 	for _, r := range results {
+		if r.Scenario != "" {
+			continue
+		}
 		if _, ok := groups[r.Workload]; !ok {
 			names = append(names, r.Workload)
 		}
@@ -117,19 +121,47 @@ func (r result) busiest() float64 {
 	return float64(most) / float64(total)
 }
 
-// resultsTable writes one workload's markdown table.
+// resultsTable writes one workload's markdown table: medians of the rows' runs, with the
+// runs' min–max under the hit rate and the TTFT mean and p95.
 func resultsTable(p func(string, ...any), rs []result) {
-	p("| policy | index | gateways | requests | errors | hit rate | TTFT mean | TTFT p50 | TTFT p95 | TTFT p99 | E2E mean | E2E p99 | busiest worker | req/s | out tok/s |\n")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| policy | index | gateways | runs | requests | errors | hit rate | TTFT mean | TTFT p50 | TTFT p95 | TTFT p99 | E2E mean | E2E p99 | busiest worker | req/s | out tok/s |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		name := r.Policy
 		if r.Variant != "" {
 			name += " (" + r.Variant + ")"
 		}
-		p("| %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.0f |\n", name, r.Index, r.Gateways, r.Requests, r.Errors,
-			pct(r.hit()), fmtMS(r.TTFTms.Mean), fmtMS(r.TTFTms.P50), fmtMS(r.TTFTms.P95), fmtMS(r.TTFTms.P99),
+		p("| %s | %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.0f |\n", name, r.Index, r.Gateways, max(r.Runs, 1), r.Requests, r.Errors,
+			hitCell(r), ttftCell(r.TTFTms.Mean, spreadPart(r, func(s *runSpread) [2]float64 { return s.TTFTMean })), fmtMS(r.TTFTms.P50),
+			ttftCell(r.TTFTms.P95, spreadPart(r, func(s *runSpread) [2]float64 { return s.TTFTP95 })), fmtMS(r.TTFTms.P99),
 			fmtMS(r.E2Ems.Mean), fmtMS(r.E2Ems.P99), pct(r.busiest()), r.RequestsPerS, r.OutputTokensPerS)
 	}
+}
+
+// spreadPart returns one figure's min–max of r's runs (nil for a single run).
+func spreadPart(r result, f func(*runSpread) [2]float64) *[2]float64 {
+	if r.Spread == nil {
+		return nil
+	}
+	v := f(r.Spread)
+	return &v
+}
+
+// hitCell is a row's median hit rate with its runs' min–max.
+func hitCell(r result) string {
+	s := spreadPart(r, func(s *runSpread) [2]float64 { return s.Hit })
+	if s == nil {
+		return pct(r.hit())
+	}
+	return fmt.Sprintf("%s (%.1f–%.1f)", pct(r.hit()), 100*s[0], 100*s[1])
+}
+
+// ttftCell is a median time with its runs' min–max.
+func ttftCell(median float64, s *[2]float64) string {
+	if s == nil {
+		return fmtMS(median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", fmtMS(median), fmtMS(s[0]), fmtMS(s[1]))
 }
 
 // benchmarkMarkdown renders docs/benchmarks.md.
@@ -168,9 +200,14 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 			p("%s\n\n", c)
 		}
 	}
-	p("Machine-readable lines (as `make demo` prints them):\n\n```\n")
+	if sc := scenarioSection(o, results); sc != "" {
+		p("%s", sc)
+	}
+	p("Machine-readable lines, one per run (as `make demo` prints them):\n\n```\n")
 	for _, r := range results {
-		p("%s\n", r.ResultLine)
+		for _, l := range r.ResultLines {
+			p("%s\n", l)
+		}
 	}
 	p("```\n\n")
 

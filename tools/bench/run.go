@@ -41,17 +41,26 @@ type options struct {
 	chatConfigs  []configuration
 	chatReplicas []int
 	chat         chatWorkload
-	nginx        bool
-	timeScale    float64
-	rate         float64
-	burstiness   float64
-	requests     int
-	prefixes     int
-	prefixTok    int
-	suffixTok    int
-	outputTok    int
-	seed         uint64
-	progress     string
+	// runs is how many times each row runs (each run with its own seed, seed+i): the report
+	// gives the median and the min–max of the runs.
+	runs int
+	// scenarios (race, late, leave; see scenario.go) run scenarioConfigs on the uniform
+	// workload at 1 gateway, beside the clean rows; none when empty.
+	scenarios       []string
+	scenarioConfigs []configuration
+	// raceDelay, lateAfter and leaveAfter are the scenarios' moments (wall time).
+	raceDelay, lateAfter, leaveAfter time.Duration
+	nginx                            bool
+	timeScale                        float64
+	rate                             float64
+	burstiness                       float64
+	requests                         int
+	prefixes                         int
+	prefixTok                        int
+	suffixTok                        int
+	outputTok                        int
+	seed                             uint64
+	progress                         string
 
 	out, png string // bench: docs files
 	// note is a free-text line for the report (set by runBench: the machine's load).
@@ -67,7 +76,7 @@ var demoDefaults = options{
 	timeScale: 0.25, rate: 40, burstiness: 1, requests: 360, prefixes: 90, prefixTok: 1000, suffixTok: 50, outputTok: 32,
 	// The skewed and chat workloads are off (-skew and -chat-configs turn them on, at 1 gateway).
 	skewReplicas: []int{1}, chatReplicas: []int{1},
-	chat: defaultChat,
+	chat: defaultChat, runs: 1,
 	seed: 1, progress: "never",
 }
 
@@ -80,6 +89,10 @@ var benchDefaults = options{
 	skewConfigs: mustConfigs("least_load,prefix_hash,cache_aware/approx,cache_aware/events,cache_aware/events/smg,cost/events"), skewReplicas: []int{1},
 	chatConfigs: mustConfigs("round_robin,cache_aware/approx,cache_aware/events"), chatReplicas: []int{1, 4},
 	chat: defaultChat,
+	// Issue 21: every row three times, and the fleet that is not steady (least_load is the
+	// latency reference of a join: it loses the same capacity and keeps no affinity).
+	runs: 3, scenarios: []string{scenarioRace, scenarioLate, scenarioLeave},
+	scenarioConfigs: mustConfigs("cache_aware/events,cost/events,least_load"),
 	// DESIGN §9: 600 prefixes × 1000 tokens, 50-token suffix, 128 output tokens, 1800 requests,
 	// on simulators with their default capacity (12500 blocks × 16 = 200k tokens each).
 	timeScale: 0.5, rate: 30, burstiness: 1, requests: 1800, prefixes: 600, prefixTok: 1000, suffixTok: 50, outputTok: 128,
@@ -125,6 +138,12 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	fs.IntVar(&o.chat.userTok, "chat-user-tokens", def.chat.userTok, "chat: tokens per user message")
 	fs.IntVar(&o.chat.outputTok, "chat-output-tokens", def.chat.outputTok, "chat: tokens per answer")
 	fs.Float64Var(&o.chat.rate, "chat-rate", def.chat.rate, "chat: sessions started per simulated second")
+	fs.IntVar(&o.runs, "runs", def.runs, "runs of every row, seeds -seed, -seed+1, ...: the report gives their median and min–max")
+	scenarios := fs.String("scenarios", strings.Join(def.scenarios, ","), `fleets that are not steady, run on the uniform workload at 1 gateway: race (gateway first, workers -race-delay later), late (one worker joins -late-after into the load), leave (one drained -leave-after into it); "" runs none`)
+	scenarioConfigs := fs.String("scenario-configs", joinConfigs(def.scenarioConfigs), "configurations run in each scenario (same syntax as -configs)")
+	fs.DurationVar(&o.raceDelay, "race-delay", defaultRaceDelay, "race: how long after the gateways the workers start (wall time)")
+	fs.DurationVar(&o.lateAfter, "late-after", defaultLateAfter, "late: when the last worker joins, after the load starts (wall time)")
+	fs.DurationVar(&o.leaveAfter, "leave-after", defaultLeaveAfter, "leave: when one worker is drained, after the load starts (wall time)")
 	fs.BoolVar(&o.nginx, "nginx", def.nginx, "put a real nginx (round-robin, SSE-safe) in front of the replicas")
 	fs.Float64Var(&o.timeScale, "time-scale", def.timeScale, "simulator and loadgen --time-scale (wall = simulated × F)")
 	fs.Float64Var(&o.rate, "rate", def.rate, "Poisson arrival rate, requests per simulated second")
@@ -163,8 +182,17 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	if o.chatReplicas, err = parseInts(*chatReplicas); err != nil {
 		return nil, fmt.Errorf("-chat-replicas: %w", err)
 	}
-	if o.sims < 1 || o.requests < 1 || o.timeScale <= 0 {
-		return nil, fmt.Errorf("-sims, -num-requests and -time-scale must be positive")
+	if o.scenarios, err = parseScenarios(*scenarios); err != nil {
+		return nil, fmt.Errorf("-scenarios: %w", err)
+	}
+	if o.scenarioConfigs, err = parseConfigs(*scenarioConfigs); err != nil {
+		return nil, fmt.Errorf("-scenario-configs: %w", err)
+	}
+	if o.sims < 1 || o.requests < 1 || o.timeScale <= 0 || o.runs < 1 {
+		return nil, fmt.Errorf("-sims, -num-requests, -time-scale and -runs must be positive")
+	}
+	if len(o.scenarios) > 0 && o.sims < 2 {
+		return nil, fmt.Errorf("-scenarios need at least 2 simulators (one joins or leaves)")
 	}
 	return &o, nil
 }
@@ -197,6 +225,8 @@ type configuration struct {
 	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2"), or workloadChat.
 	Workload string
 	Gateways int
+	// Scenario is how the fleet changes during the run ("" for a steady fleet; scenario.go).
+	Scenario string
 }
 
 // variants are named sets of extra gateway flags a configuration may add.
@@ -324,6 +354,12 @@ func (o *options) plan() []configuration {
 		add(o.skewConfigs, workloadOf(o.skew), o.skewReplicas)
 	}
 	add(o.chatConfigs, workloadChat, o.chatReplicas)
+	for _, sc := range o.scenarios {
+		for _, c := range o.scenarioConfigs {
+			c.Workload, c.Gateways, c.Scenario = "uniform", 1, sc
+			out = append(out, c)
+		}
+	}
 	return out
 }
 
@@ -345,16 +381,22 @@ func (c configuration) tag() string {
 	if c.Variant != "" {
 		t += "-" + c.Variant
 	}
+	if c.Scenario != "" {
+		t += "-" + c.Scenario
+	}
 	return fmt.Sprintf("%s-%dgw", t, c.Gateways)
 }
 
-// resultLabels are c's labels on loadgen's RESULT line and in its JSON report.
-func (c configuration) resultLabels() string {
+// resultLabels are c's labels on loadgen's RESULT line and in its JSON report, for run run.
+func (c configuration) resultLabels(run int) string {
 	l := fmt.Sprintf("policy=%s index=%s gateways=%d workload=%s", c.Policy, c.Index, c.Gateways, c.Workload)
 	if c.Variant != "" {
 		l += " variant=" + c.Variant
 	}
-	return l
+	if c.Scenario != "" {
+		l += " scenario=" + c.Scenario
+	}
+	return l + fmt.Sprintf(" run=%d", run)
 }
 
 // summary mirrors loadgen's JSON summaries (milliseconds, simulated).
@@ -380,7 +422,17 @@ type result struct {
 	TTFTms           summary  `json:"ttft_ms"`
 	E2Ems            summary  `json:"e2e_ms"`
 	Workers          map[string]int
-	ResultLine       string `json:"-"`
+	// IndexKeys and IndexBlocks are the first gateway's event index at the end of the run
+	// (GET /workers, the default pool): distinct block keys, and (worker, block) pairs; their
+	// difference is the blocks cached on more than one worker.
+	IndexKeys   int `json:"-"`
+	IndexBlocks int `json:"-"`
+	// Runs is how many runs a row's figures are the median of (runs.go), Spread their
+	// min–max (nil for one run); ResultLines holds every run's RESULT line.
+	Runs        int        `json:"-"`
+	Spread      *runSpread `json:"-"`
+	ResultLines []string   `json:"-"`
+	ResultLine  string     `json:"-"`
 }
 
 // label names the configuration in the plot's legend (workload and replicas aside).
@@ -392,8 +444,15 @@ func (r result) label() string {
 	if r.Variant != "" {
 		l += " " + r.Variant
 	}
+	if r.Scenario != "" {
+		l += " " + r.Scenario
+	}
 	return l
 }
+
+// duplicated is the blocks the event index holds on more than one worker at the end of the
+// run: (worker, block) pairs beyond one per distinct key.
+func (r result) duplicated() int { return max(r.IndexBlocks-r.IndexKeys, 0) }
 
 func (r result) hit() float64 {
 	if r.HitRate == nil {
@@ -450,6 +509,9 @@ type fleet struct {
 	sims  []*harness.Sim
 	gws   []*harness.Gateway
 	url   string
+	// config is the gateways' --config file when the scenario changes the workers during the
+	// run ("" otherwise: the workers are --worker flags).
+	config string
 }
 
 func (f *fleet) stop() {
@@ -458,80 +520,97 @@ func (f *fleet) stop() {
 	}
 }
 
-// startFleet starts cold simulators, the gateway replicas for c, and nginx when configured.
-func (r *runner) startFleet(ctx context.Context, c configuration) (*fleet, error) {
-	f := &fleet{sims: make([]*harness.Sim, r.o.sims), gws: make([]*harness.Gateway, c.Gateways)}
+// startSims starts n cold simulators, at the fixed ports of ports when given (race).
+func (r *runner) startSims(ctx context.Context, f *fleet, tag string, ports [][3]int) error {
 	var simArgs []string
 	if s := strings.TrimSpace(r.o.simArgs); s != "" {
 		simArgs = strings.Fields(s)
 	}
-	tag := c.tag()
+	sims := make([]*harness.Sim, r.o.sims)
 	g, gctx := errgroup.WithContext(ctx)
-	for i := range f.sims {
+	for i := range sims {
 		g.Go(func() error {
-			s, err := r.l.StartSim(gctx, harness.SimOptions{Name: fmt.Sprintf("%s-sim%d", tag, i), Events: true, TimeScale: r.o.timeScale, Args: simArgs})
-			f.sims[i] = s
+			so := harness.SimOptions{Name: fmt.Sprintf("%s-sim%d", tag, i), Events: true, TimeScale: r.o.timeScale, Args: simArgs}
+			if ports != nil {
+				so.Port, so.EventsPort, so.ReplayPort = ports[i][0], ports[i][1], ports[i][2]
+			}
+			s, err := r.l.StartSim(gctx, so)
+			sims[i] = s
 			return err
 		})
 	}
 	err := g.Wait()
-	for _, s := range f.sims {
+	for _, s := range sims {
 		if s != nil {
 			f.procs = append(f.procs, s.Process)
 		}
 	}
-	if err != nil {
-		f.stop()
-		return nil, err
-	}
-	var workers []string
-	for _, s := range f.sims {
-		workers = append(workers, s.WorkerSpec(true))
-	}
+	f.sims = sims
+	return err
+}
+
+// startGateways starts c's gateway replicas over workers (or the --config file f.config) and
+// waits for their readiness unless notReady.
+func (r *runner) startGateways(ctx context.Context, f *fleet, c configuration, workers []string, notReady bool) error {
 	policy, kvIndex, gwArgs := c.gatewayOptions()
-	g, gctx = errgroup.WithContext(ctx)
+	if f.config != "" {
+		gwArgs, workers = append(slices.Clip(gwArgs), "--config", f.config), nil
+	}
+	f.gws = make([]*harness.Gateway, c.Gateways)
+	g, gctx := errgroup.WithContext(ctx)
 	for i := range f.gws {
 		g.Go(func() error {
-			gw, err := r.l.StartGateway(gctx, harness.GatewayOptions{Name: fmt.Sprintf("%s-gateway%d", tag, i), Workers: workers, Policy: policy, KVIndex: kvIndex, Args: gwArgs})
+			gw, err := r.l.StartGateway(gctx, harness.GatewayOptions{Name: fmt.Sprintf("%s-gateway%d", c.tag(), i), Workers: workers,
+				Policy: policy, KVIndex: kvIndex, Args: gwArgs, NotReadyOK: notReady})
 			f.gws[i] = gw
 			return err
 		})
 	}
-	err = g.Wait()
+	err := g.Wait()
 	for _, gw := range f.gws {
 		if gw != nil {
 			f.procs = append(f.procs, gw.Process)
 		}
 	}
-	if err != nil {
-		f.stop()
-		return nil, err
-	}
-	f.url = f.gws[0].URL
-	if r.o.nginx {
-		var ups []string
-		for _, gw := range f.gws {
-			ups = append(ups, fmt.Sprintf("127.0.0.1:%d", gw.Port))
-		}
-		n, err := r.l.StartNginx(ctx, harness.NginxOptions{Upstreams: ups, Config: func(listen string, upstreams []string, prefix string) (string, error) {
-			return deploy.NginxConfig(deploy.NginxParams{Listen: listen, Upstreams: upstreams, Standalone: true, Prefix: prefix, WorkerProcesses: 1})
-		}})
-		if err != nil {
-			f.stop()
-			return nil, err
-		}
-		f.procs = append(f.procs, n.Process)
-		f.url = n.URL
-	}
-	return f, nil
+	return err
 }
 
-// loadgenArgs are the loadgen flags of configuration c against url.
-func (r *runner) loadgenArgs(c configuration, url, jsonPath string, f *fleet) []string {
+// startNginx puts nginx in front of the gateways when configured; f.url is where the load goes.
+func (r *runner) startNginx(ctx context.Context, f *fleet) error {
+	f.url = f.gws[0].URL
+	if !r.o.nginx {
+		return nil
+	}
+	var ups []string
+	for _, gw := range f.gws {
+		ups = append(ups, fmt.Sprintf("127.0.0.1:%d", gw.Port))
+	}
+	n, err := r.l.StartNginx(ctx, harness.NginxOptions{Upstreams: ups, Config: func(listen string, upstreams []string, prefix string) (string, error) {
+		return deploy.NginxConfig(deploy.NginxParams{Listen: listen, Upstreams: upstreams, Standalone: true, Prefix: prefix, WorkerProcesses: 1})
+	}})
+	if err != nil {
+		return err
+	}
+	f.procs = append(f.procs, n.Process)
+	f.url = n.URL
+	return nil
+}
+
+// workerSpecs are the --worker specs of the first n simulators.
+func (f *fleet) workerSpecs(n int) []string {
+	var out []string
+	for _, s := range f.sims[:n] {
+		out = append(out, s.WorkerSpec(true))
+	}
+	return out
+}
+
+// loadgenArgs are the loadgen flags of run run of configuration c against url.
+func (r *runner) loadgenArgs(c configuration, run int, url, jsonPath string, f *fleet) []string {
 	o := r.o
 	args := []string{"--url", url, "--model", o.model, "--burstiness", fmt.Sprint(o.burstiness),
-		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed),
-		"--json", jsonPath, "--progress", o.progress, "--result-line", c.resultLabels()}
+		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed + uint64(run)),
+		"--json", jsonPath, "--progress", o.progress, "--result-line", c.resultLabels(run)}
 	if c.Workload == workloadChat {
 		// The model directory: loadgen renders the conversations with its template for the
 		// ideal hit rate on the engine's ids.
@@ -551,23 +630,31 @@ func (r *runner) loadgenArgs(c configuration, url, jsonPath string, f *fleet) []
 	return args
 }
 
-// runOne runs configuration c on a fresh fleet and returns loadgen's report.
-func (r *runner) runOne(ctx context.Context, c configuration) (result, error) {
+// runOne runs run run of configuration c on a fresh fleet and returns loadgen's report, with
+// the first gateway's index at the end of the run.
+func (r *runner) runOne(ctx context.Context, c configuration, run int) (result, error) {
 	res := result{configuration: c}
 	start := time.Now()
-	f, err := r.startFleet(ctx, c)
+	f, err := r.startFleet(ctx, c, run)
 	if err != nil {
 		return res, fmt.Errorf("start fleet for %s: %w", res.label(), err)
 	}
 	defer f.stop()
-	tag := c.tag()
+	tag := fmt.Sprintf("%s-run%d", c.tag(), run)
 	jsonPath := filepath.Join(r.l.LogDir, tag+".json")
 	var out bytes.Buffer
-	lg := harness.Command{Name: tag + "-loadgen", Path: r.l.Bin.Loadgen, Args: r.loadgenArgs(c, f.url, jsonPath, f)}
+	lg := harness.Command{Name: tag + "-loadgen", Path: r.l.Bin.Loadgen, Args: r.loadgenArgs(c, run, f.url, jsonPath, f)}
+	lctx, stopEvent := context.WithCancel(ctx)
+	event := r.scenarioEvent(lctx, c, f)
 	runErr := harness.Run(ctx, lg, &out, r.stderr) // stderr: the progress bar
+	stopEvent()
+	eventErr := <-event
 	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".loadgen.txt"), out.Bytes(), 0o644)
 	if runErr != nil {
 		return res, fmt.Errorf("loadgen for %s: %w\n%s", res.label(), runErr, out.String())
+	}
+	if eventErr != nil {
+		return res, fmt.Errorf("%s: scenario %s: %w", res.label(), c.Scenario, eventErr)
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.HasPrefix(line, "RESULT ") {
@@ -585,7 +672,13 @@ func (r *runner) runOne(ctx context.Context, c configuration) (result, error) {
 		return res, fmt.Errorf("loadgen report %s: %w", jsonPath, err)
 	}
 	res.configuration = c
-	fmt.Fprintf(r.stderr, "bench: %-8s %-26s gateways=%d  hit %s  TTFT mean %s  (%.0fs)\n", c.Workload, res.label(), c.Gateways, pct(res.hit()), fmtMS(res.TTFTms.Mean), time.Since(start).Seconds())
+	if res.IndexKeys, res.IndexBlocks, err = readIndex(ctx, f.gws[0].AdminURL); err != nil {
+		return res, fmt.Errorf("%s: %w", res.label(), err)
+	}
+	ix, _ := json.Marshal(indexCounts{Keys: res.IndexKeys, Blocks: res.IndexBlocks}) // for bench report
+	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".index.json"), ix, 0o644)
+	fmt.Fprintf(r.stderr, "bench: %-8s %-32s gateways=%d run=%d  hit %s  TTFT mean %s  (%.0fs)\n", c.Workload, res.label(), c.Gateways, run,
+		pct(res.hit()), fmtMS(res.TTFTms.Mean), time.Since(start).Seconds())
 	return res, nil
 }
 

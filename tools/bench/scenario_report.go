@@ -115,11 +115,11 @@ func targetsParagraph(results, rows []result) string {
 		switch r.Scenario {
 		case scenarioRace:
 			h, t := r.hit()/c.hit(), r.TTFTms.Mean/c.TTFTms.Mean
-			lines = append(lines, fmt.Sprintf("%s race: hit %.2f × clean (target ≥ %.2f: %s), TTFT mean %.2f × (target ≤ %.1f: %s).",
+			lines = append(lines, fmt.Sprintf("%s race: hit %.3f × clean (target ≥ %.2f: %s), TTFT mean %.2f × (target ≤ %.1f: %s).",
 				name, h, raceHitTarget, verdict(h >= raceHitTarget), t, raceTTFTTarget, verdict(t <= raceTTFTTarget)))
 		case scenarioLate:
 			h := r.hit() / c.hit()
-			line := fmt.Sprintf("%s late: hit %.2f × clean (target ≥ %.2f: %s)", name, h, lateHitTarget, verdict(h >= lateHitTarget))
+			line := fmt.Sprintf("%s late: hit %.3f × clean (target ≥ %.2f: %s)", name, h, lateHitTarget, verdict(h >= lateHitTarget))
 			if ll, ok := lateLeastLoad(); ok && r.Policy != "least_load" {
 				line += fmt.Sprintf(", TTFT p95 %s against least_load's %s in the same scenario (target no worse: %s)",
 					fmtMS(r.TTFTms.P95), fmtMS(ll.TTFTms.P95), verdict(r.TTFTms.P95 <= ll.TTFTms.P95))

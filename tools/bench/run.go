@@ -520,32 +520,34 @@ func (f *fleet) stop() {
 	}
 }
 
-// startSims starts n cold simulators, at the fixed ports of ports when given (race).
-func (r *runner) startSims(ctx context.Context, f *fleet, tag string, ports [][3]int) error {
+// startSims starts cold simulators first..first+n-1 (of -sims) into f.sims, at the fixed ports
+// of ports when given (race).
+func (r *runner) startSims(ctx context.Context, f *fleet, tag string, ports [][3]int, first, n int) error {
 	var simArgs []string
 	if s := strings.TrimSpace(r.o.simArgs); s != "" {
 		simArgs = strings.Fields(s)
 	}
-	sims := make([]*harness.Sim, r.o.sims)
+	if f.sims == nil {
+		f.sims = make([]*harness.Sim, r.o.sims)
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	for i := range sims {
+	for i := first; i < first+n; i++ {
 		g.Go(func() error {
 			so := harness.SimOptions{Name: fmt.Sprintf("%s-sim%d", tag, i), Events: true, TimeScale: r.o.timeScale, Args: simArgs}
 			if ports != nil {
 				so.Port, so.EventsPort, so.ReplayPort = ports[i][0], ports[i][1], ports[i][2]
 			}
 			s, err := r.l.StartSim(gctx, so)
-			sims[i] = s
+			f.sims[i] = s
 			return err
 		})
 	}
 	err := g.Wait()
-	for _, s := range sims {
+	for _, s := range f.sims[first : first+n] {
 		if s != nil {
 			f.procs = append(f.procs, s.Process)
 		}
 	}
-	f.sims = sims
 	return err
 }
 

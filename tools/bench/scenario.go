@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,8 +20,9 @@ import (
 // configuration: the fleet as operators see it in a rollout, a gateway restart beside starting
 // engines, a scale-up, a worker recovering or being drained.
 const (
-	// scenarioRace starts the gateways first and the workers raceDelay later, and starts the
-	// load when the gateways say they are ready: a gateway started beside its engines.
+	// scenarioRace starts one worker, then the gateways and, raceDelay later, the other
+	// workers, and starts the load when the gateways say they are ready: a gateway started
+	// beside engines that come up at different times.
 	scenarioRace = "race"
 	// scenarioLate starts with every worker but the last; the last joins lateAfter into the
 	// load (the gateways' config file lists it then, as a scale-up or a discovery would).
@@ -69,7 +71,7 @@ func (r *runner) startFleet(ctx context.Context, c configuration, run int) (*fle
 			return nil, err
 		}
 	case scenarioLate, scenarioLeave:
-		if err := r.startSims(ctx, f, tag, nil); err != nil {
+		if err := r.startSims(ctx, f, tag, nil, 0, r.o.sims); err != nil {
 			return nil, err
 		}
 		n := len(f.sims) // leave: every worker at the start
@@ -84,7 +86,7 @@ func (r *runner) startFleet(ctx context.Context, c configuration, run int) (*fle
 			return nil, err
 		}
 	default:
-		if err := r.startSims(ctx, f, tag, nil); err != nil {
+		if err := r.startSims(ctx, f, tag, nil, 0, r.o.sims); err != nil {
 			return nil, err
 		}
 		if err := r.startGateways(ctx, f, c, f.workerSpecs(len(f.sims)), false); err != nil {
@@ -98,9 +100,11 @@ func (r *runner) startFleet(ctx context.Context, c configuration, run int) (*fle
 	return f, nil
 }
 
-// startRace starts the gateways over workers not yet listening, then the workers raceDelay
-// later at the ports the gateways expect, and waits, as a load balancer would, until every
-// gateway is ready.
+// startRace starts the first worker, then the gateways over every worker and, raceDelay after
+// the gateways began starting (not after they are up: a rollout starts them together), the other
+// workers at the ports the gateways expect; then it waits, as a load balancer would, until every
+// gateway is ready. A gateway whose first health checks find one worker up and the others not
+// yet is what this measures (issue 21: it was ready with one and sent it everything).
 func (r *runner) startRace(ctx context.Context, f *fleet, c configuration, tag string) error {
 	ports := make([][3]int, r.o.sims)
 	var workers []string
@@ -112,17 +116,25 @@ func (r *runner) startRace(ctx context.Context, f *fleet, c configuration, tag s
 		copy(ports[i][:], p)
 		workers = append(workers, fmt.Sprintf("url=http://127.0.0.1:%d,kv_events=tcp://127.0.0.1:%d,replay=tcp://127.0.0.1:%d", p[0], p[1], p[2]))
 	}
-	if err := r.startGateways(ctx, f, c, workers, true); err != nil {
+	if err := r.startSims(ctx, f, tag, ports, 0, 1); err != nil {
 		return err
 	}
+	gws := &fleet{} // started beside the other simulators: their processes join f afterwards
+	done := make(chan error, 1)
+	go func() { done <- r.startGateways(ctx, gws, c, workers, true) }()
 	t := time.NewTimer(r.o.raceDelay)
 	select {
 	case <-ctx.Done():
 		t.Stop()
-		return ctx.Err()
 	case <-t.C:
 	}
-	if err := r.startSims(ctx, f, tag, ports); err != nil {
+	simErr := ctx.Err()
+	if simErr == nil {
+		simErr = r.startSims(ctx, f, tag, ports, 1, r.o.sims-1)
+	}
+	gwErr := <-done
+	f.gws, f.procs = gws.gws, append(f.procs, gws.procs...)
+	if err := errors.Join(gwErr, simErr); err != nil {
 		return err
 	}
 	for _, gw := range f.gws {

@@ -60,8 +60,8 @@ func scenarioSection(o *options, results []result) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("### Fleets that are not steady (issue 21)\n\n")
-	p("The uniform workload at 1 gateway, with the fleet changing as in production: **race** starts the gateway first and the %d simulators %v later, and starts the load when the gateway's `/readiness` says 200; **late** starts with %d simulators and lists the last in the gateway's config file %v into the load (a scale-up or a discovery); **leave** stops listing one %v into the load (it drains). Each row against the clean row of the same configuration above; *duplicated* is the blocks the gateway's event index holds on more than one worker at the end of the run (`/workers`: index_blocks − index_keys), as a share of the clean run's cached blocks.\n\n",
-		o.sims, o.raceDelay, o.sims-1, o.lateAfter, o.leaveAfter)
+	p("The uniform workload at 1 gateway, with the fleet changing as in production: **race** starts one simulator, then the gateway and, %v after it, the other %d, and starts the load when the gateway's `/readiness` says 200; **late** starts with %d simulators and lists the last in the gateway's config file %v into the load (a scale-up or a discovery); **leave** stops listing one %v into the load (it drains). Each row against the clean row of the same configuration above; *duplicated* is the blocks the gateway's event index holds on more than one worker at the end of the run (`/workers`: index_blocks − index_keys), as a share of the clean run's cached blocks.\n\n",
+		o.raceDelay, o.sims-1, o.sims-1, o.lateAfter, o.leaveAfter)
 	p("| policy | index | scenario | runs | hit rate | × clean | TTFT mean | × clean | TTFT p95 | × clean | duplicated blocks | of clean's blocks |\n")
 	p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {

@@ -1,0 +1,156 @@
+package admission
+
+import (
+	"math"
+	"time"
+)
+
+// Next grants the best waiting request that may use worker w, which has a free slot: the
+// oldest of those past the age bound if any, else, in the highest band with a request that
+// fits w, the one of its first LookAhead (in fair order) with the longest cached prefix on w
+// (ties: fair order). The ticket leaves the queue and its Wait returns w. It reports false when
+// no waiting request fits w. Score callbacks run without the queue's lock.
+func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
+	var buf [MaxLookAhead]*Ticket[W]
+	minPrio, skipAged := math.MinInt, q.cfg.MaxWait == 0
+	// Each round either grants, moves past a band (or the aged set) that has nothing for w,
+	// or finds that its choice left meanwhile; the bound only guards against endless churn.
+	for range 64 {
+		q.mu.Lock()
+		if q.closed || q.oldest.n == 0 {
+			q.mu.Unlock()
+			return nil, false
+		}
+		cands, aged := q.candidatesLocked(buf[:0], minPrio, skipAged)
+		q.mu.Unlock()
+		if len(cands) == 0 {
+			if aged {
+				skipAged = true
+				continue
+			}
+			return nil, false
+		}
+		best := choose(cands, w, aged)
+		if best == nil {
+			if aged {
+				skipAged = true
+			} else {
+				minPrio = cands[0].req.Priority + 1
+			}
+			continue
+		}
+		if q.grant(best, w) {
+			return best, true
+		}
+	}
+	return nil, false
+}
+
+// candidatesLocked appends the requests Next chooses among: those past the age bound, oldest
+// first (aged), unless skipAged; else the first LookAhead of the highest band of priority ≥
+// minPrio.
+func (q *Queue[W]) candidatesLocked(dst []*Ticket[W], minPrio int, skipAged bool) (_ []*Ticket[W], aged bool) {
+	if !skipAged {
+		now := q.cfg.Now()
+		for t := q.oldest.head; t != nil && len(dst) < q.cfg.LookAhead && now.Sub(t.enq) >= q.cfg.MaxWait; t = t.next {
+			dst = append(dst, t)
+		}
+		return dst, true
+	}
+	for _, b := range q.bands {
+		if b.prio >= minPrio {
+			return b.firstN(dst, q.cfg.LookAhead), false
+		}
+	}
+	return dst, false
+}
+
+// choose scores cands against w: in age order the first that fits (aged), else the longest
+// cached prefix, the earliest on ties. nil: none fits.
+func choose[W any](cands []*Ticket[W], w W, aged bool) *Ticket[W] {
+	var best *Ticket[W]
+	bestMatch := -1
+	for _, t := range cands {
+		m, ok := 0, true
+		if t.req.Score != nil {
+			m, ok = t.req.Score(w)
+		}
+		if !ok {
+			continue
+		}
+		if aged {
+			return t
+		}
+		if m > bestMatch {
+			best, bestMatch = t, m
+		}
+	}
+	return best
+}
+
+// grant gives w to t if t is still waiting.
+func (q *Queue[W]) grant(t *Ticket[W], w W) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t.state != stateWaiting {
+		return false
+	}
+	q.removeLocked(t, true)
+	t.state, t.worker = stateGranted, w
+	close(t.ready)
+	return true
+}
+
+// BandStats describes one priority band's waiting requests.
+type BandStats struct {
+	Priority int `json:"priority"`
+	Waiting  int `json:"waiting"`
+	// Keys is the number of client keys with a request waiting.
+	Keys int `json:"keys"`
+	// OldestWait is how long the band's oldest request has waited.
+	OldestWait time.Duration `json:"oldest_wait_ns"`
+}
+
+// Stats describes the queue, for /debug and metrics.
+type Stats struct {
+	Waiting int         `json:"waiting"`
+	Bands   []BandStats `json:"bands"`
+}
+
+// Stats returns the queue's bands and counts. It is O(waiting requests): for debugging, not the
+// request path.
+func (q *Queue[W]) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.cfg.Now()
+	s := Stats{Waiting: q.oldest.n, Bands: make([]BandStats, 0, len(q.bands))}
+	for _, b := range q.bands {
+		bs := BandStats{Priority: b.prio, Waiting: b.len()}
+		for _, ks := range b.keys {
+			if ks.waiting > 0 {
+				bs.Keys++
+			}
+		}
+		for _, t := range b.heap {
+			bs.OldestWait = max(bs.OldestWait, now.Sub(t.enq))
+		}
+		s.Bands = append(s.Bands, bs)
+	}
+	return s
+}
+
+// Ahead returns how many waiting requests a new request of priority p would wait behind at
+// least: those of its band and the higher ones (fairness may serve it before some of its own
+// band).
+func (q *Queue[W]) Ahead(p int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, b := range q.bands {
+		if b.prio > p {
+			break
+		}
+		n += b.len()
+	}
+	return n
+}

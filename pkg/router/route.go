@@ -73,6 +73,14 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 	if len(s.sel.Candidates) == 0 {
 		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
 	}
+	rt.pick(s, dec, c, exclude != nil, start)
+	return nil
+}
+
+// pick scores s.sel.Candidates for c, asks the model's policy and takes the request's load on
+// the chosen worker into dec (see route); retry marks the decision as a retry's. start is when
+// routing began, for the lookup metric.
+func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, start time.Time) {
 	tokens := c.routeTokens()
 	p := c.target.Pool
 	rt.score(s, p, tokens, c.target.Namespace, false)
@@ -86,7 +94,7 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 	i := dec.pick.Index
 	m, sc := s.sel.Candidates[i], &s.scores[i]
 	dec.m, dec.lw, dec.reason, dec.source, dec.keys = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize)
-	if exclude != nil {
+	if retry {
 		dec.reason = policy.ReasonRetry
 	}
 	switch dec.source {
@@ -105,7 +113,6 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 			zap.Int("matched_blocks", dec.matched), zap.Int("request_blocks", len(tokens)/sc.BlockSize),
 			zap.Int64("load", s.cands[i].Load), zap.Int("candidates", len(s.sel.Candidates)))
 	}
-	return nil
 }
 
 // score fills s.workers, s.scores and s.cands for s.sel.Candidates, workers of pool p: each

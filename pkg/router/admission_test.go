@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -127,6 +128,16 @@ func TestQueueOrder(t *testing.T) {
 		}
 		answers = append(answers, g.sendAsync(ctx, o.prompt, h))
 		g.queued(t, i+1)
+	}
+	// /debug/route shows the queue a request would join.
+	resp, body := g.do(t, http.MethodGet, "/debug/route?tokens=1,2", "", "")
+	var ex routeExplanation
+	if err := json.Unmarshal([]byte(body), &ex); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/debug/route: %d %s (%v)", resp.StatusCode, body, err)
+	}
+	if q := ex.Queue; q == nil || !q.WouldWait || q.Waiting != 5 || len(q.Bands) != 2 || q.Bands[0].Priority != 0 || q.Bands[0].Waiting != 1 ||
+		q.Bands[1].Priority != 5 || q.Bands[1].Waiting != 4 || q.Bands[1].Keys != 2 {
+		t.Errorf("/debug/route queue: got %s, want 5 waiting, band 0: 1, band 5: 4 of 2 keys, would wait", body)
 	}
 	var got []string
 	for range order {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvgate/kvgate/pkg/admission"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -26,7 +27,17 @@ type routeExplanation struct {
 	RequestBlocks int             `json:"request_blocks"`
 	Workers       []workerExplain `json:"workers"`
 	Decision      *decisionView   `json:"decision,omitempty"`
+	Queue         *queueView      `json:"queue,omitempty"` // the pool's admission queue, when configured
 	Error         string          `json:"error,omitempty"`
+}
+
+// queueView is the admission queue of the pool a request would go to: whether it would wait
+// (every candidate full, or others waiting already) and what waits, by band (a request of
+// band b waits behind at least the requests of the bands ≤ b).
+type queueView struct {
+	WouldWait bool                  `json:"would_wait"`
+	Waiting   int                   `json:"waiting"`
+	Bands     []admission.BandStats `json:"bands"`
 }
 
 type workerExplain struct {
@@ -135,6 +146,10 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 	}
 	for _, m := range s.sel.Rejected {
 		out.Workers = append(out.Workers, explainWorker(m, false, indexer.Score{BlockSize: m.BlockSize()}, policy.Candidate{}))
+	}
+	if q := c.model.queue; q != nil {
+		st := q.Stats()
+		out.Queue = &queueView{WouldWait: st.Waiting > 0 || len(s.sel.Candidates) == 0 && s.sel.Full, Waiting: st.Waiting, Bands: st.Bands}
 	}
 	if len(s.sel.Candidates) == 0 {
 		out.Error = routeError(t.Model, s.sel.Known, false).Message

@@ -14,6 +14,8 @@
 // Cache-aware hand-off: Next(w), called when worker w frees a slot, scores the first LookAhead
 // requests of the highest non-empty band (in fair order) against w through each request's
 // Score callback, and grants the one with the longest cached prefix on w (ties: fair order).
+// A request passed over that way Config.MaxSkips times goes next (if it fits w): a key whose
+// prompts share a cached prefix must not overtake another key's for ever and undo fairness.
 // The age bound (Config.MaxWait) overrides both: a request that has waited longer than it goes
 // first, whatever its band, so a low band is never starved forever.
 //

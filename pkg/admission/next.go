@@ -8,10 +8,13 @@ import (
 // Next grants the best waiting request that may use worker w, which has a free slot: the
 // oldest of those past the age bound if any, else, in the highest band with a request that
 // fits w, the one of its first LookAhead (in fair order) with the longest cached prefix on w
-// (ties: fair order). The ticket leaves the queue and its Wait returns w. It reports false when
-// no waiting request fits w. Score callbacks run without the queue's lock.
+// (ties: fair order), unless a request ahead of it in fair order has been passed over for a
+// cached prefix MaxSkips times already: then that one. The ticket leaves the queue and its
+// Wait returns w. It reports false when no waiting request fits w. Score callbacks run without
+// the queue's lock.
 func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 	var buf [MaxLookAhead]*Ticket[W]
+	var skips [MaxLookAhead]int
 	minPrio, skipAged := math.MinInt, q.cfg.MaxWait == 0
 	// Each round either grants, moves past a band (or the aged set) that has nothing for w,
 	// or finds that its choice left meanwhile; the bound only guards against endless churn.
@@ -22,6 +25,9 @@ func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 			return nil, false
 		}
 		cands, aged := q.candidatesLocked(buf[:0], minPrio, skipAged)
+		for i, t := range cands {
+			skips[i] = t.skips
+		}
 		q.mu.Unlock()
 		if len(cands) == 0 {
 			if aged {
@@ -30,8 +36,8 @@ func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 			}
 			return nil, false
 		}
-		best := choose(cands, w, aged)
-		if best == nil {
+		best, fits := q.choose(cands, skips[:len(cands)], w, aged)
+		if best < 0 {
 			if aged {
 				skipAged = true
 			} else {
@@ -39,8 +45,8 @@ func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 			}
 			continue
 		}
-		if q.grant(best, w) {
-			return best, true
+		if q.grant(cands, fits, best, w) {
+			return cands[best], true
 		}
 	}
 	return nil, false
@@ -65,12 +71,13 @@ func (q *Queue[W]) candidatesLocked(dst []*Ticket[W], minPrio int, skipAged bool
 	return dst, false
 }
 
-// choose scores cands against w: in age order the first that fits (aged), else the longest
-// cached prefix, the earliest on ties. nil: none fits.
-func choose[W any](cands []*Ticket[W], w W, aged bool) *Ticket[W] {
-	var best *Ticket[W]
-	bestMatch := -1
-	for _, t := range cands {
+// choose scores cands against w and returns the index of the one to grant (-1: none fits) and
+// which of them fit w (a bit per index): in age order the first that fits (aged); else the
+// first in fair order already passed over MaxSkips times, else the longest cached prefix, the
+// earliest on ties.
+func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best int, fits uint64) {
+	best, bestMatch := -1, -1
+	for i, t := range cands {
 		m, ok := 0, true
 		if t.req.Score != nil {
 			m, ok = t.req.Score(w)
@@ -78,22 +85,30 @@ func choose[W any](cands []*Ticket[W], w W, aged bool) *Ticket[W] {
 		if !ok {
 			continue
 		}
-		if aged {
-			return t
+		fits |= 1 << i
+		if aged || skips[i] >= q.cfg.MaxSkips {
+			return i, fits
 		}
 		if m > bestMatch {
-			best, bestMatch = t, m
+			best, bestMatch = i, m
 		}
 	}
-	return best
+	return best, fits
 }
 
-// grant gives w to t if t is still waiting.
-func (q *Queue[W]) grant(t *Ticket[W], w W) bool {
+// grant gives w to cands[best] if it is still waiting, and counts a skip for each request
+// ahead of it that fit w.
+func (q *Queue[W]) grant(cands []*Ticket[W], fits uint64, best int, w W) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	t := cands[best]
 	if t.state != stateWaiting {
 		return false
+	}
+	for i, p := range cands[:best] {
+		if fits&(1<<i) != 0 && p.state == stateWaiting {
+			p.skips++
+		}
 	}
 	q.removeLocked(t, true)
 	t.state, t.worker = stateGranted, w

@@ -24,6 +24,7 @@ var (
 const (
 	DefaultMaxLen    = 1024
 	DefaultLookAhead = 8
+	DefaultMaxSkips  = 2
 	// MaxLookAhead bounds LookAhead: Next scores that many requests per freed slot.
 	MaxLookAhead = 64
 )
@@ -39,6 +40,10 @@ type Config struct {
 	// LookAhead is how many requests of the best band Next scores for the freed worker (1:
 	// plain fair order, no cache awareness). At most MaxLookAhead.
 	LookAhead int
+	// MaxSkips bounds how often a request may be passed over for a later one's cached prefix
+	// (default DefaultMaxSkips): without it a key whose prompts share a prefix would keep
+	// overtaking another key's, and the cache would undo the fairness.
+	MaxSkips int
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// NewTimer starts a timer for Wait's timeout (nil: time.NewTimer); stop reports whether it
@@ -79,8 +84,11 @@ type Queue[W any] struct {
 
 // New validates cfg and returns an empty queue.
 func New[W any](cfg Config) (*Queue[W], error) {
-	if cfg.MaxLen < 0 || cfg.MaxWait < 0 || cfg.LookAhead < 0 || cfg.LookAhead > MaxLookAhead {
-		return nil, fmt.Errorf("admission: new: max length, max wait and look-ahead must not be negative, look-ahead at most %d", MaxLookAhead)
+	if cfg.MaxLen < 0 || cfg.MaxWait < 0 || cfg.LookAhead < 0 || cfg.LookAhead > MaxLookAhead || cfg.MaxSkips < 0 {
+		return nil, fmt.Errorf("admission: new: max length, max wait, look-ahead and max skips must not be negative, look-ahead at most %d", MaxLookAhead)
+	}
+	if cfg.MaxSkips == 0 {
+		cfg.MaxSkips = DefaultMaxSkips
 	}
 	if cfg.MaxLen == 0 {
 		cfg.MaxLen = DefaultMaxLen

@@ -19,6 +19,7 @@ type Ticket[W any] struct {
 	start int64     // SFQ start tag in its band's virtual time
 	band  *band[W]
 	idx   int // position in band.heap; -1 when not in it
+	skips int // times passed over for a later request's cached prefix (Config.MaxSkips)
 
 	prev, next *Ticket[W] // the queue's age list
 

@@ -117,10 +117,12 @@ func TestOrder(t *testing.T) {
 			want: []string{"r3", "r4", "r1", "r2"},
 		},
 		{
-			name:  "a request is passed over for cached prefixes at most MaxSkips times",
-			reqs:  []req{{"b1", 0, "b", 1}, {"a1", 0, "a", 1}, {"a2", 0, "a", 1}, {"a3", 0, "a", 1}, {"a4", 0, "a", 1}},
-			score: func(name, w string) (int, bool) { return map[string]int{"a1": 5, "a2": 5, "a3": 5, "a4": 5}[name], true },
-			want:  []string{"a1", "a2", "b1", "a3", "a4"},
+			name: "a request is passed over for cached prefixes at most MaxSkips times",
+			reqs: []req{{"b1", 0, "b", 1}, {"a1", 0, "a", 1}, {"a2", 0, "a", 1}, {"a3", 0, "a", 1}, {"a4", 0, "a", 1}},
+			score: func(name, w string) (int, bool) {
+				return map[string]int{"a1": 5, "a2": 5, "a3": 5, "a4": 5}[name], true
+			},
+			want: []string{"a1", "a2", "b1", "a3", "a4"},
 		},
 		{
 			name:  "cache-aware stays inside the best band",

@@ -215,4 +215,3 @@ func countBetween(os []outcome, from, to time.Time) int {
 	}
 	return n
 }
-

@@ -258,3 +258,22 @@ func TestQueueNeedsBound(t *testing.T) {
 		t.Error("New with a queue and no in-flight limit: got nil error")
 	}
 }
+
+// TestQueueShutdown: a request still queued when a shutdown's drain deadline passes is answered
+// 503 gateway_shutting_down, not dropped.
+func TestQueueShutdown(t *testing.T) {
+	gw := newGatedWorker(t)
+	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1, Queue: QueueConfig{Max: 4}}, gw.url())
+	ctx := t.Context()
+	hold := g.sendAsync(ctx, "hold", nil)
+	gw.next(t)
+	waiting := g.sendAsync(ctx, "waits", nil)
+	g.queued(t, 1)
+	g.rt.AbortInFlight()
+	r := await(t, waiting)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"code":"gateway_shutting_down"`) {
+		t.Errorf("queued at shutdown: got %d %s, want 503 gateway_shutting_down", r.status, r.body)
+	}
+	await(t, hold)
+	g.queued(t, 0)
+}

@@ -24,6 +24,7 @@ type routeExplanation struct {
 	PromptTokens  int             `json:"prompt_tokens"`
 	BlockSize     int             `json:"block_size"`
 	RequestBlocks int             `json:"request_blocks"`
+	Media         *mediaView      `json:"media,omitempty"` // how a request with media is routed
 	Workers       []workerExplain `json:"workers"`
 	Decision      *decisionView   `json:"decision,omitempty"`
 	Error         string          `json:"error,omitempty"`
@@ -100,7 +101,7 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, aerr)
 		return
 	}
-	if len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0 {
+	if (len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0) && c.media == nil {
 		openai.WriteError(w, openai.BadRequest("messages", "the gateway has no tokenizer or chat template for this request (--model-path)"))
 		return
 	}
@@ -123,12 +124,17 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 	p := t.Pool
 	bs := p.BlockSize()
 	out := routeExplanation{Model: t.Model, Prompt: prompt, Namespace: t.Namespace, Policy: policyName(c.model.policy), KVIndex: rt.fleet.KVIndex(),
-		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Workers: []workerExplain{}}
+		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Media: c.media.view(bs), Workers: []workerExplain{}}
 	if !p.Default() {
 		out.Pool = p.Name()
 	}
 	s := new(routeScratch)
 	rt.fleet.Snapshot().Select(&s.sel, t, nil, rt.cfg.MaxInFlightPerWorker)
+	if c.req.Media > 0 {
+		if aerr := mediaCandidates(&s.sel); aerr != nil {
+			out.Error = aerr.Message
+		}
+	}
 	rt.score(s, p, tokens, t.Namespace, true)
 	for i, m := range s.sel.Candidates {
 		out.Workers = append(out.Workers, explainWorker(m, true, s.scores[i], s.cands[i]))
@@ -137,7 +143,9 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 		out.Workers = append(out.Workers, explainWorker(m, false, indexer.Score{BlockSize: m.BlockSize()}, policy.Candidate{}))
 	}
 	if len(s.sel.Candidates) == 0 {
-		out.Error = routeError(t.Model, s.sel.Known, false).Message
+		if out.Error == "" {
+			out.Error = routeError(t.Model, s.sel.Known, false).Message
+		}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}

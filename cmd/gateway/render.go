@@ -44,7 +44,9 @@ tokenizer_config.json, optional chat_template.jinja and config.json). The defaul
 
 A request with media also prints "exact_tokens" (how many leading ids are the engine's: those
 before the first media placeholder, which the engine expands), "media" (each item's modality,
-placeholder index, uuid and the gateway's routing hash) and a "note" on why exactness stops.
+placeholder index, a data: image's size and the tokens the engine's processor puts in place of its
+placeholder where the family's rule is known (Qwen2/2.5/3-VL, Gemma 3), uuid and the gateway's
+routing hash) and a "note" on why exactness stops.
 
 A line that is not JSON, or is longer than 16 MiB, prints an error object like any rejected
 request. The exit status is 0 when every line was answered, 1 on an input or output failure,
@@ -143,6 +145,16 @@ func appendMedia(buf []byte, res *chat.Result) []byte {
 		if res.MediaAt != nil {
 			buf = append(buf, `,"placeholder_at":`...)
 			buf = strconv.AppendInt(buf, int64(res.MediaAt[i]), 10)
+		}
+		if it.Width > 0 {
+			buf = append(buf, `,"width":`...)
+			buf = strconv.AppendInt(buf, int64(it.Width), 10)
+			buf = append(buf, `,"height":`...)
+			buf = strconv.AppendInt(buf, int64(it.Height), 10)
+		}
+		if it.Tokens > 0 {
+			buf = append(buf, `,"placeholder_tokens":`...)
+			buf = strconv.AppendInt(buf, int64(it.Tokens), 10)
 		}
 		if it.HasUUID {
 			buf = append(buf, `,"uuid":`...)

@@ -132,6 +132,11 @@ func TestRenderUsage(t *testing.T) {
 func TestRenderMedia(t *testing.T) {
 	dir := testutil.VLModelDir(t)
 	line := `{"messages":[{"role":"user","content":[{"type":"text","text":"Look:"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"},"uuid":"pic-1"}]}]}` + "\n"
+	// A 1×1 PNG: smart_resize brings it to 56×56, 4 placeholder tokens.
+	png1 := `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}}]}]}` + "\n"
+	if _, out, _ := runRen(t, png1, "--model-path", dir); !strings.Contains(out, `"width":1,"height":1,"placeholder_tokens":4,`) {
+		t.Errorf("data: image: %s", out)
+	}
 	code, out, errs := runRen(t, line, "--model-path", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)

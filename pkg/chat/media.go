@@ -53,6 +53,10 @@ type MediaItem struct {
 	// Data is the decoded payload of a data: URL (nil for other URLs); MediaType its type.
 	Data      []byte
 	MediaType string
+	// Width and Height are an image's size read from its data: URL header (0 when unknown);
+	// Tokens is how many tokens the engine's processor puts in place of its placeholder, when
+	// the model family's rule is known (placeholders.go), else 0.
+	Width, Height, Tokens int
 	// Hash identifies the item for routing: of the uuid when given, else of the data bytes,
 	// else of the URL text (the gateway's own key, never the engine's mm hash).
 	Hash uint64
@@ -407,6 +411,7 @@ func (mf *modelFiles) parseModelConfig(b []byte) {
 		return
 	}
 	_ = json.Unmarshal(c["model_type"], &mf.modelType)
+	_ = json.Unmarshal(c["mm_tokens_per_image"], &mf.tokensPerImage)
 	for _, k := range []string{"vision_config", "audio_config"} {
 		if v, ok := c[k]; ok && !isNullJSON(v) {
 			mf.multimodal = true
@@ -432,6 +437,9 @@ func (mf *modelFiles) readProcessorFiles(dir string) error {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			mf.multimodal = true
 		}
+	}
+	if b, err := readSmall(filepath.Join(dir, "preprocessor_config.json")); err == nil {
+		mf.preprocessor = b
 	}
 	b, err := readSmall(filepath.Join(dir, "chat_template.json"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -473,6 +481,9 @@ func (r *Renderer) setMultimodal(mf *modelFiles, opts Options) error {
 		return fmt.Errorf("chat: multimodal %q is not auto, on or off", opts.Multimodal)
 	}
 	r.mediaTokens = mf.mediaTokens
+	if r.multimodal {
+		r.vision = newVisionCounter(r.modelType, mf.preprocessor, mf.tokensPerImage)
+	}
 	r.maxMedia = opts.MaxMediaBytes
 	if r.maxMedia <= 0 {
 		r.maxMedia = DefaultMaxMediaBytes

@@ -103,6 +103,7 @@ type Renderer struct {
 	multimodal  bool
 	mediaTokens []uint32
 	maxMedia    int
+	vision      visionCounter // placeholder counts of images (nil: unknown family)
 }
 
 var (
@@ -268,6 +269,7 @@ func (r *Renderer) renderText(req *openai.ChatRequest) (string, []MediaItem, *op
 		if media, err = r.collectMedia(req); err != nil {
 			return "", nil, err
 		}
+		r.sizeMedia(media)
 	}
 	reqTemplate, hasReqTemplate, err := requestTemplate(req)
 	if err != nil {

@@ -34,6 +34,10 @@ type modelFiles struct {
 	multimodal        bool
 	mediaTokens       []uint32
 	processorTemplate string
+	// preprocessor is preprocessor_config.json as read; tokensPerImage is config.json's
+	// mm_tokens_per_image (placeholder counts, placeholders.go).
+	preprocessor   []byte
+	tokensPerImage int
 }
 
 // special is one special-token variable: a string, or a list of strings

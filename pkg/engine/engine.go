@@ -56,6 +56,9 @@ type Request struct {
 	Tokens [][]uint32
 	// ForwardTokenIDs sends Tokens as the prompt to HTTP workers (when every prompt has them).
 	ForwardTokenIDs bool
+	// Media counts the request's media items (images, audio, video): HTTP workers get them in
+	// the client's body; gRPC workers cannot (ErrMediaOverGRPC).
+	Media int
 	// Header holds the client's request headers; only request ids and trace context are passed
 	// on (forwardHeaders), never credentials.
 	Header http.Header

@@ -25,6 +25,7 @@ type routeExplanation struct {
 	PromptTokens  int             `json:"prompt_tokens"`
 	BlockSize     int             `json:"block_size"`
 	RequestBlocks int             `json:"request_blocks"`
+	Media         *mediaView      `json:"media,omitempty"` // how a request with media is routed
 	Workers       []workerExplain `json:"workers"`
 	Decision      *decisionView   `json:"decision,omitempty"`
 	Queue         *queueView      `json:"queue,omitempty"` // the pool's admission queue, when configured
@@ -111,7 +112,7 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, aerr)
 		return
 	}
-	if len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0 {
+	if (len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0) && c.media == nil {
 		openai.WriteError(w, openai.BadRequest("messages", "the gateway has no tokenizer or chat template for this request (--model-path)"))
 		return
 	}
@@ -134,12 +135,17 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 	p := t.Pool
 	bs := p.BlockSize()
 	out := routeExplanation{Model: t.Model, Prompt: prompt, Namespace: t.Namespace, Policy: policyName(c.model.policy), KVIndex: rt.fleet.KVIndex(),
-		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Workers: []workerExplain{}}
+		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Media: c.media.view(bs), Workers: []workerExplain{}}
 	if !p.Default() {
 		out.Pool = p.Name()
 	}
 	s := new(routeScratch)
 	rt.fleet.Snapshot().Select(&s.sel, t, nil, rt.cfg.MaxInFlightPerWorker)
+	if c.req.Media > 0 {
+		if aerr := mediaCandidates(&s.sel); aerr != nil {
+			out.Error = aerr.Message
+		}
+	}
 	rt.score(s, p, tokens, t.Namespace, true)
 	for i, m := range s.sel.Candidates {
 		out.Workers = append(out.Workers, explainWorker(m, true, s.scores[i], s.cands[i]))
@@ -152,7 +158,9 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 		out.Queue = &queueView{WouldWait: st.Waiting > 0 || len(s.sel.Candidates) == 0 && s.sel.Full, Waiting: st.Waiting, Bands: st.Bands}
 	}
 	if len(s.sel.Candidates) == 0 {
-		out.Error = routeError(t.Model, s.sel.Known, false).Message
+		if out.Error == "" {
+			out.Error = routeError(t.Model, s.sel.Known, false).Message
+		}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}

@@ -70,6 +70,11 @@ func routeError(model string, known, full bool) *openai.Error {
 func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member) *openai.Error {
 	start := time.Now()
 	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
+	if c.req.Media > 0 {
+		if aerr := mediaCandidates(&s.sel); aerr != nil {
+			return aerr
+		}
+	}
 	if len(s.sel.Candidates) == 0 {
 		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
 	}

@@ -421,6 +421,10 @@ func (s *streamRules[T]) drainHeld() {
 	}
 }
 
+// replayDeadline reports whether a replay with a deadline is in flight, i.e. whether tick has
+// anything to check.
+func (s *streamRules[T]) replayDeadline() bool { return s.replaying && !s.replayDL.IsZero() }
+
 // tick abandons a replay whose deadline passed: the replay is unavailable, so the caches are
 // cleared and the held batches continue the stream.
 func (s *streamRules[T]) tick(now time.Time) {

@@ -26,14 +26,15 @@ const (
 	// DefaultMaxMsgSize bounds one received frame (ZMQ_MAXMSGSIZE): libzmq drops a peer that
 	// sends a larger one instead of allocating for it. Real batches are a few MB at most.
 	DefaultMaxMsgSize = 64 << 20
-	// zmqPollInterval bounds how long a reader blocks in zmq_poll, so Run notices cancellation
-	// and replay requests promptly.
+	// zmqPollInterval is how often a disconnected rank checks its ReconnectGrace (and how long
+	// the collector's reader blocks in zmq_poll).
 	zmqPollInterval = 200 * time.Millisecond
 	// DefaultReconnectGrace is how long a disconnected SUB may wait for libzmq's own
 	// reconnection before the reader recreates its sockets: longer than libzmq's reconnect
 	// interval cap (5 s), so it only acts when libzmq gave up.
 	DefaultReconnectGrace = DefaultMaxBackoff + time.Second
-	// zmqTickInterval is how often the consumer checks replay deadlines.
+	// zmqTickInterval is how often the consumer checks replay deadlines while a replay is in
+	// flight (no ticker runs otherwise).
 	zmqTickInterval = 200 * time.Millisecond
 )
 
@@ -269,11 +270,11 @@ func (s *ZMQSource) Run(ctx context.Context) error {
 	return nil
 }
 
-// consume is the consumer goroutine: it feeds queued items to the rank streams and checks
-// replay deadlines.
+// consume is the consumer goroutine: it feeds queued items to the rank streams and, while a
+// replay is in flight, checks replay deadlines (an idle source has no ticker to wake it).
 func (s *ZMQSource) consume(ctx context.Context) {
-	tick := time.NewTicker(zmqTickInterval)
-	defer tick.Stop()
+	var tick replayTicker
+	defer tick.set(false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -290,13 +291,38 @@ func (s *ZMQSource) consume(ctx context.Context) {
 			case zmqItemMalformed:
 				st.malformedMsg(it.err)
 			}
-		case <-tick.C:
+		case <-tick.c():
 			now := s.cfg.Now()
 			for _, st := range s.streams {
 				st.tick(now)
 			}
 		}
+		waiting := false
+		for _, st := range s.streams {
+			waiting = waiting || st.replayDeadline()
+		}
+		tick.set(waiting)
 	}
+}
+
+// replayTicker is a zmqTickInterval ticker that exists only while it is needed.
+type replayTicker struct{ t *time.Ticker }
+
+func (r *replayTicker) set(on bool) {
+	switch {
+	case on && r.t == nil:
+		r.t = time.NewTicker(zmqTickInterval)
+	case !on && r.t != nil:
+		r.t.Stop()
+		r.t = nil
+	}
+}
+
+func (r *replayTicker) c() <-chan time.Time {
+	if r.t == nil {
+		return nil
+	}
+	return r.t.C
 }
 
 // enqueueLive queues a live batch without blocking; a full queue drops it (counted; the
@@ -372,19 +398,26 @@ func (r *zmqReader) run(ctx context.Context) {
 	}
 }
 
-// zmqSessionSockets are the sockets of one reader session, all used on the reader goroutine.
+// zmqSessionSockets are the sockets of one reader session, all used on the reader goroutine,
+// each with its ZMQ_FD watch.
 type zmqSessionSockets struct {
-	sub, mon, dealer *zmq.Socket
-	dealerGen        uint64
+	sub, mon, dealer    *zmq.Socket
+	subW, monW, dealerW *fdWatch
+	dealerGen           uint64
+	// connected is set by the monitor's handshake and cleared by its disconnect.
+	connected bool
 	// downSince is when the SUB lost its connection (zero while connected or never connected).
 	downSince time.Time
+	// grace ticks while the SUB is disconnected, to check ReconnectGrace (nil otherwise).
+	grace *time.Ticker
 }
 
 func (ss *zmqSessionSockets) close() {
-	if ss.dealer != nil {
-		ss.dealer.Close()
-		ss.dealer = nil
-	}
+	ss.closeDealer()
+	ss.setGrace(false)
+	// Each watch stops before its socket closes (libzmq closes the descriptor it watches).
+	ss.subW.close()
+	ss.monW.close()
 	if ss.sub != nil {
 		ss.sub.Monitor("", 0) // stop the monitor before closing its PAIR
 		ss.sub.Close()
@@ -394,7 +427,35 @@ func (ss *zmqSessionSockets) close() {
 	}
 }
 
-// open creates the session's SUB, subscribes it, attaches a connection monitor and connects.
+func (ss *zmqSessionSockets) closeDealer() {
+	ss.dealerW.close()
+	ss.dealerW = nil
+	if ss.dealer != nil {
+		ss.dealer.Close()
+		ss.dealer = nil
+	}
+}
+
+// setGrace starts (on) or stops the reconnect-grace ticker.
+func (ss *zmqSessionSockets) setGrace(on bool) {
+	switch {
+	case on && ss.grace == nil:
+		ss.grace = time.NewTicker(zmqPollInterval)
+	case !on && ss.grace != nil:
+		ss.grace.Stop()
+		ss.grace = nil
+	}
+}
+
+func (ss *zmqSessionSockets) graceChan() <-chan time.Time {
+	if ss.grace == nil {
+		return nil
+	}
+	return ss.grace.C
+}
+
+// open creates the session's SUB, subscribes it, attaches a connection monitor, connects, and
+// watches both sockets' ZMQ_FD.
 func (r *zmqReader) open(ss *zmqSessionSockets) (err error) {
 	if ss.sub, err = zmq.NewSocket(zmq.SUB); err != nil {
 		return err
@@ -436,19 +497,27 @@ func (r *zmqReader) open(ss *zmqSessionSockets) (err error) {
 	if err = ss.sub.Connect(r.sub); err != nil {
 		return fmt.Errorf("kvbridge: subscribe %s: %w", r.sub, err)
 	}
-	return nil
+	if ss.monW, err = watchSocket(ss.mon); err != nil {
+		return err
+	}
+	ss.subW, err = watchSocket(ss.sub)
+	return err
 }
 
 // session opens the rank's SUB (with a connection monitor) and reads until ctx is done or a
-// socket fails. received reports whether any message arrived (to reset the backoff).
+// socket fails. received reports whether any message arrived (to reset the backoff). It waits
+// in one select on its sockets' ZMQ_FD watches, replay requests and ctx, so a quiet rank costs
+// no thread and no wake-up; the only timer runs while the SUB is disconnected.
 func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
 	var ss zmqSessionSockets
 	defer ss.close()
 	if err := r.open(&ss); err != nil {
 		return false, err
 	}
-	for ctx.Err() == nil {
+	for {
 		select {
+		case <-ctx.Done():
+			return received, nil
 		case req := <-r.reqs:
 			if err := r.sendReplayRequest(&ss, req); err != nil {
 				// The request is lost; the consumer's replay timeout handles it.
@@ -456,45 +525,32 @@ func (r *zmqReader) session(ctx context.Context) (received bool, err error) {
 				r.src.log.Warn("kvbridge: replay request failed", zap.String("worker", r.src.cfg.Worker),
 					zap.Int("rank", r.rank), zap.Error(err))
 			}
-		default:
-		}
-		// The monitor comes first so a (re)connection is queued before that connection's
-		// first live batches.
-		poller := zmq.NewPoller()
-		poller.Add(ss.mon, zmq.POLLIN)
-		poller.Add(ss.sub, zmq.POLLIN)
-		if ss.dealer != nil {
-			poller.Add(ss.dealer, zmq.POLLIN)
-		}
-		polled, err := poller.Poll(zmqPollInterval)
-		if err != nil {
-			return received, fmt.Errorf("kvbridge: poll %s: %w", r.sub, err)
-		}
-		if grace := r.src.cfg.ReconnectGrace; !ss.downSince.IsZero() && r.src.cfg.Now().Sub(ss.downSince) > grace {
-			// libzmq does not reconnect after some failures (e.g. a frame above MaxMsgSize):
-			// start over with fresh sockets, after the backoff.
-			return received, fmt.Errorf("kvbridge: %s: disconnected for over %v", r.sub, grace)
-		}
-		for _, p := range polled {
-			switch p.Socket {
-			case ss.mon:
-				if err := r.readMonitor(ctx, &ss); err != nil {
-					return received, err
-				}
-			case ss.sub:
-				got, err := r.readLive(&ss)
+		case <-ss.monW.ready:
+			err = r.readMonitor(ctx, &ss)
+		case <-ss.subW.ready:
+			// Before a connection's first batches, its handshake event is queued first, as it
+			// would be had both sockets been ready at once.
+			if !ss.connected {
+				err = r.readMonitor(ctx, &ss)
+			}
+			if err == nil {
+				var got bool
+				got, err = r.readLive(&ss)
 				received = received || got
-				if err != nil {
-					return received, err
-				}
-			case ss.dealer:
-				if err := r.readReplay(ctx, &ss); err != nil {
-					return received, err
-				}
+			}
+		case <-ss.dealerW.readyChan():
+			err = r.readReplay(ctx, &ss)
+		case <-ss.graceChan():
+			if grace := r.src.cfg.ReconnectGrace; !ss.downSince.IsZero() && r.src.cfg.Now().Sub(ss.downSince) > grace {
+				// libzmq does not reconnect after some failures (e.g. a frame above
+				// MaxMsgSize): start over with fresh sockets, after the backoff.
+				return received, fmt.Errorf("kvbridge: %s: disconnected for over %v", r.sub, grace)
 			}
 		}
+		if err != nil || ctx.Err() != nil {
+			return received, err
+		}
 	}
-	return received, nil
 }
 
 func (r *zmqReader) readMonitor(ctx context.Context, ss *zmqSessionSockets) error {
@@ -508,11 +564,13 @@ func (r *zmqReader) readMonitor(ctx context.Context, ss *zmqSessionSockets) erro
 		}
 		switch {
 		case ev&zmq.EVENT_HANDSHAKE_SUCCEEDED != 0:
-			ss.downSince = time.Time{}
+			ss.connected, ss.downSince = true, time.Time{}
+			ss.setGrace(false)
 			r.src.setUp(r.rank, true)
 			r.src.enqueue(ctx, zmqItem{kind: zmqItemConnected, rank: r.rank})
 		case ev&zmq.EVENT_DISCONNECTED != 0:
-			ss.downSince = r.src.cfg.Now()
+			ss.connected, ss.downSince = false, r.src.cfg.Now()
+			ss.setGrace(true)
 			r.src.setUp(r.rank, false)
 		}
 	}
@@ -553,15 +611,17 @@ func (s *ZMQSource) enqueueMalformed(rank int, err error) {
 // sendReplayRequest opens a fresh DEALER for each request, so replies to an abandoned request
 // can never be mistaken for the new one's, and sends ["", start_seq] (wire/vllm-zmq.md §8.1).
 func (r *zmqReader) sendReplayRequest(ss *zmqSessionSockets, req zmqReplayReq) error {
-	if ss.dealer != nil {
-		ss.dealer.Close()
-		ss.dealer = nil
-	}
+	ss.closeDealer()
 	d, err := dialReplay(r.replay, r.src.cfg.MaxMsgSize, req.start)
 	if err != nil {
 		return err
 	}
-	ss.dealer, ss.dealerGen = d, req.gen
+	w, err := watchSocket(d)
+	if err != nil {
+		d.Close()
+		return fmt.Errorf("kvbridge: replay %s: %w", r.replay, err)
+	}
+	ss.dealer, ss.dealerW, ss.dealerGen = d, w, req.gen
 	return nil
 }
 
@@ -608,8 +668,7 @@ func (r *zmqReader) readReplay(ctx context.Context, ss *zmqSessionSockets) error
 			return nil
 		}
 		if m.End {
-			ss.dealer.Close()
-			ss.dealer = nil
+			ss.closeDealer()
 		}
 	}
 	return nil

@@ -3,6 +3,9 @@ package kvbridge
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -669,5 +672,98 @@ func TestZMQSourceFixtureFrames(t *testing.T) {
 				t.Errorf("seqs (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// processThreads returns the process's OS thread count.
+func processThreads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("Threads: %q", v)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
+
+// TestZMQSourceWaitsWithoutThreads: waiting sources park in Go's netpoller on their sockets'
+// ZMQ_FD, so connected idle streams do not hold an OS thread each (a reader blocked in
+// zmq_poll does: a cgo call keeps its thread).
+func TestZMQSourceWaitsWithoutThreads(t *testing.T) {
+	const n = 48
+	pubs := make([]*Publisher, n)
+	for i := range pubs {
+		pubs[i] = startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*", StartSeq: 1})
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := processThreads(t)
+	cs := make([]*chanConsumer, n)
+	for i, p := range pubs {
+		pubEP, _ := p.Endpoints()
+		cs[i] = newChanConsumer()
+		s := startSource(t, ZMQConfig{Worker: fmt.Sprint("w", i), Endpoint: pubEP}, cs[i], nil)
+		syncSource(t, p, cs[i], s, 0)
+	}
+	time.Sleep(300 * time.Millisecond) // every reader is waiting now
+	if grown := processThreads(t) - before; grown > n/4 {
+		t.Errorf("OS threads grew by %d for %d idle sources, want at most %d", grown, n, n/4)
+	}
+}
+
+// TestZMQSourceManyStreamsNoStall: many sources, each fed bursts with pauses in between from
+// its own goroutine, deliver every batch in order. A wake-up lost between a drain and the
+// next wait would leave a stream's batches unread until its next one; the last batch of each
+// stream has no next one, so it would never arrive.
+func TestZMQSourceManyStreamsNoStall(t *testing.T) {
+	const n, bursts = 16, 40
+	type stream struct {
+		p     *Publisher
+		c     *chanConsumer
+		first uint64
+	}
+	ss := make([]stream, n)
+	for i := range ss {
+		p := startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*", StartSeq: 1})
+		pubEP, _ := p.Endpoints()
+		c := newChanConsumer()
+		s := startSource(t, ZMQConfig{Worker: fmt.Sprint("w", i), Endpoint: pubEP}, c, nil)
+		_, last := syncSource(t, p, c, s, 0)
+		ss[i] = stream{p: p, c: c, first: last + 1}
+	}
+	var wg sync.WaitGroup
+	lasts := make([]uint64, n)
+	for i := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range bursts {
+				for range 1 + (i+b)%7 {
+					seq, err := ss[i].p.Publish(storedBatch(1000, 0))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					lasts[i] = seq
+				}
+				time.Sleep(time.Duration((i*b)%3) * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range ss {
+		calls := ss[i].c.untilSeq(t, 0, lasts[i])
+		checkContiguous(t, calls, 0)
+		if got := calls[0].Seq; got > ss[i].first {
+			t.Errorf("stream %d: first batch after sync %d, want %d", i, got, ss[i].first)
+		}
 	}
 }

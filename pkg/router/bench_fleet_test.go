@@ -28,9 +28,21 @@ import (
 var (
 	fleetRouteBlocks = flag.Int("fleetroute.blocks", 12500, "fleet routing benchmark: cache capacity of each simulated engine, in blocks")
 	fleetRouteRate   = flag.Float64("fleetroute.rate", 1500, "fleet routing benchmark: block events per second per worker applied while routing")
+	fleetRouteSizes  = flag.String("fleetroute.workers", "64,256,1024", "fleet routing benchmark: comma-separated fleet sizes")
 )
 
-var fleetRouteSizes = []int{64, 256, 1024}
+// fleetRouteSizeList parses -fleetroute.workers.
+func fleetRouteSizeList(b *testing.B) []int {
+	var out []int
+	for _, s := range strings.Split(*fleetRouteSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			b.Fatalf("-fleetroute.workers: %q", s)
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 type fleetRouteFixture struct {
 	rt       *Router
@@ -114,7 +126,7 @@ func fleetRouteSetup(b *testing.B, n int) *fleetRouteFixture {
 // second through the decode path. It reports the latency quantiles of the decisions and the
 // rate the applier reached.
 func BenchmarkFleetRoute(b *testing.B) {
-	for _, n := range fleetRouteSizes {
+	for _, n := range fleetRouteSizeList(b) {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			fx := fleetRouteSetup(b, n)
 			stop := make(chan struct{})

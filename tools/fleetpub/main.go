@@ -2,9 +2,12 @@
 // fleet (docs/scaling.md): it binds one ZMQ publisher per simulated engine (internal/fleetsim:
 // H100-class caches, about 1500 block events per second per worker in batches of 16–64) and
 // serves each engine's /health and /v1/completions from a tiny in-process HTTP worker, starts
-// `gateway` with every worker (through internal/harness), fills every cache, then publishes
-// the steady-state streams for -duration while sending 4096-token completions, and reports
-// the gateway's CPU, its live heap per (worker, block) and its lookup latency:
+// `gateway` with every worker (through internal/harness), fills every cache, encodes the
+// steady state's messages ahead of time (so that publishing costs a send per frame and the
+// publisher leaves the cores to the gateway), measures the gateway idle for -idle, then
+// publishes the steady-state streams at -rate for -duration while sending 4096-token
+// completions, and reports the gateway's CPU (its own process_cpu_seconds_total, not the
+// machine's), its live heap per (worker, block) and its lookup latency:
 //
 //	go run ./tools/fleetpub -workers 1024 -duration 30s
 //
@@ -191,7 +194,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		reqs = append(reqs, body)
 	}
 
-	idle0 := m
+	// The steady state's messages are encoded now, before the measurement: publishing them
+	// then costs three sends each, so the publisher leaves the cores to the gateway.
+	t0 := time.Now()
+	steady := encodeSteady(fleet, pubs, int(o.rate*float64(o.workers)*o.duration.Seconds()*1.02))
+	fmt.Fprintf(stdout, "fleetpub: encoded %d steady-state messages (%.0f MiB) in %s\n",
+		len(steady.msgs), float64(steady.bytes)/(1<<20), time.Since(t0).Round(time.Millisecond))
+
+	idle0, err := scrape(ctx, client, gw.MetricsURL())
+	if err != nil {
+		return err
+	}
 	if err := sleepCtx(ctx, o.idle); err != nil {
 		return err
 	}
@@ -205,19 +218,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	steadyStart := time.Now()
 	var steadyEvents int
 	g.Go(func() error {
-		pace := newPacer(o.rate * float64(o.workers))
-		w, n := 0, 0
-		for time.Since(steadyStart) < o.duration && gctx.Err() == nil {
-			b := fleet.Next(w)
-			n += fleetsim.BlockEvents(b)
-			if _, err := pubs[w].Publish(b); err != nil {
-				return err
-			}
-			w = (w + 1) % o.workers
-			pace.wait(n)
-		}
+		n, err := publishSteady(gctx, steady, pubs, o.rate*float64(o.workers), o.duration)
 		steadyEvents = n
-		return nil
+		return err
 	})
 	var lat []time.Duration
 	g.Go(func() error {
@@ -252,6 +255,59 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	return report(stdout, o, base, idle0, idle1, end, steadyEvents, steadyWall, lat)
+}
+
+// steadyMsgs are pre-encoded steady-state messages, round-robin over the engines.
+type steadyMsgs struct {
+	msgs  []steadyMsg
+	bytes int
+}
+
+// steadyMsg is one engine's next message: its sequence frame and payload, and its block events.
+type steadyMsg struct {
+	w            int
+	events       int
+	seq, payload []byte
+}
+
+// encodeSteady encodes the fleet's next batches, round-robin over the engines, until they hold
+// events block events, with each engine's sequence numbers continuing its publisher's.
+func encodeSteady(fleet *fleetsim.Fleet, pubs []*kvbridge.Publisher, events int) steadyMsgs {
+	next := make([]uint64, len(pubs))
+	for w, p := range pubs {
+		next[w] = p.NextSeq()
+	}
+	var out steadyMsgs
+	for w, n := 0, 0; n < events; w = (w + 1) % len(pubs) {
+		b := *fleet.Next(w)
+		b.DPRank, b.HasDPRank = 0, true // as Publish does for rank 0
+		m := steadyMsg{w: w, events: fleetsim.BlockEvents(&b), seq: kvbridge.AppendSeq(nil, next[w]),
+			payload: kvbridge.EncodeBatch(nil, &b, kvbridge.EncodeOptions{})}
+		next[w]++
+		n += m.events
+		out.bytes += len(m.payload)
+		out.msgs = append(out.msgs, m)
+	}
+	return out
+}
+
+// publishSteady sends the pre-encoded messages at rate block events per second for d (or until
+// they run out) and returns the block events sent.
+func publishSteady(ctx context.Context, s steadyMsgs, pubs []*kvbridge.Publisher, rate float64, d time.Duration) (int, error) {
+	pace := newPacer(rate)
+	start, n := time.Now(), 0
+	topic := []byte{}
+	for _, m := range s.msgs {
+		if time.Since(start) >= d || ctx.Err() != nil {
+			break
+		}
+		if err := pubs[m.w].SendRaw(topic, m.seq, m.payload); err != nil {
+			return n, err
+		}
+		n += m.events
+		pace.wait(n)
+	}
+	return n, nil
 }
 
 // fakeWorker answers what the gateway asks an engine: health, models, a one-token completion.

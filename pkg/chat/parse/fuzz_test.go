@@ -113,6 +113,12 @@ func checkNoInvention(t *testing.T, spec fuzzSpec, text string, m Message) {
 	if harmony {
 		avail['\n'] += 1 << 20
 	}
+	if spec.reasoning == ReasoningMiniMaxM2AppendThink {
+		text = thinkStart + text // the parser's documented addition
+		for i := 0; i < len(thinkStart); i++ {
+			avail[thinkStart[i]]++
+		}
+	}
 	if spec.tool == ToolMistral {
 		avail['{'] += len(m.ToolCalls)
 		avail['}'] += len(m.ToolCalls)
@@ -135,23 +141,9 @@ func checkNoInvention(t *testing.T, spec fuzzSpec, text string, m Message) {
 }
 
 func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
-	content := text
-	if spec.reasoning == ReasoningQwen3 || spec.reasoning == ReasoningDeepSeekR1 {
-		if spec.reasoning == ReasoningQwen3 && strings.Contains(text, toolCallOpen) {
-			return // the implicit end needs its own model; the golden cases cover it
-		}
-		before, after, found := strings.Cut(text, thinkEnd)
-		if spec.req.ReasoningEnded {
-			before, after, found = "", text, true
-		}
-		wantR := strings.ReplaceAll(before, thinkStart, "")
-		if !found {
-			wantR, after = strings.ReplaceAll(text, thinkStart, ""), ""
-		}
-		if got := deref(m.Reasoning); got != wantR {
-			t.Fatalf("text %q: got reasoning %q, want %q", text, got, wantR)
-		}
-		content = after
+	content, ok := reasoningModel(t, spec, text, m)
+	if !ok {
+		return
 	}
 	switch spec.tool {
 	case ToolOpenAI:
@@ -171,6 +163,46 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 	if got := deref(m.Content); got != content {
 		t.Fatalf("text %q: got content %q, want %q (%s)", text, got, content, show(m))
 	}
+}
+
+// reasoningModel checks the reasoning of m against the rules of spec's reasoning parser
+// (think.go) applied to the whole text, and returns the content the tool stage was given; ok
+// is false when the text holds an implicit end marker, which needs its own model (the golden
+// cases cover it).
+func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string, bool) {
+	p := &Parsers{reasoning: spec.reasoning}
+	if spec.reasoning == ReasoningMiniMaxM2AppendThink {
+		return thinkStart + text, true
+	}
+	sp := thinkSpecs[spec.reasoning]
+	if sp == nil || !p.thinkOn(spec.req) {
+		return text, true
+	}
+	if (sp == &specQwen3 && strings.Contains(text, toolCallOpen)) || (sp == &specKimi && strings.Contains(text, kimiSectionBegin)) {
+		return "", false
+	}
+	pre, body, found := "", text, true
+	if !sp.inside {
+		pre, body, found = strings.Cut(text, sp.start)
+		pre = strings.ReplaceAll(pre, sp.end, "")
+		if !found {
+			body = ""
+		}
+	}
+	wantR, after, ended := body, "", false
+	if found {
+		wantR, after, ended = strings.Cut(body, sp.end)
+		if sp.dropStart {
+			wantR = strings.ReplaceAll(wantR, sp.start, "")
+		}
+	}
+	if got := deref(m.Reasoning); got != wantR {
+		t.Fatalf("%s, text %q: got reasoning %q, want %q", spec.reasoning, text, got, wantR)
+	}
+	if !ended {
+		after = ""
+	}
+	return pre + after, true
 }
 
 func addSeeds(f *testing.F, file string, extra ...string) {
@@ -198,6 +230,23 @@ func FuzzParseQwen3(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{ReasoningQwen3, "", RequestInfo{}}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningDeepSeekR1, "", RequestInfo{}}, text, seed)
+	})
+}
+
+// FuzzParseReasoning runs every marker reasoning parser (and append-think) alone, with the
+// thinking switch unset, on and off.
+func FuzzParseReasoning(f *testing.F) {
+	for _, file := range []string{"r_glm45", "r_kimi_k2", "r_mistral", "r_seed_oss", "r_step3", "r_deepseek_v3", "r_minimax_m2_append_think"} {
+		addSeeds(f, file)
+	}
+	f.Add("[/THINK][THINK][THINK]a[/THINK][/THINK]", uint64(9))
+	f.Add("<seed:think><think></seed:think></think>", uint64(10))
+	names := []string{ReasoningDeepSeekV3, ReasoningGLM45, ReasoningKimiK2, ReasoningMiniMaxM2,
+		ReasoningMiniMaxM2AppendThink, ReasoningMistral, ReasoningStep3, ReasoningSeedOSS}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		name := names[seed%uint64(len(names))]
+		th := []Thinking{ThinkingUnset, ThinkingOn, ThinkingOff}[(seed/8)%3]
+		checkParser(t, fuzzSpec{name, "", RequestInfo{Thinking: th}}, text, seed)
 	})
 }
 

@@ -27,6 +27,7 @@ type parseCase struct {
 		ToolChoice     string `json:"tool_choice"`
 		NamedTool      string `json:"named_tool"`
 		ReasoningEnded bool   `json:"reasoning_ended"`
+		Thinking       string `json:"thinking"` // "on", "off" or "" (chat_template_kwargs)
 	} `json:"request"`
 	Want   goldenMessage `json:"want"`
 	Finish string        `json:"finish"`
@@ -46,7 +47,8 @@ type goldenCall struct {
 
 func (c parseCase) req() RequestInfo {
 	return RequestInfo{ToolsGiven: c.Request.Tools, ToolChoice: c.Request.ToolChoice,
-		NamedTool: c.Request.NamedTool, ReasoningEnded: c.Request.ReasoningEnded}
+		NamedTool: c.Request.NamedTool, ReasoningEnded: c.Request.ReasoningEnded,
+		Thinking: map[string]Thinking{"on": ThinkingOn, "off": ThinkingOff}[c.Request.Thinking]}
 }
 
 func loadGolden(t testing.TB) map[string]goldenFile {
@@ -234,7 +236,7 @@ func TestNewParsersNames(t *testing.T) {
 		{"openai_gptoss", "", ""},
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
-		{"gptoss", "", "valid: deepseek_r1, openai_gptoss, qwen3"},
+		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
 		{"", "llama3", "valid: deepseek_v3, hermes, llama3_json, mistral, openai"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
@@ -263,7 +265,17 @@ func TestDefaultParserNames(t *testing.T) {
 		{"deepseek-ai/DeepSeek-R1-0528", "deepseek_r1", "deepseek_v3"},
 		{"deepseek-ai/DeepSeek-V3-0324", "", "deepseek_v3"},
 		{"deepseek_v3", "", "deepseek_v3"},
-		{"deepseek-ai/DeepSeek-V3.1", "", ""},
+		{"deepseek-ai/DeepSeek-V3.1", "deepseek_v3", ""},
+		{"deepseek-ai/DeepSeek-V4-Flash", "", ""},
+		{"zai-org/GLM-4.5-Air", "glm45", ""},
+		{"glm4_moe", "glm45", ""},
+		{"zai-org/GLM-4.7", "glm47", ""},
+		{"moonshotai/Kimi-K2-Thinking", "kimi_k2", ""},
+		{"moonshotai/Kimi-K2-Instruct-0905", "", ""},
+		{"MiniMaxAI/MiniMax-M2", "minimax_m2_append_think", ""},
+		{"ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", ""},
+		{"stepfun-ai/step3", "step3", ""},
+		{"mistralai/Magistral-Small-2509", "mistral", "mistral"},
 		{"meta-llama/Llama-3.1-8B-Instruct", "", "llama3_json"},
 		{"/models/llama3_3-70b", "", "llama3_json"},
 		{"meta-llama/Llama-4-Scout-17B-16E", "", ""},

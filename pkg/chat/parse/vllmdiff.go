@@ -60,6 +60,17 @@ package parse
 //   - With RequestInfo.ReasoningEnded everything is content even if "</think>" appears (vLLM's
 //     qwen3 non-streaming path still splits at it; its streaming path does not).
 //
+// Other marker reasoning parsers (think.go), against their vLLM files of 2026 (the classic
+// Python parsers; vLLM's newer parser-engine adapters were not readable here)
+//   - glm45 / glm47 start inside reasoning as deepseek_r1 does (vLLM maps both names to its
+//     GLM-4.7 adapter; its older Glm4MoeModelReasoningParser made an output without "<think>"
+//     all content). Whether the prompt closed reasoning is read after the last "<|assistant|>".
+//   - kimi_k2 drops every "<think>" inside reasoning, as its streaming path drops the lone token
+//     (its non-streaming path strips only a leading one).
+//   - deepseek_v3 and kimi_k2 read the thinking switch from the request's chat_template_kwargs
+//     only; the gateway's --default-chat-template-kwargs are not seen by the parsers.
+//   - step3 keeps a "<think>" in the reasoning text (its parser knows only "</think>").
+//
 // openai / openai_gptoss (Harmony)
 //   - Markers are read from text decoded with special tokens kept, not from token ids, so a
 //     model writing a marker's characters as ordinary tokens is read as the marker.

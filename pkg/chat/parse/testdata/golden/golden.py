@@ -256,8 +256,84 @@ choice = {"reasoning": "qwen3", "tool": "hermes", "cases": [
          req={"tools": True, "tool_choice": "required", "reasoning_ended": True}),
 ]}
 
+# ---------------------------------------------------------------- marker reasoning parsers
+# The rules of vllm/reasoning/: basic_parsers.py (BaseThinkingReasoningParser) and the parsers
+# on it. NOTHINK is a request whose chat_template_kwargs turn thinking off, THINK on.
+THINK = {"thinking": "on"}
+NOTHINK = {"thinking": "off"}
+UNI = "\u65e5\u672c\u8a9e \U0001f600"
+
+
+def think_cases(start, end, inside=True, drop_start=True):
+    """The cases every marker parser shares, for its markers."""
+    out = [
+        case("reasoning then content", start + "\nplan " + UNI + "\n" + end + "\n\nAnswer.",
+             reasoning="\nplan " + UNI + "\n", content="\n\nAnswer."),
+        case("no end marker: truncated reasoning", start + "still thinking",
+             reasoning="still thinking") if inside else
+        case("no end marker: truncated reasoning", start + "still thinking", reasoning="still thinking"),
+        case("partial end marker at the end", start + "a" + end[:-1],
+             reasoning="a" + end[:-1]),
+        case("end marker only once", start + "a" + end + "b" + end + "c", reasoning="a", content="b" + end + "c"),
+        case("prompt ended reasoning", "x" + start + "y" + end + "z", content="x" + start + "y" + end + "z",
+             req={"reasoning_ended": True}),
+    ]
+    if inside:
+        out.append(case("start marker opened in the prompt", "thoughts" + end + "done",
+                        reasoning="thoughts", content="done"))
+    if inside and drop_start:
+        out.append(case("start markers inside reasoning dropped", "a" + start + "b" + start + end + "c",
+                        reasoning="ab", content="c"))
+    return out
+
+
+reasoning_files = {
+    "r_glm45": {"reasoning": "glm45", "tool": "", "cases": think_cases("<think>", "</think>")},
+    "r_glm47": {"reasoning": "glm47", "tool": "", "cases": think_cases("<think>", "</think>")},
+    "r_minimax_m2": {"reasoning": "minimax_m2", "tool": "", "cases": think_cases("<think>", "</think>")},
+    "r_seed_oss": {"reasoning": "seed_oss", "tool": "", "cases": think_cases("<seed:think>", "</seed:think>") + [
+        case("<think> is not seed's marker", "<think>a</think>b", reasoning="<think>a</think>b")]},
+    "r_step3": {"reasoning": "step3", "tool": "", "cases": think_cases("", "</think>", drop_start=False) + [
+        case("<think> kept as reasoning text", "<think>a</think>b", reasoning="<think>a", content="b",
+             note="step3_reasoning_parser looks only for </think>")]},
+    "r_deepseek_v3": {"reasoning": "deepseek_v3", "tool": "", "cases": [
+        case("thinking off by default: all content", "a</think>b", content="a</think>b",
+             note="DeepSeekV3ReasoningParser: IdentityReasoningParser unless thinking/enable_thinking"),
+        case("thinking off", "a</think>b", content="a</think>b", req=NOTHINK),
+        case("thinking on: R1 rules", "a<think>b</think>c", reasoning="ab", content="c", req=THINK),
+        case("thinking on, truncated", "plan " + UNI, reasoning="plan " + UNI, req=THINK),
+    ]},
+    "r_kimi_k2": {"reasoning": "kimi_k2", "tool": "", "cases": think_cases("<think>", "</think>") + [
+        case("tool section ends reasoning implicitly",
+             "plan<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0",
+             reasoning="plan", content="<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"),
+        case("partial section marker held", "plan<|tool_calls_sec", reasoning="plan<|tool_calls_sec"),
+        case("thinking off: all content", "a</think>b", content="a</think>b", req=NOTHINK),
+        case("thinking on", "a</think>b", reasoning="a", content="b", req=THINK),
+    ]},
+    "r_mistral": {"reasoning": "mistral", "tool": "", "cases": [
+        case("reasoning then content", "[THINK]plan " + UNI + "[/THINK]Answer.", reasoning="plan " + UNI,
+             content="Answer."),
+        case("no [THINK]: all content", "Just an answer.", content="Just an answer."),
+        case("text before [THINK] is content", "Hi[THINK]x[/THINK]y", reasoning="x", content="Hiy"),
+        case("truncated reasoning", "[THINK]still", reasoning="still"),
+        case("[/THINK] without [THINK] dropped", "a[/THINK]b", content="ab"),
+        case("second [THINK] after the end is content", "[THINK]a[/THINK]b[THINK]c", reasoning="a",
+             content="b[THINK]c"),
+        case("partial marker at the end", "[THINK]a[/THI", reasoning="a[/THI"),
+        case("prompt ended reasoning", "[THINK]a[/THINK]b", content="[THINK]a[/THINK]b",
+             req={"reasoning_ended": True}),
+    ]},
+    "r_minimax_m2_append_think": {"reasoning": "minimax_m2_append_think", "tool": "", "cases": [
+        case("reasoning kept in the content", "plan</think>Answer.", content="<think>plan</think>Answer.",
+             note="MiniMaxM2AppendThinkReasoningParser: content is \"<think>\" + output"),
+        case("empty output", "", content="<think>"),
+        case("unicode", UNI, content="<think>" + UNI),
+    ]},
+}
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
-                    ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)]:
+                    ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()):
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

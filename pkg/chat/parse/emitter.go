@@ -7,6 +7,7 @@ package parse
 type emitter struct {
 	rand       func() uint64
 	mistralIDs bool
+	callIDs    bool // "call_" + 24 hex digits (qwen3_coder's _generate_tool_call_id)
 
 	reasoning []byte
 	content   []byte
@@ -83,7 +84,11 @@ func (e *emitter) newID() string {
 		return string(b[:])
 	}
 	var b [len("chatcmpl-tool-") + 32]byte
-	n := copy(b[:], "chatcmpl-tool-")
+	prefix, digits := "chatcmpl-tool-", 32
+	if e.callIDs {
+		prefix, digits = "call_", 24
+	}
+	n := copy(b[:], prefix)
 	for k := 0; k < 2; k++ {
 		r := e.rand()
 		for i := 0; i < 16; i++ {
@@ -92,5 +97,5 @@ func (e *emitter) newID() string {
 			n++
 		}
 	}
-	return string(b[:])
+	return string(b[:len(prefix)+digits])
 }

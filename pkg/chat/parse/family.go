@@ -40,9 +40,9 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("deepseek-v3", "deepseek_v3"):
 		return "", ToolDeepSeekV3, true
 	case has("qwen3-coder", "qwen3_coder", "qwen3coder"):
-		return "", "", true
+		return "", ToolQwen3Coder, true
 	case has("qwen3.5", "qwen3_5", "qwen3.6", "qwen3_6"):
-		return ReasoningQwen3, "", true
+		return ReasoningQwen3, ToolQwen3Coder, true
 	case has("qwen3", "qwq"):
 		return ReasoningQwen3, ToolHermes, true
 	case has("llama-4", "llama4", "llama_4"):

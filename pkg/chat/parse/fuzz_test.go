@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // The fuzz targets feed arbitrary text, split at arbitrary points (from the seed), to one
@@ -125,6 +127,14 @@ func checkNoInvention(t *testing.T, spec fuzzSpec, text string, m Message) {
 	}
 	pieces := []string{deref(m.Content), deref(m.Reasoning)}
 	for _, c := range m.ToolCalls {
+		if xmlTool(spec.tool) {
+			// the XML formats build their arguments: a JSON object, whatever the text
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(c.Arguments), &obj); err != nil {
+				t.Fatalf("text %q: arguments %q are not a JSON object: %v", text, c.Arguments, err)
+			}
+			continue
+		}
 		pieces = append(pieces, c.Arguments)
 	}
 	for _, p := range pieces {
@@ -205,6 +215,8 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 	return pre + after, true
 }
 
+func xmlTool(name string) bool { return name == ToolQwen3Coder || name == ToolQwen3XML }
+
 func addSeeds(f *testing.F, file string, extra ...string) {
 	g := loadGolden(f)[file]
 	for i, c := range g.Cases {
@@ -247,6 +259,21 @@ func FuzzParseReasoning(f *testing.F) {
 		name := names[seed%uint64(len(names))]
 		th := []Thinking{ThinkingUnset, ThinkingOn, ThinkingOff}[(seed/8)%3]
 		checkParser(t, fuzzSpec{name, "", RequestInfo{Thinking: th}}, text, seed)
+	})
+}
+
+// fuzzSchemas types the XML formats' parameters in the fuzzers: every class of xmlvalue.go.
+var fuzzSchemas = []openai.ChatTool{{Type: "function", Name: "f", Parameters: json.RawMessage(`{"properties": {
+	"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
+	"o": {"type": "object"}, "a": {"type": "array"}, "u": {"anyOf": [{"type": "null"}, {"type": "string"}]}, "x": {"type": "other"}}}`)}}
+
+func FuzzParseQwen3Coder(f *testing.F) {
+	addSeeds(f, "qwen3_coder", "<tool_call><function=f><parameter=i>1_0<parameter=o>{\"a\": 1e5}</function>",
+		"<tool_call>\n<function=f>\n<parameter=s>\n\xe6\x97</parameter><parameter=n>\n-0.0\n</tool_call> x")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolQwen3Coder, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningQwen3, ToolQwen3Coder, req}, text, seed)
 	})
 }
 

@@ -68,6 +68,8 @@ const (
 	ToolDeepSeekV3 = "deepseek_v3"
 	ToolMistral    = "mistral"
 	ToolOpenAI     = "openai"
+	ToolQwen3Coder = "qwen3_coder"
+	ToolQwen3XML   = "qwen3_xml"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -78,7 +80,8 @@ var reasoningNames = func() map[string]bool {
 	return m
 }()
 
-var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true}
+var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
+	ToolQwen3Coder: true, ToolQwen3XML: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }
@@ -182,6 +185,7 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 	s := &Stream{p: p, mode: p.toolMode(req)}
 	s.out.rand = p.rand
 	s.out.mistralIDs = p.tool == ToolMistral && s.mode == toolsAuto
+	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML) && s.mode == toolsAuto
 	if !p.SkipSpecialTokens(req) && len(p.strip) > 0 {
 		s.strip = newStripStage(p.strip)
 	}
@@ -195,7 +199,7 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 	case p.thinkOn(req):
 		s.think = newThinkStage(thinkSpecs[p.reasoning])
 	}
-	s.tools = newToolStage(p, s.mode, req.NamedTool)
+	s.tools = newToolStage(p, s.mode, req)
 	return s
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 type goldenFile struct {
@@ -28,6 +30,10 @@ type parseCase struct {
 		NamedTool      string `json:"named_tool"`
 		ReasoningEnded bool   `json:"reasoning_ended"`
 		Thinking       string `json:"thinking"` // "on", "off" or "" (chat_template_kwargs)
+		Schemas        []struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"schemas"` // the request's tools, for the XML formats
 	} `json:"request"`
 	Want   goldenMessage `json:"want"`
 	Finish string        `json:"finish"`
@@ -46,7 +52,11 @@ type goldenCall struct {
 }
 
 func (c parseCase) req() RequestInfo {
-	return RequestInfo{ToolsGiven: c.Request.Tools, ToolChoice: c.Request.ToolChoice,
+	var tools []openai.ChatTool
+	for _, sc := range c.Request.Schemas {
+		tools = append(tools, openai.ChatTool{Type: "function", Name: sc.Name, Parameters: sc.Parameters})
+	}
+	return RequestInfo{Tools: tools, ToolsGiven: c.Request.Tools, ToolChoice: c.Request.ToolChoice,
 		NamedTool: c.Request.NamedTool, ReasoningEnded: c.Request.ReasoningEnded,
 		Thinking: map[string]Thinking{"on": ThinkingOn, "off": ThinkingOff}[c.Request.Thinking]}
 }
@@ -140,6 +150,7 @@ func randomSplit(text string, r *rand.Rand) []string {
 
 var toolIDPattern = regexp.MustCompile(`^chatcmpl-tool-[0-9a-f]{32}$`)
 var mistralIDPattern = regexp.MustCompile(`^[A-Za-z0-9]{9}$`)
+var callIDPattern = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
 
 func TestParseGolden(t *testing.T) {
 	for file, g := range loadGolden(t) {
@@ -151,8 +162,12 @@ func TestParseGolden(t *testing.T) {
 					t.Errorf("Parse(%q) mismatch (-want +got):\n%s", c.Text, diff)
 				}
 				idPattern := toolIDPattern
-				if g.Tool == ToolMistral && c.Request.NamedTool == "" && c.Request.ToolChoice == "" {
+				auto := c.Request.NamedTool == "" && c.Request.ToolChoice == ""
+				switch {
+				case g.Tool == ToolMistral && auto:
 					idPattern = mistralIDPattern
+				case (g.Tool == ToolQwen3Coder || g.Tool == ToolQwen3XML) && auto:
+					idPattern = callIDPattern
 				}
 				for _, tc := range whole.ToolCalls {
 					if !idPattern.MatchString(tc.ID) {
@@ -237,7 +252,7 @@ func TestNewParsersNames(t *testing.T) {
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
 		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
-		{"", "llama3", "valid: deepseek_v3, hermes, llama3_json, mistral, openai"},
+		{"", "llama3", "valid: deepseek_v3, hermes, llama3_json, mistral, openai, qwen3_coder, qwen3_xml"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
 	}
@@ -260,8 +275,8 @@ func TestDefaultParserNames(t *testing.T) {
 	tests := []struct{ family, reasoning, tool string }{
 		{"Qwen/Qwen3-8B", "qwen3", "hermes"},
 		{"qwen3_moe", "qwen3", "hermes"},
-		{"Qwen/Qwen3-Coder-30B-A3B-Instruct", "", ""},
-		{"Qwen/Qwen3.5-27B", "qwen3", ""},
+		{"Qwen/Qwen3-Coder-30B-A3B-Instruct", "", "qwen3_coder"},
+		{"Qwen/Qwen3.5-27B", "qwen3", "qwen3_coder"},
 		{"deepseek-ai/DeepSeek-R1-0528", "deepseek_r1", "deepseek_v3"},
 		{"deepseek-ai/DeepSeek-V3-0324", "", "deepseek_v3"},
 		{"deepseek_v3", "", "deepseek_v3"},
@@ -306,7 +321,7 @@ func TestDefaultParserNamesHints(t *testing.T) {
 		reasoning, tool string
 	}{
 		{[]string{"my-model", "qwen3"}, "qwen3", "hermes"},
-		{[]string{"Qwen3-Coder-30B-A3B-Instruct", "qwen3_moe"}, "", ""},
+		{[]string{"Qwen3-Coder-30B-A3B-Instruct", "qwen3_moe"}, "", "qwen3_coder"},
 		{[]string{"Llama-3.1-8B-Instruct", "llama"}, "", "llama3_json"},
 		{[]string{"gemma-3-27b-it", "gemma3_text", "llama"}, "", ""},
 		{nil, "", ""},

@@ -25,6 +25,9 @@ type RequestInfo struct {
 	// Thinking is the request's thinking switch, chat_template_kwargs "thinking" or
 	// "enable_thinking" (deepseek_v3 and kimi_k2 read it as vLLM's parsers do).
 	Thinking Thinking
+	// Tools are the request's tools: the XML formats (qwen3_coder) type parameter values by
+	// their schemas.
+	Tools []openai.ChatTool
 }
 
 // Thinking is a request's thinking switch: absent, on or off.
@@ -66,7 +69,7 @@ func thinkingOf(kwargs json.RawMessage) Thinking {
 // so the two parse one request alike.
 func InfoFor(req *openai.ChatRequest, prompt string) RequestInfo {
 	info := RequestInfo{ToolsGiven: len(req.Tools) > 0, ToolChoice: req.ToolChoice.Mode,
-		ReasoningEnded: prompt != "" && PromptEndsReasoning(prompt), Thinking: thinkingOf(req.ChatTemplateKwargs)}
+		ReasoningEnded: prompt != "" && PromptEndsReasoning(prompt), Thinking: thinkingOf(req.ChatTemplateKwargs), Tools: req.Tools}
 	if req.ToolChoice.Mode == openai.ToolChoiceFunction {
 		info.ToolChoice, info.NamedTool = "", req.ToolChoice.Name
 	}

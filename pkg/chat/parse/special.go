@@ -56,7 +56,7 @@ func defaultStripTokens(reasoning, tool string) []string {
 	switch {
 	case tool == ToolOpenAI || reasoning == ReasoningGptOss:
 		return []string{"<|endoftext|>"}
-	case tool == ToolHermes || reasoning == ReasoningQwen3:
+	case tool == ToolHermes || tool == ToolQwen3Coder || tool == ToolQwen3XML || reasoning == ReasoningQwen3:
 		return []string{"<|im_end|>", "<|endoftext|>"}
 	case tool == ToolMistral:
 		return []string{"</s>"}

@@ -1,5 +1,7 @@
 package parse
 
+import "github.com/kvgate/kvgate/pkg/openai"
+
 // toolStage parses the text after reasoning into content and tool calls. One format per
 // stream (the tool parser, or the request's named / required tool_choice); each format is a
 // state machine whose step consumes a prefix of the buffered input it can decide.
@@ -16,6 +18,10 @@ type toolStage struct {
 	region []byte
 	name   []byte
 	typ    []byte
+	// tools are the request's tools (their schemas type XML parameter values); xml is the
+	// call being built by an XML format.
+	tools []openai.ChatTool
+	xml   xmlCall
 }
 
 type toolFormat uint8
@@ -28,10 +34,11 @@ const (
 	fmtDeepSeek
 	fmtNamed
 	fmtRequired
+	fmtQwenXML
 )
 
-func newToolStage(p *Parsers, mode toolMode, named string) *toolStage {
-	t := &toolStage{limit: p.maxCall, mode: mode, named: named}
+func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
+	t := &toolStage{limit: p.maxCall, mode: mode, named: req.NamedTool, tools: req.Tools}
 	t.call.m.limit = p.maxCall
 	t.call.m.raw = p.rawArgs
 	switch mode {
@@ -58,12 +65,16 @@ func newToolStage(p *Parsers, mode toolMode, named string) *toolStage {
 			t.call.argsDefault = "{}"
 		case ToolDeepSeekV3:
 			t.fmt = fmtDeepSeek
+		case ToolQwen3Coder, ToolQwen3XML:
+			t.fmt = fmtQwenXML
 		}
 	}
 	return t
 }
 
-func (t *toolStage) held() int { return len(t.buf) + t.call.held() + len(t.region) + len(t.name) }
+func (t *toolStage) held() int {
+	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + t.xml.held()
+}
 
 func (t *toolStage) run(e *emitter, text string, eof bool) {
 	if t.fmt == fmtContent {
@@ -101,6 +112,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepNamed(e, b, eof)
 		case fmtRequired:
 			n = t.stepRequired(e, b, eof)
+		case fmtQwenXML:
+			n = t.stepQwenXML(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -140,6 +153,8 @@ func (t *toolStage) finish(e *emitter) {
 		if t.st == rCall {
 			t.call.endOfRegion(e)
 		}
+	case fmtQwenXML:
+		t.finishQwenXML(e)
 	}
 }
 

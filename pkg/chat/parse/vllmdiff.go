@@ -60,6 +60,20 @@ package parse
 //   - With RequestInfo.ReasoningEnded everything is content even if "</think>" appears (vLLM's
 //     qwen3 non-streaming path still splits at it; its streaming path does not).
 //
+// qwen3_coder / qwen3_xml (one machine for both; vLLM's qwen3_xml reads the same format with
+// an XML parser)
+//   - A value ends at the first "</parameter>" (or "<parameter=", "</function>",
+//     "</tool_call>" when that is missing); vLLM's newer parser looks ahead to skip such markers
+//     written inside a value.
+//   - Values of types other than the listed ones are read as JSON (vLLM: ast.literal_eval,
+//     which also reads Python literals such as True, None, 'single quotes' and tuples).
+//   - A duplicate parameter is sent twice (json.dumps of vLLM's dict keeps the last value).
+//   - Text after a call is content, as for hermes; a bare "<function=" without "<tool_call>"
+//     is content (vLLM's non-streaming path also reads it as a call).
+//   - WithRawArguments does not apply: the arguments are built, not written by the model.
+//   - Int() and float() read surrounding ASCII whitespace only (Python also strips Unicode
+//     whitespace); an over-long held value (MaxCallBytes) is sent as a string.
+//
 // Other marker reasoning parsers (think.go), against their vLLM files of 2026 (the classic
 // Python parsers; vLLM's newer parser-engine adapters were not readable here)
 //   - glm45 / glm47 start inside reasoning as deepseek_r1 does (vLLM maps both names to its

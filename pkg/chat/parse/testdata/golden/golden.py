@@ -332,8 +332,83 @@ reasoning_files = {
     ]},
 }
 
+# ---------------------------------------------------------------- qwen3_coder (+ qwen3 reasoning)
+# Arguments are json.dumps(params, ensure_ascii=False) of the values converted as
+# _convert_param_value does (qwen3coder_tool_parser.py); the converted values are written here
+# by hand, json.dumps is the reference for the text.
+WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}, "temp": {"type": "number"},
+    "hourly": {"type": "boolean"}, "opts": {"type": "object"}, "tags": {"type": "array"},
+    "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "n": {"type": "integer"},
+    "any": {"type": ["string", "null"]}}}}
+XTOOLS = {"tools": True, "reasoning_ended": True, "schemas": [WEATHER, {"name": "f", "parameters": {}}]}
+
+
+def xcall(name, *params):
+    body = "".join("<parameter=" + k + ">\n" + v + "\n</parameter>\n" for k, v in params)
+    return "<tool_call>\n<function=" + name + ">\n" + body + "</function>\n</tool_call>"
+
+
+def xargs(d):
+    return json.dumps(d, ensure_ascii=False)
+
+
+qwen3_coder = {"reasoning": "qwen3", "tool": "qwen3_coder", "cases": [
+    case("typed parameters", "I'll check.\n" + xcall("get_weather", ("city", "Par" + U + "s \u65e5\u672c"), ("days", "3"),
+                                                       ("temp", "21.50"), ("hourly", "True"),
+                                                       ("opts", '{"a": [1, 2.0], "b":"x"}'), ("tags", '["x","y"]')),
+         content="I'll check.\n", calls=[("get_weather", xargs({"city": "Par" + U + "s \u65e5\u672c", "days": 3, "temp": 21.5,
+                                                                  "hourly": True, "opts": {"a": [1, 2.0], "b": "x"},
+                                                                  "tags": ["x", "y"]}))],
+         finish="tool_calls", req=XTOOLS),
+    case("two calls, the second without parameters", xcall("get_weather", ("city", "Oslo")) + "\n" + xcall("f"),
+         calls=[("get_weather", xargs({"city": "Oslo"})), ("f", "{}")], finish="tool_calls", req=XTOOLS),
+    case("multi-line string, one leading and one trailing newline removed",
+         xcall("get_weather", ("city", 'line1\n"q" \\ \t\u0001\n')),
+         calls=[("get_weather", xargs({"city": 'line1\n"q" \\ \t\u0001\n'}))], finish="tool_calls", req=XTOOLS),
+    case("parameters outside the schema and unknown functions are strings",
+         xcall("get_weather", ("extra", "3")) + xcall("nope", ("x", "[1]")),
+         calls=[("get_weather", xargs({"extra": "3"})), ("nope", xargs({"x": "[1]"}))], finish="tool_calls", req=XTOOLS),
+    case("int and float conversions", xcall("get_weather", ("days", " 007 "), ("n", "1_000"), ("temp", "2.0")) +
+         xcall("get_weather", ("days", "three"), ("temp", "1e3")) + xcall("get_weather", ("temp", "nan"), ("n", "-0")),
+         calls=[("get_weather", xargs({"days": 7, "n": 1000, "temp": 2})),
+                ("get_weather", xargs({"days": "three", "temp": 1000})),
+                ("get_weather", xargs({"temp": "nan", "n": 0}))], finish="tool_calls", req=XTOOLS,
+         note="float() without a fraction is written as an int; nan stays a string (vLLM's int(nan) raises)"),
+    case("null values", xcall("get_weather", ("note", "None"), ("city", "null"), ("days", "NULL")),
+         calls=[("get_weather", xargs({"note": None, "city": "null", "days": None}))], finish="tool_calls", req=XTOOLS),
+    case("booleans", xcall("get_weather", ("hourly", "FALSE")) + xcall("get_weather", ("hourly", "yes")),
+         calls=[("get_weather", xargs({"hourly": False})), ("get_weather", xargs({"hourly": False}))],
+         finish="tool_calls", req=XTOOLS),
+    case("container that is not JSON is a string", xcall("get_weather", ("opts", "not json"), ("tags", "[1,")),
+         calls=[("get_weather", xargs({"opts": "not json", "tags": "[1,"}))], finish="tool_calls", req=XTOOLS),
+    case("a type list: literal values read, others strings", xcall("get_weather", ("any", "3"), ("any", "Paris")),
+         calls=[("get_weather", '{"any": 3, "any": "Paris"}')], finish="tool_calls", req=XTOOLS,
+         note="a duplicate parameter is sent twice, as streamed (json.dumps of the dict keeps the last)"),
+    case("missing </parameter> ends at the next parameter", "<tool_call>\n<function=get_weather>\n<parameter=days>\n1\n"
+         "<parameter=city>\nRome\n</function>\n</tool_call>",
+         calls=[("get_weather", xargs({"days": 1, "city": "Rome"}))], finish="tool_calls", req=XTOOLS),
+    case("truncated inside a value keeps the call", "<tool_call>\n<function=get_weather>\n<parameter=city>\nBer",
+         calls=[("get_weather", xargs({"city": "Ber"}))], finish="tool_calls", req=XTOOLS),
+    case("truncated after a parameter", "<tool_call>\n<function=get_weather>\n<parameter=days>\n4\n</parameter>\n",
+         calls=[("get_weather", xargs({"days": 4}))], finish="tool_calls", req=XTOOLS),
+    case("truncated in the header is content", "Hi<tool_call>\n<function=get_w", content="Hi<tool_call>\n<function=get_w",
+         req=XTOOLS),
+    case("hermes JSON is not this format: content", '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+         content='<tool_call>{"name": "f", "arguments": {}}</tool_call>', req=XTOOLS),
+    case("text after a call is content", xcall("f") + "\n\nDone.", content="Done.", calls=[("f", "{}")],
+         finish="tool_calls", req=XTOOLS),
+    case("qwen3 implicit end of reasoning", "plan<tool_call>\n<function=f>\n</function>\n</tool_call>",
+         reasoning="plan", calls=[("f", "{}")], finish="tool_calls",
+         req={"tools": True, "schemas": XTOOLS["schemas"]}),
+    case("tool_choice none: markers are content", xcall("f"), content=xcall("f"),
+         req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
+]}
+qwen3_xml = dict(qwen3_coder, tool="qwen3_xml")
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
-                    ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()):
+                    ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
+        ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

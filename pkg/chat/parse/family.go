@@ -50,9 +50,9 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("llama-3", "llama3", "llama_3"):
 		return "", ToolLlama3JSON, true
 	case has("glm-4.7", "glm4.7", "glm-5", "glm5"):
-		return ReasoningGLM47, "", true
+		return ReasoningGLM47, ToolGLM47, true
 	case has("glm-4.5", "glm-4.6", "glm4.5", "glm4.6", "glm4_moe"):
-		return ReasoningGLM45, "", true
+		return ReasoningGLM45, ToolGLM45, true
 	case has("kimi-k2-thinking", "kimi_k2_thinking"):
 		return ReasoningKimiK2, "", true
 	case has("kimi-k2", "kimi_k2"):

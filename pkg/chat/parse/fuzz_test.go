@@ -215,7 +215,13 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 	return pre + after, true
 }
 
-func xmlTool(name string) bool { return name == ToolQwen3Coder || name == ToolQwen3XML }
+func xmlTool(name string) bool {
+	switch name {
+	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47:
+		return true
+	}
+	return false
+}
 
 func addSeeds(f *testing.F, file string, extra ...string) {
 	g := loadGolden(f)[file]
@@ -274,6 +280,16 @@ func FuzzParseQwen3Coder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolQwen3Coder, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningQwen3, ToolQwen3Coder, req}, text, seed)
+	})
+}
+
+func FuzzParseGLM(f *testing.F) {
+	addSeeds(f, "glm45", "<tool_call>f<arg_key>s</arg_key> <arg_value>\xe6\x97</arg_value><arg_key>i</arg_key>",
+		"<tool_call> \n</tool_call><tool_call>f\n<arg_key>o</arg_key><arg_value>{\"a\": 1e5}</tool_call> x")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolGLM45, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningGLM47, ToolGLM47, req}, text, seed)
 	})
 }
 

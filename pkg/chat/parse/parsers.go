@@ -70,6 +70,8 @@ const (
 	ToolOpenAI     = "openai"
 	ToolQwen3Coder = "qwen3_coder"
 	ToolQwen3XML   = "qwen3_xml"
+	ToolGLM45      = "glm45"
+	ToolGLM47      = "glm47"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -81,7 +83,7 @@ var reasoningNames = func() map[string]bool {
 }()
 
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
-	ToolQwen3Coder: true, ToolQwen3XML: true}
+	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }

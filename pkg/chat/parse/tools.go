@@ -35,6 +35,7 @@ const (
 	fmtNamed
 	fmtRequired
 	fmtQwenXML
+	fmtGLM
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -67,6 +68,9 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 			t.fmt = fmtDeepSeek
 		case ToolQwen3Coder, ToolQwen3XML:
 			t.fmt = fmtQwenXML
+		case ToolGLM45, ToolGLM47:
+			t.fmt = fmtGLM
+			t.xml.glm = true
 		}
 	}
 	return t
@@ -114,6 +118,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepRequired(e, b, eof)
 		case fmtQwenXML:
 			n = t.stepQwenXML(e, b, eof)
+		case fmtGLM:
+			n = t.stepGLM(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -155,6 +161,8 @@ func (t *toolStage) finish(e *emitter) {
 		}
 	case fmtQwenXML:
 		t.finishQwenXML(e)
+	case fmtGLM:
+		t.finishGLM(e)
 	}
 }
 

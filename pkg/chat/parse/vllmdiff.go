@@ -74,6 +74,12 @@ package parse
 //   - Int() and float() read surrounding ASCII whitespace only (Python also strips Unicode
 //     whitespace); an over-long held value (MaxCallBytes) is sent as a string.
 //
+// glm45 / glm47 (one machine for both layouts)
+//   - A value also ends at "</tool_call>" when "</arg_value>" is missing; a call cut off by
+//     the end of output is closed (vLLM streaming leaves its JSON open, non-streaming makes the
+//     output content).
+//   - Untyped values are read as JSON only (vLLM then tries ast.literal_eval).
+//
 // Other marker reasoning parsers (think.go), against their vLLM files of 2026 (the classic
 // Python parsers; vLLM's newer parser-engine adapters were not readable here)
 //   - glm45 / glm47 start inside reasoning as deepseek_r1 does (vLLM maps both names to its

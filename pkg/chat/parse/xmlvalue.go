@@ -30,7 +30,13 @@ import (
 //
 // A string value is streamed as it arrives (one trailing "\n" held back); other values are held
 // until they end, at most MaxCallBytes, and one longer than that is sent as a string.
+//
+// glm45 / glm47 (glm bool) read values as vLLM's Glm4MoeModelToolParser does instead: a
+// parameter whose schema "type" is exactly "string" is the text as it is, streamed; any other
+// is json.loads of the stripped text (vLLM then tries ast.literal_eval), else that stripped
+// text as a string.
 type xmlCall struct {
+	glm     bool
 	props   map[string]json.RawMessage // the function's schema properties (nil: none)
 	pname   []byte
 	nameCut bool
@@ -51,6 +57,7 @@ const (
 	vBool
 	vContainer
 	vOther
+	vAny // glm: any JSON value, else the string
 )
 
 func (x *xmlCall) held() int { return len(x.pname) + len(x.value) }
@@ -80,7 +87,17 @@ func (x *xmlCall) addName(b []byte, limit int) {
 // startValue resolves the type of parameter pname.
 func (x *xmlCall) startValue() {
 	x.class, x.null = vString, false
-	if raw, ok := x.props[string(x.pname)]; ok {
+	raw, ok := x.props[string(x.pname)]
+	switch {
+	case x.glm:
+		x.class = vAny
+		var s struct {
+			Type json.RawMessage `json:"type"`
+		}
+		if ok && json.Unmarshal(raw, &s) == nil && string(s.Type) == `"string"` {
+			x.class = vString
+		}
+	case ok:
 		x.class, x.null = classOf(raw)
 	}
 	x.atStart, x.stream, x.value = true, false, x.value[:0]
@@ -182,6 +199,7 @@ func (x *xmlCall) flush(e *emitter, idx int, end bool) {
 	v := x.value
 	keep := 0
 	switch {
+	case end && x.glm:
 	case end:
 		if len(v) > 0 && v[len(v)-1] == '\n' {
 			v = v[:len(v)-1]
@@ -195,7 +213,7 @@ func (x *xmlCall) flush(e *emitter, idx int, end bool) {
 				break
 			}
 		}
-		if keep == 0 && len(v) > 0 && v[len(v)-1] == '\n' {
+		if keep == 0 && len(v) > 0 && v[len(v)-1] == '\n' && !x.glm {
 			keep = 1
 		}
 		v = v[:len(v)-keep]
@@ -215,10 +233,19 @@ func (x *xmlCall) endValue(e *emitter, idx int) {
 		return
 	}
 	v := x.value
+	x.key(e, idx)
+	if x.glm {
+		sv := strings.TrimSpace(string(v))
+		out, ok := jsonValue(nil, sv, false)
+		if !ok {
+			out = appendPyString(nil, []byte(sv))
+		}
+		e.addArgs(idx, out)
+		return
+	}
 	if len(v) > 0 && v[len(v)-1] == '\n' {
 		v = v[:len(v)-1]
 	}
-	x.key(e, idx)
 	e.addArgs(idx, convertValue(nil, string(v), x.class, x.null))
 }
 

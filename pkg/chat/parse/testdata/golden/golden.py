@@ -406,9 +406,56 @@ qwen3_coder = {"reasoning": "qwen3", "tool": "qwen3_coder", "cases": [
 ]}
 qwen3_xml = dict(qwen3_coder, tool="qwen3_xml")
 
+# ---------------------------------------------------------------- glm45 / glm47 (+ glm45 reasoning)
+# Glm4MoeModelToolParser: a parameter typed exactly "string" is its raw text; any other is
+# json.loads(text.strip()), else the stripped text. Arguments json.dumps(..., ensure_ascii=False).
+GTOOLS = {"tools": True, "reasoning_ended": True, "schemas": [
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "opts": {"type": "object"}}}}]}
+
+
+def gcall(name, *pairs, nl=True):
+    sep = "\n" if nl else ""
+    return "<tool_call>" + name + sep + "".join(
+        "<arg_key>" + k + "</arg_key>" + sep + "<arg_value>" + v + "</arg_value>" + sep for k, v in pairs) + "</tool_call>"
+
+
+def glm_cases():
+    return [
+        case("one call", "Let me check.\n" + gcall("get_weather", ("city", " Par" + U + "s\n"), ("days", " 3 ")),
+             content="Let me check.\n", calls=[("get_weather", xargs({"city": " Par" + U + "s\n", "days": 3}))],
+             finish="tool_calls", req=GTOOLS, note="a string parameter keeps its whitespace"),
+        case("GLM-4.7 layout", gcall("get_weather", ("city", "Oslo"), ("opts", '{"a": [1, 2.50]}'), nl=False),
+             calls=[("get_weather", xargs({"city": "Oslo", "opts": {"a": [1, 2.5]}}))], finish="tool_calls", req=GTOOLS),
+        case("two calls, text between is content", gcall("get_weather", ("city", "A")) + "\n" + gcall("f"),
+             content="\n", calls=[("get_weather", xargs({"city": "A"})), ("f", "{}")], finish="tool_calls", req=GTOOLS,
+             note="vLLM's streaming path sends all text outside calls"),
+        case("untyped values: JSON else stripped text", gcall("f", ("a", " true "), ("b", "[1, {\"x\": null}]"),
+                                                              ("c", " hello world "), ("d", "\u65e5\u672c")),
+             calls=[("f", xargs({"a": True, "b": [1, {"x": None}], "c": "hello world", "d": "\u65e5\u672c"}))],
+             finish="tool_calls", req=GTOOLS),
+        case("a typed int that is not JSON is a string", gcall("get_weather", ("days", "three")),
+             calls=[("get_weather", xargs({"days": "three"}))], finish="tool_calls", req=GTOOLS),
+        case("a key without a value is dropped", gcall("f", ("a", "1")).replace("<arg_value>1</arg_value>", "x"),
+             calls=[("f", "{}")], finish="tool_calls", req=GTOOLS),
+        case("truncated inside a value keeps the call", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Ber",
+             calls=[("get_weather", xargs({"city": "Ber"}))], finish="tool_calls", req=GTOOLS,
+             note="deviation: closed here; vLLM streaming leaves the JSON open, non-streaming makes it content"),
+        case("truncated in the name is content", "Hi<tool_call>get_wea", content="Hi<tool_call>get_wea", req=GTOOLS),
+        case("empty name is content", "<tool_call>\n</tool_call>", content="<tool_call>\n</tool_call>", req=GTOOLS),
+        case("tool_choice none: markers are content", gcall("f"), content=gcall("f"),
+             req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
+        case("reasoning then a call", "<think>plan</think>" + gcall("f", ("q", "1")), reasoning="plan",
+             calls=[("f", xargs({"q": 1}))], finish="tool_calls", req={"tools": True, "schemas": GTOOLS["schemas"]}),
+    ]
+
+
+glm45 = {"reasoning": "glm45", "tool": "glm45", "cases": glm_cases()}
+glm47 = {"reasoning": "glm47", "tool": "glm47", "cases": glm_cases()}
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
-        ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml)]:
+        ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

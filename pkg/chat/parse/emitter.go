@@ -24,11 +24,17 @@ func (e *emitter) addContent(b []byte) { e.content = append(e.content, b...) }
 func (e *emitter) addContentString(s string) { e.content = append(e.content, s...) }
 
 // startCall opens tool call number ncalls and returns its index.
-func (e *emitter) startCall(name string) int {
+func (e *emitter) startCall(name string) int { return e.startCallID(name, "") }
+
+// startCallID is startCall with the call's id given by the model (kimi_k2), "" to make one.
+func (e *emitter) startCallID(name, id string) int {
 	e.closeArgs()
 	idx := e.ncalls
 	e.ncalls++
-	e.calls = append(e.calls, ToolCallDelta{Index: idx, ID: e.newID(), Type: "function", Name: name})
+	if id == "" {
+		id = e.newID()
+	}
+	e.calls = append(e.calls, ToolCallDelta{Index: idx, ID: id, Type: "function", Name: name})
 	return idx
 }
 

@@ -33,8 +33,10 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 		return ReasoningGptOss, ToolOpenAI, true
 	case has("deepseek-v4", "deepseek_v4"):
 		return "", "", true
-	case has("deepseek-v3.1", "deepseek-v3.2", "deepseek_v31", "deepseek_v32"):
-		return ReasoningDeepSeekV3, "", true
+	case has("deepseek-v3.2", "deepseek_v32"):
+		return ReasoningDeepSeekV3, "", true // its DSML calls are not parsed here
+	case has("deepseek-v3.1", "deepseek_v31"):
+		return ReasoningDeepSeekV3, ToolDeepSeekV31, true
 	case has("deepseek-r1", "deepseek_r1"):
 		return ReasoningDeepSeekR1, ToolDeepSeekV3, true
 	case has("deepseek-v3", "deepseek_v3"):
@@ -54,9 +56,9 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("glm-4.5", "glm-4.6", "glm4.5", "glm4.6", "glm4_moe"):
 		return ReasoningGLM45, ToolGLM45, true
 	case has("kimi-k2-thinking", "kimi_k2_thinking"):
-		return ReasoningKimiK2, "", true
+		return ReasoningKimiK2, ToolKimiK2, true
 	case has("kimi-k2", "kimi_k2"):
-		return "", "", true
+		return "", ToolKimiK2, true
 	case has("minimax-m2", "minimax_m2"):
 		return ReasoningMiniMaxM2AppendThink, "", true
 	case has("seed-oss", "seed_oss"):

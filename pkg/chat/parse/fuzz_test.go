@@ -162,9 +162,13 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 		if strings.Contains(content, mistralCalls) {
 			return
 		}
-	case ToolDeepSeekV3:
+	case ToolDeepSeekV3, ToolDeepSeekV31:
 		if strings.Contains(content, dsCallsBegin) {
 			return
+		}
+	case ToolKimiK2:
+		if strings.Contains(content, kimiSectionBegin) {
+			return // the section's markers and whitespace are consumed
 		}
 	}
 	if spec.req.NamedTool != "" || spec.req.ToolChoice == "required" {
@@ -290,6 +294,22 @@ func FuzzParseGLM(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolGLM45, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningGLM47, ToolGLM47, req}, text, seed)
+	})
+}
+
+func FuzzParseKimiK2(f *testing.F) {
+	addSeeds(f, "kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|> a:1 <|tool_call_argument_begin|>   x  y   <|tool_call_begin|>")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolKimiK2, toolsReq}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningKimiK2, ToolKimiK2, toolsReq}, text, seed)
+	})
+}
+
+func FuzzParseDeepSeekV31(f *testing.F) {
+	addSeeds(f, "deepseek_v31")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolDeepSeekV31, toolsReq}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningDeepSeekV3, ToolDeepSeekV31, RequestInfo{ToolsGiven: true, Thinking: ThinkingOn}}, text, seed)
 	})
 }
 

@@ -72,6 +72,9 @@ const (
 	ToolQwen3XML   = "qwen3_xml"
 	ToolGLM45      = "glm45"
 	ToolGLM47      = "glm47"
+	ToolKimiK2     = "kimi_k2"
+	// ToolDeepSeekV31 parses DeepSeek V3.1's calls (and V3.2's when not DSML).
+	ToolDeepSeekV31 = "deepseek_v31"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -83,7 +86,8 @@ var reasoningNames = func() map[string]bool {
 }()
 
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
-	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true}
+	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
+	ToolKimiK2: true, ToolDeepSeekV31: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }

@@ -151,6 +151,7 @@ func randomSplit(text string, r *rand.Rand) []string {
 var toolIDPattern = regexp.MustCompile(`^chatcmpl-tool-[0-9a-f]{32}$`)
 var mistralIDPattern = regexp.MustCompile(`^[A-Za-z0-9]{9}$`)
 var callIDPattern = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
+var kimiIDPattern = regexp.MustCompile(`^[^<\s]+:[0-9]+$`)
 
 func TestParseGolden(t *testing.T) {
 	for file, g := range loadGolden(t) {
@@ -168,6 +169,8 @@ func TestParseGolden(t *testing.T) {
 					idPattern = mistralIDPattern
 				case (g.Tool == ToolQwen3Coder || g.Tool == ToolQwen3XML) && auto:
 					idPattern = callIDPattern
+				case g.Tool == ToolKimiK2 && auto:
+					idPattern = kimiIDPattern
 				}
 				for _, tc := range whole.ToolCalls {
 					if !idPattern.MatchString(tc.ID) {
@@ -252,7 +255,7 @@ func TestNewParsersNames(t *testing.T) {
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
 		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
-		{"", "llama3", "valid: deepseek_v3, glm45, glm47, hermes, llama3_json, mistral, openai, qwen3_coder, qwen3_xml"},
+		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, hermes, kimi_k2, llama3_json, mistral, openai, qwen3_coder, qwen3_xml"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
 	}
@@ -280,13 +283,14 @@ func TestDefaultParserNames(t *testing.T) {
 		{"deepseek-ai/DeepSeek-R1-0528", "deepseek_r1", "deepseek_v3"},
 		{"deepseek-ai/DeepSeek-V3-0324", "", "deepseek_v3"},
 		{"deepseek_v3", "", "deepseek_v3"},
-		{"deepseek-ai/DeepSeek-V3.1", "deepseek_v3", ""},
+		{"deepseek-ai/DeepSeek-V3.1", "deepseek_v3", "deepseek_v31"},
+		{"deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3", ""},
 		{"deepseek-ai/DeepSeek-V4-Flash", "", ""},
 		{"zai-org/GLM-4.5-Air", "glm45", "glm45"},
 		{"glm4_moe", "glm45", "glm45"},
 		{"zai-org/GLM-4.7", "glm47", "glm47"},
-		{"moonshotai/Kimi-K2-Thinking", "kimi_k2", ""},
-		{"moonshotai/Kimi-K2-Instruct-0905", "", ""},
+		{"moonshotai/Kimi-K2-Thinking", "kimi_k2", "kimi_k2"},
+		{"moonshotai/Kimi-K2-Instruct-0905", "", "kimi_k2"},
 		{"MiniMaxAI/MiniMax-M2", "minimax_m2_append_think", ""},
 		{"ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", ""},
 		{"stepfun-ai/step3", "step3", ""},

@@ -21,6 +21,10 @@ package parse
 //     given and tool_choice is not "none", skip_special_tokens=False (its <tool_call> tokens
 //     are not special, it says, but transformers 5 may skip them). GLM's stop tokens
 //     <|endoftext|>, <|user|> and <|observation|> are then stripped (no GLM tokenizer in .cache).
+//   - kimi_k2 (vllm/tool_parsers/kimi_k2_tool_parser.py adjust_request): tools given and
+//     tool_choice not "none": skip_special_tokens=False (its section and call markers are
+//     special tokens); its end-of-turn <|im_end|> is stripped then.
+//   - deepseek_v31: no adjust_request, so true (V3's tool markers are not special).
 //   - llama3_json (vllm/tool_parsers/llama_tool_parser.py): no adjust_request, so true.
 //     <|python_tag|> is a special token in Llama 3.1, so vLLM's parser normally sees the JSON
 //     without it. The .cache "llama3_1" tokenizer has no <|python_tag|>: id 128010 there is
@@ -48,7 +52,7 @@ func (p *Parsers) SkipSpecialTokens(req RequestInfo) bool {
 	}
 	toolsOn := req.ToolsGiven && (req.ToolChoice != "none" || req.NamedTool != "")
 	switch p.tool {
-	case ToolHermes, ToolMistral, ToolGLM45, ToolGLM47:
+	case ToolHermes, ToolMistral, ToolGLM45, ToolGLM47, ToolKimiK2:
 		return !toolsOn
 	}
 	return true
@@ -68,7 +72,9 @@ func defaultStripTokens(reasoning, tool string) []string {
 		return []string{"<|endoftext|>", "<|user|>", "<|observation|>"}
 	case tool == ToolLlama3JSON:
 		return []string{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
-	case tool == ToolDeepSeekV3 || reasoning == ReasoningDeepSeekR1:
+	case tool == ToolKimiK2 || reasoning == ReasoningKimiK2:
+		return []string{"<|im_end|>"}
+	case tool == ToolDeepSeekV3 || tool == ToolDeepSeekV31 || reasoning == ReasoningDeepSeekR1 || reasoning == ReasoningDeepSeekV3:
 		return []string{"<｜end▁of▁sentence｜>"}
 	}
 	return nil

@@ -22,6 +22,13 @@ type toolStage struct {
 	// call being built by an XML format.
 	tools []openai.ChatTool
 	xml   xmlCall
+	// tokFmt is the token format (kimi_k2, deepseek_v31); ws is kimi's held whitespace inside
+	// arguments (wsFlush: the run outgrew the limit and is sent), argsStarted whether a
+	// non-space byte of them was sent.
+	tokFmt      *tokenFormat
+	ws          []byte
+	wsFlush     bool
+	argsStarted bool
 }
 
 type toolFormat uint8
@@ -36,6 +43,7 @@ const (
 	fmtRequired
 	fmtQwenXML
 	fmtGLM
+	fmtToken
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -71,13 +79,17 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 		case ToolGLM45, ToolGLM47:
 			t.fmt = fmtGLM
 			t.xml.glm = true
+		case ToolKimiK2:
+			t.fmt, t.tokFmt = fmtToken, kimiFormat
+		case ToolDeepSeekV31:
+			t.fmt, t.tokFmt = fmtToken, dsv31Format
 		}
 	}
 	return t
 }
 
 func (t *toolStage) held() int {
-	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + t.xml.held()
+	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + t.xml.held() + len(t.ws)
 }
 
 func (t *toolStage) run(e *emitter, text string, eof bool) {
@@ -120,6 +132,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepQwenXML(e, b, eof)
 		case fmtGLM:
 			n = t.stepGLM(e, b, eof)
+		case fmtToken:
+			n = t.stepToken(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -163,6 +177,8 @@ func (t *toolStage) finish(e *emitter) {
 		t.finishQwenXML(e)
 	case fmtGLM:
 		t.finishGLM(e)
+	case fmtToken:
+		t.finishToken(e)
 	}
 }
 

@@ -80,6 +80,12 @@ package parse
 //     output content).
 //   - Untyped values are read as JSON only (vLLM then tries ast.literal_eval).
 //
+// kimi_k2 / deepseek_v31
+//   - A malformed or cut-off call header is content (vLLM skips the call); the rest of that
+//     call's markers are content too.
+//   - kimi_k2's name is the header before its ":IDX" less a "functions." prefix.
+//   - Text after the section is content (vLLM non-streaming: only the text before it).
+//
 // Other marker reasoning parsers (think.go), against their vLLM files of 2026 (the classic
 // Python parsers; vLLM's newer parser-engine adapters were not readable here)
 //   - glm45 / glm47 start inside reasoning as deepseek_r1 does (vLLM maps both names to its

@@ -453,9 +453,61 @@ def glm_cases():
 glm45 = {"reasoning": "glm45", "tool": "glm45", "cases": glm_cases()}
 glm47 = {"reasoning": "glm47", "tool": "glm47", "cases": glm_cases()}
 
+# ---------------------------------------------------------------- kimi_k2 (+ kimi_k2 reasoning)
+KS, KE, KB, KA, KC = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                      "<|tool_call_argument_begin|>", "<|tool_call_end|>")
+KARGS = '{"city": "Par' + U + 's", "n": [1, 2.50]}'
+kimi_k2 = {"reasoning": "kimi_k2", "tool": "kimi_k2", "cases": [
+    case("reasoning, then one call", "plan</think>Checking." + KS + KB + "functions.get_weather:0" + KA + KARGS + KC + KE,
+         reasoning="plan", content="Checking.", calls=[("get_weather", KARGS)], finish="tool_calls", req=TOOLS,
+         note="arguments raw, as kimi_k2_tool_parser sends them; the id is the header"),
+    case("implicit end of reasoning at the section", "plan" + KS + KB + "functions.f:0" + KA + "{}" + KC + KE,
+         reasoning="plan", calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("two calls, whitespace dropped", "</think>" + KS + "\n" + KB + " functions.a:0 " + KA + " \n{\"x\": 1}\n " + KC + "\n" +
+         KB + "b:1" + KA + "[]" + KC + "\n" + KE + "\n",
+         calls=[("a", '{"x": 1}'), ("b", "[]")], finish="tool_calls", req=TOOLS,
+         note="whitespace around the header and the arguments is removed (the regex's \\s*)"),
+    case("inner whitespace kept", "</think>" + KS + KB + "functions.f:0" + KA + '{"a":  1,\n "b": 2}' + KC + KE,
+         calls=[("f", '{"a":  1,\n "b": 2}')], finish="tool_calls", req=TOOLS),
+    case("header without an index is content", "</think>" + KS + KB + "functions.f" + KA + "{}" + KC + KE,
+         content=KB + "functions.f" + KA + "{}" + KC + KE, finish="stop", req=TOOLS,
+         note="the section's opening marker is consumed; the rest of a malformed call is content"),
+    case("truncated header is content", "</think>" + KS + KB + "functions.get_w", content=KB + "functions.get_w", req=TOOLS),
+    case("truncated arguments keep the call", "</think>" + KS + KB + "functions.f:0" + KA + '{"a": "b',
+         calls=[("f", '{"a": "b')], finish="tool_calls", req=TOOLS),
+    case("text after the section is content", "</think>" + KS + KB + "functions.f:0" + KA + "{}" + KC + KE + " Done.",
+         content="Done.", calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("tool_choice none: markers are content", "</think>" + KS + "x", content=KS + "x",
+         req={"tools": True, "tool_choice": "none"}),
+]}
+
+# ---------------------------------------------------------------- deepseek_v31 (+ deepseek_v3 reasoning)
+DS_CB, DS_CE, DS_B, DS_E, DS_S = ("<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581calls\u2581end\uff5c>",
+                                  "<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581end\uff5c>",
+                                  "<\uff5ctool\u2581sep\uff5c>")
+V31ARGS = '{"city": "\u5317\u4eac", "days": 3}'
+deepseek_v31 = {"reasoning": "deepseek_v3", "tool": "deepseek_v31", "cases": [
+    case("one call", "Sure." + DS_CB + DS_B + "get_weather" + DS_S + V31ARGS + DS_E + DS_CE,
+         content="Sure.", calls=[("get_weather", V31ARGS)], finish="tool_calls", req=TOOLS),
+    case("thinking on, then two calls", "plan</think>" + DS_CB + DS_B + "a" + DS_S + "{}" + DS_E + "\n" + DS_B + "b" + DS_S +
+         '{"x": [1,2]}' + DS_E + DS_CE, reasoning="plan", calls=[("a", "{}"), ("b", '{"x": [1,2]}')],
+         finish="tool_calls", req={"tools": True, "thinking": "on"}),
+    case("arguments verbatim, whitespace kept", DS_CB + DS_B + "f" + DS_S + ' {"a":1} ' + DS_E + DS_CE,
+         calls=[("f", ' {"a":1} ')], finish="tool_calls", req=TOOLS),
+    case("empty name is content", DS_CB + DS_B + DS_S + "{}" + DS_E + DS_CE, content=DS_B + DS_S + "{}" + DS_E + DS_CE,
+         req=TOOLS),
+    case("truncated arguments keep the call", DS_CB + DS_B + "f" + DS_S + '{"a": ', calls=[("f", '{"a": ')],
+         finish="tool_calls", req=TOOLS),
+    case("truncated header is content", "Hi" + DS_CB + DS_B + "get_", content="Hi" + DS_B + "get_", req=TOOLS),
+    case("a V3 fenced call is not this format", DS_CB + DS_B + "function" + DS_S + "f\n```json\n{}\n```" + DS_E + DS_CE,
+         calls=[("function", "f\n```json\n{}\n```")], finish="tool_calls", req=TOOLS,
+         note="deepseek_v31 reads the text after the separator as the arguments"),
+]}
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
-        ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47)]:
+        ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
+        ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

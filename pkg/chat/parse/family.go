@@ -62,7 +62,7 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("minimax-m2", "minimax_m2"):
 		return ReasoningMiniMaxM2AppendThink, "", true
 	case has("seed-oss", "seed_oss"):
-		return ReasoningSeedOSS, "", true
+		return ReasoningSeedOSS, ToolSeedOSS, true
 	case has("step3", "step-3"):
 		return ReasoningStep3, "", true
 	case has("magistral"):

@@ -221,7 +221,7 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 
 func xmlTool(name string) bool {
 	switch name {
-	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47:
+	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS:
 		return true
 	}
 	return false
@@ -284,6 +284,14 @@ func FuzzParseQwen3Coder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolQwen3Coder, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningQwen3, ToolQwen3Coder, req}, text, seed)
+	})
+}
+
+func FuzzParseSeedOSS(f *testing.F) {
+	addSeeds(f, "seed_oss", "<seed:tool_call><function=f><parameter=i>1_0<parameter=o>{\"a\": 1e5}</function>")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{ReasoningSeedOSS, ToolSeedOSS, req}, text, seed)
 	})
 }
 

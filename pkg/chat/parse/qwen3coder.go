@@ -23,11 +23,24 @@ const (
 	qParClose = "</parameter>"
 )
 
+// qwenFormat is the wrapper of the XML calls: <tool_call> for Qwen, <seed:tool_call> for
+// seed_oss (vllm/tool_parsers/seed_oss_tool_parser.py, the same body).
+type qwenFormat struct {
+	open, close                                  string
+	contentEnd, bodyMarks, valueEnds, fnEndMarks *markerSet
+}
+
+func newQwenFormat(open, close string) *qwenFormat {
+	return &qwenFormat{open: open, close: close, contentEnd: newMarkerSet(open),
+		bodyMarks: newMarkerSet(qParOpen, qFnClose, close), valueEnds: newMarkerSet(qParClose, qParOpen, qFnClose, close),
+		fnEndMarks: newMarkerSet(close)}
+}
+
 var (
-	qContentEnd = newMarkerSet(toolCallOpen)
-	qBodyMarks  = newMarkerSet(qParOpen, qFnClose, toolCallClose)
-	qValueEnds  = newMarkerSet(qParClose, qParOpen, qFnClose, toolCallClose)
-	qFnEndMarks = newMarkerSet(toolCallClose)
+	qwenXML = newQwenFormat(toolCallOpen, toolCallClose)
+	seedXML = newQwenFormat("<seed:tool_call>", "</seed:tool_call>")
+	// qContentEnd finds "<tool_call>" (GLM's calls open with it too).
+	qContentEnd = qwenXML.contentEnd
 )
 
 const (
@@ -49,12 +62,12 @@ func (t *toolStage) stepQwenXML(e *emitter, b []byte, eof bool) int {
 				return n
 			}
 		}
-		n, m := qContentEnd.next(b, eof)
+		n, m := t.qf.contentEnd.next(b, eof)
 		switch {
 		case m == 0:
-			t.region = append(t.region[:0], toolCallOpen...)
+			t.region = append(t.region[:0], t.qf.open...)
 			t.st = qOpen
-			return len(toolCallOpen)
+			return len(t.qf.open)
 		case n == 0:
 			return 0
 		}
@@ -75,11 +88,11 @@ func (t *toolStage) stepQwenXML(e *emitter, b []byte, eof bool) int {
 		if n := skipSpace(b); n > 0 {
 			return n
 		}
-		n, m := qFnEndMarks.next(b, eof)
+		n, m := t.qf.fnEndMarks.next(b, eof)
 		switch {
 		case m == 0:
 			t.st = qAfter
-			return len(toolCallClose)
+			return len(t.qf.close)
 		case n == 0:
 			return 0
 		}
@@ -89,7 +102,7 @@ func (t *toolStage) stepQwenXML(e *emitter, b []byte, eof bool) int {
 	return 0
 }
 
-// qwenOpen reads the whitespace and "<function=" after "<tool_call>".
+// qwenOpen reads the whitespace and "<function=" after the call's opening marker.
 func (t *toolStage) qwenOpen(e *emitter, b []byte, eof bool) int {
 	if n := skipSpace(b); n > 0 {
 		if n = t.capRegion(n); n == 0 {
@@ -143,7 +156,7 @@ func (t *toolStage) qwenName(e *emitter, b []byte, eof bool) int {
 
 // qwenBody reads between parameters: whitespace and stray text are dropped.
 func (t *toolStage) qwenBody(e *emitter, b []byte, eof bool) int {
-	n, m := qBodyMarks.next(b, eof)
+	n, m := t.qf.bodyMarks.next(b, eof)
 	switch m {
 	case 0:
 		t.xml.pname = t.xml.pname[:0]
@@ -156,7 +169,7 @@ func (t *toolStage) qwenBody(e *emitter, b []byte, eof bool) int {
 	case 2:
 		t.xml.closeCall(e, t.call.idx)
 		t.st = qAfter
-		return len(toolCallClose)
+		return len(t.qf.close)
 	}
 	return n
 }
@@ -184,7 +197,7 @@ func (t *toolStage) qwenValue(e *emitter, b []byte, eof bool) int {
 			return 1
 		}
 	}
-	n, m := qValueEnds.next(b, eof)
+	n, m := t.qf.valueEnds.next(b, eof)
 	if m < 0 {
 		if n > 0 {
 			t.xml.addValue(e, t.call.idx, b[:n], t.limit)
@@ -205,7 +218,7 @@ func (t *toolStage) qwenValue(e *emitter, b []byte, eof bool) int {
 		t.xml.closeCall(e, t.call.idx)
 		t.st = qAfter
 	}
-	return len(qValueEnds.ms[m])
+	return len(t.qf.valueEnds.ms[m])
 }
 
 // finishQwenXML resolves the state at the end of output: a call cut off in its header is

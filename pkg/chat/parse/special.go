@@ -72,6 +72,8 @@ func defaultStripTokens(reasoning, tool string) []string {
 		return []string{"<|endoftext|>", "<|user|>", "<|observation|>"}
 	case tool == ToolLlama3JSON:
 		return []string{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
+	case tool == ToolSeedOSS || reasoning == ReasoningSeedOSS:
+		return []string{"<seed:eos>"}
 	case tool == ToolKimiK2 || reasoning == ReasoningKimiK2:
 		return []string{"<|im_end|>"}
 	case tool == ToolDeepSeekV3 || tool == ToolDeepSeekV31 || reasoning == ReasoningDeepSeekR1 || reasoning == ReasoningDeepSeekV3:

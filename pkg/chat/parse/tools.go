@@ -25,6 +25,7 @@ type toolStage struct {
 	// tokFmt is the token format (kimi_k2, deepseek_v31); ws is kimi's held whitespace inside
 	// arguments (wsFlush: the run outgrew the limit and is sent), argsStarted whether a
 	// non-space byte of them was sent.
+	qf          *qwenFormat
 	tokFmt      *tokenFormat
 	ws          []byte
 	wsFlush     bool
@@ -75,7 +76,10 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 		case ToolDeepSeekV3:
 			t.fmt = fmtDeepSeek
 		case ToolQwen3Coder, ToolQwen3XML:
-			t.fmt = fmtQwenXML
+			t.fmt, t.qf = fmtQwenXML, qwenXML
+		case ToolSeedOSS:
+			t.fmt, t.qf = fmtQwenXML, seedXML
+			t.xml.seed = true
 		case ToolGLM45, ToolGLM47:
 			t.fmt = fmtGLM
 			t.xml.glm = true

@@ -74,6 +74,11 @@ package parse
 //   - Int() and float() read surrounding ASCII whitespace only (Python also strips Unicode
 //     whitespace); an over-long held value (MaxCallBytes) is sent as a string.
 //
+// seed_oss runs qwen3_coder's machine in <seed:tool_call> with its own value rules (xmlvalue.go);
+// the same differences apply. Seed-OSS's tokenizer was not at hand: whether its markers are
+// special tokens (and so need special tokens kept) is not checked; they are decoded as for any
+// parser without adjust_request.
+//
 // glm45 / glm47 (one machine for both layouts)
 //   - A value also ends at "</tool_call>" when "</arg_value>" is missing; a call cut off by
 //     the end of output is closed (vLLM streaming leaves its JSON open, non-streaming makes the

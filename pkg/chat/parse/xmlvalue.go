@@ -35,8 +35,14 @@ import (
 // parameter whose schema "type" is exactly "string" is the text as it is, streamed; any other
 // is json.loads of the stripped text (vLLM then tries ast.literal_eval), else that stripped
 // text as a string.
+//
+// seed_oss (seed bool) uses qwen3_coder's rules as its older copy in
+// vllm/tool_parsers/seed_oss_tool_parser.py has them: "null" (any case, not "none") is null
+// for every parameter, listed or not; "anyOf" is not read; only object and dict* are read as
+// JSON containers, arrays fall to the literal reading.
 type xmlCall struct {
 	glm     bool
+	seed    bool
 	props   map[string]json.RawMessage // the function's schema properties (nil: none)
 	pname   []byte
 	nameCut bool
@@ -96,6 +102,14 @@ func (x *xmlCall) startValue() {
 		}
 		if ok && json.Unmarshal(raw, &s) == nil && string(s.Type) == `"string"` {
 			x.class = vString
+		}
+	case ok && x.seed:
+		var s map[string]json.RawMessage
+		if json.Unmarshal(raw, &s) == nil && s["type"] != nil {
+			x.class = classOfName(pyStr(s["type"]))
+			if x.class == vContainer && !strings.HasPrefix(pyStr(s["type"]), "dict") && pyStr(s["type"]) != "object" {
+				x.class = vOther
+			}
 		}
 	case ok:
 		x.class, x.null = classOf(raw)
@@ -170,7 +184,7 @@ func classOfName(t string) valueClass {
 // addValue takes more text of the current value.
 func (x *xmlCall) addValue(e *emitter, idx int, b []byte, limit int) {
 	x.value = append(x.value, b...)
-	if !x.stream && (x.class == vString && !x.null || len(x.value) > limit) {
+	if !x.stream && (x.class == vString && !x.null && !x.seed || len(x.value) > limit) {
 		x.stream = true
 		x.key(e, idx)
 		e.addArgs(idx, []byte{'"'})
@@ -245,6 +259,10 @@ func (x *xmlCall) endValue(e *emitter, idx int) {
 	}
 	if len(v) > 0 && v[len(v)-1] == '\n' {
 		v = v[:len(v)-1]
+	}
+	if x.seed && strings.ToLower(string(v)) == "null" {
+		e.addArgs(idx, []byte("null"))
+		return
 	}
 	e.addArgs(idx, convertValue(nil, string(v), x.class, x.null))
 }

@@ -406,6 +406,31 @@ qwen3_coder = {"reasoning": "qwen3", "tool": "qwen3_coder", "cases": [
 ]}
 qwen3_xml = dict(qwen3_coder, tool="qwen3_xml")
 
+
+
+def seedify(c):
+    """A qwen3_coder case in seed_oss's wrapper and reasoning markers."""
+    c = json.loads(json.dumps(c))
+    def sub(x):
+        return None if x is None else x.replace("<tool_call>", "<seed:tool_call>").replace(
+            "</tool_call>", "</seed:tool_call>").replace("<think>", "<seed:think>").replace("</think>", "</seed:think>")
+    c["text"] = sub(c["text"])
+    c["want"]["content"] = sub(c["want"]["content"])
+    c["want"]["reasoning"] = sub(c["want"]["reasoning"])
+    return c
+
+
+seed_oss = {"reasoning": "seed_oss", "tool": "seed_oss", "cases": [
+    seedify(c) for c in qwen3_coder["cases"] if c["name"] not in ("qwen3 implicit end of reasoning", "null values")] + [
+    case("null values", xcall("get_weather", ("note", "None"), ("city", "null"), ("days", "NULL"), ("extra", "Null"))
+         .replace("tool_call>", "seed:tool_call>"),
+         calls=[("get_weather", xargs({"note": "None", "city": None, "days": None, "extra": None}))], finish="tool_calls",
+         req=XTOOLS, note="seed_oss: \"null\" in any case is null for every parameter; anyOf is not read"),
+    case("reasoning then a call", "<seed:think>plan</seed:think>" + xcall("f").replace("tool_call>", "seed:tool_call>"),
+         reasoning="plan", calls=[("f", "{}")], finish="tool_calls", req={"tools": True, "schemas": XTOOLS["schemas"]}),
+    case("a Qwen wrapper is content", xcall("f"), content=xcall("f"), req=XTOOLS),
+]}
+
 # ---------------------------------------------------------------- glm45 / glm47 (+ glm45 reasoning)
 # Glm4MoeModelToolParser: a parameter typed exactly "string" is its raw text; any other is
 # json.loads(text.strip()), else the stripped text. Arguments json.dumps(..., ensure_ascii=False).
@@ -507,7 +532,7 @@ deepseek_v31 = {"reasoning": "deepseek_v3", "tool": "deepseek_v31", "cases": [
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
         ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
-        ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31)]:
+        ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

@@ -60,7 +60,7 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("kimi-k2", "kimi_k2"):
 		return "", ToolKimiK2, true
 	case has("minimax-m2", "minimax_m2"):
-		return ReasoningMiniMaxM2AppendThink, "", true
+		return ReasoningMiniMaxM2AppendThink, ToolMiniMaxM2, true
 	case has("seed-oss", "seed_oss"):
 		return ReasoningSeedOSS, ToolSeedOSS, true
 	case has("step3", "step-3"):

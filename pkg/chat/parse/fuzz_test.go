@@ -166,6 +166,10 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 		if strings.Contains(content, dsCallsBegin) {
 			return
 		}
+	case ToolMiniMaxM2:
+		if strings.Contains(content, mmBlockOpen) {
+			return // the block's markers and whitespace are consumed
+		}
 	case ToolKimiK2:
 		if strings.Contains(content, kimiSectionBegin) {
 			return // the section's markers and whitespace are consumed
@@ -221,7 +225,7 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 
 func xmlTool(name string) bool {
 	switch name {
-	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS:
+	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2:
 		return true
 	}
 	return false
@@ -284,6 +288,15 @@ func FuzzParseQwen3Coder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolQwen3Coder, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningQwen3, ToolQwen3Coder, req}, text, seed)
+	})
+}
+
+func FuzzParseMiniMaxM2(f *testing.F) {
+	addSeeds(f, "minimax_m2", "<minimax:tool_call><invoke name=f><parameter name=i>1_0</parameter><parameter name=o>{\"a\": 1e5}</parameter></invoke>")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolMiniMaxM2, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningMiniMaxM2, ToolMiniMaxM2, req}, text, seed)
 	})
 }
 

@@ -76,6 +76,7 @@ const (
 	// ToolDeepSeekV31 parses DeepSeek V3.1's calls (and V3.2's when not DSML).
 	ToolDeepSeekV31 = "deepseek_v31"
 	ToolSeedOSS     = "seed_oss"
+	ToolMiniMaxM2   = "minimax_m2"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -88,7 +89,7 @@ var reasoningNames = func() map[string]bool {
 
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
 	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
-	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true}
+	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }
@@ -192,7 +193,7 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 	s := &Stream{p: p, mode: p.toolMode(req)}
 	s.out.rand = p.rand
 	s.out.mistralIDs = p.tool == ToolMistral && s.mode == toolsAuto
-	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML || p.tool == ToolSeedOSS) && s.mode == toolsAuto
+	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML || p.tool == ToolSeedOSS || p.tool == ToolMiniMaxM2) && s.mode == toolsAuto
 	if !p.SkipSpecialTokens(req) && len(p.strip) > 0 {
 		s.strip = newStripStage(p.strip)
 	}

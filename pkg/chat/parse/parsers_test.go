@@ -167,7 +167,7 @@ func TestParseGolden(t *testing.T) {
 				switch {
 				case g.Tool == ToolMistral && auto:
 					idPattern = mistralIDPattern
-				case (g.Tool == ToolQwen3Coder || g.Tool == ToolQwen3XML || g.Tool == ToolSeedOSS) && auto:
+				case (g.Tool == ToolQwen3Coder || g.Tool == ToolQwen3XML || g.Tool == ToolSeedOSS || g.Tool == ToolMiniMaxM2) && auto:
 					idPattern = callIDPattern
 				case g.Tool == ToolKimiK2 && auto:
 					idPattern = kimiIDPattern
@@ -255,7 +255,7 @@ func TestNewParsersNames(t *testing.T) {
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
 		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
-		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, hermes, kimi_k2, llama3_json, mistral, openai, qwen3_coder, qwen3_xml, seed_oss"},
+		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, hermes, kimi_k2, llama3_json, minimax_m2, mistral, openai, qwen3_coder, qwen3_xml, seed_oss"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
 	}
@@ -291,7 +291,7 @@ func TestDefaultParserNames(t *testing.T) {
 		{"zai-org/GLM-4.7", "glm47", "glm47"},
 		{"moonshotai/Kimi-K2-Thinking", "kimi_k2", "kimi_k2"},
 		{"moonshotai/Kimi-K2-Instruct-0905", "", "kimi_k2"},
-		{"MiniMaxAI/MiniMax-M2", "minimax_m2_append_think", ""},
+		{"MiniMaxAI/MiniMax-M2", "minimax_m2_append_think", "minimax_m2"},
 		{"ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", "seed_oss"},
 		{"stepfun-ai/step3", "step3", ""},
 		{"mistralai/Magistral-Small-2509", "mistral", "mistral"},

@@ -72,6 +72,8 @@ func defaultStripTokens(reasoning, tool string) []string {
 		return []string{"<|endoftext|>", "<|user|>", "<|observation|>"}
 	case tool == ToolLlama3JSON:
 		return []string{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
+	case tool == ToolMiniMaxM2 || reasoning == ReasoningMiniMaxM2 || reasoning == ReasoningMiniMaxM2AppendThink:
+		return []string{"[e~["}
 	case tool == ToolSeedOSS || reasoning == ReasoningSeedOSS:
 		return []string{"<seed:eos>"}
 	case tool == ToolKimiK2 || reasoning == ReasoningKimiK2:

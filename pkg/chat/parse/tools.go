@@ -45,6 +45,7 @@ const (
 	fmtQwenXML
 	fmtGLM
 	fmtToken
+	fmtMiniMax
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -83,6 +84,8 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 		case ToolGLM45, ToolGLM47:
 			t.fmt = fmtGLM
 			t.xml.glm = true
+		case ToolMiniMaxM2:
+			t.fmt = fmtMiniMax
 		case ToolKimiK2:
 			t.fmt, t.tokFmt = fmtToken, kimiFormat
 		case ToolDeepSeekV31:
@@ -93,7 +96,7 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 }
 
 func (t *toolStage) held() int {
-	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + t.xml.held() + len(t.ws)
+	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + len(t.typ) + t.xml.held() + len(t.ws)
 }
 
 func (t *toolStage) run(e *emitter, text string, eof bool) {
@@ -138,6 +141,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepGLM(e, b, eof)
 		case fmtToken:
 			n = t.stepToken(e, b, eof)
+		case fmtMiniMax:
+			n = t.stepMiniMax(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -183,6 +188,8 @@ func (t *toolStage) finish(e *emitter) {
 		t.finishGLM(e)
 	case fmtToken:
 		t.finishToken(e)
+	case fmtMiniMax:
+		t.finishMiniMax(e)
 	}
 }
 

@@ -74,6 +74,13 @@ package parse
 //   - Int() and float() read surrounding ASCII whitespace only (Python also strips Unicode
 //     whitespace); an over-long held value (MaxCallBytes) is sent as a string.
 //
+// minimax_m2
+//   - Text after a block is content (vLLM's streaming path drops everything after the first
+//     block starts, its non-streaming path keeps only the text before it); other text inside a
+//     block is content too.
+//   - An infinite float value stays a string (vLLM's int(inf) raises). Whether MiniMax's
+//     markers are special tokens was not checked (no tokenizer at hand).
+//
 // seed_oss runs qwen3_coder's machine in <seed:tool_call> with its own value rules (xmlvalue.go);
 // the same differences apply. Seed-OSS's tokenizer was not at hand: whether its markers are
 // special tokens (and so need special tokens kept) is not checked; they are decoded as for any

@@ -529,10 +529,58 @@ deepseek_v31 = {"reasoning": "deepseek_v3", "tool": "deepseek_v31", "cases": [
          note="deepseek_v31 reads the text after the separator as the arguments"),
 ]}
 
+# ---------------------------------------------------------------- minimax_m2 (+ minimax_m2 reasoning)
+# _convert_param_value_with_types: null/none/nil -> null; then integer > number > boolean >
+# object/array > string, the first that reads the value; else json.loads, else the string.
+MTOOLS = {"tools": True, "reasoning_ended": True, "schemas": [
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "temp": {"type": "number"},
+        "hourly": {"type": "boolean"}, "opts": {"type": "object"}, "either": {"type": ["string", "integer"]},
+        "mode": {"enum": [1, "x"]}, "maybe": {"anyOf": [{"type": "boolean"}, {"type": "null"}]}}}}]}
+
+
+def minvoke(name, *params):
+    return '<invoke name="' + name + '">\n' + "".join(
+        '<parameter name="' + k + '">' + v + "</parameter>\n" for k, v in params) + "</invoke>\n"
+
+
+def mblock(*invokes):
+    return "<minimax:tool_call>\n" + "".join(invokes) + "</minimax:tool_call>"
+
+
+minimax_m2 = {"reasoning": "minimax_m2", "tool": "minimax_m2", "cases": [
+    case("typed parameters", "</think>Checking.\n" + mblock(minvoke("get_weather", ("city", " Par" + U + "s "), ("days", "3"),
+                                                                     ("temp", "2.50"), ("hourly", "yes"), ("opts", '{"a": [1]}'))),
+         content="Checking.\n", calls=[("get_weather", xargs({"city": "Par" + U + "s", "days": 3, "temp": 2.5, "hourly": True,
+                                                               "opts": {"a": [1]}}))], finish="tool_calls",
+         req={"tools": True, "schemas": MTOOLS["schemas"]}, note="values are stripped"),
+    case("two invokes in one block", mblock(minvoke("get_weather", ("city", "A")), minvoke("f")),
+         calls=[("get_weather", xargs({"city": "A"})), ("f", "{}")], finish="tool_calls", req=MTOOLS),
+    case("type priority and fallbacks", mblock(minvoke("get_weather", ("either", "7"), ("mode", "x"), ("maybe", "NIL"),
+                                                       ("days", "many"), ("extra", "[1, 2]"), ("hourly", "maybe"))),
+         calls=[("get_weather", xargs({"either": 7, "mode": "x", "maybe": None, "days": "many", "extra": "[1, 2]",
+                                       "hourly": "maybe"}))], finish="tool_calls", req=MTOOLS,
+         note="integer before string; enum values give the types; a parameter outside the schema is a string"),
+    case("duplicate parameter replaces in place", mblock(minvoke("f", ("a", "1"), ("b", "2"), ("a", "3"))),
+         calls=[("f", xargs({"a": "3", "b": "2"}))], finish="tool_calls", req=MTOOLS),
+    case("single-quoted and bare names", mblock("<invoke name='f'>\n<parameter name=q>x</parameter>\n</invoke>"),
+         calls=[("f", xargs({"q": "x"}))], finish="tool_calls", req=MTOOLS),
+    case("unterminated invoke is content", "Hi" + "<minimax:tool_call>\n" + minvoke("f", ("a", "1"))[:-12],
+         content="Hi" + minvoke("f", ("a", "1"))[:-12], req=MTOOLS,
+         note="vLLM's streaming path sends an invoke only once it is complete"),
+    case("text after the block is content", mblock(minvoke("f")) + "\nDone.", content="\nDone.", calls=[("f", "{}")],
+         finish="tool_calls", req=MTOOLS),
+    case("invoke without a name is content", mblock('<invoke name=>\n</invoke>\n'),
+         content='<invoke name=>\n</invoke>', req=MTOOLS),
+    case("tool_choice none: markers are content", mblock(minvoke("f")), content=mblock(minvoke("f")),
+         req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
+]}
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
         ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
-        ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss)]:
+        ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss),
+        ("minimax_m2", minimax_m2)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

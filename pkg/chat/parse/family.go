@@ -65,6 +65,10 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 		return ReasoningSeedOSS, ToolSeedOSS, true
 	case has("step3", "step-3"):
 		return ReasoningStep3, "", true
+	case has("granite-4", "granite4", "granitemoehybrid"):
+		return "", ToolHermes, true // Granite 4 writes Hermes <tool_call> JSON
+	case has("granite"):
+		return "", ToolGranite, true
 	case has("magistral"):
 		return ReasoningMistral, ToolMistral, true
 	case has("mistral", "mixtral", "ministral", "magistral", "devstral", "codestral"):

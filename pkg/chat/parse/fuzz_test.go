@@ -166,6 +166,14 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 		if strings.Contains(content, dsCallsBegin) {
 			return
 		}
+	case ToolGranite:
+		rest := strings.TrimLeft(content, " \t\r\n")
+		for _, m := range graniteBOT {
+			rest = strings.TrimLeft(strings.TrimPrefix(rest, m), " \t\r\n")
+		}
+		if strings.HasPrefix(rest, "[") {
+			return // an array that makes no call ("[]") is consumed
+		}
 	case ToolMiniMaxM2:
 		if strings.Contains(content, mmBlockOpen) {
 			return // the block's markers and whitespace are consumed
@@ -297,6 +305,13 @@ func FuzzParseMiniMaxM2(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolMiniMaxM2, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningMiniMaxM2, ToolMiniMaxM2, req}, text, seed)
+	})
+}
+
+func FuzzParseGranite(f *testing.F) {
+	addSeeds(f, "granite", " <|tool_call|> [{\"name\": \"f\", \"arguments\": 1}, 2]", "<tool_call")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolGranite, toolsReq}, text, seed)
 	})
 }
 

@@ -77,6 +77,7 @@ const (
 	ToolDeepSeekV31 = "deepseek_v31"
 	ToolSeedOSS     = "seed_oss"
 	ToolMiniMaxM2   = "minimax_m2"
+	ToolGranite     = "granite"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -89,7 +90,7 @@ var reasoningNames = func() map[string]bool {
 
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
 	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
-	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true}
+	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true, ToolGranite: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }

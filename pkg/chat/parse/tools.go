@@ -46,6 +46,7 @@ const (
 	fmtGLM
 	fmtToken
 	fmtMiniMax
+	fmtGranite
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -86,6 +87,10 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 			t.xml.glm = true
 		case ToolMiniMaxM2:
 			t.fmt = fmtMiniMax
+		case ToolGranite:
+			t.fmt = fmtGranite
+			t.call.m.envDepth = 2
+			t.call.m.argKeys = []string{"arguments"}
 		case ToolKimiK2:
 			t.fmt, t.tokFmt = fmtToken, kimiFormat
 		case ToolDeepSeekV31:
@@ -143,6 +148,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepToken(e, b, eof)
 		case fmtMiniMax:
 			n = t.stepMiniMax(e, b, eof)
+		case fmtGranite:
+			n = t.stepGranite(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -190,6 +197,8 @@ func (t *toolStage) finish(e *emitter) {
 		t.finishToken(e)
 	case fmtMiniMax:
 		t.finishMiniMax(e)
+	case fmtGranite:
+		t.finishGranite(e)
 	}
 }
 

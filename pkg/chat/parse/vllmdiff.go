@@ -74,6 +74,10 @@ package parse
 //   - Int() and float() read surrounding ASCII whitespace only (Python also strips Unicode
 //     whitespace); an over-long held value (MaxCallBytes) is sent as a string.
 //
+// granite
+//   - Text after the array is content (vLLM's json.loads of the whole rest fails on it: all
+//     content); one malformed element does not make the other calls content.
+//
 // minimax_m2
 //   - Text after a block is content (vLLM's streaming path drops everything after the first
 //     block starts, its non-streaming path keeps only the text before it); other text inside a

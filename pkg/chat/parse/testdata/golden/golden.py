@@ -576,11 +576,31 @@ minimax_m2 = {"reasoning": "minimax_m2", "tool": "minimax_m2", "cases": [
          req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
 ]}
 
+# ---------------------------------------------------------------- granite
+GARGS = '{"city": "Par' + U + 's", "t": 1.50, "deep": {"a": [1E2, null]}}'
+granite = {"reasoning": "", "tool": "granite", "cases": [
+    case("one call after <|tool_call|>", '<|tool_call|>[{"name": "get_weather", "arguments": ' + GARGS + '}]',
+         calls=[("get_weather", dumps(GARGS))], finish="tool_calls", req=TOOLS),
+    case("two calls, no marker, leading whitespace", '\n [{"name": "a", "arguments": {}}, {"arguments": {"x": "y"}, "name": "b"}]',
+         calls=[("a", "{}"), ("b", '{"x": "y"}')], finish="tool_calls", req=TOOLS),
+    case("<tool_call> prefix", '<tool_call> [{"name": "f", "arguments": [1,2]}]', calls=[("f", "[1, 2]")],
+         finish="tool_calls", req=TOOLS),
+    case("plain content", "The answer is 42.", content="The answer is 42.", req=TOOLS),
+    case("a marker then text is content", "<|tool_call|>sorry", content="<|tool_call|>sorry", req=TOOLS),
+    case("text after the array is content", '[{"name": "f", "arguments": {}}] Done.', content="Done.",
+         calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("truncated inside arguments keeps the call", '[{"name": "f", "arguments": {"a": "b',
+         calls=[("f", '{"a": "b')], finish="tool_calls", req=TOOLS),
+    case("truncated before the name is content", '<|tool_call|>[{"na', content='<|tool_call|>[{"na', req=TOOLS),
+    case("tool_choice none: all content", '[{"name": "f", "arguments": {}}]', content='[{"name": "f", "arguments": {}}]',
+         req={"tools": True, "tool_choice": "none"}),
+]}
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
         ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
         ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss),
-        ("minimax_m2", minimax_m2)]:
+        ("minimax_m2", minimax_m2), ("granite", granite)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

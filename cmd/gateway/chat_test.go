@@ -107,7 +107,7 @@ func TestBuildChatParsers(t *testing.T) {
 		t.Errorf("both none: got parsers %+v, err %v; want none", cs.parsers, err)
 	}
 	o = defaultChatOptions()
-	o.ToolCallParser = "pythonic"
+	o.ToolCallParser = "llama3" // vLLM has llama3_json, not llama3
 	if _, err := buildChat(dir, "qwen3", nil, o, log); err == nil || !strings.Contains(err.Error(), "hermes") {
 		t.Errorf("unknown parser: got %v, want an error listing the valid names", err)
 	}

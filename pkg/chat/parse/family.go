@@ -48,7 +48,7 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("qwen3", "qwq"):
 		return ReasoningQwen3, ToolHermes, true
 	case has("llama-4", "llama4", "llama_4"):
-		return "", "", true
+		return "", ToolLlama4Pythonic, true
 	case has("llama-3", "llama3", "llama_3"):
 		return "", ToolLlama3JSON, true
 	case has("glm-4.7", "glm4.7", "glm-5", "glm5"):

@@ -233,7 +233,7 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 
 func xmlTool(name string) bool {
 	switch name {
-	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2:
+	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2, ToolPythonic, ToolLlama4Pythonic:
 		return true
 	}
 	return false
@@ -312,6 +312,14 @@ func FuzzParseGranite(f *testing.F) {
 	addSeeds(f, "granite", " <|tool_call|> [{\"name\": \"f\", \"arguments\": 1}, 2]", "<tool_call")
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolGranite, toolsReq}, text, seed)
+	})
+}
+
+func FuzzParsePythonic(f *testing.F) {
+	addSeeds(f, "llama4_pythonic", "[f(a={1.5: [None, 'x\\x41']}, b=-0, c=1_0.5e3), g()]", "<|python_start|>[f(a=\"\\U0001F600\")]")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolPythonic, toolsReq}, text, seed)
+		checkParser(t, fuzzSpec{"", ToolLlama4Pythonic, toolsReq}, text, seed)
 	})
 }
 

@@ -78,6 +78,9 @@ const (
 	ToolSeedOSS     = "seed_oss"
 	ToolMiniMaxM2   = "minimax_m2"
 	ToolGranite     = "granite"
+	ToolPythonic    = "pythonic"
+	// ToolLlama4Pythonic is pythonic with Llama 4's <|python_start|> tags.
+	ToolLlama4Pythonic = "llama4_pythonic"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -90,7 +93,8 @@ var reasoningNames = func() map[string]bool {
 
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
 	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
-	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true, ToolGranite: true}
+	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true, ToolGranite: true,
+	ToolPythonic: true, ToolLlama4Pythonic: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }

@@ -255,7 +255,7 @@ func TestNewParsersNames(t *testing.T) {
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
 		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
-		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, granite, hermes, kimi_k2, llama3_json, minimax_m2, mistral, openai, qwen3_coder, qwen3_xml, seed_oss"},
+		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, granite, hermes, kimi_k2, llama3_json, llama4_pythonic, minimax_m2, mistral, openai, pythonic, qwen3_coder, qwen3_xml, seed_oss"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
 	}
@@ -299,7 +299,7 @@ func TestDefaultParserNames(t *testing.T) {
 		{"ibm-granite/granite-4.0-h-small", "", "hermes"},
 		{"meta-llama/Llama-3.1-8B-Instruct", "", "llama3_json"},
 		{"/models/llama3_3-70b", "", "llama3_json"},
-		{"meta-llama/Llama-4-Scout-17B-16E", "", ""},
+		{"meta-llama/Llama-4-Scout-17B-16E", "", "llama4_pythonic"},
 		{"mistralai/Mistral-Small-3.2-24B-Instruct-2506", "", "mistral"},
 		{"openai/gpt-oss-120b", "openai_gptoss", "openai"},
 		{"gpt_oss", "openai_gptoss", "openai"},

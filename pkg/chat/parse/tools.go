@@ -26,6 +26,7 @@ type toolStage struct {
 	// arguments (wsFlush: the run outgrew the limit and is sent), argsStarted whether a
 	// non-space byte of them was sent.
 	qf          *qwenFormat
+	llama4      bool // llama4_pythonic: <|python_start|> tags
 	tokFmt      *tokenFormat
 	ws          []byte
 	wsFlush     bool
@@ -47,6 +48,7 @@ const (
 	fmtToken
 	fmtMiniMax
 	fmtGranite
+	fmtPythonic
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -87,6 +89,8 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 			t.xml.glm = true
 		case ToolMiniMaxM2:
 			t.fmt = fmtMiniMax
+		case ToolPythonic, ToolLlama4Pythonic:
+			t.fmt, t.llama4 = fmtPythonic, p.tool == ToolLlama4Pythonic
 		case ToolGranite:
 			t.fmt = fmtGranite
 			t.call.m.envDepth = 2
@@ -150,6 +154,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepMiniMax(e, b, eof)
 		case fmtGranite:
 			n = t.stepGranite(e, b, eof)
+		case fmtPythonic:
+			n = t.stepPythonic(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -199,6 +205,8 @@ func (t *toolStage) finish(e *emitter) {
 		t.finishMiniMax(e)
 	case fmtGranite:
 		t.finishGranite(e)
+	case fmtPythonic:
+		t.finishPythonic(e)
 	}
 }
 

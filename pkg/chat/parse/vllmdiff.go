@@ -74,6 +74,13 @@ package parse
 //   - Int() and float() read surrounding ASCII whitespace only (Python also strips Unicode
 //     whitespace); an over-long held value (MaxCallBytes) is sent as a string.
 //
+// pythonic / llama4_pythonic
+//   - The calls are sent at the end of output, whole (vLLM's streaming path sends them as it
+//     reads them): the list cannot be known to be calls before it is complete.
+//   - A negative number (-2, an ast.UnaryOp) is read as a literal; string prefixes (r"", b""),
+//     triple quotes, implicit concatenation and octal escapes other than \0 are not read (the
+//     output is then content); a lone surrogate escape becomes U+FFFD.
+//
 // granite
 //   - Text after the array is content (vLLM's json.loads of the whole rest fails on it: all
 //     content); one malformed element does not make the other calls content.

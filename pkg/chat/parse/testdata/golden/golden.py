@@ -596,11 +596,47 @@ granite = {"reasoning": "", "tool": "granite", "cases": [
          req={"tools": True, "tool_choice": "none"}),
 ]}
 
+# ---------------------------------------------------------------- pythonic / llama4_pythonic
+# vLLM: ast.parse of the stripped output, a list of calls with literal keyword values;
+# arguments json.dumps(kwargs, ensure_ascii=False).
+def pyc(name, **kw):
+    return (name, json.dumps(kw, ensure_ascii=False))
+
+
+def pythonic_cases(wrap):
+    return [
+        case("one call", wrap('[get_weather(city="San Francisco", days=3, unit=\'celsius\')]'),
+             calls=[pyc("get_weather", city="San Francisco", days=3, unit="celsius")], finish="tool_calls", req=TOOLS),
+        case("two calls, literals of every kind", wrap('[a(x=1.50, y=-2, z=True, n=None, l=[1, "t\\u00e9"], d={"k": {1: False}}), b()]'),
+             calls=[pyc("a", x=1.5, y=-2, z=True, n=None, l=[1, "t" + U], d={"k": {"1": False}}), ("b", "{}")],
+             finish="tool_calls", req=TOOLS),
+        case("escapes and unicode", wrap("[f(s='line\\nq\\'\\\\', u=\"\u65e5\u672c\")]"),
+             calls=[pyc("f", s="line\nq'\\", u="\u65e5\u672c")], finish="tool_calls", req=TOOLS),
+        case("plain content", "The weather is fine.", content="The weather is fine.", req=TOOLS),
+        case("a list that is not calls is content", wrap("[1, 2, 3]"), content=wrap("[1, 2, 3]"), req=TOOLS),
+        case("a non-literal argument is content", wrap("[f(x=g())]"), content=wrap("[f(x=g())]"), req=TOOLS),
+        case("truncated is content", wrap('[f(x="ab')[:-len(wrap(""))] if wrap("") else '[f(x="ab',
+             content=wrap('[f(x="ab')[:-len(wrap(""))] if wrap("") else '[f(x="ab', req=TOOLS,
+             note="held to the end and read whole, as vLLM's non-streaming path reads it"),
+        case("text after the list is content", wrap("[f()]") + " done", content=wrap("[f()]") + " done", req=TOOLS),
+        case("tool_choice none: all content", wrap("[f()]"), content=wrap("[f()]"),
+             req={"tools": True, "tool_choice": "none"}),
+    ]
+
+
+pythonic = {"reasoning": "", "tool": "pythonic", "cases": pythonic_cases(lambda x: x)}
+llama4_pythonic = {"reasoning": "", "tool": "llama4_pythonic", "cases": pythonic_cases(lambda x: x) + [
+    case("python tags", "<|python_start|>[f(a=1)]<|python_end|>", calls=[pyc("f", a=1)], finish="tool_calls", req=TOOLS),
+    case("tags with whitespace", "<|python_start|>\n[f(a=1), g(b='x')]\n<|python_end|>",
+         calls=[pyc("f", a=1), pyc("g", b="x")], finish="tool_calls", req=TOOLS),
+]}
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
         ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
         ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss),
-        ("minimax_m2", minimax_m2), ("granite", granite)]:
+        ("minimax_m2", minimax_m2), ("granite", granite),
+        ("pythonic", pythonic), ("llama4_pythonic", llama4_pythonic)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

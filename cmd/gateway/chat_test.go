@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -107,7 +108,7 @@ func TestBuildChatParsers(t *testing.T) {
 		t.Errorf("both none: got parsers %+v, err %v; want none", cs.parsers, err)
 	}
 	o = defaultChatOptions()
-	o.ToolCallParser = "pythonic"
+	o.ToolCallParser = "llama3" // vLLM has llama3_json, not llama3
 	if _, err := buildChat(dir, "qwen3", nil, o, log); err == nil || !strings.Contains(err.Error(), "hermes") {
 		t.Errorf("unknown parser: got %v, want an error listing the valid names", err)
 	}
@@ -234,6 +235,51 @@ func TestToolCallRawArguments(t *testing.T) {
 	for i, want := range []string{raw, formatted} { // a models: entry's chat options default as the flags do
 		if got := arguments(o.Models[i].chatOptions); got != want {
 			t.Errorf("models[%d]: got arguments %s, want %s", i, got, want)
+		}
+	}
+}
+
+// TestConfigParsersPerModel: every parser name works as a model's reasoning_parser and
+// tool_call_parser in the config file, each model getting its own pair (the Harmony pair only
+// with each other), and the top-level flags do not leak into a model's choice.
+func TestConfigParsersPerModel(t *testing.T) {
+	var yaml strings.Builder
+	yaml.WriteString("reasoning_parser: qwen3\ntool_call_parser: hermes\nmodels:\n")
+	type pair struct{ reasoning, tool string }
+	var want []pair
+	for _, r := range parse.ReasoningParserNames() {
+		tl := parse.ToolHermes
+		if r == parse.ReasoningGptOss {
+			tl = parse.ToolOpenAI
+		}
+		want = append(want, pair{r, tl})
+	}
+	for _, tl := range parse.ToolParserNames() {
+		r := parse.ReasoningQwen3
+		if tl == parse.ToolOpenAI {
+			r = parse.ReasoningGptOss
+		}
+		want = append(want, pair{r, tl})
+	}
+	for i, p := range want {
+		fmt.Fprintf(&yaml, "  - {name: m%d, reasoning_parser: %s, tool_call_parser: %s}\n", i, p.reasoning, p.tool)
+	}
+	cfg := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(cfg, []byte(yaml.String()), 0o600)
+	o, err := parseOptions([]string{"--config", cfg}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Models) != len(want) {
+		t.Fatalf("got %d models, want %d", len(o.Models), len(want))
+	}
+	for i, m := range o.Models {
+		cs, err := buildChat("", m.Name, nil, m.chatOptions, zap.NewNop())
+		if err != nil {
+			t.Fatalf("model %s (%+v): %v", m.Name, want[i], err)
+		}
+		if cs.parsers == nil || cs.parsers.Reasoning() != want[i].reasoning || cs.parsers.Tool() != want[i].tool {
+			t.Errorf("model %s: got parsers %v, want %+v", m.Name, cs.parsers, want[i])
 		}
 	}
 }

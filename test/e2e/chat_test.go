@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -379,5 +380,75 @@ func checkHostileTemplates(t *testing.T, gw *harness.Gateway) {
 		t.Fatalf("gateway unhealthy after the hostile templates: %v", err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// familyThought is the reasoning of every family's scripted reply in TestChatParserFamilies.
+const familyThought = "The user asks for the current weather in Paris; I should call the tool."
+
+// TestChatParserFamilies runs one scripted tool-calling exchange per output format through a
+// grpc:// simulator and the gateway started with that family's parsers, with the official
+// openai npm client, streamed and not: the same call (get_weather, Paris, celsius) and
+// reasoning come out of every format. The simulator speaks Qwen3's tokenizer; the formats'
+// markers are then ordinary text, which the gateway decodes back as written.
+func TestChatParserFamilies(t *testing.T) {
+	think := "<think>\n" + familyThought + "\n</think>"
+	jsonArgs := `{"city": "Paris", "unit": "celsius"}`
+	families := []struct {
+		reasoning, tool, reply string
+		id                     *regexp.Regexp
+	}{
+		{"qwen3", "qwen3_coder", think + "\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>", callID},
+		{"glm45", "glm45", think + "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>", toolID},
+		{"kimi_k2", "kimi_k2", think + "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + jsonArgs + "<|tool_call_end|><|tool_calls_section_end|>",
+			regexp.MustCompile(`^functions\.get_weather:0$`)},
+		{"deepseek_r1", "deepseek_v31", think + "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + jsonArgs + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", toolID},
+		{"minimax_m2", "minimax_m2", think + "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n<parameter name=\"unit\">celsius</parameter>\n</invoke>\n</minimax:tool_call>", callID},
+		{"seed_oss", "seed_oss", "<seed:think>\n" + familyThought + "\n</seed:think><seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</seed:tool_call>", callID},
+		{"mistral", "mistral", "[THINK]" + familyThought + "[/THINK][TOOL_CALLS]get_weather[ARGS]" + jsonArgs, regexp.MustCompile(`^[A-Za-z0-9]{9}$`)},
+		{"step3", "granite", familyThought + "</think><|tool_call|>[{\"name\": \"get_weather\", \"arguments\": " + jsonArgs + "}]", toolID},
+		{"qwen3", "llama4_pythonic", think + "[get_weather(city=\"Paris\", unit='celsius')]", toolID},
+	}
+	l := newLauncher(t)
+	ports := testutil.FreePorts(t, len(families))
+	for i, f := range families {
+		t.Run(f.tool, func(t *testing.T) {
+			name := fmt.Sprintf("family-%d", i)
+			startSim(t, l, harness.SimOptions{Name: name, Args: []string{"--grpc-port", fmt.Sprint(ports[i]), "--runtime", "vllm", "--reply-file", replyFile(t, f.reply)}})
+			gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-" + name, Workers: []string{fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", ports[i])},
+				Args: []string{"--reasoning-parser", f.reasoning, "--tool-call-parser", f.tool}})
+			r := runChatClient(t, gw.URL, "tools")
+			ns := r.Nonstream.Message
+			checkFamilyAnswer(t, "non-streaming", ns.Reasoning, ns.Content, r.Nonstream.FinishReason, toolCalls(ns.ToolCalls), f.id)
+			checkFamilyAnswer(t, "streaming", &r.Stream.Reasoning, &r.Stream.Content, r.Stream.FinishReason, toolCalls(r.Stream.ToolCalls), f.id)
+		})
+	}
+}
+
+var (
+	toolID = regexp.MustCompile(`^chatcmpl-tool-[0-9a-f]{32}$`)
+	callID = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
+)
+
+// checkFamilyAnswer is checkToolAnswer with the family's id form.
+func checkFamilyAnswer(t *testing.T, what string, reasoning, content *string, finish string, calls []toolCall, id *regexp.Regexp) {
+	t.Helper()
+	if reasoning == nil || strings.TrimSpace(*reasoning) != familyThought {
+		t.Errorf("%s: reasoning %v, want %q", what, deref(reasoning), familyThought)
+	}
+	if content != nil && strings.TrimSpace(*content) != "" {
+		t.Errorf("%s: content %q, want none beside the tool call", what, *content)
+	}
+	if finish != "tool_calls" || len(calls) != 1 {
+		t.Fatalf("%s: finish %q, calls %+v; want one call and tool_calls", what, finish, calls)
+	}
+	c := calls[0]
+	var args map[string]any
+	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+		t.Errorf("%s: arguments %q are not JSON: %v", what, c.Arguments, err)
+	}
+	if c.Name != "get_weather" || c.Type != "function" || !id.MatchString(c.ID) ||
+		!cmp.Equal(args, map[string]any{"city": "Paris", "unit": "celsius"}) {
+		t.Errorf("%s: call %+v", what, c)
 	}
 }

@@ -7,6 +7,7 @@ package parse
 type emitter struct {
 	rand       func() uint64
 	mistralIDs bool
+	callIDs    bool // "call_" + 24 hex digits (qwen3_coder's _generate_tool_call_id)
 
 	reasoning []byte
 	content   []byte
@@ -23,11 +24,17 @@ func (e *emitter) addContent(b []byte) { e.content = append(e.content, b...) }
 func (e *emitter) addContentString(s string) { e.content = append(e.content, s...) }
 
 // startCall opens tool call number ncalls and returns its index.
-func (e *emitter) startCall(name string) int {
+func (e *emitter) startCall(name string) int { return e.startCallID(name, "") }
+
+// startCallID is startCall with the call's id given by the model (kimi_k2), "" to make one.
+func (e *emitter) startCallID(name, id string) int {
 	e.closeArgs()
 	idx := e.ncalls
 	e.ncalls++
-	e.calls = append(e.calls, ToolCallDelta{Index: idx, ID: e.newID(), Type: "function", Name: name})
+	if id == "" {
+		id = e.newID()
+	}
+	e.calls = append(e.calls, ToolCallDelta{Index: idx, ID: id, Type: "function", Name: name})
 	return idx
 }
 
@@ -83,7 +90,11 @@ func (e *emitter) newID() string {
 		return string(b[:])
 	}
 	var b [len("chatcmpl-tool-") + 32]byte
-	n := copy(b[:], "chatcmpl-tool-")
+	prefix, digits := "chatcmpl-tool-", 32
+	if e.callIDs {
+		prefix, digits = "call_", 24
+	}
+	n := copy(b[:], prefix)
 	for k := 0; k < 2; k++ {
 		r := e.rand()
 		for i := 0; i < 16; i++ {
@@ -92,5 +103,5 @@ func (e *emitter) newID() string {
 			n++
 		}
 	}
-	return string(b[:])
+	return string(b[:len(prefix)+digits])
 }

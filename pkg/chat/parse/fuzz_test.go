@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // The fuzz targets feed arbitrary text, split at arbitrary points (from the seed), to one
@@ -113,12 +115,26 @@ func checkNoInvention(t *testing.T, spec fuzzSpec, text string, m Message) {
 	if harmony {
 		avail['\n'] += 1 << 20
 	}
+	if spec.reasoning == ReasoningMiniMaxM2AppendThink {
+		text = thinkStart + text // the parser's documented addition
+		for i := 0; i < len(thinkStart); i++ {
+			avail[thinkStart[i]]++
+		}
+	}
 	if spec.tool == ToolMistral {
 		avail['{'] += len(m.ToolCalls)
 		avail['}'] += len(m.ToolCalls)
 	}
 	pieces := []string{deref(m.Content), deref(m.Reasoning)}
 	for _, c := range m.ToolCalls {
+		if xmlTool(spec.tool) {
+			// the XML formats build their arguments: a JSON object, whatever the text
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(c.Arguments), &obj); err != nil {
+				t.Fatalf("text %q: arguments %q are not a JSON object: %v", text, c.Arguments, err)
+			}
+			continue
+		}
 		pieces = append(pieces, c.Arguments)
 	}
 	for _, p := range pieces {
@@ -135,23 +151,9 @@ func checkNoInvention(t *testing.T, spec fuzzSpec, text string, m Message) {
 }
 
 func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
-	content := text
-	if spec.reasoning == ReasoningQwen3 || spec.reasoning == ReasoningDeepSeekR1 {
-		if spec.reasoning == ReasoningQwen3 && strings.Contains(text, toolCallOpen) {
-			return // the implicit end needs its own model; the golden cases cover it
-		}
-		before, after, found := strings.Cut(text, thinkEnd)
-		if spec.req.ReasoningEnded {
-			before, after, found = "", text, true
-		}
-		wantR := strings.ReplaceAll(before, thinkStart, "")
-		if !found {
-			wantR, after = strings.ReplaceAll(text, thinkStart, ""), ""
-		}
-		if got := deref(m.Reasoning); got != wantR {
-			t.Fatalf("text %q: got reasoning %q, want %q", text, got, wantR)
-		}
-		content = after
+	content, ok := reasoningModel(t, spec, text, m)
+	if !ok {
+		return
 	}
 	switch spec.tool {
 	case ToolOpenAI:
@@ -160,9 +162,25 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 		if strings.Contains(content, mistralCalls) {
 			return
 		}
-	case ToolDeepSeekV3:
+	case ToolDeepSeekV3, ToolDeepSeekV31:
 		if strings.Contains(content, dsCallsBegin) {
 			return
+		}
+	case ToolGranite:
+		rest := strings.TrimLeft(content, " \t\r\n")
+		for _, m := range graniteBOT {
+			rest = strings.TrimLeft(strings.TrimPrefix(rest, m), " \t\r\n")
+		}
+		if strings.HasPrefix(rest, "[") {
+			return // an array that makes no call ("[]") is consumed
+		}
+	case ToolMiniMaxM2:
+		if strings.Contains(content, mmBlockOpen) {
+			return // the block's markers and whitespace are consumed
+		}
+	case ToolKimiK2:
+		if strings.Contains(content, kimiSectionBegin) {
+			return // the section's markers and whitespace are consumed
 		}
 	}
 	if spec.req.NamedTool != "" || spec.req.ToolChoice == "required" {
@@ -171,6 +189,54 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 	if got := deref(m.Content); got != content {
 		t.Fatalf("text %q: got content %q, want %q (%s)", text, got, content, show(m))
 	}
+}
+
+// reasoningModel checks the reasoning of m against the rules of spec's reasoning parser
+// (think.go) applied to the whole text, and returns the content the tool stage was given; ok
+// is false when the text holds an implicit end marker, which needs its own model (the golden
+// cases cover it).
+func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string, bool) {
+	p := &Parsers{reasoning: spec.reasoning}
+	if spec.reasoning == ReasoningMiniMaxM2AppendThink {
+		return thinkStart + text, true
+	}
+	sp := thinkSpecs[spec.reasoning]
+	if sp == nil || !p.thinkOn(spec.req) {
+		return text, true
+	}
+	if (sp == &specQwen3 && strings.Contains(text, toolCallOpen)) || (sp == &specKimi && strings.Contains(text, kimiSectionBegin)) {
+		return "", false
+	}
+	pre, body, found := "", text, true
+	if !sp.inside {
+		pre, body, found = strings.Cut(text, sp.start)
+		pre = strings.ReplaceAll(pre, sp.end, "")
+		if !found {
+			body = ""
+		}
+	}
+	wantR, after, ended := body, "", false
+	if found {
+		wantR, after, ended = strings.Cut(body, sp.end)
+		if sp.dropStart {
+			wantR = strings.ReplaceAll(wantR, sp.start, "")
+		}
+	}
+	if got := deref(m.Reasoning); got != wantR {
+		t.Fatalf("%s, text %q: got reasoning %q, want %q", spec.reasoning, text, got, wantR)
+	}
+	if !ended {
+		after = ""
+	}
+	return pre + after, true
+}
+
+func xmlTool(name string) bool {
+	switch name {
+	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2, ToolPythonic, ToolLlama4Pythonic:
+		return true
+	}
+	return false
 }
 
 func addSeeds(f *testing.F, file string, extra ...string) {
@@ -198,6 +264,96 @@ func FuzzParseQwen3(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{ReasoningQwen3, "", RequestInfo{}}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningDeepSeekR1, "", RequestInfo{}}, text, seed)
+	})
+}
+
+// FuzzParseReasoning runs every marker reasoning parser (and append-think) alone, with the
+// thinking switch unset, on and off.
+func FuzzParseReasoning(f *testing.F) {
+	for _, file := range []string{"r_glm45", "r_kimi_k2", "r_mistral", "r_seed_oss", "r_step3", "r_deepseek_v3", "r_minimax_m2_append_think"} {
+		addSeeds(f, file)
+	}
+	f.Add("[/THINK][THINK][THINK]a[/THINK][/THINK]", uint64(9))
+	f.Add("<seed:think><think></seed:think></think>", uint64(10))
+	names := []string{ReasoningDeepSeekV3, ReasoningGLM45, ReasoningKimiK2, ReasoningMiniMaxM2,
+		ReasoningMiniMaxM2AppendThink, ReasoningMistral, ReasoningStep3, ReasoningSeedOSS}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		name := names[seed%uint64(len(names))]
+		th := []Thinking{ThinkingUnset, ThinkingOn, ThinkingOff}[(seed/8)%3]
+		checkParser(t, fuzzSpec{name, "", RequestInfo{Thinking: th}}, text, seed)
+	})
+}
+
+// fuzzSchemas types the XML formats' parameters in the fuzzers: every class of xmlvalue.go.
+var fuzzSchemas = []openai.ChatTool{{Type: "function", Name: "f", Parameters: json.RawMessage(`{"properties": {
+	"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
+	"o": {"type": "object"}, "a": {"type": "array"}, "u": {"anyOf": [{"type": "null"}, {"type": "string"}]}, "x": {"type": "other"}}}`)}}
+
+func FuzzParseQwen3Coder(f *testing.F) {
+	addSeeds(f, "qwen3_coder", "<tool_call><function=f><parameter=i>1_0<parameter=o>{\"a\": 1e5}</function>",
+		"<tool_call>\n<function=f>\n<parameter=s>\n\xe6\x97</parameter><parameter=n>\n-0.0\n</tool_call> x")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolQwen3Coder, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningQwen3, ToolQwen3Coder, req}, text, seed)
+	})
+}
+
+func FuzzParseMiniMaxM2(f *testing.F) {
+	addSeeds(f, "minimax_m2", "<minimax:tool_call><invoke name=f><parameter name=i>1_0</parameter><parameter name=o>{\"a\": 1e5}</parameter></invoke>")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolMiniMaxM2, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningMiniMaxM2, ToolMiniMaxM2, req}, text, seed)
+	})
+}
+
+func FuzzParseGranite(f *testing.F) {
+	addSeeds(f, "granite", " <|tool_call|> [{\"name\": \"f\", \"arguments\": 1}, 2]", "<tool_call")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolGranite, toolsReq}, text, seed)
+	})
+}
+
+func FuzzParsePythonic(f *testing.F) {
+	addSeeds(f, "llama4_pythonic", "[f(a={1.5: [None, 'x\\x41']}, b=-0, c=1_0.5e3), g()]", "<|python_start|>[f(a=\"\\U0001F600\")]")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolPythonic, toolsReq}, text, seed)
+		checkParser(t, fuzzSpec{"", ToolLlama4Pythonic, toolsReq}, text, seed)
+	})
+}
+
+func FuzzParseSeedOSS(f *testing.F) {
+	addSeeds(f, "seed_oss", "<seed:tool_call><function=f><parameter=i>1_0<parameter=o>{\"a\": 1e5}</function>")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{ReasoningSeedOSS, ToolSeedOSS, req}, text, seed)
+	})
+}
+
+func FuzzParseGLM(f *testing.F) {
+	addSeeds(f, "glm45", "<tool_call>f<arg_key>s</arg_key> <arg_value>\xe6\x97</arg_value><arg_key>i</arg_key>",
+		"<tool_call> \n</tool_call><tool_call>f\n<arg_key>o</arg_key><arg_value>{\"a\": 1e5}</tool_call> x")
+	req := RequestInfo{ToolsGiven: true, Tools: fuzzSchemas}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolGLM45, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningGLM47, ToolGLM47, req}, text, seed)
+	})
+}
+
+func FuzzParseKimiK2(f *testing.F) {
+	addSeeds(f, "kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|> a:1 <|tool_call_argument_begin|>   x  y   <|tool_call_begin|>")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolKimiK2, toolsReq}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningKimiK2, ToolKimiK2, toolsReq}, text, seed)
+	})
+}
+
+func FuzzParseDeepSeekV31(f *testing.F) {
+	addSeeds(f, "deepseek_v31")
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolDeepSeekV31, toolsReq}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningDeepSeekV3, ToolDeepSeekV31, RequestInfo{ToolsGiven: true, Thinking: ThinkingOn}}, text, seed)
 	})
 }
 

@@ -41,7 +41,25 @@ const (
 	ReasoningQwen3      = "qwen3"
 	ReasoningDeepSeekR1 = "deepseek_r1"
 	ReasoningGptOss     = "openai_gptoss"
+	ReasoningDeepSeekV3 = "deepseek_v3" // V3.1+: R1's rules when the request turns thinking on, else none
+	ReasoningGLM45      = "glm45"
+	ReasoningGLM47      = "glm47"
+	ReasoningKimiK2     = "kimi_k2"
+	ReasoningMiniMaxM2  = "minimax_m2"
+	// ReasoningMiniMaxM2AppendThink keeps reasoning in the content, "<think>" put back in front.
+	ReasoningMiniMaxM2AppendThink = "minimax_m2_append_think"
+	ReasoningMistral              = "mistral"
+	ReasoningStep3                = "step3"
+	ReasoningSeedOSS              = "seed_oss"
 )
+
+// thinkSpecs maps the marker-delimited reasoning parsers to their rules (think.go).
+var thinkSpecs = map[string]*thinkSpec{
+	ReasoningQwen3: &specQwen3, ReasoningDeepSeekR1: &specThink, ReasoningDeepSeekV3: &specThink,
+	ReasoningGLM45: &specThink, ReasoningGLM47: &specThink, ReasoningKimiK2: &specKimi,
+	ReasoningMiniMaxM2: &specThink, ReasoningMistral: &specMistralR, ReasoningStep3: &specStep3,
+	ReasoningSeedOSS: &specSeedOSS,
+}
 
 // Tool-call parser names, as vLLM spells them (vllm/tool_parsers/__init__.py).
 const (
@@ -50,11 +68,33 @@ const (
 	ToolDeepSeekV3 = "deepseek_v3"
 	ToolMistral    = "mistral"
 	ToolOpenAI     = "openai"
+	ToolQwen3Coder = "qwen3_coder"
+	ToolQwen3XML   = "qwen3_xml"
+	ToolGLM45      = "glm45"
+	ToolGLM47      = "glm47"
+	ToolKimiK2     = "kimi_k2"
+	// ToolDeepSeekV31 parses DeepSeek V3.1's calls (and V3.2's when not DSML).
+	ToolDeepSeekV31 = "deepseek_v31"
+	ToolSeedOSS     = "seed_oss"
+	ToolMiniMaxM2   = "minimax_m2"
+	ToolGranite     = "granite"
+	ToolPythonic    = "pythonic"
+	// ToolLlama4Pythonic is pythonic with Llama 4's <|python_start|> tags.
+	ToolLlama4Pythonic = "llama4_pythonic"
 )
 
-var reasoningNames = map[string]bool{ReasoningQwen3: true, ReasoningDeepSeekR1: true, ReasoningGptOss: true}
+var reasoningNames = func() map[string]bool {
+	m := map[string]bool{ReasoningGptOss: true, ReasoningMiniMaxM2AppendThink: true}
+	for n := range thinkSpecs {
+		m[n] = true
+	}
+	return m
+}()
 
-var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true}
+var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
+	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
+	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true, ToolGranite: true,
+	ToolPythonic: true, ToolLlama4Pythonic: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }
@@ -158,6 +198,7 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 	s := &Stream{p: p, mode: p.toolMode(req)}
 	s.out.rand = p.rand
 	s.out.mistralIDs = p.tool == ToolMistral && s.mode == toolsAuto
+	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML || p.tool == ToolSeedOSS || p.tool == ToolMiniMaxM2) && s.mode == toolsAuto
 	if !p.SkipSpecialTokens(req) && len(p.strip) > 0 {
 		s.strip = newStripStage(p.strip)
 	}
@@ -165,11 +206,31 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 		s.harmony = newHarmonyStage(p, s.mode)
 		return s
 	}
-	if p.reasoning != "" && !req.ReasoningEnded {
-		s.think = &thinkStage{qwen: p.reasoning == ReasoningQwen3}
+	switch {
+	case p.reasoning == ReasoningMiniMaxM2AppendThink:
+		s.appendThink = true
+	case p.thinkOn(req):
+		s.think = newThinkStage(thinkSpecs[p.reasoning])
 	}
-	s.tools = newToolStage(p, s.mode, req.NamedTool)
+	s.tools = newToolStage(p, s.mode, req)
 	return s
+}
+
+// thinkOn reports whether a request's output starts with a reasoning stage: a marker parser, a
+// prompt that did not close reasoning already, and the request's thinking switch
+// (chat_template_kwargs) not off: deepseek_v3 reasons only when it is on (vLLM's
+// DeepSeekV3ReasoningParser defaults to its identity parser), kimi_k2 unless it is off.
+func (p *Parsers) thinkOn(req RequestInfo) bool {
+	if thinkSpecs[p.reasoning] == nil || req.ReasoningEnded {
+		return false
+	}
+	switch p.reasoning {
+	case ReasoningDeepSeekV3:
+		return req.Thinking == ThinkingOn
+	case ReasoningKimiK2:
+		return req.Thinking != ThinkingOff
+	}
+	return true
 }
 
 // parse parses a whole response text; the result equals what a Stream accumulates from any

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 type goldenFile struct {
@@ -27,6 +29,11 @@ type parseCase struct {
 		ToolChoice     string `json:"tool_choice"`
 		NamedTool      string `json:"named_tool"`
 		ReasoningEnded bool   `json:"reasoning_ended"`
+		Thinking       string `json:"thinking"` // "on", "off" or "" (chat_template_kwargs)
+		Schemas        []struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"schemas"` // the request's tools, for the XML formats
 	} `json:"request"`
 	Want   goldenMessage `json:"want"`
 	Finish string        `json:"finish"`
@@ -45,8 +52,13 @@ type goldenCall struct {
 }
 
 func (c parseCase) req() RequestInfo {
-	return RequestInfo{ToolsGiven: c.Request.Tools, ToolChoice: c.Request.ToolChoice,
-		NamedTool: c.Request.NamedTool, ReasoningEnded: c.Request.ReasoningEnded}
+	var tools []openai.ChatTool
+	for _, sc := range c.Request.Schemas {
+		tools = append(tools, openai.ChatTool{Type: "function", Name: sc.Name, Parameters: sc.Parameters})
+	}
+	return RequestInfo{Tools: tools, ToolsGiven: c.Request.Tools, ToolChoice: c.Request.ToolChoice,
+		NamedTool: c.Request.NamedTool, ReasoningEnded: c.Request.ReasoningEnded,
+		Thinking: map[string]Thinking{"on": ThinkingOn, "off": ThinkingOff}[c.Request.Thinking]}
 }
 
 func loadGolden(t testing.TB) map[string]goldenFile {
@@ -138,6 +150,8 @@ func randomSplit(text string, r *rand.Rand) []string {
 
 var toolIDPattern = regexp.MustCompile(`^chatcmpl-tool-[0-9a-f]{32}$`)
 var mistralIDPattern = regexp.MustCompile(`^[A-Za-z0-9]{9}$`)
+var callIDPattern = regexp.MustCompile(`^call_[0-9a-f]{24}$`)
+var kimiIDPattern = regexp.MustCompile(`^[^<\s]+:[0-9]+$`)
 
 func TestParseGolden(t *testing.T) {
 	for file, g := range loadGolden(t) {
@@ -149,8 +163,14 @@ func TestParseGolden(t *testing.T) {
 					t.Errorf("Parse(%q) mismatch (-want +got):\n%s", c.Text, diff)
 				}
 				idPattern := toolIDPattern
-				if g.Tool == ToolMistral && c.Request.NamedTool == "" && c.Request.ToolChoice == "" {
+				auto := c.Request.NamedTool == "" && c.Request.ToolChoice == ""
+				switch {
+				case g.Tool == ToolMistral && auto:
 					idPattern = mistralIDPattern
+				case (g.Tool == ToolQwen3Coder || g.Tool == ToolQwen3XML || g.Tool == ToolSeedOSS || g.Tool == ToolMiniMaxM2) && auto:
+					idPattern = callIDPattern
+				case g.Tool == ToolKimiK2 && auto:
+					idPattern = kimiIDPattern
 				}
 				for _, tc := range whole.ToolCalls {
 					if !idPattern.MatchString(tc.ID) {
@@ -234,8 +254,8 @@ func TestNewParsersNames(t *testing.T) {
 		{"openai_gptoss", "", ""},
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
-		{"gptoss", "", "valid: deepseek_r1, openai_gptoss, qwen3"},
-		{"", "llama3", "valid: deepseek_v3, hermes, llama3_json, mistral, openai"},
+		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
+		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, granite, hermes, kimi_k2, llama3_json, llama4_pythonic, minimax_m2, mistral, openai, pythonic, qwen3_coder, qwen3_xml, seed_oss"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
 	}
@@ -258,15 +278,28 @@ func TestDefaultParserNames(t *testing.T) {
 	tests := []struct{ family, reasoning, tool string }{
 		{"Qwen/Qwen3-8B", "qwen3", "hermes"},
 		{"qwen3_moe", "qwen3", "hermes"},
-		{"Qwen/Qwen3-Coder-30B-A3B-Instruct", "", ""},
-		{"Qwen/Qwen3.5-27B", "qwen3", ""},
+		{"Qwen/Qwen3-Coder-30B-A3B-Instruct", "", "qwen3_coder"},
+		{"Qwen/Qwen3.5-27B", "qwen3", "qwen3_coder"},
 		{"deepseek-ai/DeepSeek-R1-0528", "deepseek_r1", "deepseek_v3"},
 		{"deepseek-ai/DeepSeek-V3-0324", "", "deepseek_v3"},
 		{"deepseek_v3", "", "deepseek_v3"},
-		{"deepseek-ai/DeepSeek-V3.1", "", ""},
+		{"deepseek-ai/DeepSeek-V3.1", "deepseek_v3", "deepseek_v31"},
+		{"deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3", ""},
+		{"deepseek-ai/DeepSeek-V4-Flash", "", ""},
+		{"zai-org/GLM-4.5-Air", "glm45", "glm45"},
+		{"glm4_moe", "glm45", "glm45"},
+		{"zai-org/GLM-4.7", "glm47", "glm47"},
+		{"moonshotai/Kimi-K2-Thinking", "kimi_k2", "kimi_k2"},
+		{"moonshotai/Kimi-K2-Instruct-0905", "", "kimi_k2"},
+		{"MiniMaxAI/MiniMax-M2", "minimax_m2_append_think", "minimax_m2"},
+		{"ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", "seed_oss"},
+		{"stepfun-ai/step3", "step3", ""},
+		{"mistralai/Magistral-Small-2509", "mistral", "mistral"},
+		{"ibm-granite/granite-3.3-8b-instruct", "", "granite"},
+		{"ibm-granite/granite-4.0-h-small", "", "hermes"},
 		{"meta-llama/Llama-3.1-8B-Instruct", "", "llama3_json"},
 		{"/models/llama3_3-70b", "", "llama3_json"},
-		{"meta-llama/Llama-4-Scout-17B-16E", "", ""},
+		{"meta-llama/Llama-4-Scout-17B-16E", "", "llama4_pythonic"},
 		{"mistralai/Mistral-Small-3.2-24B-Instruct-2506", "", "mistral"},
 		{"openai/gpt-oss-120b", "openai_gptoss", "openai"},
 		{"gpt_oss", "openai_gptoss", "openai"},
@@ -294,7 +327,7 @@ func TestDefaultParserNamesHints(t *testing.T) {
 		reasoning, tool string
 	}{
 		{[]string{"my-model", "qwen3"}, "qwen3", "hermes"},
-		{[]string{"Qwen3-Coder-30B-A3B-Instruct", "qwen3_moe"}, "", ""},
+		{[]string{"Qwen3-Coder-30B-A3B-Instruct", "qwen3_moe"}, "", "qwen3_coder"},
 		{[]string{"Llama-3.1-8B-Instruct", "llama"}, "", "llama3_json"},
 		{[]string{"gemma-3-27b-it", "gemma3_text", "llama"}, "", ""},
 		{nil, "", ""},

@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -21,6 +22,45 @@ type RequestInfo struct {
 	// content: Qwen3 templates with enable_thinking=false end the prompt with
 	// "<think>\n\n</think>\n\n" (see PromptEndsReasoning).
 	ReasoningEnded bool
+	// Thinking is the request's thinking switch, chat_template_kwargs "thinking" or
+	// "enable_thinking" (deepseek_v3 and kimi_k2 read it as vLLM's parsers do).
+	Thinking Thinking
+	// Tools are the request's tools: the XML formats (qwen3_coder) type parameter values by
+	// their schemas.
+	Tools []openai.ChatTool
+}
+
+// Thinking is a request's thinking switch: absent, on or off.
+type Thinking uint8
+
+// The values of Thinking.
+const (
+	ThinkingUnset Thinking = iota
+	ThinkingOn
+	ThinkingOff
+)
+
+// thinkingOf reads the thinking switch from chat_template_kwargs: "thinking", else
+// "enable_thinking", with Python's truth (false, null, 0, "" and empty containers are off).
+func thinkingOf(kwargs json.RawMessage) Thinking {
+	if len(kwargs) == 0 {
+		return ThinkingUnset
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(kwargs, &m) != nil {
+		return ThinkingUnset
+	}
+	v, ok := m["thinking"]
+	if !ok {
+		if v, ok = m["enable_thinking"]; !ok {
+			return ThinkingUnset
+		}
+	}
+	switch strings.TrimSpace(string(v)) {
+	case "false", "null", "0", "0.0", `""`, "[]", "{}":
+		return ThinkingOff
+	}
+	return ThinkingOn
 }
 
 // InfoFor describes a chat request to the output parsers: its tools and tool_choice, and
@@ -29,7 +69,7 @@ type RequestInfo struct {
 // so the two parse one request alike.
 func InfoFor(req *openai.ChatRequest, prompt string) RequestInfo {
 	info := RequestInfo{ToolsGiven: len(req.Tools) > 0, ToolChoice: req.ToolChoice.Mode,
-		ReasoningEnded: prompt != "" && PromptEndsReasoning(prompt)}
+		ReasoningEnded: prompt != "" && PromptEndsReasoning(prompt), Thinking: thinkingOf(req.ChatTemplateKwargs), Tools: req.Tools}
 	if req.ToolChoice.Mode == openai.ToolChoiceFunction {
 		info.ToolChoice, info.NamedTool = "", req.ToolChoice.Name
 	}
@@ -45,10 +85,24 @@ func ResponseRole(req *openai.ChatRequest) string {
 	return req.Messages[len(req.Messages)-1].Role
 }
 
-// PromptEndsReasoning reports whether a rendered prompt already closes reasoning for the
-// <think> parsers: its last "</think>" comes after its last "<think>" (vLLM's is_reasoning_end on
-// the prompt ids, vllm/reasoning/basic_parsers.py). Set RequestInfo.ReasoningEnded from it.
+// PromptEndsReasoning reports whether a rendered prompt already closes reasoning: for one of
+// the reasoning marker pairs (<think>, <seed:think>, [THINK]) its last end marker comes after
+// its last start marker (vLLM's is_reasoning_end on the prompt ids, vllm/reasoning/
+// basic_parsers.py). Only the text after the last "<|assistant|>" counts, as GLM's parser does:
+// GLM templates put "<think></think>" in every earlier assistant turn. Set
+// RequestInfo.ReasoningEnded from it.
 func PromptEndsReasoning(prompt string) bool {
-	end := strings.LastIndex(prompt, thinkEnd)
-	return end >= 0 && end > strings.LastIndex(prompt, thinkStart)
+	if i := strings.LastIndex(prompt, glmAssistant); i >= 0 {
+		prompt = prompt[i:]
+	}
+	for _, sp := range []*thinkSpec{&specThink, &specSeedOSS, &specMistralR} {
+		end := strings.LastIndex(prompt, sp.end)
+		if end >= 0 && end > strings.LastIndex(prompt, sp.start) {
+			return true
+		}
+	}
+	return false
 }
+
+// glmAssistant starts an assistant turn in GLM-4.5+ prompts.
+const glmAssistant = "<|assistant|>"

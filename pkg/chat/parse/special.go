@@ -17,6 +17,14 @@ package parse
 //     tokenizer (chat template path), tools given and tool_choice not "none",
 //     skip_special_tokens=False because [TOOL_CALLS] is a special token; with mistral_common
 //     vLLM constrains the output with a grammar instead. No Mistral tokenizer is in .cache.
+//   - glm45 / glm47 (vllm/tool_parsers/glm4_moe_tool_parser.py adjust_request): when tools are
+//     given and tool_choice is not "none", skip_special_tokens=False (its <tool_call> tokens
+//     are not special, it says, but transformers 5 may skip them). GLM's stop tokens
+//     <|endoftext|>, <|user|> and <|observation|> are then stripped (no GLM tokenizer in .cache).
+//   - kimi_k2 (vllm/tool_parsers/kimi_k2_tool_parser.py adjust_request): tools given and
+//     tool_choice not "none": skip_special_tokens=False (its section and call markers are
+//     special tokens); its end-of-turn <|im_end|> is stripped then.
+//   - deepseek_v31: no adjust_request, so true (V3's tool markers are not special).
 //   - llama3_json (vllm/tool_parsers/llama_tool_parser.py): no adjust_request, so true.
 //     <|python_tag|> is a special token in Llama 3.1, so vLLM's parser normally sees the JSON
 //     without it. The .cache "llama3_1" tokenizer has no <|python_tag|>: id 128010 there is
@@ -44,7 +52,7 @@ func (p *Parsers) SkipSpecialTokens(req RequestInfo) bool {
 	}
 	toolsOn := req.ToolsGiven && (req.ToolChoice != "none" || req.NamedTool != "")
 	switch p.tool {
-	case ToolHermes, ToolMistral:
+	case ToolHermes, ToolMistral, ToolGLM45, ToolGLM47, ToolKimiK2:
 		return !toolsOn
 	}
 	return true
@@ -56,13 +64,21 @@ func defaultStripTokens(reasoning, tool string) []string {
 	switch {
 	case tool == ToolOpenAI || reasoning == ReasoningGptOss:
 		return []string{"<|endoftext|>"}
-	case tool == ToolHermes || reasoning == ReasoningQwen3:
+	case tool == ToolHermes || tool == ToolQwen3Coder || tool == ToolQwen3XML || reasoning == ReasoningQwen3:
 		return []string{"<|im_end|>", "<|endoftext|>"}
 	case tool == ToolMistral:
 		return []string{"</s>"}
+	case tool == ToolGLM45 || tool == ToolGLM47 || reasoning == ReasoningGLM45 || reasoning == ReasoningGLM47:
+		return []string{"<|endoftext|>", "<|user|>", "<|observation|>"}
 	case tool == ToolLlama3JSON:
 		return []string{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
-	case tool == ToolDeepSeekV3 || reasoning == ReasoningDeepSeekR1:
+	case tool == ToolMiniMaxM2 || reasoning == ReasoningMiniMaxM2 || reasoning == ReasoningMiniMaxM2AppendThink:
+		return []string{"[e~["}
+	case tool == ToolSeedOSS || reasoning == ReasoningSeedOSS:
+		return []string{"<seed:eos>"}
+	case tool == ToolKimiK2 || reasoning == ReasoningKimiK2:
+		return []string{"<|im_end|>"}
+	case tool == ToolDeepSeekV3 || tool == ToolDeepSeekV31 || reasoning == ReasoningDeepSeekR1 || reasoning == ReasoningDeepSeekV3:
 		return []string{"<｜end▁of▁sentence｜>"}
 	}
 	return nil

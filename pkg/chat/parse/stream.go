@@ -13,6 +13,9 @@ type Stream struct {
 	harmony  *harmonyStage
 	out      emitter
 	finished bool
+	// appendThink: "<think>" is still to be sent as the content's first bytes
+	// (minimax_m2_append_think, whose reasoning stays in the content).
+	appendThink bool
 }
 
 // Feed consumes text decoded since the last call and returns what can be sent now.
@@ -45,6 +48,10 @@ func (s *Stream) push(text string, eof bool) {
 	if s.harmony != nil {
 		s.harmony.run(&s.out, text, eof)
 		return
+	}
+	if s.appendThink {
+		s.appendThink = false
+		s.tools.run(&s.out, thinkStart, false)
 	}
 	if s.think != nil {
 		s.think.run(s, text, eof)

@@ -1,18 +1,22 @@
 package parse
 
-import "bytes"
-
-// The <think> reasoning parsers, qwen3 and deepseek_r1 (vllm/reasoning/qwen3_reasoning_parser.py,
-// deepseek_r1_reasoning_parser.py, basic_parsers.py). Both templates may open <think> in the
-// prompt, so the output starts inside reasoning whether or not it repeats <think>:
-//   - text up to the first "</think>" is reasoning, every "<think>" in it is dropped;
-//   - "</think>" ends reasoning and everything after it is content (tool parsing applies there);
-//   - no "</think>" at all: everything is reasoning, content null (output truncated);
-//   - RequestInfo.ReasoningEnded (enable_thinking=false: the prompt ends with
-//     "<think>\n\n</think>\n\n"): no reasoning stage at all, everything is content;
-//   - qwen3 only: a "<tool_call>" followed (after whitespace) by "<function=" or "<function "
-//     ends reasoning implicitly, and the content starts at that "<tool_call>" (Qwen3.5 XML
-//     calls opened inside an unclosed think block).
+// The marker-delimited reasoning parsers (vllm/reasoning/: basic_parsers.py and the parsers
+// built on it, qwen3, deepseek_r1, deepseek_v3, glm4_moe/glm47_moe, kimi_k2, minimax_m2,
+// step3, seedoss, mistral). They differ only in their markers and in four rules, so one
+// machine runs them all from a thinkSpec:
+//   - inside: the output starts inside reasoning whether or not it repeats the start marker
+//     (the template opened it in the prompt). Text up to the first end marker is reasoning;
+//     the end marker ends it and everything after it is content (tool parsing applies there);
+//     no end marker at all: everything is reasoning, content null (output truncated).
+//     Without inside (mistral), text before the first start marker is content, an end marker
+//     there is dropped (vLLM's extract_reasoning drops a [/THINK] without [THINK]), and the
+//     start marker opens reasoning.
+//   - dropStart: every start marker inside reasoning is dropped (qwen3, deepseek_r1 and most);
+//     step3 keeps it as reasoning text (its parser looks only for </think>).
+//   - implicit: a marker that ends reasoning and starts the content itself (qwen3: a
+//     "<tool_call>" followed by "<function"; kimi_k2: "<|tool_calls_section_begin|>").
+//   - RequestInfo.ReasoningEnded (the prompt already closed reasoning, e.g. enable_thinking=
+//     false) or a thinking switch that is off: no reasoning stage at all, everything is content.
 
 const (
 	thinkStart   = "<think>"
@@ -23,10 +27,34 @@ const (
 // maxImplicitSpace bounds the whitespace looked at between "<tool_call>" and "<function".
 const maxImplicitSpace = 64
 
+// thinkSpec is one reasoning parser's markers and rules (see above).
+type thinkSpec struct {
+	start, end string
+	inside     bool
+	dropStart  bool
+	// implicit reports whether b starts with a marker that ends reasoning implicitly
+	// (fullMatch), could still become one (partMatch), or not; nil for none.
+	implicit func(b []byte, eof bool) int
+}
+
+var (
+	specThink    = thinkSpec{start: thinkStart, end: thinkEnd, inside: true, dropStart: true}
+	specQwen3    = thinkSpec{start: thinkStart, end: thinkEnd, inside: true, dropStart: true, implicit: implicitEnd}
+	specKimi     = thinkSpec{start: thinkStart, end: thinkEnd, inside: true, dropStart: true, implicit: kimiImplicitEnd}
+	specStep3    = thinkSpec{start: thinkStart, end: thinkEnd, inside: true}
+	specSeedOSS  = thinkSpec{start: "<seed:think>", end: "</seed:think>", inside: true, dropStart: true}
+	specMistralR = thinkSpec{start: "[THINK]", end: "[/THINK]"}
+)
+
 type thinkStage struct {
-	qwen bool
-	done bool
-	buf  []byte
+	spec    *thinkSpec
+	started bool // inside reasoning (always with spec.inside)
+	done    bool
+	buf     []byte
+}
+
+func newThinkStage(spec *thinkSpec) *thinkStage {
+	return &thinkStage{spec: spec, started: spec.inside}
 }
 
 func (t *thinkStage) run(s *Stream, text string, eof bool) {
@@ -39,48 +67,80 @@ func (t *thinkStage) run(s *Stream, text string, eof bool) {
 	t.buf = append(t.buf, text...)
 	b := t.buf
 	start, i := 0, 0
+	c1, c2 := t.spec.start[0], t.spec.end[0]
 	for i < len(b) {
-		j := bytes.IndexByte(b[i:], '<')
+		j := indexAny2(b[i:], c1, c2) // implicit markers start with '<', as their start markers do
 		if j < 0 {
 			i = len(b)
 			break
 		}
 		i += j
-		rest := b[i:]
-		if markerAt(rest, thinkEnd) == fullMatch {
-			s.out.addReasoning(b[start:i])
-			t.done = true
-			s.content(b[i+len(thinkEnd):])
+		n, held := t.marker(s, b, start, i, eof)
+		if t.done {
 			t.buf = t.buf[:0]
 			return
 		}
-		if markerAt(rest, thinkStart) == fullMatch {
-			s.out.addReasoning(b[start:i])
-			i += len(thinkStart)
+		if n > 0 {
+			i += n
 			start = i
 			continue
-		}
-		held := markerAt(rest, thinkEnd) == partMatch || markerAt(rest, thinkStart) == partMatch
-		if t.qwen {
-			switch implicitEnd(rest, eof) {
-			case fullMatch:
-				s.out.addReasoning(b[start:i])
-				t.done = true
-				s.content(rest)
-				t.buf = t.buf[:0]
-				return
-			case partMatch:
-				held = true
-			}
 		}
 		if held && !eof {
 			break
 		}
 		i++
 	}
-	s.out.addReasoning(b[start:i])
+	t.emit(s, b[start:i])
 	n := copy(t.buf, b[i:])
 	t.buf = t.buf[:n]
+}
+
+// marker looks at b[i:], a possible marker, with b[start:i] the undecided text before it. It
+// returns the marker's length when one was consumed (the text before it emitted), and whether
+// b[i:] is a prefix of a marker that more input decides. When reasoning ended, t.done is set
+// and the rest of b went on as content.
+func (t *thinkStage) marker(s *Stream, b []byte, start, i int, eof bool) (int, bool) {
+	rest, sp := b[i:], t.spec
+	endM, startM := markerAt(rest, sp.end), markerAt(rest, sp.start)
+	switch {
+	case endM == fullMatch && t.started:
+		s.out.addReasoning(b[start:i])
+		t.done = true
+		s.content(b[i+len(sp.end):])
+		return len(sp.end), false
+	case endM == fullMatch: // an end marker before any start marker is dropped
+		t.emit(s, b[start:i])
+		return len(sp.end), false
+	case startM == fullMatch && !t.started:
+		t.emit(s, b[start:i])
+		t.started = true
+		return len(sp.start), false
+	case startM == fullMatch && sp.dropStart:
+		s.out.addReasoning(b[start:i])
+		return len(sp.start), false
+	}
+	held := endM == partMatch || startM == partMatch
+	if sp.implicit != nil && t.started {
+		switch sp.implicit(rest, eof) {
+		case fullMatch:
+			s.out.addReasoning(b[start:i])
+			t.done = true
+			s.content(rest)
+			return len(rest), false
+		case partMatch:
+			held = true
+		}
+	}
+	return 0, held
+}
+
+// emit sends text of the current side: reasoning once started, content before (mistral).
+func (t *thinkStage) emit(s *Stream, b []byte) {
+	if t.started {
+		s.out.addReasoning(b)
+	} else {
+		s.content(b)
+	}
 }
 
 // implicitEnd reports whether b starts with "<tool_call>", optional whitespace, then
@@ -121,4 +181,16 @@ func implicitEnd(b []byte, eof bool) int {
 		return fullMatch
 	}
 	return noMatch
+}
+
+// kimiSectionBegin opens Kimi K2's tool-call section; it ends reasoning implicitly
+// (vllm/reasoning/kimi_k2_reasoning_parser.py) and is where the content starts.
+const kimiSectionBegin = "<|tool_calls_section_begin|>"
+
+func kimiImplicitEnd(b []byte, eof bool) int {
+	m := markerAt(b, kimiSectionBegin)
+	if m == partMatch && eof {
+		return noMatch
+	}
+	return m
 }

@@ -1,5 +1,7 @@
 package parse
 
+import "github.com/kvgate/kvgate/pkg/openai"
+
 // toolStage parses the text after reasoning into content and tool calls. One format per
 // stream (the tool parser, or the request's named / required tool_choice); each format is a
 // state machine whose step consumes a prefix of the buffered input it can decide.
@@ -16,6 +18,19 @@ type toolStage struct {
 	region []byte
 	name   []byte
 	typ    []byte
+	// tools are the request's tools (their schemas type XML parameter values); xml is the
+	// call being built by an XML format.
+	tools []openai.ChatTool
+	xml   xmlCall
+	// tokFmt is the token format (kimi_k2, deepseek_v31); ws is kimi's held whitespace inside
+	// arguments (wsFlush: the run outgrew the limit and is sent), argsStarted whether a
+	// non-space byte of them was sent.
+	qf          *qwenFormat
+	llama4      bool // llama4_pythonic: <|python_start|> tags
+	tokFmt      *tokenFormat
+	ws          []byte
+	wsFlush     bool
+	argsStarted bool
 }
 
 type toolFormat uint8
@@ -28,10 +43,16 @@ const (
 	fmtDeepSeek
 	fmtNamed
 	fmtRequired
+	fmtQwenXML
+	fmtGLM
+	fmtToken
+	fmtMiniMax
+	fmtGranite
+	fmtPythonic
 )
 
-func newToolStage(p *Parsers, mode toolMode, named string) *toolStage {
-	t := &toolStage{limit: p.maxCall, mode: mode, named: named}
+func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
+	t := &toolStage{limit: p.maxCall, mode: mode, named: req.NamedTool, tools: req.Tools}
 	t.call.m.limit = p.maxCall
 	t.call.m.raw = p.rawArgs
 	switch mode {
@@ -58,12 +79,34 @@ func newToolStage(p *Parsers, mode toolMode, named string) *toolStage {
 			t.call.argsDefault = "{}"
 		case ToolDeepSeekV3:
 			t.fmt = fmtDeepSeek
+		case ToolQwen3Coder, ToolQwen3XML:
+			t.fmt, t.qf = fmtQwenXML, qwenXML
+		case ToolSeedOSS:
+			t.fmt, t.qf = fmtQwenXML, seedXML
+			t.xml.seed = true
+		case ToolGLM45, ToolGLM47:
+			t.fmt = fmtGLM
+			t.xml.glm = true
+		case ToolMiniMaxM2:
+			t.fmt = fmtMiniMax
+		case ToolPythonic, ToolLlama4Pythonic:
+			t.fmt, t.llama4 = fmtPythonic, p.tool == ToolLlama4Pythonic
+		case ToolGranite:
+			t.fmt = fmtGranite
+			t.call.m.envDepth = 2
+			t.call.m.argKeys = []string{"arguments"}
+		case ToolKimiK2:
+			t.fmt, t.tokFmt = fmtToken, kimiFormat
+		case ToolDeepSeekV31:
+			t.fmt, t.tokFmt = fmtToken, dsv31Format
 		}
 	}
 	return t
 }
 
-func (t *toolStage) held() int { return len(t.buf) + t.call.held() + len(t.region) + len(t.name) }
+func (t *toolStage) held() int {
+	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + len(t.typ) + t.xml.held() + len(t.ws)
+}
 
 func (t *toolStage) run(e *emitter, text string, eof bool) {
 	if t.fmt == fmtContent {
@@ -101,6 +144,18 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepNamed(e, b, eof)
 		case fmtRequired:
 			n = t.stepRequired(e, b, eof)
+		case fmtQwenXML:
+			n = t.stepQwenXML(e, b, eof)
+		case fmtGLM:
+			n = t.stepGLM(e, b, eof)
+		case fmtToken:
+			n = t.stepToken(e, b, eof)
+		case fmtMiniMax:
+			n = t.stepMiniMax(e, b, eof)
+		case fmtGranite:
+			n = t.stepGranite(e, b, eof)
+		case fmtPythonic:
+			n = t.stepPythonic(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -140,6 +195,18 @@ func (t *toolStage) finish(e *emitter) {
 		if t.st == rCall {
 			t.call.endOfRegion(e)
 		}
+	case fmtQwenXML:
+		t.finishQwenXML(e)
+	case fmtGLM:
+		t.finishGLM(e)
+	case fmtToken:
+		t.finishToken(e)
+	case fmtMiniMax:
+		t.finishMiniMax(e)
+	case fmtGranite:
+		t.finishGranite(e)
+	case fmtPythonic:
+		t.finishPythonic(e)
 	}
 }
 

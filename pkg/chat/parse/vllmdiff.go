@@ -60,6 +60,66 @@ package parse
 //   - With RequestInfo.ReasoningEnded everything is content even if "</think>" appears (vLLM's
 //     qwen3 non-streaming path still splits at it; its streaming path does not).
 //
+// qwen3_coder / qwen3_xml (one machine for both; vLLM's qwen3_xml reads the same format with
+// an XML parser)
+//   - A value ends at the first "</parameter>" (or "<parameter=", "</function>",
+//     "</tool_call>" when that is missing); vLLM's newer parser looks ahead to skip such markers
+//     written inside a value.
+//   - Values of types other than the listed ones are read as JSON (vLLM: ast.literal_eval,
+//     which also reads Python literals such as True, None, 'single quotes' and tuples).
+//   - A duplicate parameter is sent twice (json.dumps of vLLM's dict keeps the last value).
+//   - Text after a call is content, as for hermes; a bare "<function=" without "<tool_call>"
+//     is content (vLLM's non-streaming path also reads it as a call).
+//   - WithRawArguments does not apply: the arguments are built, not written by the model.
+//   - Int() and float() read surrounding ASCII whitespace only (Python also strips Unicode
+//     whitespace); an over-long held value (MaxCallBytes) is sent as a string.
+//
+// pythonic / llama4_pythonic
+//   - The calls are sent at the end of output, whole (vLLM's streaming path sends them as it
+//     reads them): the list cannot be known to be calls before it is complete.
+//   - A negative number (-2, an ast.UnaryOp) is read as a literal; string prefixes (r"", b""),
+//     triple quotes, implicit concatenation and octal escapes other than \0 are not read (the
+//     output is then content); a lone surrogate escape becomes U+FFFD.
+//
+// granite
+//   - Text after the array is content (vLLM's json.loads of the whole rest fails on it: all
+//     content); one malformed element does not make the other calls content.
+//
+// minimax_m2
+//   - Text after a block is content (vLLM's streaming path drops everything after the first
+//     block starts, its non-streaming path keeps only the text before it); other text inside a
+//     block is content too.
+//   - An infinite float value stays a string (vLLM's int(inf) raises). Whether MiniMax's
+//     markers are special tokens was not checked (no tokenizer at hand).
+//
+// seed_oss runs qwen3_coder's machine in <seed:tool_call> with its own value rules (xmlvalue.go);
+// the same differences apply. Seed-OSS's tokenizer was not at hand: whether its markers are
+// special tokens (and so need special tokens kept) is not checked; they are decoded as for any
+// parser without adjust_request.
+//
+// glm45 / glm47 (one machine for both layouts)
+//   - A value also ends at "</tool_call>" when "</arg_value>" is missing; a call cut off by
+//     the end of output is closed (vLLM streaming leaves its JSON open, non-streaming makes the
+//     output content).
+//   - Untyped values are read as JSON only (vLLM then tries ast.literal_eval).
+//
+// kimi_k2 / deepseek_v31
+//   - A malformed or cut-off call header is content (vLLM skips the call); the rest of that
+//     call's markers are content too.
+//   - kimi_k2's name is the header before its ":IDX" less a "functions." prefix.
+//   - Text after the section is content (vLLM non-streaming: only the text before it).
+//
+// Other marker reasoning parsers (think.go), against their vLLM files of 2026 (the classic
+// Python parsers; vLLM's newer parser-engine adapters were not readable here)
+//   - glm45 / glm47 start inside reasoning as deepseek_r1 does (vLLM maps both names to its
+//     GLM-4.7 adapter; its older Glm4MoeModelReasoningParser made an output without "<think>"
+//     all content). Whether the prompt closed reasoning is read after the last "<|assistant|>".
+//   - kimi_k2 drops every "<think>" inside reasoning, as its streaming path drops the lone token
+//     (its non-streaming path strips only a leading one).
+//   - deepseek_v3 and kimi_k2 read the thinking switch from the request's chat_template_kwargs
+//     only; the gateway's --default-chat-template-kwargs are not seen by the parsers.
+//   - step3 keeps a "<think>" in the reasoning text (its parser knows only "</think>").
+//
 // openai / openai_gptoss (Harmony)
 //   - Markers are read from text decoded with special tokens kept, not from token ids, so a
 //     model writing a marker's characters as ordinary tokens is read as the marker.

@@ -256,8 +256,387 @@ choice = {"reasoning": "qwen3", "tool": "hermes", "cases": [
          req={"tools": True, "tool_choice": "required", "reasoning_ended": True}),
 ]}
 
+# ---------------------------------------------------------------- marker reasoning parsers
+# The rules of vllm/reasoning/: basic_parsers.py (BaseThinkingReasoningParser) and the parsers
+# on it. NOTHINK is a request whose chat_template_kwargs turn thinking off, THINK on.
+THINK = {"thinking": "on"}
+NOTHINK = {"thinking": "off"}
+UNI = "\u65e5\u672c\u8a9e \U0001f600"
+
+
+def think_cases(start, end, inside=True, drop_start=True):
+    """The cases every marker parser shares, for its markers."""
+    out = [
+        case("reasoning then content", start + "\nplan " + UNI + "\n" + end + "\n\nAnswer.",
+             reasoning="\nplan " + UNI + "\n", content="\n\nAnswer."),
+        case("no end marker: truncated reasoning", start + "still thinking",
+             reasoning="still thinking") if inside else
+        case("no end marker: truncated reasoning", start + "still thinking", reasoning="still thinking"),
+        case("partial end marker at the end", start + "a" + end[:-1],
+             reasoning="a" + end[:-1]),
+        case("end marker only once", start + "a" + end + "b" + end + "c", reasoning="a", content="b" + end + "c"),
+        case("prompt ended reasoning", "x" + start + "y" + end + "z", content="x" + start + "y" + end + "z",
+             req={"reasoning_ended": True}),
+    ]
+    if inside:
+        out.append(case("start marker opened in the prompt", "thoughts" + end + "done",
+                        reasoning="thoughts", content="done"))
+    if inside and drop_start:
+        out.append(case("start markers inside reasoning dropped", "a" + start + "b" + start + end + "c",
+                        reasoning="ab", content="c"))
+    return out
+
+
+reasoning_files = {
+    "r_glm45": {"reasoning": "glm45", "tool": "", "cases": think_cases("<think>", "</think>")},
+    "r_glm47": {"reasoning": "glm47", "tool": "", "cases": think_cases("<think>", "</think>")},
+    "r_minimax_m2": {"reasoning": "minimax_m2", "tool": "", "cases": think_cases("<think>", "</think>")},
+    "r_seed_oss": {"reasoning": "seed_oss", "tool": "", "cases": think_cases("<seed:think>", "</seed:think>") + [
+        case("<think> is not seed's marker", "<think>a</think>b", reasoning="<think>a</think>b")]},
+    "r_step3": {"reasoning": "step3", "tool": "", "cases": think_cases("", "</think>", drop_start=False) + [
+        case("<think> kept as reasoning text", "<think>a</think>b", reasoning="<think>a", content="b",
+             note="step3_reasoning_parser looks only for </think>")]},
+    "r_deepseek_v3": {"reasoning": "deepseek_v3", "tool": "", "cases": [
+        case("thinking off by default: all content", "a</think>b", content="a</think>b",
+             note="DeepSeekV3ReasoningParser: IdentityReasoningParser unless thinking/enable_thinking"),
+        case("thinking off", "a</think>b", content="a</think>b", req=NOTHINK),
+        case("thinking on: R1 rules", "a<think>b</think>c", reasoning="ab", content="c", req=THINK),
+        case("thinking on, truncated", "plan " + UNI, reasoning="plan " + UNI, req=THINK),
+    ]},
+    "r_kimi_k2": {"reasoning": "kimi_k2", "tool": "", "cases": think_cases("<think>", "</think>") + [
+        case("tool section ends reasoning implicitly",
+             "plan<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0",
+             reasoning="plan", content="<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"),
+        case("partial section marker held", "plan<|tool_calls_sec", reasoning="plan<|tool_calls_sec"),
+        case("thinking off: all content", "a</think>b", content="a</think>b", req=NOTHINK),
+        case("thinking on", "a</think>b", reasoning="a", content="b", req=THINK),
+    ]},
+    "r_mistral": {"reasoning": "mistral", "tool": "", "cases": [
+        case("reasoning then content", "[THINK]plan " + UNI + "[/THINK]Answer.", reasoning="plan " + UNI,
+             content="Answer."),
+        case("no [THINK]: all content", "Just an answer.", content="Just an answer."),
+        case("text before [THINK] is content", "Hi[THINK]x[/THINK]y", reasoning="x", content="Hiy"),
+        case("truncated reasoning", "[THINK]still", reasoning="still"),
+        case("[/THINK] without [THINK] dropped", "a[/THINK]b", content="ab"),
+        case("second [THINK] after the end is content", "[THINK]a[/THINK]b[THINK]c", reasoning="a",
+             content="b[THINK]c"),
+        case("partial marker at the end", "[THINK]a[/THI", reasoning="a[/THI"),
+        case("prompt ended reasoning", "[THINK]a[/THINK]b", content="[THINK]a[/THINK]b",
+             req={"reasoning_ended": True}),
+    ]},
+    "r_minimax_m2_append_think": {"reasoning": "minimax_m2_append_think", "tool": "", "cases": [
+        case("reasoning kept in the content", "plan</think>Answer.", content="<think>plan</think>Answer.",
+             note="MiniMaxM2AppendThinkReasoningParser: content is \"<think>\" + output"),
+        case("empty output", "", content="<think>"),
+        case("unicode", UNI, content="<think>" + UNI),
+    ]},
+}
+
+# ---------------------------------------------------------------- qwen3_coder (+ qwen3 reasoning)
+# Arguments are json.dumps(params, ensure_ascii=False) of the values converted as
+# _convert_param_value does (qwen3coder_tool_parser.py); the converted values are written here
+# by hand, json.dumps is the reference for the text.
+WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}, "temp": {"type": "number"},
+    "hourly": {"type": "boolean"}, "opts": {"type": "object"}, "tags": {"type": "array"},
+    "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "n": {"type": "integer"},
+    "any": {"type": ["string", "null"]}}}}
+XTOOLS = {"tools": True, "reasoning_ended": True, "schemas": [WEATHER, {"name": "f", "parameters": {}}]}
+
+
+def xcall(name, *params):
+    body = "".join("<parameter=" + k + ">\n" + v + "\n</parameter>\n" for k, v in params)
+    return "<tool_call>\n<function=" + name + ">\n" + body + "</function>\n</tool_call>"
+
+
+def xargs(d):
+    return json.dumps(d, ensure_ascii=False)
+
+
+qwen3_coder = {"reasoning": "qwen3", "tool": "qwen3_coder", "cases": [
+    case("typed parameters", "I'll check.\n" + xcall("get_weather", ("city", "Par" + U + "s \u65e5\u672c"), ("days", "3"),
+                                                       ("temp", "21.50"), ("hourly", "True"),
+                                                       ("opts", '{"a": [1, 2.0], "b":"x"}'), ("tags", '["x","y"]')),
+         content="I'll check.\n", calls=[("get_weather", xargs({"city": "Par" + U + "s \u65e5\u672c", "days": 3, "temp": 21.5,
+                                                                  "hourly": True, "opts": {"a": [1, 2.0], "b": "x"},
+                                                                  "tags": ["x", "y"]}))],
+         finish="tool_calls", req=XTOOLS),
+    case("two calls, the second without parameters", xcall("get_weather", ("city", "Oslo")) + "\n" + xcall("f"),
+         calls=[("get_weather", xargs({"city": "Oslo"})), ("f", "{}")], finish="tool_calls", req=XTOOLS),
+    case("multi-line string, one leading and one trailing newline removed",
+         xcall("get_weather", ("city", 'line1\n"q" \\ \t\u0001\n')),
+         calls=[("get_weather", xargs({"city": 'line1\n"q" \\ \t\u0001\n'}))], finish="tool_calls", req=XTOOLS),
+    case("parameters outside the schema and unknown functions are strings",
+         xcall("get_weather", ("extra", "3")) + xcall("nope", ("x", "[1]")),
+         calls=[("get_weather", xargs({"extra": "3"})), ("nope", xargs({"x": "[1]"}))], finish="tool_calls", req=XTOOLS),
+    case("int and float conversions", xcall("get_weather", ("days", " 007 "), ("n", "1_000"), ("temp", "2.0")) +
+         xcall("get_weather", ("days", "three"), ("temp", "1e3")) + xcall("get_weather", ("temp", "nan"), ("n", "-0")),
+         calls=[("get_weather", xargs({"days": 7, "n": 1000, "temp": 2})),
+                ("get_weather", xargs({"days": "three", "temp": 1000})),
+                ("get_weather", xargs({"temp": "nan", "n": 0}))], finish="tool_calls", req=XTOOLS,
+         note="float() without a fraction is written as an int; nan stays a string (vLLM's int(nan) raises)"),
+    case("null values", xcall("get_weather", ("note", "None"), ("city", "null"), ("days", "NULL")),
+         calls=[("get_weather", xargs({"note": None, "city": "null", "days": None}))], finish="tool_calls", req=XTOOLS),
+    case("booleans", xcall("get_weather", ("hourly", "FALSE")) + xcall("get_weather", ("hourly", "yes")),
+         calls=[("get_weather", xargs({"hourly": False})), ("get_weather", xargs({"hourly": False}))],
+         finish="tool_calls", req=XTOOLS),
+    case("container that is not JSON is a string", xcall("get_weather", ("opts", "not json"), ("tags", "[1,")),
+         calls=[("get_weather", xargs({"opts": "not json", "tags": "[1,"}))], finish="tool_calls", req=XTOOLS),
+    case("a type list: literal values read, others strings", xcall("get_weather", ("any", "3"), ("any", "Paris")),
+         calls=[("get_weather", '{"any": 3, "any": "Paris"}')], finish="tool_calls", req=XTOOLS,
+         note="a duplicate parameter is sent twice, as streamed (json.dumps of the dict keeps the last)"),
+    case("missing </parameter> ends at the next parameter", "<tool_call>\n<function=get_weather>\n<parameter=days>\n1\n"
+         "<parameter=city>\nRome\n</function>\n</tool_call>",
+         calls=[("get_weather", xargs({"days": 1, "city": "Rome"}))], finish="tool_calls", req=XTOOLS),
+    case("truncated inside a value keeps the call", "<tool_call>\n<function=get_weather>\n<parameter=city>\nBer",
+         calls=[("get_weather", xargs({"city": "Ber"}))], finish="tool_calls", req=XTOOLS),
+    case("truncated after a parameter", "<tool_call>\n<function=get_weather>\n<parameter=days>\n4\n</parameter>\n",
+         calls=[("get_weather", xargs({"days": 4}))], finish="tool_calls", req=XTOOLS),
+    case("truncated in the header is content", "Hi<tool_call>\n<function=get_w", content="Hi<tool_call>\n<function=get_w",
+         req=XTOOLS),
+    case("hermes JSON is not this format: content", '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+         content='<tool_call>{"name": "f", "arguments": {}}</tool_call>', req=XTOOLS),
+    case("text after a call is content", xcall("f") + "\n\nDone.", content="Done.", calls=[("f", "{}")],
+         finish="tool_calls", req=XTOOLS),
+    case("qwen3 implicit end of reasoning", "plan<tool_call>\n<function=f>\n</function>\n</tool_call>",
+         reasoning="plan", calls=[("f", "{}")], finish="tool_calls",
+         req={"tools": True, "schemas": XTOOLS["schemas"]}),
+    case("tool_choice none: markers are content", xcall("f"), content=xcall("f"),
+         req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
+]}
+qwen3_xml = dict(qwen3_coder, tool="qwen3_xml")
+
+
+
+def seedify(c):
+    """A qwen3_coder case in seed_oss's wrapper and reasoning markers."""
+    c = json.loads(json.dumps(c))
+    def sub(x):
+        return None if x is None else x.replace("<tool_call>", "<seed:tool_call>").replace(
+            "</tool_call>", "</seed:tool_call>").replace("<think>", "<seed:think>").replace("</think>", "</seed:think>")
+    c["text"] = sub(c["text"])
+    c["want"]["content"] = sub(c["want"]["content"])
+    c["want"]["reasoning"] = sub(c["want"]["reasoning"])
+    return c
+
+
+seed_oss = {"reasoning": "seed_oss", "tool": "seed_oss", "cases": [
+    seedify(c) for c in qwen3_coder["cases"] if c["name"] not in ("qwen3 implicit end of reasoning", "null values")] + [
+    case("null values", xcall("get_weather", ("note", "None"), ("city", "null"), ("days", "NULL"), ("extra", "Null"))
+         .replace("tool_call>", "seed:tool_call>"),
+         calls=[("get_weather", xargs({"note": "None", "city": None, "days": None, "extra": None}))], finish="tool_calls",
+         req=XTOOLS, note="seed_oss: \"null\" in any case is null for every parameter; anyOf is not read"),
+    case("reasoning then a call", "<seed:think>plan</seed:think>" + xcall("f").replace("tool_call>", "seed:tool_call>"),
+         reasoning="plan", calls=[("f", "{}")], finish="tool_calls", req={"tools": True, "schemas": XTOOLS["schemas"]}),
+    case("a Qwen wrapper is content", xcall("f"), content=xcall("f"), req=XTOOLS),
+]}
+
+# ---------------------------------------------------------------- glm45 / glm47 (+ glm45 reasoning)
+# Glm4MoeModelToolParser: a parameter typed exactly "string" is its raw text; any other is
+# json.loads(text.strip()), else the stripped text. Arguments json.dumps(..., ensure_ascii=False).
+GTOOLS = {"tools": True, "reasoning_ended": True, "schemas": [
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "opts": {"type": "object"}}}}]}
+
+
+def gcall(name, *pairs, nl=True):
+    sep = "\n" if nl else ""
+    return "<tool_call>" + name + sep + "".join(
+        "<arg_key>" + k + "</arg_key>" + sep + "<arg_value>" + v + "</arg_value>" + sep for k, v in pairs) + "</tool_call>"
+
+
+def glm_cases():
+    return [
+        case("one call", "Let me check.\n" + gcall("get_weather", ("city", " Par" + U + "s\n"), ("days", " 3 ")),
+             content="Let me check.\n", calls=[("get_weather", xargs({"city": " Par" + U + "s\n", "days": 3}))],
+             finish="tool_calls", req=GTOOLS, note="a string parameter keeps its whitespace"),
+        case("GLM-4.7 layout", gcall("get_weather", ("city", "Oslo"), ("opts", '{"a": [1, 2.50]}'), nl=False),
+             calls=[("get_weather", xargs({"city": "Oslo", "opts": {"a": [1, 2.5]}}))], finish="tool_calls", req=GTOOLS),
+        case("two calls, text between is content", gcall("get_weather", ("city", "A")) + "\n" + gcall("f"),
+             content="\n", calls=[("get_weather", xargs({"city": "A"})), ("f", "{}")], finish="tool_calls", req=GTOOLS,
+             note="vLLM's streaming path sends all text outside calls"),
+        case("untyped values: JSON else stripped text", gcall("f", ("a", " true "), ("b", "[1, {\"x\": null}]"),
+                                                              ("c", " hello world "), ("d", "\u65e5\u672c")),
+             calls=[("f", xargs({"a": True, "b": [1, {"x": None}], "c": "hello world", "d": "\u65e5\u672c"}))],
+             finish="tool_calls", req=GTOOLS),
+        case("a typed int that is not JSON is a string", gcall("get_weather", ("days", "three")),
+             calls=[("get_weather", xargs({"days": "three"}))], finish="tool_calls", req=GTOOLS),
+        case("a key without a value is dropped", gcall("f", ("a", "1")).replace("<arg_value>1</arg_value>", "x"),
+             calls=[("f", "{}")], finish="tool_calls", req=GTOOLS),
+        case("truncated inside a value keeps the call", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Ber",
+             calls=[("get_weather", xargs({"city": "Ber"}))], finish="tool_calls", req=GTOOLS,
+             note="deviation: closed here; vLLM streaming leaves the JSON open, non-streaming makes it content"),
+        case("truncated in the name is content", "Hi<tool_call>get_wea", content="Hi<tool_call>get_wea", req=GTOOLS),
+        case("empty name is content", "<tool_call>\n</tool_call>", content="<tool_call>\n</tool_call>", req=GTOOLS),
+        case("tool_choice none: markers are content", gcall("f"), content=gcall("f"),
+             req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
+        case("reasoning then a call", "<think>plan</think>" + gcall("f", ("q", "1")), reasoning="plan",
+             calls=[("f", xargs({"q": 1}))], finish="tool_calls", req={"tools": True, "schemas": GTOOLS["schemas"]}),
+    ]
+
+
+glm45 = {"reasoning": "glm45", "tool": "glm45", "cases": glm_cases()}
+glm47 = {"reasoning": "glm47", "tool": "glm47", "cases": glm_cases()}
+
+# ---------------------------------------------------------------- kimi_k2 (+ kimi_k2 reasoning)
+KS, KE, KB, KA, KC = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                      "<|tool_call_argument_begin|>", "<|tool_call_end|>")
+KARGS = '{"city": "Par' + U + 's", "n": [1, 2.50]}'
+kimi_k2 = {"reasoning": "kimi_k2", "tool": "kimi_k2", "cases": [
+    case("reasoning, then one call", "plan</think>Checking." + KS + KB + "functions.get_weather:0" + KA + KARGS + KC + KE,
+         reasoning="plan", content="Checking.", calls=[("get_weather", KARGS)], finish="tool_calls", req=TOOLS,
+         note="arguments raw, as kimi_k2_tool_parser sends them; the id is the header"),
+    case("implicit end of reasoning at the section", "plan" + KS + KB + "functions.f:0" + KA + "{}" + KC + KE,
+         reasoning="plan", calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("two calls, whitespace dropped", "</think>" + KS + "\n" + KB + " functions.a:0 " + KA + " \n{\"x\": 1}\n " + KC + "\n" +
+         KB + "b:1" + KA + "[]" + KC + "\n" + KE + "\n",
+         calls=[("a", '{"x": 1}'), ("b", "[]")], finish="tool_calls", req=TOOLS,
+         note="whitespace around the header and the arguments is removed (the regex's \\s*)"),
+    case("inner whitespace kept", "</think>" + KS + KB + "functions.f:0" + KA + '{"a":  1,\n "b": 2}' + KC + KE,
+         calls=[("f", '{"a":  1,\n "b": 2}')], finish="tool_calls", req=TOOLS),
+    case("header without an index is content", "</think>" + KS + KB + "functions.f" + KA + "{}" + KC + KE,
+         content=KB + "functions.f" + KA + "{}" + KC + KE, finish="stop", req=TOOLS,
+         note="the section's opening marker is consumed; the rest of a malformed call is content"),
+    case("truncated header is content", "</think>" + KS + KB + "functions.get_w", content=KB + "functions.get_w", req=TOOLS),
+    case("truncated arguments keep the call", "</think>" + KS + KB + "functions.f:0" + KA + '{"a": "b',
+         calls=[("f", '{"a": "b')], finish="tool_calls", req=TOOLS),
+    case("text after the section is content", "</think>" + KS + KB + "functions.f:0" + KA + "{}" + KC + KE + " Done.",
+         content="Done.", calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("tool_choice none: markers are content", "</think>" + KS + "x", content=KS + "x",
+         req={"tools": True, "tool_choice": "none"}),
+]}
+
+# ---------------------------------------------------------------- deepseek_v31 (+ deepseek_v3 reasoning)
+DS_CB, DS_CE, DS_B, DS_E, DS_S = ("<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581calls\u2581end\uff5c>",
+                                  "<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581end\uff5c>",
+                                  "<\uff5ctool\u2581sep\uff5c>")
+V31ARGS = '{"city": "\u5317\u4eac", "days": 3}'
+deepseek_v31 = {"reasoning": "deepseek_v3", "tool": "deepseek_v31", "cases": [
+    case("one call", "Sure." + DS_CB + DS_B + "get_weather" + DS_S + V31ARGS + DS_E + DS_CE,
+         content="Sure.", calls=[("get_weather", V31ARGS)], finish="tool_calls", req=TOOLS),
+    case("thinking on, then two calls", "plan</think>" + DS_CB + DS_B + "a" + DS_S + "{}" + DS_E + "\n" + DS_B + "b" + DS_S +
+         '{"x": [1,2]}' + DS_E + DS_CE, reasoning="plan", calls=[("a", "{}"), ("b", '{"x": [1,2]}')],
+         finish="tool_calls", req={"tools": True, "thinking": "on"}),
+    case("arguments verbatim, whitespace kept", DS_CB + DS_B + "f" + DS_S + ' {"a":1} ' + DS_E + DS_CE,
+         calls=[("f", ' {"a":1} ')], finish="tool_calls", req=TOOLS),
+    case("empty name is content", DS_CB + DS_B + DS_S + "{}" + DS_E + DS_CE, content=DS_B + DS_S + "{}" + DS_E + DS_CE,
+         req=TOOLS),
+    case("truncated arguments keep the call", DS_CB + DS_B + "f" + DS_S + '{"a": ', calls=[("f", '{"a": ')],
+         finish="tool_calls", req=TOOLS),
+    case("truncated header is content", "Hi" + DS_CB + DS_B + "get_", content="Hi" + DS_B + "get_", req=TOOLS),
+    case("a V3 fenced call is not this format", DS_CB + DS_B + "function" + DS_S + "f\n```json\n{}\n```" + DS_E + DS_CE,
+         calls=[("function", "f\n```json\n{}\n```")], finish="tool_calls", req=TOOLS,
+         note="deepseek_v31 reads the text after the separator as the arguments"),
+]}
+
+# ---------------------------------------------------------------- minimax_m2 (+ minimax_m2 reasoning)
+# _convert_param_value_with_types: null/none/nil -> null; then integer > number > boolean >
+# object/array > string, the first that reads the value; else json.loads, else the string.
+MTOOLS = {"tools": True, "reasoning_ended": True, "schemas": [
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "temp": {"type": "number"},
+        "hourly": {"type": "boolean"}, "opts": {"type": "object"}, "either": {"type": ["string", "integer"]},
+        "mode": {"enum": [1, "x"]}, "maybe": {"anyOf": [{"type": "boolean"}, {"type": "null"}]}}}}]}
+
+
+def minvoke(name, *params):
+    return '<invoke name="' + name + '">\n' + "".join(
+        '<parameter name="' + k + '">' + v + "</parameter>\n" for k, v in params) + "</invoke>\n"
+
+
+def mblock(*invokes):
+    return "<minimax:tool_call>\n" + "".join(invokes) + "</minimax:tool_call>"
+
+
+minimax_m2 = {"reasoning": "minimax_m2", "tool": "minimax_m2", "cases": [
+    case("typed parameters", "</think>Checking.\n" + mblock(minvoke("get_weather", ("city", " Par" + U + "s "), ("days", "3"),
+                                                                     ("temp", "2.50"), ("hourly", "yes"), ("opts", '{"a": [1]}'))),
+         content="Checking.\n", calls=[("get_weather", xargs({"city": "Par" + U + "s", "days": 3, "temp": 2.5, "hourly": True,
+                                                               "opts": {"a": [1]}}))], finish="tool_calls",
+         req={"tools": True, "schemas": MTOOLS["schemas"]}, note="values are stripped"),
+    case("two invokes in one block", mblock(minvoke("get_weather", ("city", "A")), minvoke("f")),
+         calls=[("get_weather", xargs({"city": "A"})), ("f", "{}")], finish="tool_calls", req=MTOOLS),
+    case("type priority and fallbacks", mblock(minvoke("get_weather", ("either", "7"), ("mode", "x"), ("maybe", "NIL"),
+                                                       ("days", "many"), ("extra", "[1, 2]"), ("hourly", "maybe"))),
+         calls=[("get_weather", xargs({"either": 7, "mode": "x", "maybe": None, "days": "many", "extra": "[1, 2]",
+                                       "hourly": "maybe"}))], finish="tool_calls", req=MTOOLS,
+         note="integer before string; enum values give the types; a parameter outside the schema is a string"),
+    case("duplicate parameter replaces in place", mblock(minvoke("f", ("a", "1"), ("b", "2"), ("a", "3"))),
+         calls=[("f", xargs({"a": "3", "b": "2"}))], finish="tool_calls", req=MTOOLS),
+    case("single-quoted and bare names", mblock("<invoke name='f'>\n<parameter name=q>x</parameter>\n</invoke>"),
+         calls=[("f", xargs({"q": "x"}))], finish="tool_calls", req=MTOOLS),
+    case("unterminated invoke is content", "Hi" + "<minimax:tool_call>\n" + minvoke("f", ("a", "1"))[:-12],
+         content="Hi" + minvoke("f", ("a", "1"))[:-12], req=MTOOLS,
+         note="vLLM's streaming path sends an invoke only once it is complete"),
+    case("text after the block is content", mblock(minvoke("f")) + "\nDone.", content="\nDone.", calls=[("f", "{}")],
+         finish="tool_calls", req=MTOOLS),
+    case("invoke without a name is content", mblock('<invoke name=>\n</invoke>\n'),
+         content='<invoke name=>\n</invoke>', req=MTOOLS),
+    case("tool_choice none: markers are content", mblock(minvoke("f")), content=mblock(minvoke("f")),
+         req={"tools": True, "tool_choice": "none", "reasoning_ended": True}),
+]}
+
+# ---------------------------------------------------------------- granite
+GARGS = '{"city": "Par' + U + 's", "t": 1.50, "deep": {"a": [1E2, null]}}'
+granite = {"reasoning": "", "tool": "granite", "cases": [
+    case("one call after <|tool_call|>", '<|tool_call|>[{"name": "get_weather", "arguments": ' + GARGS + '}]',
+         calls=[("get_weather", dumps(GARGS))], finish="tool_calls", req=TOOLS),
+    case("two calls, no marker, leading whitespace", '\n [{"name": "a", "arguments": {}}, {"arguments": {"x": "y"}, "name": "b"}]',
+         calls=[("a", "{}"), ("b", '{"x": "y"}')], finish="tool_calls", req=TOOLS),
+    case("<tool_call> prefix", '<tool_call> [{"name": "f", "arguments": [1,2]}]', calls=[("f", "[1, 2]")],
+         finish="tool_calls", req=TOOLS),
+    case("plain content", "The answer is 42.", content="The answer is 42.", req=TOOLS),
+    case("a marker then text is content", "<|tool_call|>sorry", content="<|tool_call|>sorry", req=TOOLS),
+    case("text after the array is content", '[{"name": "f", "arguments": {}}] Done.', content="Done.",
+         calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("truncated inside arguments keeps the call", '[{"name": "f", "arguments": {"a": "b',
+         calls=[("f", '{"a": "b')], finish="tool_calls", req=TOOLS),
+    case("truncated before the name is content", '<|tool_call|>[{"na', content='<|tool_call|>[{"na', req=TOOLS),
+    case("tool_choice none: all content", '[{"name": "f", "arguments": {}}]', content='[{"name": "f", "arguments": {}}]',
+         req={"tools": True, "tool_choice": "none"}),
+]}
+
+# ---------------------------------------------------------------- pythonic / llama4_pythonic
+# vLLM: ast.parse of the stripped output, a list of calls with literal keyword values;
+# arguments json.dumps(kwargs, ensure_ascii=False).
+def pyc(name, **kw):
+    return (name, json.dumps(kw, ensure_ascii=False))
+
+
+def pythonic_cases(wrap):
+    return [
+        case("one call", wrap('[get_weather(city="San Francisco", days=3, unit=\'celsius\')]'),
+             calls=[pyc("get_weather", city="San Francisco", days=3, unit="celsius")], finish="tool_calls", req=TOOLS),
+        case("two calls, literals of every kind", wrap('[a(x=1.50, y=-2, z=True, n=None, l=[1, "t\\u00e9"], d={"k": {1: False}}), b()]'),
+             calls=[pyc("a", x=1.5, y=-2, z=True, n=None, l=[1, "t" + U], d={"k": {"1": False}}), ("b", "{}")],
+             finish="tool_calls", req=TOOLS),
+        case("escapes and unicode", wrap("[f(s='line\\nq\\'\\\\', u=\"\u65e5\u672c\")]"),
+             calls=[pyc("f", s="line\nq'\\", u="\u65e5\u672c")], finish="tool_calls", req=TOOLS),
+        case("plain content", "The weather is fine.", content="The weather is fine.", req=TOOLS),
+        case("a list that is not calls is content", wrap("[1, 2, 3]"), content=wrap("[1, 2, 3]"), req=TOOLS),
+        case("a non-literal argument is content", wrap("[f(x=g())]"), content=wrap("[f(x=g())]"), req=TOOLS),
+        case("truncated is content", wrap('[f(x="ab')[:-len(wrap(""))] if wrap("") else '[f(x="ab',
+             content=wrap('[f(x="ab')[:-len(wrap(""))] if wrap("") else '[f(x="ab', req=TOOLS,
+             note="held to the end and read whole, as vLLM's non-streaming path reads it"),
+        case("text after the list is content", wrap("[f()]") + " done", content=wrap("[f()]") + " done", req=TOOLS),
+        case("tool_choice none: all content", wrap("[f()]"), content=wrap("[f()]"),
+             req={"tools": True, "tool_choice": "none"}),
+    ]
+
+
+pythonic = {"reasoning": "", "tool": "pythonic", "cases": pythonic_cases(lambda x: x)}
+llama4_pythonic = {"reasoning": "", "tool": "llama4_pythonic", "cases": pythonic_cases(lambda x: x) + [
+    case("python tags", "<|python_start|>[f(a=1)]<|python_end|>", calls=[pyc("f", a=1)], finish="tool_calls", req=TOOLS),
+    case("tags with whitespace", "<|python_start|>\n[f(a=1), g(b='x')]\n<|python_end|>",
+         calls=[pyc("f", a=1), pyc("g", b="x")], finish="tool_calls", req=TOOLS),
+]}
+
 for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", deepseek),
-                    ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)]:
+                    ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
+        ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
+        ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss),
+        ("minimax_m2", minimax_m2), ("granite", granite),
+        ("pythonic", pythonic), ("llama4_pythonic", llama4_pythonic)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)
         f.write("\n")

@@ -23,6 +23,7 @@ type session struct {
 	at    time.Duration // start, simulated time
 	first int           // global index of the first turn's result slot
 	users []string      // one user message per turn
+	tools []string      // responses: one tool result per turn, used when it follows a call
 }
 
 // errChatNeedsText: chat requests carry text messages, so token-id mode cannot send them.

@@ -18,6 +18,14 @@
 //     realistic case where reuse comes from the same client and the server's chat template
 //     decides which ids are reused. Chat carries text, so it needs --tokenizer (text mode);
 //     --token-ids is refused.
+//   - responses: agent sessions of --turns turns on /v1/responses (--responses-endpoint), each
+//     turn continuing the previous response by previous_response_id (the server keeps the
+//     conversation), the --system-tokens text as instructions, one function tool offered;
+//     an answer that calls the tool is followed by its result (a function_call_output per
+//     call, --tool-tokens tokens), any other by the next user message. The output length is
+//     the model's, up to --output-tokens (no ignore_eos: an agent's turn ends when it calls or
+//     answers); the simulator with --reply-file and --tool-call-parser scripts the calls.
+//     Text only, like chat.
 //   - trace: replay of a Mooncake-format JSONL trace (timestamp ms, input_length,
 //     output_length, hash_ids of --trace-block-size tokens each) with its own timing, or
 //     lines carrying "prompt" or "token_ids".
@@ -57,7 +65,11 @@
 // --reply-file; with sampled ids a real cache hits less), a session's first turn what it
 // shares with the first first turn (system prompt and template). With a tokenizer.json file
 // and no --chat-template the chat ideal is n/a (the report says why); point --tokenizer and
-// the server at the same model directory. --result-line 'k=v ...' ends the
+// the server at the same model directory. The responses ideal is computed the same way on the
+// ids each turn is routed on (the whole conversation converted by pkg/conversation, the
+// gateway's own conversion, then rendered): a later turn ideally hits everything before its
+// input's text (the earlier prompts and the answers as the template renders them), a first
+// turn what it shares with the first first turn. --result-line 'k=v ...' ends the
 // output with make demo's machine-readable RESULT line.
 //
 // --api-key KEY (default $OPENAI_API_KEY, as the OpenAI clients read it) is sent as a bearer

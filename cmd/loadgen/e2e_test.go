@@ -422,6 +422,9 @@ func TestFlagErrors(t *testing.T) {
 		{"--tokenizer", "/nonexistent/tokenizer.json"},
 		{"--token-ids", "--workload", "chat", "--ideal"},
 		{"--token-ids", "--workload", "chat"},
+		{"--token-ids", "--workload", "responses"},
+		{"--tokenizer", "../../.cache/tokenizers/qwen3", "--workload", "responses", "--ideal"},
+		{"--tokenizer", "../../.cache/tokenizers/qwen3", "--workload", "responses", "--tool-tokens", "0"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			if _, _, err := runLoadgen(t, args...); err == nil {

@@ -39,6 +39,7 @@ type options struct {
 	gen           genConfig
 	url, endpoint string
 	chatEndpoint  string
+	respEndpoint  string
 	model         string
 	apiKey        string
 	tokenizer     string
@@ -62,9 +63,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:30000", "base URL of the OpenAI-compatible server (gateway, nginx or engine)")
 	fs.StringVar(&o.endpoint, "endpoint", "/v1/completions", "completions path (prefix_repetition, trace)")
 	fs.StringVar(&o.chatEndpoint, "chat-endpoint", "/v1/chat/completions", "chat completions path (chat)")
+	fs.StringVar(&o.respEndpoint, "responses-endpoint", "/v1/responses", "Responses API path (responses)")
 	fs.StringVar(&o.model, "model", "", "model name sent in requests (default: the first of GET /v1/models)")
 	fs.StringVar(&o.apiKey, "api-key", os.Getenv("OPENAI_API_KEY"), "`KEY` sent as Authorization: Bearer to --url (a gateway started with --api-key); default $OPENAI_API_KEY, as the OpenAI clients read it. Never sent to --worker-metrics")
-	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat or trace")
+	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat, responses (agent sessions by previous_response_id, with a function tool) or trace")
 	fs.IntVar(&g.numRequests, "num-requests", 1800, "requests to send (trace: 0 = every line)")
 	fs.IntVar(&g.numPrefixes, "num-prefixes", 600, "prefix_repetition: distinct shared prefixes")
 	fs.Func("prefix-dist", "prefix_repetition: prefix popularity, uniform (each prefix equally often) or zipf:S (prefix k drawn with probability ∝ 1/(k+1)^S)", func(s string) error {
@@ -75,10 +77,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&g.prefixTokens, "prefix-tokens", 1000, "prefix_repetition: tokens per shared prefix")
 	fs.IntVar(&g.suffixTokens, "suffix-tokens", 50, "prefix_repetition: tokens of each request's unique suffix")
 	fs.IntVar(&g.outputTokens, "output-tokens", 128, "tokens generated per request (max_tokens with ignore_eos)")
-	fs.IntVar(&g.turns, "turns", 4, "chat: turns per session")
-	fs.IntVar(&g.systemTokens, "system-tokens", 200, "chat: tokens of the system prompt shared by all sessions")
-	fs.IntVar(&g.userTokens, "user-tokens", 100, "chat: tokens per user message")
-	fs.DurationVar(&g.thinkTime, "think-time", 0, "chat: simulated pause between an answer and the next turn")
+	fs.IntVar(&g.turns, "turns", 4, "chat, responses: turns per session")
+	fs.IntVar(&g.systemTokens, "system-tokens", 200, "chat: tokens of the system prompt shared by all sessions (responses: of the instructions)")
+	fs.IntVar(&g.userTokens, "user-tokens", 100, "chat, responses: tokens per user message")
+	fs.IntVar(&g.toolTokens, "tool-tokens", 100, "responses: tokens of each function_call_output (the tool's result)")
+	fs.DurationVar(&g.thinkTime, "think-time", 0, "chat, responses: simulated pause between an answer and the next turn")
 	fs.StringVar(&g.tracePath, "trace", "", "trace: JSONL file")
 	fs.IntVar(&g.traceBlockSize, "trace-block-size", 512, "trace: tokens per hash id (512 in the Mooncake traces)")
 	fs.Float64Var(&g.rate, "rate", 0, "open-loop arrival rate in requests (chat: sessions) per simulated second; 0 = all at once (trace: use its timestamps)")
@@ -116,6 +119,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("loadgen: --tokenizer and --token-ids are exclusive")
 	case g.kind == workloadChat && o.tokenIDs:
 		return nil, errChatNeedsText
+	case g.kind == workloadResponses && o.tokenIDs:
+		return nil, errResponsesNeedsText
 	case !(o.timeScale > 0) || math.IsInf(o.timeScale, 0):
 		return nil, errors.New("loadgen: --time-scale must be > 0")
 	case g.rate < 0 || !(g.burstiness > 0):
@@ -142,8 +147,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 		return err
 	}
 	if o.idealOnly {
-		if o.gen.kind == workloadChat {
-			return errors.New("loadgen: --ideal: chat's ideal depends on the answers; it is reported after a run")
+		if p.sessions != nil {
+			return fmt.Errorf("loadgen: --ideal: %s's ideal depends on the answers; it is reported after a run", o.gen.kind)
 		}
 		fmt.Fprintf(stdout, "%s\nideal prefix cache hit rate: %s (%d of %d prompt tokens)\n", p.describe, pct(ptr(p.ideal())), p.idealHit, p.idealTotal)
 		return nil
@@ -169,7 +174,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 	}
 	rep := newReport(o, p, r.c.url, labels)
 	if p.sessions != nil && r.chatIDs == nil {
-		rep.IdealNote = "chat's ideal needs the chat template: give --tokenizer a model directory, or --chat-template"
+		rep.IdealNote = o.gen.kind + "'s ideal needs the chat template: give --tokenizer a model directory, or --chat-template"
 	}
 	fleet := scrapeBefore(ctx, client, o.workerMetrics)
 
@@ -230,9 +235,18 @@ func newPlanRunner(ctx context.Context, o *options, client *http.Client, base st
 			return nil, err
 		}
 	}
+	if p.agent {
+		c.url = base + o.respEndpoint
+	}
 	r := newRunner(c, p, o.timeScale, o.concurrency, o.timeout)
 	if p.sessions != nil {
 		r.chatIDs, r.tok = ids, tok
+	}
+	if p.agent {
+		var err error
+		if r.agentIDs, err = newAgentIDs(ids); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -19,6 +19,8 @@ type runner struct {
 	// and the tokenizer that turns an answer back into ids.
 	chatIDs *chatIDs
 	tok     codec
+	// responses: the ids of an agent conversation (nil: no template, no ideal).
+	agentIDs *agentIDs
 
 	// outcomes[i] is written once by the goroutine that ran slot i, before wg.Done.
 	outcomes []outcome
@@ -110,7 +112,11 @@ func (r *runner) run(ctx context.Context) (start time.Time, elapsed time.Duratio
 		if !sleepUntil(ctx, start.Add(r.real(s.at))) {
 			break
 		}
-		wg.Go(func() { r.runSession(ctx, start, s) })
+		if r.plan.agent {
+			wg.Go(func() { r.runAgentSession(ctx, start, s) })
+		} else {
+			wg.Go(func() { r.runSession(ctx, start, s) })
+		}
 	}
 	wg.Wait()
 	for i := range r.outcomes {

@@ -36,6 +36,7 @@ type genConfig struct {
 	prefixDist                              prefixDist
 	outputTokens                            int
 	turns, systemTokens, userTokens         int
+	toolTokens                              int
 	thinkTime                               time.Duration
 	tracePath                               string
 	traceBlockSize                          int
@@ -59,6 +60,8 @@ type plan struct {
 	// system is chat's shared system prompt (systemTokens tokens).
 	system       piece
 	systemTokens int
+	// agent: the sessions are the responses workload's (runAgentSession).
+	agent        bool
 	thinkTime    time.Duration
 	outputTokens int
 }
@@ -105,6 +108,8 @@ func generate(cfg genConfig, m promptMaker) (*plan, error) {
 		return genPrefix(cfg, m)
 	case workloadChat:
 		return genChat(cfg, m)
+	case workloadResponses:
+		return genResponses(cfg, m)
 	case workloadTrace:
 		f, err := os.Open(cfg.tracePath)
 		if err != nil {
@@ -113,7 +118,7 @@ func generate(cfg genConfig, m promptMaker) (*plan, error) {
 		defer f.Close()
 		return genTrace(cfg, m, f)
 	}
-	return nil, fmt.Errorf("loadgen: unknown workload %q (want %s, %s or %s)", cfg.kind, workloadPrefix, workloadChat, workloadTrace)
+	return nil, fmt.Errorf("loadgen: unknown workload %q (want %s, %s, %s or %s)", cfg.kind, workloadPrefix, workloadChat, workloadResponses, workloadTrace)
 }
 
 // genPrefix builds the prefix_repetition workload: numPrefixes shared prefixes of

@@ -1,6 +1,9 @@
 package conversation
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // lru is the memory store's algorithm without its locking (STYLE.md rule 10): entries keyed by
 // string, each with a size, in least-recently-used order, dropped when unused for ttl or, least
@@ -121,3 +124,51 @@ func (l *lru) trim(now time.Time) {
 }
 
 func (l *lru) len() int { return len(l.m) }
+
+// recordCache is a replica's copy of stored records it wrote or read (the Redis store's, for
+// chains: a record is never modified once stored), bounded by bytes and the store's TTL.
+// A nil cache holds nothing. Safe for concurrent use; must not be copied.
+type recordCache struct {
+	// mu guards l.
+	mu sync.Mutex
+	l  *lru
+}
+
+// newRecordCache returns a cache of maxBytes, nil when maxBytes is negative.
+func newRecordCache(maxBytes int, ttl time.Duration) *recordCache {
+	if maxBytes < 0 {
+		return nil
+	}
+	return &recordCache{l: newLRU(maxBytes, ttl, nil)}
+}
+
+func (c *recordCache) get(scope, id string) *Record {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.l.get(respKey(scope, id), time.Now())
+	if !ok {
+		return nil
+	}
+	return v.(*Record)
+}
+
+func (c *recordCache) put(scope string, r *Record) {
+	if c == nil || r.size() > c.l.maxBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.l.put(respKey(scope, r.ID), r, r.size(), time.Now())
+}
+
+func (c *recordCache) remove(scope, id string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.l.remove(respKey(scope, id), time.Now())
+}

@@ -99,6 +99,27 @@ func (m *Memory) GetResponses(_ context.Context, scope string, ids []string) ([]
 	return out, nil
 }
 
+// GetChain implements Store.
+func (m *Memory) GetChain(_ context.Context, scope, id string) ([]*Record, error) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.publishLocked()
+	v, ok := m.l.get(respKey(scope, id), now)
+	if !ok {
+		return nil, nil
+	}
+	head := v.(*Record)
+	out := make([]*Record, len(head.Ancestors)+1)
+	for i, a := range head.Ancestors {
+		if v, ok := m.l.get(respKey(scope, a), now); ok {
+			out[i] = v.(*Record)
+		}
+	}
+	out[len(out)-1] = head
+	return out, nil
+}
+
 // PutResponse implements Store.
 func (m *Memory) PutResponse(_ context.Context, scope string, rec *Record) error {
 	size := rec.size()

@@ -23,18 +23,26 @@ type RedisConfig struct {
 	// Timeout bounds each operation, connecting included (default 1 s): a Redis that does
 	// not answer turns into a 503 for the turns that need it, not a hung request.
 	Timeout time.Duration
+	// CacheBytes bounds the records this replica keeps of what it wrote and read, so that a
+	// follow-up reads only what it lacks (GetChain; default DefaultCacheBytes, negative: none).
+	CacheBytes int
 }
+
+// DefaultCacheBytes is RedisConfig.CacheBytes when zero.
+const DefaultCacheBytes = 64 << 20
 
 // Redis is the Store shared by several gateway replicas (and kept across their restarts): a
 // follow-up may land on any replica and find its chain. Each response record is one string
 // key (resp:SCOPE:ID, the encoding of record.go) with a TTL renewed by reads (GETEX); a
 // conversation is its metadata key (conv:SCOPE:ID) and a list of its items (items:SCOPE:ID).
+// A turn's record is written by one SET, which has returned before the client sees the
+// response, so any replica finds it; its chain is read in one round trip (or two, GetChain).
 // Redis itself bounds the memory: give it a maxmemory and a maxmemory-policy such as
 // volatile-lru (docs/responses.md).
 //
 // The client is github.com/redis/go-redis/v9, Redis's own Go client (the redis organisation
 // maintains it, it follows every Redis release, and it is the most used): pooled connections,
-// pipelines for the one-round-trip chain read, context deadlines on every call, and RESP2/3.
+// pipelines, scripts, context deadlines on every call, and RESP2/3.
 // rueidis, the other client the redis organisation keeps, adds client-side caching and
 // automatic pipelining that the store does not need, through a command-builder API. Safe for
 // concurrent use; Close releases its connections.
@@ -44,6 +52,8 @@ type Redis struct {
 	prefix string
 	// appendScript appends items to a conversation only while it exists.
 	appendScript *redis.Script
+	// cache holds records this replica wrote or read, for GetChain.
+	cache *recordCache
 }
 
 // NewRedis validates cfg and returns a store; it does not connect until the first call.
@@ -61,6 +71,9 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Second
 	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = DefaultCacheBytes
+	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "kvgate:"
 	}
@@ -68,7 +81,7 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 	opt.MaxRetries = 0 // a failed call is answered at once (503); the client retries the turn
 	opt.DialerRetries = 1
 	opt.ContextTimeoutEnabled = true
-	return &Redis{c: redis.NewClient(opt), ttl: cfg.TTL, prefix: cfg.Prefix, appendScript: redis.NewScript(`
+	return &Redis{c: redis.NewClient(opt), ttl: cfg.TTL, prefix: cfg.Prefix, cache: newRecordCache(cfg.CacheBytes, cfg.TTL), appendScript: redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 for i = 2, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -118,17 +131,98 @@ func (r *Redis) GetResponses(ctx context.Context, scope string, ids []string) ([
 		if out[i], err = decodeRecord(b); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, ids[i], err)
 		}
+		r.cache.put(scope, out[i])
 	}
 	return out, nil
 }
 
+// GetChain implements Store. Records are never modified once stored, so a replica keeps
+// those it wrote or read (cache) and asks Redis only whether they are still there, renewing
+// them (PEXPIRE), in the same pipeline that reads the ones it lacks (GETEX): one round trip
+// when the head is known here (the replica wrote the previous turn), two when it is not (the
+// head names the ancestors). A record deleted or expired in Redis is missing whatever the
+// cache holds.
+func (r *Redis) GetChain(ctx context.Context, scope, id string) ([]*Record, error) {
+	head := r.cache.get(scope, id)
+	known := head != nil
+	if !known {
+		recs, err := r.GetResponses(ctx, scope, []string{id})
+		if err != nil || recs[0] == nil {
+			return nil, err
+		}
+		head = recs[0]
+	}
+	out := make([]*Record, len(head.Ancestors)+1)
+	out[len(out)-1] = head
+	ids := head.Ancestors
+	if known {
+		ids = append(ids[:len(ids):len(ids)], id)
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	gets := make([]*redis.StringCmd, len(ids))
+	exps := make([]*redis.BoolCmd, len(ids))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, a := range ids {
+			if out[i] = r.cache.get(scope, a); out[i] != nil {
+				exps[i] = p.PExpire(ctx, r.respKey(scope, a), r.ttl)
+			} else {
+				gets[i] = p.GetEx(ctx, r.respKey(scope, a), r.ttl)
+			}
+		}
+		return nil
+	})
+	if err := unavailable(err); err != nil {
+		return nil, err
+	}
+	for i, a := range ids {
+		if err := r.chainRecord(scope, a, out, i, gets[i], exps[i]); err != nil {
+			return nil, err
+		}
+	}
+	if out[len(out)-1] == nil {
+		return nil, nil // the head was deleted or expired in Redis
+	}
+	return out, nil
+}
+
+// chainRecord settles out[i], the record of id, from its pipelined command: a cached record
+// still there (exp), or one read (get).
+func (r *Redis) chainRecord(scope, id string, out []*Record, i int, get *redis.StringCmd, exp *redis.BoolCmd) error {
+	if exp != nil {
+		if !exp.Val() {
+			out[i] = nil
+			r.cache.remove(scope, id)
+		}
+		return nil
+	}
+	b, err := get.Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	if out[i], err = decodeRecord(b); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, id, err)
+	}
+	r.cache.put(scope, out[i])
+	return nil
+}
+
 // PutResponse implements Store.
 func (r *Redis) PutResponse(ctx context.Context, scope string, rec *Record) error {
-	return unavailable(r.c.Set(ctx, r.respKey(scope, rec.ID), encodeRecord(rec), r.ttl).Err())
+	if err := unavailable(r.c.Set(ctx, r.respKey(scope, rec.ID), encodeRecord(rec), r.ttl).Err()); err != nil {
+		return err
+	}
+	r.cache.put(scope, rec)
+	return nil
 }
 
 // DeleteResponse implements Store.
 func (r *Redis) DeleteResponse(ctx context.Context, scope, id string) (bool, error) {
+	r.cache.remove(scope, id)
 	n, err := r.c.Del(ctx, r.respKey(scope, id)).Result()
 	return n > 0, unavailable(err)
 }

@@ -201,26 +201,19 @@ func (s *Service) Begin(ctx context.Context, scope string, req *openai.Responses
 	return t, nil
 }
 
-// loadChain reads the previous response and its ancestors.
+// loadChain reads the previous response and its ancestors, in one store read.
 func (s *Service) loadChain(ctx context.Context, t *Turn) *openai.Error {
 	prev := t.Req.PreviousResponseID
-	recs, err := s.store.GetResponses(ctx, t.Scope, []string{prev})
+	chain, err := s.store.GetChain(ctx, t.Scope, prev)
 	if err != nil {
 		return s.storeError("read", err)
 	}
-	head := recs[0]
-	if head == nil {
+	if len(chain) == 0 {
 		return notFound("previous_response_id", fmt.Sprintf("Previous response with id '%s' not found.", prev))
 	}
+	head := chain[len(chain)-1]
 	if len(head.Ancestors)+1 > s.maxChain-1 {
 		return openai.BadRequest("previous_response_id", fmt.Sprintf("the chain of previous_response_id already holds %d responses; at most %d are allowed", len(head.Ancestors)+1, s.maxChain))
-	}
-	chain := recs
-	if len(head.Ancestors) > 0 {
-		if chain, err = s.store.GetResponses(ctx, t.Scope, head.Ancestors); err != nil {
-			return s.storeError("read", err)
-		}
-		chain = append(chain, head)
 	}
 	t.Ancestors = append(append(make([]string, 0, len(head.Ancestors)+1), head.Ancestors...), prev)
 	for i, r := range chain {

@@ -15,6 +15,10 @@ import (
 type Store interface {
 	// GetResponses returns the records of ids in order, nil where one is missing.
 	GetResponses(ctx context.Context, scope string, ids []string) ([]*Record, error)
+	// GetChain returns the chain that ends with the response id, in one read: the records of
+	// its ancestors oldest first (nil where one is missing), then its own; nil when id itself
+	// is missing. The records may leave out Response (a follow-up needs only the items).
+	GetChain(ctx context.Context, scope, id string) ([]*Record, error)
 	// PutResponse stores rec (replacing a record of its id).
 	PutResponse(ctx context.Context, scope string, rec *Record) error
 	// DeleteResponse removes a record and reports whether it was there.

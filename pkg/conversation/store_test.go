@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kvgate/kvgate/internal/testutil"
 )
@@ -60,8 +61,53 @@ func TestStoreConformance(t *testing.T) {
 			if got, _ := st.GetResponses(ctx, "k1", []string{"resp_a"}); got[0] != nil {
 				t.Error("resp_a still there after delete")
 			}
+			checkChains(t, st)
 			checkConversations(t, st)
 		})
+	}
+}
+
+// checkChains: GetChain reads a chain whole in one call, a missing ancestor as nil, a missing
+// head (or another scope's) as nothing.
+func checkChains(t *testing.T, st Store) {
+	ctx := context.Background()
+	var ids []string
+	var want []*Record
+	for i := range 4 {
+		id := fmt.Sprintf("resp_c%d", i)
+		r := &Record{ID: id, Ancestors: append([]string(nil), ids...), Response: []byte(`{"id":"` + id + `"}`),
+			Input: []byte(fmt.Sprintf(`[{"id":"in%d"}]`, i)), Output: []byte(fmt.Sprintf(`[{"id":"out%d"}]`, i)), CreatedAt: int64(i)}
+		if i > 0 {
+			r.Previous = ids[i-1]
+		}
+		if err := st.PutResponse(ctx, "k1", r); err != nil {
+			t.Fatal(err)
+		}
+		ids, want = append(ids, id), append(want, r)
+	}
+	// Response is left out by a store that keeps it apart.
+	noResponse := cmpopts.IgnoreFields(Record{}, "Response")
+	got, err := st.GetChain(ctx, "k1", "resp_c3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, noResponse); diff != "" {
+		t.Errorf("chain of resp_c3 (-want +got):\n%s", diff)
+	}
+	if got, _ := st.GetChain(ctx, "k1", "resp_c0"); len(got) != 1 || got[0].ID != "resp_c0" {
+		t.Errorf("chain of resp_c0: got %+v, want [resp_c0]", got)
+	}
+	if _, err := st.DeleteResponse(ctx, "k1", "resp_c1"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = st.GetChain(ctx, "k1", "resp_c3")
+	if diff := cmp.Diff([]*Record{want[0], nil, want[2], want[3]}, got, noResponse); diff != "" {
+		t.Errorf("chain with resp_c1 deleted (-want +got):\n%s", diff)
+	}
+	for _, c := range [][2]string{{"k1", "resp_none"}, {"k2", "resp_c3"}} {
+		if got, err := st.GetChain(ctx, c[0], c[1]); got != nil || err != nil {
+			t.Errorf("chain of %s in scope %s: got %+v %v, want nothing", c[1], c[0], got, err)
+		}
 	}
 }
 
@@ -133,23 +179,111 @@ func TestRedisTTLRenewedByReads(t *testing.T) {
 	if d := ttl(); d < 1400*time.Millisecond {
 		t.Errorf("ttl after a read: got %v, want renewed to about 1.5s", d)
 	}
-}
-
-// TestRedisDown: a Redis that is not there is ErrUnavailable, quickly.
-func TestRedisDown(t *testing.T) {
-	port := testutil.FreePort(t)
-	r, err := NewRedis(RedisConfig{URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port), Timeout: 200 * time.Millisecond})
-	if err != nil {
+	// A chain read renews every record of the chain.
+	if err := r.PutResponse(ctx, "", &Record{ID: "resp_u", Previous: "resp_t", Ancestors: []string{"resp_t"}, Response: []byte("{}"), Input: []byte("[]"), Output: []byte("[]")}); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	t0 := time.Now()
-	_, err = r.GetResponses(context.Background(), "", []string{"resp_x"})
-	if !errors.Is(err, ErrUnavailable) {
-		t.Errorf("got %v, want ErrUnavailable", err)
+	testutil.WaitFor(t, "the ttl to run down", func() bool { return ttl() < time.Second })
+	if got, err := r.GetChain(ctx, "", "resp_u"); err != nil || len(got) != 2 {
+		t.Fatalf("chain: got %d records, %v", len(got), err)
 	}
-	if d := time.Since(t0); d > 2*time.Second {
-		t.Errorf("took %v to fail", d)
+	if d := ttl(); d < 1400*time.Millisecond {
+		t.Errorf("ttl of an ancestor after a chain read: got %v, want renewed to about 1.5s", d)
+	}
+}
+
+// TestRedisChainMalformed: a value that is not a record, at the head or in the chain, is the
+// store failing (ErrUnavailable), not a panic and not a partial chain.
+func TestRedisChainMalformed(t *testing.T) {
+	rs := testutil.StartRedis(t, 0)
+	ctx := context.Background()
+	good := encodeRecord(&Record{ID: "resp_h", Ancestors: []string{"resp_a"}, Response: []byte("{}")})
+	for name, vals := range map[string][2]string{
+		"head not a record":     {"", "garbage"},
+		"head cut":              {"", string(good[:len(good)-3])},
+		"ancestor not a record": {"garbage", string(good)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := NewRedis(RedisConfig{URL: rs.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			r.c.Del(ctx, r.respKey("", "resp_a"))
+			if vals[0] != "" {
+				r.c.Set(ctx, r.respKey("", "resp_a"), vals[0], 0)
+			}
+			r.c.Set(ctx, r.respKey("", "resp_h"), vals[1], 0)
+			got, err := r.GetChain(ctx, "", "resp_h")
+			if !errors.Is(err, ErrUnavailable) {
+				t.Errorf("got %+v %v, want ErrUnavailable", got, err)
+			}
+		})
+	}
+}
+
+// TestRedisChainReplicas: a replica's chain read sees what another replica did in Redis since
+// (a deleted or expired record is missing though this replica holds a copy), and renews the
+// records it holds a copy of.
+func TestRedisChainReplicas(t *testing.T) {
+	rs := testutil.StartRedis(t, 0)
+	ctx := context.Background()
+	var reps [2]*Redis
+	for i := range reps {
+		r, err := NewRedis(RedisConfig{URL: rs.URL, TTL: 1500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		reps[i] = r
+	}
+	a, b := reps[0], reps[1]
+	var ids []string
+	for i := range 3 {
+		id := fmt.Sprintf("resp_%d", i)
+		if err := a.PutResponse(ctx, "k", &Record{ID: id, Ancestors: append([]string(nil), ids...), Response: []byte("{}"), Input: []byte("[]"), Output: []byte("[]")}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	chainIDs := func(r *Redis, id string) []string {
+		t.Helper()
+		recs, err := r.GetChain(ctx, "k", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, rec := range recs {
+			if rec == nil {
+				out = append(out, "-")
+			} else {
+				out = append(out, rec.ID)
+			}
+		}
+		return out
+	}
+	for _, r := range reps {
+		if diff := cmp.Diff(ids, chainIDs(r, "resp_2")); diff != "" {
+			t.Errorf("chain (-want +got):\n%s", diff)
+		}
+	}
+	ttl := func(id string) time.Duration { return a.c.PTTL(ctx, a.respKey("k", id)).Val() }
+	testutil.WaitFor(t, "the ttl to run down", func() bool { return ttl("resp_0") < time.Second })
+	chainIDs(a, "resp_2") // every record held by a: renewed all the same
+	for _, id := range ids {
+		if d := ttl(id); d < 1400*time.Millisecond {
+			t.Errorf("ttl of %s after a chain read from copies: got %v, want renewed to about 1.5s", id, d)
+		}
+	}
+	if ok, _ := b.DeleteResponse(ctx, "k", "resp_1"); !ok {
+		t.Fatal("delete resp_1 failed")
+	}
+	if diff := cmp.Diff([]string{"resp_0", "-", "resp_2"}, chainIDs(a, "resp_2")); diff != "" {
+		t.Errorf("chain after another replica deleted resp_1 (-want +got):\n%s", diff)
+	}
+	b.c.Del(ctx, b.respKey("k", "resp_2")) // gone by Redis's own means (expiry, eviction)
+	if got := chainIDs(a, "resp_2"); got != nil {
+		t.Errorf("chain of a head gone from Redis: got %v, want nothing", got)
 	}
 }
 

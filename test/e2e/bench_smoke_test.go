@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,3 +168,75 @@ func TestBenchSmokeLate(t *testing.T) {
 // lateSmokeAfter is when the last simulator joins in TestBenchSmokeLate: a third into its
 // load (900 requests at 30 per simulated second, at time scale 0.25: 7.5 s of wall time).
 const lateSmokeAfter = 2500 * time.Millisecond
+
+// respSmokeMargin is how far cache_aware events' hit rate must be above round_robin's on the
+// responses smoke run (measured at 4 gateways, 240 requests: 0.832 against 0.694; with one
+// gateway 0.828 against 0.698), and respSmokeIdeal the share of its ideal it must reach (0.94
+// there).
+const (
+	respSmokeMargin = 0.07
+	respSmokeIdeal  = 0.85
+)
+
+// TestBenchSmokeResponses runs the bench's responses rows (issue 22) small: agent sessions of
+// 6 turns by previous_response_id on simulators scripted to call a tool every other
+// generation, round_robin and cache_aware events with two gateway replicas behind nginx on the
+// Redis store the bench starts (so every other follow-up reaches the replica that did not
+// serve its previous turn). It fails when a turn is lost (an error: a follow-up whose chain the
+// other replica could not find is a 404) or when routing on the expanded chain stops paying:
+// events must beat round_robin by respSmokeMargin and reach respSmokeIdeal of the ideal.
+func TestBenchSmokeResponses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), smokeTimeout)
+	defer cancel()
+	dir := t.TempDir()
+	built, err := harness.Build(ctx, dir, "tools/bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(dir, "logs")
+	bench, err := harness.Start(harness.Command{Name: "bench-responses", Path: built["tools/bench"], Args: []string{"bench",
+		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", logs,
+		"-sims", "3", "-runs", "1", "-seed", "1", "-configs", "", "-skew", "", "-chat-configs", "", "-scenarios", "",
+		"-responses-configs", "round_robin,cache_aware/events", "-responses-replicas", "2",
+		"-responses-requests", "180", "-responses-turns", "6", "-responses-rate", "5",
+		"-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bench.Stop(harness.DefaultStopTimeout) })
+	select {
+	case <-bench.Done():
+	case <-ctx.Done():
+		t.Fatalf("bench still running after %v:\n%s", smokeTimeout, bench.LogTail(3000))
+	}
+	if _, err := bench.Exited(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, bench.LogTail(3000))
+	}
+	hit := map[string]float64{} // by policy
+	for _, line := range strings.Split(bench.LogTail(1<<20), "\n") {
+		if !strings.HasPrefix(line, "RESULT ") {
+			continue
+		}
+		kv := resultFields(line)
+		mustf(t, kv["errors"] == "0" && kv["requests"] == "180" && kv["workload"] == "responses" && kv["gateways"] == "2",
+			"RESULT line %q: want 180 responses requests through 2 gateways, errors=0", line)
+		h, err := strconv.ParseFloat(kv["hit_rate"], 64)
+		mustf(t, err == nil, "RESULT line %q: hit_rate: %v", line, err)
+		hit[kv["policy"]] = h
+	}
+	mustf(t, len(hit) == 2, "got RESULT lines for %v, want round_robin and cache_aware", hit)
+	b, err := os.ReadFile(filepath.Join(logs, "responses-cache_aware-events-2gw-run0.json"))
+	mustf(t, err == nil, "events row's report: %v", err)
+	var rep struct {
+		Ideal *float64 `json:"ideal_hit_rate"`
+	}
+	mustf(t, json.Unmarshal(b, &rep) == nil && rep.Ideal != nil && *rep.Ideal > 0, "events row's report has no ideal: %s", b)
+	ev, rr := hit["cache_aware"], hit["round_robin"]
+	t.Logf("responses, 2 gateways on Redis: round_robin %.3f, cache_aware events %.3f, ideal %.3f (%.2f × ideal)", rr, ev, *rep.Ideal, ev / *rep.Ideal)
+	if ev < rr+respSmokeMargin {
+		t.Errorf("cache_aware events hit rate %.3f < round_robin's %.3f + %.2f: follow-ups no longer land where their chain is cached", ev, rr, respSmokeMargin)
+	}
+	if ev < respSmokeIdeal**rep.Ideal {
+		t.Errorf("cache_aware events hit rate %.3f < %.2f × the ideal %.3f", ev, respSmokeIdeal, *rep.Ideal)
+	}
+}

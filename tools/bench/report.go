@@ -30,7 +30,7 @@ func plotPanels(results []result) []panelSpec {
 		format:  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
 		refLine: ideal, refLabel: "IDEAL",
 	}
-	if results[0].Workload == "uniform" || results[0].Workload == workloadChat {
+	if w := results[0].Workload; w == "uniform" || w == workloadChat || w == workloadResponses {
 		return []panelSpec{hit, {
 			title:   w + ": MEAN TTFT (SIMULATED S)",
 			value:   func(r result) float64 { return r.TTFTms.Mean / 1000 },
@@ -185,6 +185,8 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 			p("### Uniform prefixes (DESIGN §9: every prefix used equally often)\n\n")
 		case w == workloadChat:
 			p("### Chat (multi-turn sessions on `/v1/chat/completions`)\n\n")
+		case w == workloadResponses:
+			p("### Responses (agent sessions on `/v1/responses`, each turn by `previous_response_id`)\n\n")
 		default:
 			p("### Skewed prefixes (`--prefix-dist %s`: prefix k drawn with probability ∝ 1/(k+1)^%s)\n\n", w, strings.TrimPrefix(w, "zipf:"))
 		}
@@ -193,6 +195,9 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		case rs[0].IdealHitRate != nil && w == workloadChat:
 			p("\n**Ideal hit rate of this workload: %s** — every turn hits the previous turn's prompt and answer, every first turn the shared system prompt, in an unbounded cache (computed by loadgen on the ids the Qwen3 template and tokenizer give, with the answers each run streamed).\n\n", pct(*rs[0].IdealHitRate))
 			p("%s\n\n", chatParagraph(rs))
+		case rs[0].IdealHitRate != nil && w == workloadResponses:
+			p("\n**Ideal hit rate of this workload: %s** — every turn hits everything before its new input (the earlier prompts and answers as the template renders them), every first turn the shared instructions and tool, in an unbounded cache (computed by loadgen on the ids each turn is routed on: the conversation converted by the gateway's own code, rendered with the Qwen3 template).\n\n", pct(*rs[0].IdealHitRate))
+			p("%s\n\n", responsesParagraph(rs))
 		case rs[0].IdealHitRate != nil:
 			p("\n**Ideal hit rate of this workload: %s** — every repeat of a prefix hits an unbounded cache (the first request of each prefix and every suffix miss).\n\n", pct(*rs[0].IdealHitRate))
 		}
@@ -263,6 +268,11 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		p("- Chat workload (`cmd/loadgen --workload chat`, `/v1/chat/completions`, streamed): %d requests in sessions of %d turns, started at %g sessions per simulated second; each turn sends the %d-token system prompt, every earlier user message (%d tokens) with the answer actually streamed to it (%d tokens, ignore_eos), and the new user message. The gateways render each request with the model's chat template (`--model-path`), the simulators render it themselves, as vLLM does.\n",
 			ch.requests, ch.turns, ch.rate, ch.systemTok, ch.userTok, ch.outputTok)
 	}
+	if len(o.respConfigs) > 0 {
+		w := o.resp
+		p("- Responses workload (`cmd/loadgen --workload responses`, `/v1/responses`, streamed): %d requests in agent sessions of %d turns, started at %g sessions per simulated second; each turn sends the %d-token instructions, the `lookup` function tool, its new input (the tool's %d-token result after a call, else a %d-token user message) and the previous response's id. The simulators run with `--reply-file` (a tool call with its reasoning, then a final answer, alternating over their generations), `--reasoning-parser qwen3 --tool-call-parser hermes`; answers are at most %d tokens. With more than one gateway the replicas share a `redis-server` (`--responses-store redis://…`), one per row.\n",
+			w.requests, w.turns, w.rate, w.systemTok, w.toolTok, w.userTok, w.outputTok)
+	}
 	p("- Time scale: simulators and loadgen run with `--time-scale %g` (wall = simulated × %g, i.e. %gx faster than the modelled GPUs); loadgen reports times ÷ %g. The gateway's own cost (tokenize + route + proxy, well under 1 ms of wall time per request on this machine, plus the nginx hop) is multiplied by %g in simulated time, i.e. a few ms against TTFTs of hundreds of ms to seconds: negligible. A smaller F would make the run CPU-bound on this 2-core machine (every output token is an SSE chunk through three processes).\n\n",
 		o.timeScale, o.timeScale, 1/o.timeScale, o.timeScale, 1/o.timeScale)
 	p("## Exact commands\n\n```sh\nmake bench      # = make build testdata, then:\ngo run ./tools/bench bench %s\n```\n\n", benchFlags(o))
@@ -278,6 +288,12 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		ch := o.chat
 		p("loadgen --url http://127.0.0.1:X --model %s --tokenizer .cache/tokenizers/qwen3 --workload chat --num-requests %d --turns %d \\\n    --system-tokens %d --user-tokens %d --output-tokens %d --rate %g --burstiness %g --time-scale %g --seed %d ... (as above)\n",
 			o.model, ch.requests, ch.turns, ch.systemTok, ch.userTok, ch.outputTok, ch.rate, o.burstiness, o.timeScale, o.seed)
+	}
+	if len(o.respConfigs) > 0 {
+		w := o.resp
+		p("# responses rows: simworker ... --reply-file agent-replies.jsonl --reasoning-parser qwen3 --tool-call-parser hermes; with N > 1 gateways,\n#   redis-server --port Q --bind 127.0.0.1 --save '' --appendonly no and gateway ... --responses-store redis://127.0.0.1:Q/0\n")
+		p("loadgen --url http://127.0.0.1:X --model %s --tokenizer .cache/tokenizers/qwen3 --workload responses --num-requests %d --turns %d \\\n    --system-tokens %d --user-tokens %d --tool-tokens %d --output-tokens %d --rate %g --burstiness %g --time-scale %g --seed %d ... (as above)\n",
+			o.model, w.requests, w.turns, w.systemTok, w.userTok, w.toolTok, w.outputTok, w.rate, o.burstiness, o.timeScale, o.seed)
 	}
 	p("```\n")
 	return b.String(), nil
@@ -336,10 +352,11 @@ func rowName(r result) string {
 
 // benchFlags are the non-default-independent flags that reproduce this run.
 func benchFlags(o *options) string {
-	ch := o.chat
-	return fmt.Sprintf("-replicas %s -configs %s -skew '%s' -skew-configs %s -skew-replicas %s -chat-configs '%s' -chat-replicas %s -time-scale %g -rate %g -num-requests %d -num-prefixes %d -prefix-tokens %d -suffix-tokens %d -output-tokens %d -chat-requests %d -chat-turns %d -chat-system-tokens %d -chat-user-tokens %d -chat-output-tokens %d -chat-rate %g -seed %d",
+	ch, w := o.chat, o.resp
+	return fmt.Sprintf("-replicas %s -configs %s -skew '%s' -skew-configs %s -skew-replicas %s -chat-configs '%s' -chat-replicas %s -time-scale %g -rate %g -num-requests %d -num-prefixes %d -prefix-tokens %d -suffix-tokens %d -output-tokens %d -chat-requests %d -chat-turns %d -chat-system-tokens %d -chat-user-tokens %d -chat-output-tokens %d -chat-rate %g -responses-configs '%s' -responses-replicas %s -responses-requests %d -responses-turns %d -responses-system-tokens %d -responses-user-tokens %d -responses-tool-tokens %d -responses-output-tokens %d -responses-rate %g -seed %d",
 		joinInts(o.replicas), joinConfigs(o.configs), o.skew, joinConfigs(o.skewConfigs), joinInts(o.skewReplicas), joinConfigs(o.chatConfigs), joinInts(o.chatReplicas),
-		o.timeScale, o.rate, o.requests, o.prefixes, o.prefixTok, o.suffixTok, o.outputTok, ch.requests, ch.turns, ch.systemTok, ch.userTok, ch.outputTok, ch.rate, o.seed)
+		o.timeScale, o.rate, o.requests, o.prefixes, o.prefixTok, o.suffixTok, o.outputTok, ch.requests, ch.turns, ch.systemTok, ch.userTok, ch.outputTok, ch.rate,
+		joinConfigs(o.respConfigs), joinInts(o.respReplicas), w.requests, w.turns, w.systemTok, w.userTok, w.toolTok, w.outputTok, w.rate, o.seed)
 }
 
 // shapeParagraph states, from the numbers, whether the expected shape holds.

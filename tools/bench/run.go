@@ -41,6 +41,11 @@ type options struct {
 	chatConfigs  []configuration
 	chatReplicas []int
 	chat         chatWorkload
+	// respConfigs run loadgen's responses workload (agent sessions by previous_response_id on
+	// /v1/responses, responses.go) at every respReplicas count; none when empty.
+	respConfigs  []configuration
+	respReplicas []int
+	resp         respWorkload
 	// runs is how many times each row runs (each run with its own seed, seed+i): the report
 	// gives the median and the min–max of the runs.
 	runs int
@@ -75,8 +80,8 @@ var demoDefaults = options{
 	simArgs:   "--num-blocks 2500",
 	timeScale: 0.25, rate: 40, burstiness: 1, requests: 360, prefixes: 90, prefixTok: 1000, suffixTok: 50, outputTok: 32,
 	// The skewed and chat workloads are off (-skew and -chat-configs turn them on, at 1 gateway).
-	skewReplicas: []int{1}, chatReplicas: []int{1},
-	chat: defaultChat, runs: 1,
+	skewReplicas: []int{1}, chatReplicas: []int{1}, respReplicas: []int{1},
+	chat: defaultChat, resp: defaultResponses, runs: 1,
 	seed: 1, progress: "never",
 }
 
@@ -89,6 +94,8 @@ var benchDefaults = options{
 	skewConfigs: mustConfigs("least_load,prefix_hash,cache_aware/approx,cache_aware/events,cache_aware/events/smg,cost/events"), skewReplicas: []int{1},
 	chatConfigs: mustConfigs("round_robin,cache_aware/approx,cache_aware/events"), chatReplicas: []int{1, 4},
 	chat: defaultChat,
+	// Issue 22: the agent workload, one gateway and four (sharing a Redis store).
+	respConfigs: mustConfigs("round_robin,cache_aware/events"), respReplicas: []int{1, 4}, resp: defaultResponses,
 	// Issue 21: every row three times, and the fleet that is not steady (least_load is the
 	// latency reference of a join: it loses the same capacity and keeps no affinity).
 	runs: 3, scenarios: []string{scenarioRace, scenarioLate, scenarioLeave},
@@ -138,6 +145,15 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	fs.IntVar(&o.chat.userTok, "chat-user-tokens", def.chat.userTok, "chat: tokens per user message")
 	fs.IntVar(&o.chat.outputTok, "chat-output-tokens", def.chat.outputTok, "chat: tokens per answer")
 	fs.Float64Var(&o.chat.rate, "chat-rate", def.chat.rate, "chat: sessions started per simulated second")
+	respConfigs := fs.String("responses-configs", joinConfigs(def.respConfigs), `configurations run on the responses workload (same syntax as -configs; "" runs none)`)
+	respReplicas := fs.String("responses-replicas", joinInts(def.respReplicas), "gateway replica counts of the responses workload (more than one share a Redis store)")
+	fs.IntVar(&o.resp.requests, "responses-requests", def.resp.requests, "responses: requests (turns) per configuration")
+	fs.IntVar(&o.resp.turns, "responses-turns", def.resp.turns, "responses: turns per session")
+	fs.IntVar(&o.resp.systemTok, "responses-system-tokens", def.resp.systemTok, "responses: tokens of the shared instructions")
+	fs.IntVar(&o.resp.userTok, "responses-user-tokens", def.resp.userTok, "responses: tokens per user message")
+	fs.IntVar(&o.resp.toolTok, "responses-tool-tokens", def.resp.toolTok, "responses: tokens per tool result")
+	fs.IntVar(&o.resp.outputTok, "responses-output-tokens", def.resp.outputTok, "responses: most output tokens per turn (the scripted answers are shorter)")
+	fs.Float64Var(&o.resp.rate, "responses-rate", def.resp.rate, "responses: sessions started per simulated second")
 	fs.IntVar(&o.runs, "runs", def.runs, "runs of every row, seeds -seed, -seed+1, ...: the report gives their median and min–max")
 	scenarios := fs.String("scenarios", strings.Join(def.scenarios, ","), `fleets that are not steady, run on the uniform workload at 1 gateway: race (gateway first, workers -race-delay later), late (one worker joins -late-after into the load), leave (one drained -leave-after into it); "" runs none`)
 	scenarioConfigs := fs.String("scenario-configs", joinConfigs(def.scenarioConfigs), "configurations run in each scenario (same syntax as -configs)")
@@ -182,6 +198,12 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	if o.chatReplicas, err = parseInts(*chatReplicas); err != nil {
 		return nil, fmt.Errorf("-chat-replicas: %w", err)
 	}
+	if o.respConfigs, err = parseConfigs(*respConfigs); err != nil {
+		return nil, fmt.Errorf("-responses-configs: %w", err)
+	}
+	if o.respReplicas, err = parseInts(*respReplicas); err != nil {
+		return nil, fmt.Errorf("-responses-replicas: %w", err)
+	}
 	if o.scenarios, err = parseScenarios(*scenarios); err != nil {
 		return nil, fmt.Errorf("-scenarios: %w", err)
 	}
@@ -222,7 +244,8 @@ type configuration struct {
 	Policy  string // a gateway --policy
 	Index   string // none | approx | events
 	Variant string // "" or a key of variants: extra gateway flags
-	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2"), or workloadChat.
+	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2"), workloadChat or
+	// workloadResponses.
 	Workload string
 	Gateways int
 	// Scenario is how the fleet changes during the run ("" for a steady fleet; scenario.go).
@@ -354,6 +377,7 @@ func (o *options) plan() []configuration {
 		add(o.skewConfigs, workloadOf(o.skew), o.skewReplicas)
 	}
 	add(o.chatConfigs, workloadChat, o.chatReplicas)
+	add(o.respConfigs, workloadResponses, o.respReplicas)
 	for _, sc := range o.scenarios {
 		for _, c := range o.scenarioConfigs {
 			c.Workload, c.Gateways, c.Scenario = "uniform", 1, sc
@@ -512,6 +536,8 @@ type fleet struct {
 	// config is the gateways' --config file when the scenario changes the workers during the
 	// run ("" otherwise: the workers are --worker flags).
 	config string
+	// simArgs and gwArgs are the workload's extra simulator and gateway flags (responses).
+	simArgs, gwArgs []string
 }
 
 func (f *fleet) stop() {
@@ -527,6 +553,7 @@ func (r *runner) startSims(ctx context.Context, f *fleet, tag string, ports [][3
 	if s := strings.TrimSpace(r.o.simArgs); s != "" {
 		simArgs = strings.Fields(s)
 	}
+	simArgs = append(simArgs, f.simArgs...)
 	if f.sims == nil {
 		f.sims = make([]*harness.Sim, r.o.sims)
 	}
@@ -555,6 +582,7 @@ func (r *runner) startSims(ctx context.Context, f *fleet, tag string, ports [][3
 // waits for their readiness unless notReady.
 func (r *runner) startGateways(ctx context.Context, f *fleet, c configuration, workers []string, notReady bool) error {
 	policy, kvIndex, gwArgs := c.gatewayOptions()
+	gwArgs = append(slices.Clip(gwArgs), f.gwArgs...)
 	if f.config != "" {
 		gwArgs, workers = append(slices.Clip(gwArgs), "--config", f.config), nil
 	}
@@ -613,7 +641,9 @@ func (r *runner) loadgenArgs(c configuration, run int, url, jsonPath string, f *
 	args := []string{"--url", url, "--model", o.model, "--burstiness", fmt.Sprint(o.burstiness),
 		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed + uint64(run)),
 		"--json", jsonPath, "--progress", o.progress, "--result-line", c.resultLabels(run)}
-	if c.Workload == workloadChat {
+	if c.Workload == workloadResponses {
+		args = append(args, r.responsesLoadgenArgs()...)
+	} else if c.Workload == workloadChat {
 		// The model directory: loadgen renders the conversations with its template for the
 		// ideal hit rate on the engine's ids.
 		ch := o.chat

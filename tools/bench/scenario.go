@@ -65,6 +65,11 @@ func (r *runner) startFleet(ctx context.Context, c configuration, run int) (*fle
 			f.stop()
 		}
 	}()
+	if c.Workload == workloadResponses {
+		if err := r.agentFleet(ctx, f, c, tag); err != nil {
+			return nil, err
+		}
+	}
 	switch c.Scenario {
 	case scenarioRace:
 		if err := r.startRace(ctx, f, c, tag); err != nil {

@@ -56,6 +56,9 @@ type Request struct {
 	Tokens [][]uint32
 	// ForwardTokenIDs sends Tokens as the prompt to HTTP workers (when every prompt has them).
 	ForwardTokenIDs bool
+	// Edits change the body an HTTP worker gets (a leg of a prefill/decode pair, wire/pd.md);
+	// an edit of "stream" decides whether the call streams. nil: the client's body.
+	Edits openai.Edits
 	// Header holds the client's request headers; only request ids and trace context are passed
 	// on (forwardHeaders), never credentials.
 	Header http.Header

@@ -20,6 +20,12 @@ type metrics struct {
 	lookup     prometheus.Histogram
 	upstream   *prometheus.CounterVec // worker, kind
 	tokensSeen prometheus.Counter
+	// Prefill/decode disaggregation (pd.go): requests of disaggregated pools by outcome,
+	// decode legs sent without kv_transfer_params, requests whose transfer fields were
+	// stripped.
+	pd         *prometheus.CounterVec // outcome
+	pdNoParams prometheus.Counter
+	pdStripped prometheus.Counter
 	// byReason caches the decision counter of each known reason (read-only after newMetrics),
 	// so counting a decision does not allocate.
 	byReason map[policy.Reason]prometheus.Counter
@@ -80,6 +86,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvgate_prompt_tokens_total",
 			Help: "Prompt tokens routed (after tokenization).",
 		}),
+		pd: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_pd_requests_total",
+			Help: "Requests of disaggregated pools by outcome: pair, or why they ran whole on the decode worker (short_prompt, decode_cached, no_prefill_worker, multiple_outputs, grpc_worker, prefill_failed).",
+		}, []string{"outcome"}),
+		pdNoParams: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvgate_pd_missing_kv_params_total",
+			Help: "NIXL decode legs sent without kv_transfer_params because the prefill answer had none (the decode worker prefilled itself).",
+		}),
+		pdStripped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvgate_pd_client_transfer_fields_total",
+			Help: "Requests whose own kv_transfer_params or bootstrap_* fields were stripped (a client must not direct KV transfers).",
+		}),
 	}
 	m.byReason = map[policy.Reason]prometheus.Counter{}
 	for _, r := range []policy.Reason{policy.ReasonCacheHit, policy.ReasonTreeHit, policy.ReasonPendingHit, policy.ReasonImbalance, policy.ReasonOverloaded,
@@ -90,7 +108,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen, m.pd, m.pdNoParams, m.pdStripped} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("router: register metrics: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // decision is the outcome of routing one request. It holds the worker's load from the pick
@@ -20,6 +21,7 @@ type decision struct {
 	m       *fleet.Member
 	reason  policy.Reason
 	matched int            // leading blocks the worker holds, at its own block size
+	bs      int            // the worker's block size (of matched and keys)
 	source  indexer.Source // where matched came from
 	lw      indexer.LookupWorker
 	keys    []uint64 // request block keys at the worker's block size (scratch-owned)
@@ -42,6 +44,9 @@ type routeScratch struct {
 	cands   []policy.Candidate
 	lookup  indexer.LookupScratch
 	req     policy.Request
+	// prefillers is the number of healthy role=prefill workers the last route left out of a
+	// whole request's candidates: when positive the pool runs disaggregated (pd.go).
+	prefillers int
 }
 
 // takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
@@ -63,15 +68,57 @@ func routeError(model string, known, full bool) *openai.Error {
 	return &openai.Error{Status: http.StatusServiceUnavailable, Message: "no healthy worker serves the model", Type: openai.TypeUnavailable, Code: "no_healthy_worker"}
 }
 
-// route chooses a worker for c among its pool's candidates, excluding one member (the one a
-// retry moves away from), and takes one in-flight request on it: dec is overwritten only on
-// success, and the caller must call dec.pick.Done once the request has ended. It fills s; the
-// decision's keys alias s and are valid until s is reused.
-func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member) *openai.Error {
+// legKind says which workers of a pool a route chooses among (wire/pd.md, DESIGN.md §15).
+type legKind uint8
+
+const (
+	// legWhole is a whole request or the decode leg of a pair: workers of role decode or both.
+	legWhole legKind = iota
+	// legPrefill is the prefill leg of a pair: workers of role prefill or both.
+	legPrefill
+)
+
+// keepRole leaves in sel.Candidates the workers that may serve a leg of kind k, and returns
+// the number of healthy role=prefill workers there were and whether the pool has any at all
+// (healthy or not): such a pool runs disaggregated, and its legs use the model's PD policies.
+func keepRole(sel *fleet.Selection, k legKind) (prefillers int, disagg bool) {
+	kept := sel.Candidates[:0]
+	for _, m := range sel.Candidates {
+		r := m.Worker().Role()
+		if r == worker.RolePrefill {
+			prefillers++
+		}
+		if k == legPrefill && r.Prefills() || k == legWhole && r.Decodes() {
+			kept = append(kept, m)
+		}
+	}
+	sel.Candidates = kept
+	disagg = prefillers > 0
+	for _, m := range sel.Rejected {
+		disagg = disagg || m.Worker().Role() == worker.RolePrefill
+	}
+	return prefillers, disagg
+}
+
+// route chooses a worker for c among its pool's candidates that may serve a leg of kind k,
+// excluding one member (the one a retry moves away from, or a pair's decode worker), and takes
+// one in-flight request on it: dec is overwritten only on success, and the caller must call
+// dec.pick.Done once the request has ended. It fills s; the decision's keys alias s and are
+// valid until s is reused.
+func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member, k legKind) *openai.Error {
 	start := time.Now()
 	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
+	prefillers, disagg := keepRole(&s.sel, k)
+	s.prefillers = prefillers
 	if len(s.sel.Candidates) == 0 {
 		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
+	}
+	pol := c.model.policy
+	switch {
+	case k == legPrefill:
+		pol = c.model.pd.prefill
+	case disagg:
+		pol = c.model.pd.decode
 	}
 	tokens := c.routeTokens()
 	p := c.target.Pool
@@ -82,10 +129,10 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 	if keys := s.lookup.Keys(defBS); len(keys) > 0 {
 		s.req.FirstBlock = keys[0]
 	}
-	*dec = decision{pick: policy.Take(c.model.policy, &s.req, s.cands), ns: c.target.Namespace}
+	*dec = decision{pick: policy.Take(pol, &s.req, s.cands), ns: c.target.Namespace}
 	i := dec.pick.Index
 	m, sc := s.sel.Candidates[i], &s.scores[i]
-	dec.m, dec.lw, dec.reason, dec.source, dec.keys = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize)
+	dec.m, dec.lw, dec.reason, dec.source, dec.keys, dec.bs = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize), sc.BlockSize
 	if exclude != nil {
 		dec.reason = policy.ReasonRetry
 	}

@@ -93,7 +93,8 @@ func newPDState(pd PD, def policy.Policy) (pdState, error) {
 	return st, nil
 }
 
-// transferOf returns the transfer style of a pair whose prefill worker is w.
+// transferOf returns the transfer style of a pair with worker w (either leg's: the runtime
+// of a fleet's workers is the same engine's).
 func (p *pdState) transferOf(w *worker.Worker) string {
 	if p.transfer != "" {
 		return p.transfer
@@ -170,6 +171,12 @@ func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call,
 	pd := &c.model.pd
 	tokens := c.routeTokens()
 	reason := splitReason(len(tokens), ddec.matched*ddec.bs, pd.minUncached)
+	// An SGLang decode-mode server serves nothing without a bootstrap room: with one, every
+	// request is a pair (only a both worker may run one whole).
+	mustPair := pd.transferOf(ddec.m.Worker()) == PDTransferSGLang && ddec.m.Worker().Role() == worker.RoleDecode
+	if mustPair {
+		reason = pdPair
+	}
 	if reason == pdPair && pairBlocked(c, ddec.m) {
 		reason = pdGRPC
 	}
@@ -184,6 +191,13 @@ func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call,
 	if reason == pdPair && pd.transferOf(pdec.m.Worker()) == PDTransferNIXL && multipleOutputs(c) {
 		pdec.pick.Done()
 		reason = pdMultiple
+	}
+	if reason != pdPair && mustPair {
+		rt.countPD(w, reason)
+		ddec.pick.Done()
+		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
+			Message: "prefill stage: no healthy prefill worker for the model's SGLang decode workers"})
+		return true
 	}
 	if reason != pdPair {
 		rt.countPD(w, reason)

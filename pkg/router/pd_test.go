@@ -371,3 +371,25 @@ func TestPDClientTransferFieldsStripped(t *testing.T) {
 		t.Errorf("stripped count %v, want 1", got)
 	}
 }
+
+// An SGLang decode-mode worker serves only pairs: a short prompt is paired too, and the
+// transfer style comes from the workers' runtime when PD.Transfer is empty.
+func TestPDSGLangDecodeWorkersOnlyPair(t *testing.T) {
+	p, d, _ := sglangPair(t)
+	transferred := make(chan struct{})
+	p.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		io.WriteString(w, `{"choices":[{"text":""}]}`)
+		close(transferred)
+	}
+	decodeAnswer(d)
+	answer := d.handle
+	d.handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) { <-transferred; answer(w, r, body) }
+	g := newTestGateway(t, testConfig{}, "url="+p.url()+",role=prefill,runtime=sglang", "url="+d.url()+",role=decode,runtime=sglang")
+	resp, body := g.post(t, `{"prompt":"short","max_tokens":2}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderPD) != pdPair {
+		t.Fatalf("got %d %s %s=%q, want a pair", resp.StatusCode, body, HeaderPD, resp.Header.Get(HeaderPD))
+	}
+	if db := d.nextReq(t); db["bootstrap_room"] == nil {
+		t.Errorf("decode leg %v has no bootstrap_room", db)
+	}
+}

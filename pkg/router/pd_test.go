@@ -393,3 +393,32 @@ func TestPDSGLangDecodeWorkersOnlyPair(t *testing.T) {
 		t.Errorf("decode leg %v has no bootstrap_room", db)
 	}
 }
+
+func TestPDDebugRoute(t *testing.T) {
+	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
+	g := pdGateway(t, PD{DecodePolicy: mustPolicy(t, "least_load")}, p, d)
+	tests := []struct {
+		prompt, split, prefill string
+	}{
+		{"short", pdShortPrompt, ""},
+		{longPrompt, pdPair, p.url()},
+	}
+	for _, tt := range tests {
+		resp, body := g.do(t, http.MethodGet, "/debug/route?prompt="+tt.prompt, "", "")
+		var r routeExplanation
+		if err := json.Unmarshal([]byte(body), &r); err != nil || resp.StatusCode != http.StatusOK || r.PD == nil || r.Decision == nil {
+			t.Fatalf("got %d %s, want an explanation with pd", resp.StatusCode, body)
+		}
+		if r.Decision.Worker != d.url() || r.Policy != "least_load" || r.PD.Split != tt.split || r.PD.MinUncachedTokens != DefaultPDMinUncachedTokens {
+			t.Errorf("prompt %.10q: decode %s policy %s split %q, want %s least_load %q", tt.prompt, r.Decision.Worker, r.Policy, r.PD.Split, d.url(), tt.split)
+		}
+		if got := ""; r.PD.Prefill != nil {
+			got = r.PD.Prefill.Worker
+			if got != tt.prefill {
+				t.Errorf("prefill worker %q, want %q", got, tt.prefill)
+			}
+		} else if tt.prefill != "" {
+			t.Errorf("no prefill decision, want %s", tt.prefill)
+		}
+	}
+}

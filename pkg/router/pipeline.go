@@ -106,7 +106,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 		cancel(errShutdown)
 	}
 	rt.stripTransferFields(c)
-	if s.prefillers > 0 && rt.servePair(ctx, w, c, ep, s, dec) {
+	if s.disagg && rt.servePair(ctx, w, c, ep, s, dec) {
 		return
 	}
 	for attempt := 0; ; attempt++ {

@@ -44,9 +44,9 @@ type routeScratch struct {
 	cands   []policy.Candidate
 	lookup  indexer.LookupScratch
 	req     policy.Request
-	// prefillers is the number of healthy role=prefill workers the last route left out of a
-	// whole request's candidates: when positive the pool runs disaggregated (pd.go).
-	prefillers int
+	// disagg is set when the last route's pool has role=prefill workers (healthy or not): it
+	// runs disaggregated (pd.go).
+	disagg bool
 }
 
 // takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
@@ -78,26 +78,23 @@ const (
 	legPrefill
 )
 
-// keepRole leaves in sel.Candidates the workers that may serve a leg of kind k, and returns
-// the number of healthy role=prefill workers there were and whether the pool has any at all
-// (healthy or not): such a pool runs disaggregated, and its legs use the model's PD policies.
-func keepRole(sel *fleet.Selection, k legKind) (prefillers int, disagg bool) {
+// keepRole leaves in sel.Candidates the workers that may serve a leg of kind k, and reports
+// whether the pool has role=prefill workers (healthy or not): such a pool runs
+// disaggregated, and its legs use the model's PD policies.
+func keepRole(sel *fleet.Selection, k legKind) (disagg bool) {
 	kept := sel.Candidates[:0]
 	for _, m := range sel.Candidates {
 		r := m.Worker().Role()
-		if r == worker.RolePrefill {
-			prefillers++
-		}
+		disagg = disagg || r == worker.RolePrefill
 		if k == legPrefill && r.Prefills() || k == legWhole && r.Decodes() {
 			kept = append(kept, m)
 		}
 	}
 	sel.Candidates = kept
-	disagg = prefillers > 0
 	for _, m := range sel.Rejected {
 		disagg = disagg || m.Worker().Role() == worker.RolePrefill
 	}
-	return prefillers, disagg
+	return disagg
 }
 
 // route chooses a worker for c among its pool's candidates that may serve a leg of kind k,
@@ -108,8 +105,8 @@ func keepRole(sel *fleet.Selection, k legKind) (prefillers int, disagg bool) {
 func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member, k legKind) *openai.Error {
 	start := time.Now()
 	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
-	prefillers, disagg := keepRole(&s.sel, k)
-	s.prefillers = prefillers
+	disagg := keepRole(&s.sel, k)
+	s.disagg = disagg
 	if len(s.sel.Candidates) == 0 {
 		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
 	}

@@ -32,7 +32,7 @@ func pdFleet(t *testing.T, transfer string) (gw *harness.Gateway, p, d, agg *har
 	agg = startSim(t, l, harness.SimOptions{Name: "aggregated"})
 	gw = startGateway(t, l, harness.GatewayOptions{Name: "gateway",
 		Workers: []string{p.WorkerSpec(true) + ",role=prefill,bootstrap_port=" + fmt.Sprint(ports[0]), d.WorkerSpec(true) + ",role=decode"},
-		Args:    []string{"--pd-transfer", transfer, "--pd-min-uncached-tokens", "64", "--pd-timeout", "5s", "--health-interval", "250ms"}})
+		Args:    []string{"--pd-transfer", transfer, "--pd-min-uncached-tokens", "32", "--pd-timeout", "5s", "--health-interval", "250ms"}})
 	return gw, p, d, agg
 }
 
@@ -112,6 +112,42 @@ func TestPDPairs(t *testing.T) {
 			mustf(t, status == http.StatusOK, "stream: status %d", status)
 			if got, w := streamText(t, events), streamText(t, wantEvents); got != w || got == "" {
 				t.Errorf("streamed pair answer %q, want the aggregated %q", got, w)
+			}
+
+			// The official openai npm client, completions and chat, plain and streaming: the
+			// same answers as from the aggregated engine.
+			clientPrompt := text("pd-client-"+transfer, 120)
+			var viaGW, direct nodeReport
+			for _, r := range []struct {
+				base string
+				out  *nodeReport
+			}{{gw.URL, &viaGW}, {agg.URL, &direct}} {
+				stdout, _ := runNode(t, "client.mjs", r.base+"/v1", testModel, clientPrompt)
+				if err := json.Unmarshal(stdout, r.out); err != nil {
+					t.Fatalf("client.mjs output %q: %v", stdout, err)
+				}
+			}
+			if viaGW.Nonstream.Text != direct.Nonstream.Text || viaGW.Stream.Text != direct.Stream.Text || viaGW.TokenIDs.Text != direct.TokenIDs.Text || viaGW.Stream.Text == "" {
+				t.Errorf("openai client through the pair: %+v, want the aggregated answers %+v", viaGW, direct)
+			}
+			pairs := func() float64 {
+				if f := scrape(t, gw.MetricsURL())["kvgate_pd_requests_total"]; f != nil {
+					return f.sum(map[string]string{"outcome": "pair"})
+				}
+				return 0
+			}
+			before := pairs()
+			chatGW, chatDirect := runChatClient(t, gw.URL, "plain"), runChatClient(t, agg.URL, "plain")
+			// The first chat request is a pair; the second repeats its prompt, which the decode
+			// worker then holds, so it runs whole there (NIXL; SGLang pairs every request).
+			wantPairs := 1.0
+			if transfer == "sglang" {
+				wantPairs = 2
+			}
+			mustf(t, pairs() == before+wantPairs, "the two chat requests ran as %v pairs, want %v", pairs()-before, wantPairs)
+			if deref(chatGW.Nonstream.Message.Content) != deref(chatDirect.Nonstream.Message.Content) || chatGW.Stream.Content != chatDirect.Stream.Content ||
+				chatGW.Stream.Reasoning != chatDirect.Stream.Reasoning || chatGW.Nonstream.Worker != d.URL {
+				t.Errorf("chat through the pair (worker %s): %+v, want the aggregated %+v", chatGW.Nonstream.Worker, chatGW, chatDirect)
 			}
 
 			// The decode worker's events put the prompt in the gateway's index: a follow-up

@@ -422,3 +422,49 @@ func TestPDDebugRoute(t *testing.T) {
 		}
 	}
 }
+
+func TestPDSGLangFailedDecodeEndsPrefill(t *testing.T) {
+	p, d, pEnded := sglangPair(t)
+	arrived := make(chan struct{})
+	p.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		close(arrived)
+		<-r.Context().Done() // waiting for a decode worker that failed
+		pEnded <- struct{}{}
+	}
+	d.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		<-arrived // fail once the prefill leg waits for it
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"bad request","type":"BadRequestError"}}`)
+	}
+	g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1, Transfer: PDTransferSGLang}},
+		"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
+	start := time.Now()
+	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("got %d %s, want the decode worker's 400", resp.StatusCode, body)
+	}
+	if took := time.Since(start); took > defaultTestTimeout/2 {
+		t.Errorf("took %v: the prefill leg outlived the failed decode leg", took)
+	}
+	select {
+	case <-pEnded:
+	case <-time.After(defaultTestTimeout):
+		t.Fatal("the prefill leg was not cancelled")
+	}
+}
+
+func TestPDNIXLPrefillTimeoutRunsWhole(t *testing.T) {
+	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
+	p.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) { _, _ = io.Copy(io.Discard, r.Body); <-r.Context().Done() }
+	decodeAnswer(d)
+	g := pdGateway(t, PD{MinUncachedTokens: -1, Timeout: 100 * time.Millisecond}, p, d)
+	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderPD) != pdPrefillFailed || !strings.Contains(body, "decoded") {
+		t.Errorf("got %d %s=%q %s, want the decode worker's whole answer after the prefill timeout", resp.StatusCode, HeaderPD, resp.Header.Get(HeaderPD), body)
+	}
+	if got := g.metricValue(t, "kvgate_pd_requests_total", "outcome", pdPrefillFailed); got != 1 {
+		t.Errorf("prefill_failed count %v, want 1", got)
+	}
+}

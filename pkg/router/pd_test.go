@@ -250,8 +250,8 @@ func TestPDNIXLMultipleOutputsRunWhole(t *testing.T) {
 	}
 }
 
-// sglangPrefill makes fw answer like an SGLang prefill worker once release is closed (the
-// transfer done), recording each request's end.
+// sglangPair returns a prefill and a decode fake worker (their handlers set by the test) and
+// a channel the test's handlers signal a leg's end on.
 func sglangPair(t *testing.T) (p, d *fakeWorker, dEnded chan struct{}) {
 	p, d = newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
 	dEnded = make(chan struct{}, 4)
@@ -457,7 +457,10 @@ func TestPDSGLangFailedDecodeEndsPrefill(t *testing.T) {
 
 func TestPDNIXLPrefillTimeoutRunsWhole(t *testing.T) {
 	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
-	p.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) { _, _ = io.Copy(io.Discard, r.Body); <-r.Context().Done() }
+	p.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}
 	decodeAnswer(d)
 	g := pdGateway(t, PD{MinUncachedTokens: -1, Timeout: 100 * time.Millisecond}, p, d)
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))

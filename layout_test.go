@@ -20,8 +20,9 @@ import (
 const module = "github.com/kvgate/kvgate/"
 
 // allowedImports lists, per package (or package prefix ending in "/"), the module packages it may
-// import directly (DESIGN.md §2): a request moves down router → clientauth, fleet, openai,
-// chat, engine, policy, indexer, tokenizer → worker; the fleet's work (membership, health,
+// import directly (DESIGN.md §2): a request moves down router → admission, clientauth, fleet,
+// openai, chat, engine, policy, indexer, tokenizer → worker (admission imports nothing of the
+// module: the router instantiates its queue with the fleet's members); the fleet's work (membership, health,
 // event sources) down fleet → engine, kvbridge, discovery, indexer → worker; an event batch
 // down kvbridge → indexer → worker; a membership change from discovery (DNS names → worker
 // specs) → worker, wired into the fleet by cmd/gateway; cmd/* → pkg/*; nothing imports router
@@ -42,8 +43,9 @@ var allowedImports = map[string][]string{
 	"pkg/sim":                   {"pkg/openai", "pkg/chat", "pkg/chat/parse", "pkg/tokenizer", "pkg/kvbridge", "pkg/indexer", "pkg/worker", "api/"},
 	"pkg/discovery":             {"pkg/worker"},
 	"pkg/clientauth":            {"pkg/openai"},
+	"pkg/admission":             {},
 	"pkg/fleet":                 {"pkg/engine", "pkg/kvbridge", "pkg/discovery", "pkg/indexer", "pkg/worker"},
-	"pkg/router":                {"pkg/clientauth", "pkg/fleet", "pkg/openai", "pkg/chat", "pkg/chat/parse", "pkg/conversation", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/tokenizer", "pkg/worker"},
+	"pkg/router":                {"pkg/admission", "pkg/clientauth", "pkg/fleet", "pkg/openai", "pkg/chat", "pkg/chat/parse", "pkg/conversation", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/tokenizer", "pkg/worker"},
 	"pkg/conversation":          {"pkg/openai"},
 	"cmd/":                      {"pkg/", "api/", "internal/"},
 	"internal/":                 {"pkg/", "api/", "internal/"},

@@ -31,6 +31,11 @@ type chatOptions struct {
 	ToolCallParser            string     `yaml:"tool_call_parser"`
 	ToolCallRawArguments      bool       `yaml:"tool_call_raw_arguments"`
 	ReasoningField            string     `yaml:"reasoning_field"`
+	// Multimodal is auto (the model directory says), on or off; LimitMMPerPrompt and
+	// MaxMediaBytes bound a request's media (chat.Options).
+	Multimodal       string     `yaml:"multimodal"`
+	LimitMMPerPrompt jsonObject `yaml:"limit_mm_per_prompt"`
+	MaxMediaBytes    int        `yaml:"max_media_bytes"`
 }
 
 // Parser flag values besides vLLM's parser names.
@@ -40,7 +45,8 @@ const (
 )
 
 func defaultChatOptions() chatOptions {
-	return chatOptions{ChatTemplateContentFormat: "auto", ReasoningParser: parserAuto, ToolCallParser: parserAuto, ReasoningField: engine.ReasoningBoth}
+	return chatOptions{ChatTemplateContentFormat: "auto", ReasoningParser: parserAuto, ToolCallParser: parserAuto, ReasoningField: engine.ReasoningBoth,
+		Multimodal: chat.MultimodalAuto, MaxMediaBytes: chat.DefaultMaxMediaBytes}
 }
 
 func (c *chatOptions) addFlags(fs *flag.FlagSet) {
@@ -51,12 +57,26 @@ func (c *chatOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ReasoningParser, "reasoning-parser", c.ReasoningParser, "split reasoning out of grpc:// workers' chat output: auto (from the model family), none, or a vLLM name: "+strings.Join(parse.ReasoningParserNames(), ", "))
 	fs.StringVar(&c.ToolCallParser, "tool-call-parser", c.ToolCallParser, "parse tool calls out of grpc:// workers' chat output: auto (from the model family), none (tool_choice other than none is then refused), or a vLLM name: "+strings.Join(parse.ToolParserNames(), ", "))
 	fs.BoolVar(&c.ToolCallRawArguments, "tool-call-raw-arguments", c.ToolCallRawArguments, "send grpc:// workers' JSON tool-call arguments verbatim, as the model wrote them (as vLLM's streaming path does), instead of re-formatted as vLLM's non-streaming json.dumps; streamed and whole responses alike")
+	fs.StringVar(&c.Multimodal, "multimodal", c.Multimodal, "accept image, audio and video content parts: auto (when the model directory's config.json has a vision or audio tower, or a preprocessor_config.json exists), on or off")
+	fs.Var(&c.LimitMMPerPrompt, "limit-mm-per-prompt", "JSON object of the media items one request may carry per modality, as vLLM's flag, e.g. '{\"image\": 4, \"video\": 1}' (default 999 each)")
+	fs.IntVar(&c.MaxMediaBytes, "max-media-bytes", c.MaxMediaBytes, "largest decoded size of one data: URL in a request (larger: 413); the gateway never fetches http(s) URLs")
 	fs.StringVar(&c.ReasoningField, "reasoning-field", c.ReasoningField, "where grpc:// workers' parsed reasoning goes: both (reasoning and reasoning_content), reasoning (current vLLM) or reasoning_content (SGLang, older vLLM)")
 }
 
 func (c *chatOptions) validate() error {
 	if !slices.Contains(engine.ReasoningFields(), c.ReasoningField) {
 		return fmt.Errorf("gateway: --reasoning-field %q is not one of %s", c.ReasoningField, strings.Join(engine.ReasoningFields(), ", "))
+	}
+	switch c.Multimodal {
+	case "", chat.MultimodalAuto, chat.MultimodalOn, chat.MultimodalOff:
+	default:
+		return fmt.Errorf("gateway: --multimodal %q is not auto, on or off", c.Multimodal)
+	}
+	if _, err := chat.ParseMediaLimits(string(c.LimitMMPerPrompt)); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if c.MaxMediaBytes < 0 {
+		return errors.New("gateway: --max-media-bytes must not be negative")
 	}
 	return nil
 }
@@ -80,6 +100,12 @@ func buildChat(dir, model string, tok *tokenizer.Tokenizer, c chatOptions, log *
 		TrustRequestChatTemplate: c.TrustRequestChatTemplate,
 		NoToolParser:             c.ToolCallParser == parserNone,
 		Tokenizer:                tok,
+		Multimodal:               c.Multimodal,
+		MaxMediaBytes:            c.MaxMediaBytes,
+	}
+	var err error
+	if opts.MediaLimits, err = chat.ParseMediaLimits(string(c.LimitMMPerPrompt)); err != nil {
+		return cs, fmt.Errorf("gateway: %w", err)
 	}
 	if c.TrustRequestChatTemplate {
 		exe, err := os.Executable()
@@ -120,7 +146,7 @@ func buildChat(dir, model string, tok *tokenizer.Tokenizer, c chatOptions, log *
 	if reasoning != "" || tool != "" {
 		cs.parsers = p
 	}
-	log.Info("chat", zap.Bool("renderer", cs.renderer != nil), zap.String("reasoning_parser", reasoning), zap.String("tool_call_parser", tool),
+	log.Info("chat", zap.Bool("renderer", cs.renderer != nil), zap.Bool("multimodal", cs.renderer != nil && cs.renderer.Multimodal()), zap.String("reasoning_parser", reasoning), zap.String("tool_call_parser", tool),
 		zap.Bool("tool_call_raw_arguments", c.ToolCallRawArguments))
 	return cs, nil
 }

@@ -62,6 +62,12 @@ func (m modelOptions) defaulted() modelOptions {
 	if m.ReasoningField == "" {
 		m.ReasoningField = d.ReasoningField
 	}
+	if m.Multimodal == "" {
+		m.Multimodal = d.Multimodal
+	}
+	if m.MaxMediaBytes == 0 {
+		m.MaxMediaBytes = d.MaxMediaBytes
+	}
 	return m
 }
 

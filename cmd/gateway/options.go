@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kvgate/kvgate/pkg/admission"
 	"github.com/kvgate/kvgate/pkg/discovery"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -86,6 +87,11 @@ type options struct {
 	MaxN                 int    `yaml:"max_n"`
 	MaxPrompts           int    `yaml:"max_prompts"`
 	MaxInFlightPerWorker int    `yaml:"max_inflight_per_worker"`
+
+	QueueMax       int           `yaml:"queue_max"`
+	QueueTimeout   time.Duration `yaml:"queue_timeout"`
+	QueueMaxWait   time.Duration `yaml:"queue_max_wait"`
+	QueueLookAhead int           `yaml:"queue_look_ahead"`
 
 	EngineMetricsInterval time.Duration `yaml:"engine_metrics_interval"`
 	HealthInterval        time.Duration `yaml:"health_interval"`
@@ -183,6 +189,8 @@ func defaultOptions() options {
 		MaxBodyBytes:        router.DefaultMaxBodyBytes,
 		MaxN:                router.DefaultMaxN,
 		MaxPrompts:          router.DefaultMaxPrompts,
+		QueueTimeout:        router.DefaultQueueTimeout,
+		QueueLookAhead:      admission.DefaultLookAhead,
 		HealthInterval:      fleet.DefaultHealthInterval,
 		HealthTimeout:       fleet.DefaultHealthTimeout,
 		DrainTimeout:        fleet.DefaultDrainTimeout,
@@ -330,7 +338,11 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "reject request bodies larger than this with 413")
 	fs.IntVar(&o.MaxN, "max-n", o.MaxN, "largest n accepted")
 	fs.IntVar(&o.MaxPrompts, "max-prompts", o.MaxPrompts, "most prompts one completion request may batch")
-	fs.IntVar(&o.MaxInFlightPerWorker, "max-inflight-per-worker", o.MaxInFlightPerWorker, "a worker with this many in-flight requests takes no more; all full: 429 (0: no limit)")
+	fs.IntVar(&o.MaxInFlightPerWorker, "max-inflight-per-worker", o.MaxInFlightPerWorker, "a worker with this many in-flight requests takes no more; all full: 429, or the admission queue (--queue-max) (0: no limit)")
+	fs.IntVar(&o.QueueMax, "queue-max", o.QueueMax, "admission queue per model: with --max-inflight-per-worker, at most this many requests wait for a worker's slot, by priority band (x-kvgate-priority, the key's priority=) and fairly across client keys; past it 429 (0: no queue, 429 at once)")
+	fs.DurationVar(&o.QueueTimeout, "queue-timeout", o.QueueTimeout, "admission queue: the longest a request waits; past it 503 queue_timeout with Retry-After")
+	fs.DurationVar(&o.QueueMaxWait, "queue-max-wait", o.QueueMaxWait, "admission queue: a request waiting this long goes before every later one, whatever its band (0: no age bound)")
+	fs.IntVar(&o.QueueLookAhead, "queue-look-ahead", o.QueueLookAhead, "admission queue: waiting requests of the best band matched against a freed worker for the longest cached prefix (1: plain fair order)")
 	fs.DurationVar(&o.EngineMetricsInterval, "engine-metrics-interval", o.EngineMetricsInterval, "scrape each http:// worker's /metrics (vllm:num_requests_running+waiting) this often and blend it into the load (0: off)")
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "worker health check period (/health or gRPC HealthCheck)")
 	fs.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "timeout of one health check")

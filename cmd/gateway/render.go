@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -35,6 +36,17 @@ tokenizer_config.json, optional chat_template.jinja and config.json). The defaul
   --no-tool-call-parser                as a server without --tool-call-parser: tool_choice
                                        other than "none" is rejected
   --model-type T                       override config.json's model_type (gpt_oss: Harmony)
+  --multimodal auto|on|off             accept image, audio and video parts (auto: when the
+                                       model directory has a vision or audio tower, or a
+                                       preprocessor config)
+  --limit-mm-per-prompt JSON           media items per modality, e.g. {"image": 4}
+  --max-media-bytes N                  largest decoded data: URL (default 20 MiB)
+
+A request with media also prints "exact_tokens" (how many leading ids are the engine's: those
+before the first media placeholder, which the engine expands), "media" (each item's modality,
+placeholder index, a data: image's size and the tokens the engine's processor puts in place of its
+placeholder where the family's rule is known (Qwen2/2.5/3-VL, Gemma 3), uuid and the gateway's
+routing hash) and a "note" on why exactness stops.
 
 A line that is not JSON, or is longer than 16 MiB, prints an error object like any rejected
 request. The exit status is 0 when every line was answered, 1 on an input or output failure,
@@ -54,6 +66,9 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opts.TrustRequestChatTemplate, "trust-request-chat-template", false, "accept request chat templates")
 	fs.BoolVar(&opts.NoToolParser, "no-tool-call-parser", false, "reject tool_choice other than none")
 	fs.StringVar(&opts.ModelType, "model-type", "", "override config.json's model_type")
+	fs.StringVar(&opts.Multimodal, "multimodal", chat.MultimodalAuto, "accept media parts: auto, on or off")
+	limits := fs.String("limit-mm-per-prompt", "", "JSON object of media items per modality")
+	fs.IntVar(&opts.MaxMediaBytes, "max-media-bytes", chat.DefaultMaxMediaBytes, "largest decoded data: URL")
 	if status, ok := parseArgs(fs, args, stderr); !ok {
 		return status
 	}
@@ -63,6 +78,11 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *kwargs != "" {
 		opts.DefaultTemplateKwargs = json.RawMessage(*kwargs)
+	}
+	var err error
+	if opts.MediaLimits, err = chat.ParseMediaLimits(*limits); err != nil {
+		fmt.Fprintf(stderr, "gateway render: %v\n", err)
+		return 2
 	}
 	if opts.TrustRequestChatTemplate {
 		exe, err := os.Executable()
@@ -103,5 +123,51 @@ func appendRendered(buf []byte, r *chat.Renderer, body []byte) []byte {
 		res.TokenIDs = []uint32{}
 	}
 	buf = openai.AppendTokenArray(buf, res.TokenIDs)
+	if len(res.Media) > 0 {
+		buf = appendMedia(buf, &res)
+	}
 	return append(buf, '}')
+}
+
+// appendMedia appends what a request with media is routed on: how many leading ids are the
+// engine's, where each item's placeholder is, each item's routing hash, and why exactness
+// stops there (docs/multimodal.md).
+func appendMedia(buf []byte, res *chat.Result) []byte {
+	buf = append(buf, `,"exact_tokens":`...)
+	buf = strconv.AppendInt(buf, int64(res.Exact), 10)
+	buf = append(buf, `,"media":[`...)
+	for i, it := range res.Media {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"modality":`...)
+		buf = openai.AppendString(buf, it.Modality)
+		if res.MediaAt != nil {
+			buf = append(buf, `,"placeholder_at":`...)
+			buf = strconv.AppendInt(buf, int64(res.MediaAt[i]), 10)
+		}
+		if it.Width > 0 {
+			buf = append(buf, `,"width":`...)
+			buf = strconv.AppendInt(buf, int64(it.Width), 10)
+			buf = append(buf, `,"height":`...)
+			buf = strconv.AppendInt(buf, int64(it.Height), 10)
+		}
+		if it.Tokens > 0 {
+			buf = append(buf, `,"placeholder_tokens":`...)
+			buf = strconv.AppendInt(buf, int64(it.Tokens), 10)
+		}
+		if it.HasUUID {
+			buf = append(buf, `,"uuid":`...)
+			buf = openai.AppendString(buf, it.UUID)
+		}
+		buf = append(buf, `,"hash":"`...)
+		buf = strconv.AppendUint(buf, it.Hash, 16)
+		buf = append(buf, `"}`...)
+	}
+	buf = append(buf, `],"note":`...)
+	note := "the ids from exact_tokens on are the gateway's, not the engine's: the engine expands each media placeholder into a number of tokens computed by its processor and keys those blocks by the item's hash"
+	if res.Unrendered != "" {
+		note = res.Unrendered
+	}
+	return openai.AppendString(buf, note)
 }

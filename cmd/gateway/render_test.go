@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
 
@@ -122,5 +123,50 @@ func TestRenderUsage(t *testing.T) {
 				t.Errorf("got exit %d, want %d", code, tt.code)
 			}
 		})
+	}
+}
+
+// TestRenderMedia: `gateway render` on a multimodal model directory prints the prompt with the
+// template's placeholders, how many ids are exact, and each item; a text model and
+// --multimodal off refuse media parts.
+func TestRenderMedia(t *testing.T) {
+	dir := testutil.VLModelDir(t)
+	line := `{"messages":[{"role":"user","content":[{"type":"text","text":"Look:"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"},"uuid":"pic-1"}]}]}` + "\n"
+	// A 1×1 PNG: smart_resize brings it to 56×56, 4 placeholder tokens.
+	png1 := `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}}]}]}` + "\n"
+	if _, out, _ := runRen(t, png1, "--model-path", dir); !strings.Contains(out, `"width":1,"height":1,"placeholder_tokens":4,`) {
+		t.Errorf("data: image: %s", out)
+	}
+	code, out, errs := runRen(t, line, "--model-path", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		Prompt      string   `json:"prompt"`
+		TokenIDs    []uint32 `json:"token_ids"`
+		ExactTokens int      `json:"exact_tokens"`
+		Media       []struct {
+			Modality      string `json:"modality"`
+			PlaceholderAt int    `json:"placeholder_at"`
+			UUID          string `json:"uuid"`
+			Hash          string `json:"hash"`
+		} `json:"media"`
+		Note string `json:"note"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(got.Prompt, "Look:<|vision_start|><|image_pad|><|vision_end|>") || len(got.Media) != 1 || got.Media[0].UUID != "pic-1" ||
+		got.Media[0].Modality != "image" || got.ExactTokens != got.Media[0].PlaceholderAt || got.TokenIDs[got.ExactTokens] != 151655 || got.Note == "" {
+		t.Fatalf("got %s", out)
+	}
+	for _, args := range [][]string{{"--model-path", dir, "--multimodal", "off"}, {"--model-path", qwen3Dir(t)}} {
+		_, out, _ = runRen(t, line, args...)
+		if !strings.Contains(out, `needs a multimodal model; this model takes text only`) {
+			t.Errorf("%v: %s", args, out)
+		}
+	}
+	if code, _, _ := runRen(t, line, "--model-path", dir, "--limit-mm-per-prompt", "[1]"); code != 2 {
+		t.Errorf("a bad --limit-mm-per-prompt: exit %d, want 2", code)
 	}
 }

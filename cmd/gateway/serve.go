@@ -399,6 +399,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		MaxBodyBytes:         o.MaxBodyBytes,
 		MaxN:                 o.MaxN,
 		MaxInFlightPerWorker: o.MaxInFlightPerWorker,
+		Queue:                router.QueueConfig{Max: o.QueueMax, Timeout: o.QueueTimeout, MaxWait: o.QueueMaxWait, LookAhead: o.QueueLookAhead},
 		UpstreamTimeout:      o.UpstreamTimeout,
 		Logger:               log,
 		Registerer:           reg,

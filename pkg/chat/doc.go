@@ -40,7 +40,8 @@
 // AST), env.go sets up the Jinja environment (tojson.go, concat.go and their rewrites of the
 // template source make it faster), jsonvalues.go and pystring.go give request values Python's
 // rules, mutate.go and schemacache.go share decoded tool schemas, sandbox.go renders untrusted
-// templates, harmony.go renders gpt-oss.
+// templates, harmony.go renders gpt-oss, media.go checks, counts and hashes the media parts of
+// multimodal models and gives them to the template as vLLM does (docs/multimodal.md).
 //
 // The output side for gRPC engines (reasoning and tool-call parsers, and the API shapes of
 // what they parse) is package parse (pkg/chat/parse), which imports neither this package nor

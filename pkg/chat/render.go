@@ -49,6 +49,13 @@ type Options struct {
 	Now func() time.Time
 	// MaxPromptBytes bounds a rendered prompt (0: DefaultMaxPromptBytes).
 	MaxPromptBytes int
+	// Multimodal is --multimodal: "auto" or "" (the model directory says, IsMultimodalDir),
+	// "on" or "off". A text-only model refuses media parts as vLLM does.
+	Multimodal string
+	// MediaLimits is --limit-mm-per-prompt: items per modality (absent: DefaultMediaLimit).
+	MediaLimits map[string]int
+	// MaxMediaBytes bounds the decoded bytes of one data: URL (0: DefaultMaxMediaBytes).
+	MaxMediaBytes int
 }
 
 // Result is a rendered chat request: the prompt text and its token ids, as the engine
@@ -56,6 +63,18 @@ type Options struct {
 type Result struct {
 	Prompt   string
 	TokenIDs []uint32
+	// Media are the request's media items in prompt order (multimodal models only).
+	Media []MediaItem
+	// Exact is how many leading TokenIDs are exactly the engine's: all of them without media;
+	// with media, those before the first media placeholder token (the engine expands each
+	// placeholder into a count of tokens the gateway does not compute).
+	Exact int
+	// MediaAt is the index in TokenIDs of each media item's placeholder token, when the
+	// model's placeholder ids are known and the prompt holds one per item (else nil).
+	MediaAt []int
+	// Unrendered says why the prompt was not rendered although the engine will serve the
+	// request ("" when it was): Prompt and TokenIDs are then empty.
+	Unrendered string
 }
 
 // Renderer turns chat requests into prompts for one model. It is built once from a model
@@ -71,11 +90,20 @@ type Renderer struct {
 	// defaultT and toolT are the model's templates (toolT is the "tool_use" one of a named
 	// set, used when the request has tools); nil when the model has none.
 	defaultT, toolT *compiled
-	defaults        json.RawMessage
-	harmony         *harmonyEncoding // non-nil for gpt-oss
-	schemas         schemaCache      // tool schemas for templates that share values
-	strftime        jinja.Value
-	modelType       string
+	// processorT is a multimodal model's processor template (chat_template.json), used for
+	// requests without tools.
+	processorT *compiled
+	defaults   json.RawMessage
+	harmony    *harmonyEncoding // non-nil for gpt-oss
+	schemas    schemaCache      // tool schemas for templates that share values
+	strftime   jinja.Value
+	modelType  string
+	// multimodal models accept media parts; mediaTokens are the placeholder token ids of
+	// config.json (where exactness ends); maxMedia bounds one data: URL.
+	multimodal  bool
+	mediaTokens []uint32
+	maxMedia    int
+	vision      visionCounter // placeholder counts of images (nil: unknown family)
 }
 
 var (
@@ -141,7 +169,15 @@ func newRenderer(mf *modelFiles, opts Options) (*Renderer, error) {
 		}
 		return r, nil
 	}
+	if err := r.setMultimodal(mf, opts); err != nil {
+		return nil, err
+	}
 	templates := mf.templates
+	if opts.ChatTemplate == "" && r.multimodal && mf.processorTemplate != "" {
+		if r.processorT, err = compileTemplate(mf.processorTemplate); err != nil {
+			return nil, fmt.Errorf("chat: processor template: %w", err)
+		}
+	}
 	if opts.ChatTemplate != "" {
 		src, err := loadTemplateOption(opts.ChatTemplate)
 		if err != nil {
@@ -174,12 +210,15 @@ func (r *Renderer) Render(req *openai.ChatRequest) (Result, *openai.Error) {
 	if r.harmony != nil {
 		return r.renderHarmony(req)
 	}
-	text, err := r.RenderText(req)
+	text, media, err := r.renderText(req)
+	if err == errNoPlaceholder {
+		return Result{Media: media, Unrendered: err.Message}, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}
 	if r.tok == nil {
-		return Result{Prompt: text}, nil
+		return Result{Prompt: text, Media: media}, nil
 	}
 	// Encode into a pooled buffer and copy the ids out at their size: how many tokens a text
 	// makes varies too much (2 to 5 bytes a token) for one guess to avoid either growing the
@@ -195,7 +234,11 @@ func (r *Renderer) Render(req *openai.ChatRequest) (Result, *openai.Error) {
 		*bp = ids
 		idsPool.Put(bp)
 	}
-	return Result{Prompt: text, TokenIDs: out}, nil
+	res := Result{Prompt: text, TokenIDs: out, Media: media, Exact: len(out)}
+	if len(media) > 0 {
+		res.Exact, res.MediaAt = r.mediaPositions(out, len(media))
+	}
+	return res, nil
 }
 
 // idsPool holds Render's encoding buffers; one larger than maxPooledIDs is not kept.
@@ -210,27 +253,50 @@ func (r *Renderer) RenderText(req *openai.ChatRequest) (string, *openai.Error) {
 		res, err := r.renderHarmony(req)
 		return res.Prompt, err
 	}
+	text, _, err := r.renderText(req)
+	return text, err
+}
+
+// renderText renders req's prompt text and returns its media items (validated and counted
+// first, so that a bad item is refused before any rendering).
+func (r *Renderer) renderText(req *openai.ChatRequest) (string, []MediaItem, *openai.Error) {
 	if err := r.checkToolParser(req); err != nil {
-		return "", err
+		return "", nil, err
+	}
+	var media []MediaItem
+	if r.multimodal {
+		var err *openai.Error
+		if media, err = r.collectMedia(req); err != nil {
+			return "", nil, err
+		}
+		r.sizeMedia(media)
 	}
 	reqTemplate, hasReqTemplate, err := requestTemplate(req)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if hasReqTemplate {
 		if !r.opts.TrustRequestChatTemplate {
-			return "", openai.BadRequest("chat_template", "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.")
+			return "", nil, openai.BadRequest("chat_template", "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.")
 		}
-		return r.opts.Sandbox.render(r.sandboxConfig(), req, reqTemplate)
+		text, err := r.opts.Sandbox.render(r.sandboxConfig(), req, reqTemplate)
+		if err != nil && err.Message == errNoPlaceholder.Message {
+			err = errNoPlaceholder
+		}
+		return text, media, err
 	}
 	t := r.defaultT
+	if req.Tools == nil && r.processorT != nil {
+		t = r.processorT // a multimodal model's processor template wins without tools (§6)
+	}
 	if req.Tools != nil && r.toolT != nil {
 		t = r.toolT
 	}
 	if t == nil {
-		return "", openai.BadRequest("", "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.")
+		return "", nil, openai.BadRequest("", "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.")
 	}
-	return r.renderCompiled(req, t)
+	text, rerr := r.renderCompiled(req, t)
+	return text, media, rerr
 }
 
 // requestTemplate is the template a request brings: chat_template, else a string
@@ -381,7 +447,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 		}
 	}
 
-	conv, err := conversation(req.Messages, format)
+	conv, err := r.conversation(req.Messages, format)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -560,7 +626,7 @@ func toolDicts(tools []openai.ChatTool, schemas *schemaCache) (jinja.Value, *ope
 // conversation turns request messages into template messages (§3): each a fresh dict in
 // the key order role, content, then tool_calls, reasoning, reasoning_content (assistant),
 // tool_call_id (tool) or tools (developer), then name.
-func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *openai.Error) {
+func (r *Renderer) conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *openai.Error) {
 	out := make([]jinja.Value, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
@@ -571,11 +637,13 @@ func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *ope
 		case m.Content.Kind == openai.ContentString:
 			content = textParts([]string{m.Content.Text})
 		default:
-			texts, err := contentTexts(m, i)
+			parts, err := r.contentParts(m, i)
 			if err != nil {
 				return nil, err
 			}
-			content = contentValue(texts, format, m.Role == "tool")
+			if content, err = r.contentValue(parts, format, m.Role == "tool", fmt.Sprintf("messages[%d].content", i)); err != nil {
+				return nil, err
+			}
 		}
 		d := jinja.NewDict()
 		dict := d.AsDict()
@@ -635,79 +703,117 @@ func conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *ope
 	return out, nil
 }
 
-// contentTexts returns the text parts of a message's content in order (null parts dropped;
-// a string is one part). Media parts need a multimodal model, which the gateway does not
-// render: such requests are refused.
-func contentTexts(m *openai.ChatMessage, i int) ([]string, *openai.Error) {
+// contentParts returns the parts of a message's content in order: texts (null ones dropped;
+// a string is one part) and, for a multimodal model, media parts by modality. On a text-only
+// model media parts are refused as vLLM refuses them.
+func (r *Renderer) contentParts(m *openai.ChatMessage, i int) ([]contentPart, *openai.Error) {
 	switch m.Content.Kind {
 	case openai.ContentNull:
 		return nil, nil
 	case openai.ContentString:
-		return []string{m.Content.Text}, nil
+		return []contentPart{{text: m.Content.Text}}, nil
 	}
-	texts := make([]string, 0, len(m.Content.Parts))
-	for j, p := range m.Content.Parts {
+	parts := make([]contentPart, 0, len(m.Content.Parts))
+	for j := range m.Content.Parts {
+		p := &m.Content.Parts[j]
 		if p.IsString {
-			texts = append(texts, p.Text)
+			parts = append(parts, contentPart{text: p.Text})
 			continue
 		}
-		if _, ok := textPartTypes[p.Type]; !ok {
+		if _, ok := textPartTypes[p.Type]; !ok || r.multimodal && partHasUUID(p) {
 			param := fmt.Sprintf("messages[%d].content[%d]", i, j)
-			if p.Type == "" {
-				return nil, openai.BadRequest(param, "content part has no type")
+			if !r.multimodal {
+				if p.Type == "" {
+					return nil, openai.BadRequest(param, "content part has no type")
+				}
+				return nil, openai.BadRequest(param, fmt.Sprintf("content part type %q needs a multimodal model; this model takes text only", p.Type))
 			}
-			return nil, openai.BadRequest(param, fmt.Sprintf("content part type %q needs a multimodal model; this model takes text only", p.Type))
+			modality, err := partModality(p, param)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, contentPart{modality: modality})
+			continue
 		}
 		if p.TextNull {
 			continue
 		}
-		texts = append(texts, p.Text)
+		parts = append(parts, contentPart{text: p.Text})
 	}
-	return texts, nil
+	return parts, nil
+}
+
+// contentPart is a text ("" modality) or a media item of a message.
+type contentPart struct {
+	text     string
+	modality string
 }
 
 var textPartTypes = map[string]struct{}{"text": {}, "input_text": {}, "output_text": {}, "refusal": {}, "thinking": {}}
 
 // contentValue is a message's content as the template sees it: in string format the
-// non-empty texts joined with "\n"; in openai format a list of text parts, except for tool
-// messages, whose all-text lists are joined back into one string (empty parts included).
-func contentValue(texts []string, format string, tool bool) jinja.Value {
-	if format == FormatString {
-		switch len(texts) {
-		case 0:
-			return jinja.NewString("")
-		case 1:
-			return jinja.NewString(texts[0])
+// non-empty texts joined with "\n" (media placeholders in front, stringFormatMedia); in openai
+// format a list of text parts and {"type": modality} parts, except for tool messages, whose
+// all-text lists are joined back into one string (empty parts included).
+func (r *Renderer) contentValue(parts []contentPart, format string, tool bool, param string) (jinja.Value, *openai.Error) {
+	var modalities []string
+	for _, p := range parts {
+		if p.modality != "" {
+			modalities = append(modalities, p.modality)
 		}
+	}
+	if format == FormatString {
 		var b strings.Builder
-		for _, t := range texts {
-			if t == "" {
+		n := 0
+		for _, p := range parts {
+			if p.modality != "" || p.text == "" && len(parts) > 1 {
 				continue
 			}
-			if b.Len() > 0 {
+			if n > 0 {
 				b.WriteByte('\n')
 			}
-			b.WriteString(t)
+			b.WriteString(p.text)
+			n++
 		}
-		return jinja.NewString(b.String())
+		if len(modalities) > 0 {
+			s, err := r.stringFormatMedia(b.String(), modalities, param)
+			return jinja.NewString(s), err
+		}
+		return jinja.NewString(b.String()), nil
 	}
-	if tool {
-		return jinja.NewString(strings.Join(texts, "\n"))
+	if tool && len(modalities) == 0 {
+		texts := make([]string, len(parts))
+		for i, p := range parts {
+			texts[i] = p.text
+		}
+		return jinja.NewString(strings.Join(texts, "\n")), nil
 	}
-	return textParts(texts)
+	items := make([]jinja.Value, len(parts))
+	for i, p := range parts {
+		if p.modality != "" {
+			items[i] = modalityPart(p.modality)
+		} else {
+			items[i] = textPart(p.text)
+		}
+	}
+	return jinja.NewList(items), nil
 }
 
 // textParts is texts as a list of {"type": "text", "text": t} parts.
 func textParts(texts []string) jinja.Value {
 	parts := make([]jinja.Value, len(texts))
 	for i, t := range texts {
-		p := jinja.NewDict()
-		p.AsDict().Keys = make([]string, 0, 2)
-		p.AsDict().Set("type", jinja.NewString("text"))
-		p.AsDict().Set("text", jinja.NewString(t))
-		parts[i] = p
+		parts[i] = textPart(t)
 	}
 	return jinja.NewList(parts)
+}
+
+func textPart(t string) jinja.Value {
+	p := jinja.NewDict()
+	p.AsDict().Keys = make([]string, 0, 2)
+	p.AsDict().Set("type", jinja.NewString("text"))
+	p.AsDict().Set("text", jinja.NewString(t))
+	return p
 }
 
 // stringValue is s as a template value, shared when it is a common string.

@@ -75,6 +75,8 @@ type sandboxConfig struct {
 	NoToolParser   bool             `json:"no_tool_parser"`
 	MaxPromptBytes int              `json:"max_prompt_bytes"`
 	Now            time.Time        `json:"now"`
+	Multimodal     bool             `json:"multimodal,omitempty"`
+	ModelType      string           `json:"model_type,omitempty"`
 }
 
 type sandboxSpecial struct {
@@ -92,7 +94,8 @@ type sandboxAnswer struct {
 }
 
 func (r *Renderer) sandboxConfig() sandboxConfig {
-	c := sandboxConfig{ContentFormat: r.opts.ContentFormat, DefaultKwargs: r.defaults, NoToolParser: r.opts.NoToolParser, MaxPromptBytes: r.maxPrompt, Now: r.now()}
+	c := sandboxConfig{ContentFormat: r.opts.ContentFormat, DefaultKwargs: r.defaults, NoToolParser: r.opts.NoToolParser, MaxPromptBytes: r.maxPrompt, Now: r.now(),
+		Multimodal: r.multimodal, ModelType: r.modelType}
 	for _, s := range r.specials {
 		c.Specials = append(c.Specials, sandboxSpecial{Name: s.name, Value: s.value, List: s.list, IsList: s.isList})
 	}
@@ -245,6 +248,7 @@ func sandboxRender(f *sandboxFrame) sandboxAnswer {
 		mf.specials = append(mf.specials, special{name: s.Name, value: s.Value, list: s.List, isList: s.IsList})
 	}
 	now := f.Config.Now
+	mf.multimodal, mf.modelType = f.Config.Multimodal, f.Config.ModelType
 	r, err := newRenderer(mf, Options{ContentFormat: f.Config.ContentFormat, DefaultTemplateKwargs: f.Config.DefaultKwargs,
 		NoToolParser: f.Config.NoToolParser, MaxPromptBytes: f.Config.MaxPromptBytes, Now: func() time.Time { return now }})
 	if err != nil {

@@ -27,6 +27,17 @@ type modelFiles struct {
 	templates map[string]string
 	specials  []special
 	modelType string
+	// multimodal says the directory describes a multimodal model: config.json has a
+	// vision_config or audio_config, or a preprocessor_config.json or processor_config.json
+	// exists. mediaTokens are config.json's placeholder token ids; processorTemplate is
+	// chat_template.json's template (the processor's).
+	multimodal        bool
+	mediaTokens       []uint32
+	processorTemplate string
+	// preprocessor is preprocessor_config.json as read; tokensPerImage is config.json's
+	// mm_tokens_per_image (placeholder counts, placeholders.go).
+	preprocessor   []byte
+	tokensPerImage int
 }
 
 // special is one special-token variable: a string, or a list of strings
@@ -95,12 +106,10 @@ func loadModelFiles(dir string) (*modelFiles, error) {
 		return nil, err
 	}
 	if b, err := readSmall(filepath.Join(dir, "config.json")); err == nil {
-		var c struct {
-			ModelType string `json:"model_type"`
-		}
-		if json.Unmarshal(b, &c) == nil {
-			mf.modelType = c.ModelType
-		}
+		mf.parseModelConfig(b)
+	}
+	if err := mf.readProcessorFiles(dir); err != nil {
+		return nil, err
 	}
 	return mf, nil
 }

@@ -6,7 +6,7 @@
 // The name of the key a request was admitted with is in its context (KeyName), for handlers
 // that keep per-client state.
 //
-// Files: keys.go holds the key file format (ParseKeys), the key set matched in constant time
+// Files: keys.go holds the key file format (ParseKeys, with a key's admission bands), the key set matched in constant time
 // (KeySet) and the credential parsers (BearerToken; the "api-key" header); guard.go the Guard,
 // its key generations and reloads (SetKeys); limits.go the per-key limiters and their metrics.
 //

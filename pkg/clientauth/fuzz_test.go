@@ -39,6 +39,7 @@ func FuzzBearerToken(f *testing.F) {
 var keyErrorShapes = map[string]bool{
 	"clientauth: keys: line N: the part before ':' must be a name of N-N letters, digits, '.', '_' or '-': invalid client keys": true,
 	"clientauth: keys: line N: a key must be N-N printable ASCII characters without spaces: invalid client keys":                true,
+	"clientauth: keys: line N: priority=DEFAULT[/BEST] wants integers in [-N, N] with BEST ≤ DEFAULT: invalid client keys":      true,
 }
 
 var digits = regexp.MustCompile(`[0-9]+`)
@@ -47,7 +48,7 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // messages, returns only valid names and keys, and a set built from them matches each key to
 // its own name.
 func FuzzParseKeys(f *testing.F) {
-	for _, s := range []string{"sk-1\nsk-2\n", "# c\n\nteam:sk-a\r\n", "a:b:c", ":x", "x:", "bad name:k", "k k", "\xff", strings.Repeat("k", MaxKeyLen+1)} {
+	for _, s := range []string{"sk-1\nsk-2\n", "# c\n\nteam:sk-a\r\n", "a:b:c", ":x", "x:", "bad name:k", "k k", "n:k:priority=5/-2", "n:k:priority=x", "\xff", strings.Repeat("k", MaxKeyLen+1)} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -60,7 +61,7 @@ func FuzzParseKeys(f *testing.F) {
 		}
 		for _, k := range keys {
 			if !validKeyName(k.Name) || !validKey(k.Key) {
-				t.Fatalf("ParseKeys(%q): returned invalid %q", data, k)
+				t.Fatalf("ParseKeys(%q): returned invalid %q / %q", data, k.Name, k.Key)
 			}
 		}
 		ks, err := NewKeySet(keys)

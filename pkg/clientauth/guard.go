@@ -140,7 +140,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		c, aerr := g.authenticate(r)
+		c, grant, aerr := g.authenticate(r)
 		if aerr != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate"`)
 			openai.WriteError(w, aerr)
@@ -153,14 +153,20 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		defer release()
 		if c.name != anonymousClient || g.state.Load().keys.Len() > 0 {
-			r = r.WithContext(context.WithValue(r.Context(), keyNameKey{}, c.name))
+			r = r.WithContext(context.WithValue(r.Context(), identityKey{}, identity{name: c.name, grant: grant}))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// keyNameKey is the context key of the client key's name (KeyName).
-type keyNameKey struct{}
+// identityKey is the context key of the admitted client's identity (KeyName, KeyGrant).
+type identityKey struct{}
+
+// identity is the client key a request was admitted with.
+type identity struct {
+	name  string
+	grant Grant
+}
 
 // KeyName returns the name of the client key a Guard admitted the request of ctx with, or ""
 // when there is none (no Guard, no client keys configured, or an open path). Handlers scope
@@ -168,21 +174,29 @@ type keyNameKey struct{}
 // only to the key that created them (a key keeps its state across reloads while its name
 // stays; a renamed key starts afresh). Names, never keys, are what it returns.
 func KeyName(ctx context.Context) string {
-	s, _ := ctx.Value(keyNameKey{}).(string)
-	return s
+	id, _ := ctx.Value(identityKey{}).(identity)
+	return id.name
+}
+
+// KeyGrant returns the admission bands of the client key a Guard admitted the request of ctx
+// with; ok is false when there is no key (as for KeyName), and requests then ask for their band
+// freely.
+func KeyGrant(ctx context.Context) (g Grant, ok bool) {
+	id, ok := ctx.Value(identityKey{}).(identity)
+	return id.grant, ok
 }
 
 // authenticate returns the client a request acts as: its key's, or the anonymous client when
 // there are no keys. The error is a 401 that never repeats what the request sent.
-func (g *Guard) authenticate(r *http.Request) (*client, *openai.Error) {
+func (g *Guard) authenticate(r *http.Request) (*client, Grant, *openai.Error) {
 	st := g.state.Load()
 	if st.keys.Len() == 0 {
-		return st.anon, nil
+		return st.anon, Grant{}, nil
 	}
 	key, problem := clientCredential(r.Header)
 	if problem == "" {
 		if i := st.keys.index(key); i >= 0 {
-			return st.clients[i], nil
+			return st.clients[i], st.keys.grants[i], nil
 		}
 		problem = "wrong"
 	}
@@ -191,5 +205,5 @@ func (g *Guard) authenticate(r *http.Request) (*client, *openai.Error) {
 	if problem == credMissing {
 		msg = "missing API key: send it as \"Authorization: Bearer KEY\""
 	}
-	return nil, &openai.Error{Status: http.StatusUnauthorized, Message: msg, Type: openai.TypeInvalidRequest, Code: "invalid_api_key"}
+	return nil, Grant{}, &openai.Error{Status: http.StatusUnauthorized, Message: msg, Type: openai.TypeInvalidRequest, Code: "invalid_api_key"}
 }

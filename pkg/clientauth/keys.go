@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -20,15 +21,27 @@ const (
 // line, never its content: a file of keys must not end up in a log because one line is wrong.
 var ErrInvalidKeys = errors.New("invalid client keys")
 
+// MaxPriority bounds the priority bands a key file grants and a request may ask for
+// (-MaxPriority … MaxPriority): a band labels metrics, so the set of bands must stay small.
+const MaxPriority = 100
+
 // APIKey is one client key and the name it is known by. The name labels metrics and logs;
 // the key never appears anywhere but in the request that presents it.
 type APIKey struct {
 	Name string
 	Key  string
+	// Priority is the admission band of the key's requests that ask for none, and BestPriority
+	// the lowest (most urgent) band they may ask for (vLLM's meaning: lower runs first); a
+	// request asking for a lower one gets BestPriority. Both 0 unless the key file grants
+	// them (priority=DEFAULT[/BEST]); BestPriority ≤ Priority.
+	Priority, BestPriority int
 }
 
 // ParseKeys reads client keys in the --api-key-file format: one per line, either KEY or
-// NAME:KEY (split at the first ':'; a key that itself holds a ':' must therefore be named).
+// NAME:KEY (split at the first ':'; a key that itself holds a ':' must therefore be named),
+// optionally followed by :priority=DEFAULT[/BEST], the key's admission bands (APIKey.Priority,
+// BestPriority; BEST defaults to DEFAULT, so a key cannot ask for a band above its default
+// unless granted; a key ending in ":priority=…" must therefore be followed by its own grant).
 // Blank lines and lines starting with '#' are skipped and surrounding spaces trimmed. A key is
 // 1 to MaxKeyLen printable ASCII bytes without spaces (it travels in a header); a name is 1 to
 // MaxKeyNameLen letters, digits, '.', '_' or '-'. An unnamed key is named prefix-LINE (its line
@@ -44,6 +57,10 @@ func ParseKeys(data []byte, prefix string) ([]APIKey, error) {
 		k := APIKey{Key: string(line)}
 		if name, key, ok := bytes.Cut(line, []byte(":")); ok {
 			k = APIKey{Name: string(bytes.TrimSpace(name)), Key: string(bytes.TrimSpace(key))}
+			var err error
+			if k.Key, k.Priority, k.BestPriority, err = cutGrant(k.Key); err != nil {
+				return nil, fmt.Errorf("clientauth: keys: line %d: %w: %w", i+1, err, ErrInvalidKeys)
+			}
 			if !validKeyName(k.Name) {
 				return nil, fmt.Errorf("clientauth: keys: line %d: the part before ':' must be a name of 1-%d letters, digits, '.', '_' or '-': %w", i+1, MaxKeyNameLen, ErrInvalidKeys)
 			}
@@ -56,6 +73,24 @@ func ParseKeys(data []byte, prefix string) ([]APIKey, error) {
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// cutGrant splits a trailing ":priority=DEFAULT[/BEST]" off key.
+func cutGrant(key string) (rest string, def, best int, err error) {
+	i := strings.LastIndex(key, ":priority=")
+	if i < 0 {
+		return key, 0, 0, nil
+	}
+	d, b, hasBest := strings.Cut(key[i+len(":priority="):], "/")
+	def, err = strconv.Atoi(d)
+	best = def
+	if err == nil && hasBest {
+		best, err = strconv.Atoi(b)
+	}
+	if err != nil || def < -MaxPriority || def > MaxPriority || best < -MaxPriority || best > def {
+		return "", 0, 0, fmt.Errorf("priority=DEFAULT[/BEST] wants integers in [-%d, %d] with BEST ≤ DEFAULT", MaxPriority, MaxPriority)
+	}
+	return strings.TrimSpace(key[:i]), def, best, nil
 }
 
 func validKeyName(s string) bool {
@@ -89,8 +124,14 @@ func validKey(s string) bool {
 // Only SHA-256 digests of the keys are kept. The zero value and nil hold no key. Safe for
 // concurrent use.
 type KeySet struct {
-	names []string
-	sums  [][sha256.Size]byte
+	names  []string
+	sums   [][sha256.Size]byte
+	grants []Grant
+}
+
+// Grant is a key's admission bands (APIKey.Priority and BestPriority).
+type Grant struct {
+	Priority, BestPriority int
 }
 
 // NewKeySet returns the set of keys, which must be valid (as ParseKeys checks) and unique in
@@ -98,7 +139,7 @@ type KeySet struct {
 func NewKeySet(keys []APIKey) (*KeySet, error) {
 	s := &KeySet{names: make([]string, 0, len(keys)), sums: make([][sha256.Size]byte, 0, len(keys))}
 	for i, k := range keys {
-		if !validKeyName(k.Name) || !validKey(k.Key) {
+		if !validKeyName(k.Name) || !validKey(k.Key) || k.BestPriority > k.Priority || k.BestPriority < -MaxPriority || k.Priority > MaxPriority {
 			return nil, fmt.Errorf("clientauth: keys: key %d (%q): invalid name or key: %w", i+1, safeName(k.Name), ErrInvalidKeys)
 		}
 		sum := sha256.Sum256([]byte(k.Key))
@@ -112,6 +153,7 @@ func NewKeySet(keys []APIKey) (*KeySet, error) {
 		}
 		s.names = append(s.names, k.Name)
 		s.sums = append(s.sums, sum)
+		s.grants = append(s.grants, Grant{Priority: k.Priority, BestPriority: k.BestPriority})
 	}
 	return s, nil
 }

@@ -17,11 +17,16 @@ func TestParseKeys(t *testing.T) {
 	}{
 		{"empty", "", nil, false},
 		{"comments and blanks", "# keys\n\n   \n# more\n", nil, false},
-		{"bare keys named in order", "sk-one\n  sk-two  \n", []APIKey{{"file-1", "sk-one"}, {"file-2", "sk-two"}}, false},
-		{"named", "team-a:sk-aaa\nteam.b : sk-bbb\n", []APIKey{{"team-a", "sk-aaa"}, {"team.b", "sk-bbb"}}, false},
-		{"unnamed keys are named by line", "sk-x\nops:sk-y\n\n# c\nsk-z\n", []APIKey{{"file-1", "sk-x"}, {"ops", "sk-y"}, {"file-5", "sk-z"}}, false},
-		{"colon in a named key", "n:a:b", []APIKey{{"n", "a:b"}}, false},
-		{"crlf", "sk-1\r\nsk-2\r\n", []APIKey{{"file-1", "sk-1"}, {"file-2", "sk-2"}}, false},
+		{"bare keys named in order", "sk-one\n  sk-two  \n", []APIKey{{Name: "file-1", Key: "sk-one"}, {Name: "file-2", Key: "sk-two"}}, false},
+		{"named", "team-a:sk-aaa\nteam.b : sk-bbb\n", []APIKey{{Name: "team-a", Key: "sk-aaa"}, {Name: "team.b", Key: "sk-bbb"}}, false},
+		{"unnamed keys are named by line", "sk-x\nops:sk-y\n\n# c\nsk-z\n", []APIKey{{Name: "file-1", Key: "sk-x"}, {Name: "ops", Key: "sk-y"}, {Name: "file-5", Key: "sk-z"}}, false},
+		{"colon in a named key", "n:a:b", []APIKey{{Name: "n", Key: "a:b"}}, false},
+		{"crlf", "sk-1\r\nsk-2\r\n", []APIKey{{Name: "file-1", Key: "sk-1"}, {Name: "file-2", Key: "sk-2"}}, false},
+		{"grant", "batch:sk-b:priority=10\nfast:sk:f:priority=0/-5\n", []APIKey{{Name: "batch", Key: "sk-b", Priority: 10, BestPriority: 10}, {Name: "fast", Key: "sk:f", Priority: 0, BestPriority: -5}}, false},
+		{"grant best above default", "n:k:priority=0/3", nil, true},
+		{"grant out of range", "n:k:priority=101", nil, true},
+		{"grant not a number", "n:k:priority=high", nil, true},
+		{"grant without a key", "n::priority=1", nil, true},
 		{"space inside key", "sk one", nil, true},
 		{"empty key after name", "name:", nil, true},
 		{"empty name", ":sk-1", nil, true},
@@ -29,7 +34,7 @@ func TestParseKeys(t *testing.T) {
 		{"non-ascii key", "sk-é", nil, true},
 		{"control char", "sk-\x01", nil, true},
 		{"too long", strings.Repeat("k", MaxKeyLen+1), nil, true},
-		{"longest", strings.Repeat("k", MaxKeyLen), []APIKey{{"file-1", strings.Repeat("k", MaxKeyLen)}}, false},
+		{"longest", strings.Repeat("k", MaxKeyLen), []APIKey{{Name: "file-1", Key: strings.Repeat("k", MaxKeyLen)}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,12 +78,12 @@ func TestNewKeySet(t *testing.T) {
 		keys []APIKey
 		err  string
 	}{
-		{"ok", []APIKey{{"a", "k1"}, {"b", "k2"}}, ""},
+		{"ok", []APIKey{{Name: "a", Key: "k1"}, {Name: "b", Key: "k2"}}, ""},
 		{"none", nil, ""},
-		{"duplicate name", []APIKey{{"a", "k1"}, {"a", "k2"}}, "used twice"},
-		{"duplicate key", []APIKey{{"a", "k1"}, {"b", "k1"}}, "same key"},
-		{"invalid key", []APIKey{{"a", "has space"}}, "invalid"},
-		{"invalid name", []APIKey{{"sk-looks-like-a-key with space", "k"}}, "invalid"},
+		{"duplicate name", []APIKey{{Name: "a", Key: "k1"}, {Name: "a", Key: "k2"}}, "used twice"},
+		{"duplicate key", []APIKey{{Name: "a", Key: "k1"}, {Name: "b", Key: "k1"}}, "same key"},
+		{"invalid key", []APIKey{{Name: "a", Key: "has space"}}, "invalid"},
+		{"invalid name", []APIKey{{Name: "sk-looks-like-a-key with space", Key: "k"}}, "invalid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +105,7 @@ func TestNewKeySet(t *testing.T) {
 }
 
 func TestKeySetMatch(t *testing.T) {
-	ks, err := NewKeySet([]APIKey{{"short", "a"}, {"long", strings.Repeat("z", 300)}, {"team", "sk-team-key"}})
+	ks, err := NewKeySet([]APIKey{{Name: "short", Key: "a"}, {Name: "long", Key: strings.Repeat("z", 300)}, {Name: "team", Key: "sk-team-key"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,9 @@ type Request struct {
 	// Edits change the body an HTTP worker gets (a leg of a prefill/decode pair, wire/pd.md);
 	// an edit of "stream" decides whether the call streams. nil: the client's body.
 	Edits openai.Edits
+	// Media counts the request's media items (images, audio, video): HTTP workers get them in
+	// the client's body; gRPC workers cannot (ErrMediaOverGRPC).
+	Media int
 	// Header holds the client's request headers; only request ids and trace context are passed
 	// on (forwardHeaders), never credentials.
 	Header http.Header

@@ -50,3 +50,12 @@ func grpcStatusError(st *status.Status) *openai.Error {
 	}
 	return e
 }
+
+// ErrMediaOverGRPC is the refusal of a request with media for a grpc:// worker: the engines' gRPC
+// Generate takes token ids and preprocessed multimodal tensors (pixel values, grid sizes,
+// placeholder ranges: wire/smg-grpc.md §3.3, whose raw-bytes field is reserved), which only the
+// engine's own processor computes.
+func ErrMediaOverGRPC() *openai.Error {
+	return &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "messages", Code: "media_over_grpc",
+		Message: "image, audio and video content parts cannot be sent to a grpc:// worker: its Generate takes preprocessed multimodal tensors, which only the engine's processor computes; serve this model over http://"}
+}

@@ -165,6 +165,9 @@ func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error
 		return nil, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeInvalidRequest, Code: "tokenizer_required",
 			Message: "grpc:// workers need the gateway's tokenizer (--model-path or --tokenizer)"}
 	}
+	if r.Media > 0 {
+		return nil, ErrMediaOverGRPC()
+	}
 	for _, t := range r.Tokens {
 		if t == nil {
 			return nil, openai.BadRequest("prompt", "prompt could not be tokenized")

@@ -141,6 +141,10 @@ func (s *Snapshot) Resolve(model string) (t Target, known bool) {
 	return t, false
 }
 
+// Serves reports whether m may serve a request for t's model in t's namespace (the admission
+// queue asks it of a worker with a free slot): see serves.
+func (m *Member) Serves(t Target) bool { return m.serves(t) }
+
 // serves reports whether m may serve a request for t's model in t's namespace: a worker that
 // lists the adapter when a namespace is set, else one that serves the model.
 func (m *Member) serves(t Target) bool {

@@ -57,4 +57,8 @@
 // one go. Evicted keys leave stale engine-hash entries behind, which are harmless (a removal
 // finds nothing to remove; a child stored after an evicted parent is still placed correctly,
 // since the parent's key is known) and are swept once they are numerous.
+//
+// Blocks an engine stored with extra keys (Event.Extra: multimodal item identifiers) have
+// their content hash mixed with those keys' hash (ExtraContentHash, docs/multimodal.md), so a
+// block holding an image never shares a key with a text block or another image's block.
 package indexer

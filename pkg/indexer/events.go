@@ -56,6 +56,11 @@ type Event struct {
 
 	// Medium is the storage tier ("GPU", "CPU", ...) or "" when the wire did not say.
 	Medium string
+
+	// Extra is, for EventStored, one ExtraKeys hash per block (0: the block has none), or
+	// empty when no block has extra keys (multimodal item identifiers and the like, which
+	// the engine mixes into the block's hash; ExtraContentHash).
+	Extra []uint64
 }
 
 // Batch is one publisher step: the events of one engine scheduler step in order.

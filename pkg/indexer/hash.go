@@ -137,3 +137,89 @@ func Namespace(loraName string, loraID int64, hasLoraID bool, salt string) strin
 	}
 	return n
 }
+
+// ExtraKeys accumulates the extra keys of one block (the engine's multimodal item
+// identifiers, in order) into the hash ExtraContentHash mixes into the block's content hash:
+// XXH3-64 seed 1337 over each key's bytes followed by one 0x00 byte. The zero value has no
+// keys; Sum is 0 then.
+type ExtraKeys struct {
+	h *xxh3.Hasher
+	n int
+}
+
+// Add appends one key.
+func (x *ExtraKeys) Add(key []byte) {
+	if x.h == nil {
+		x.h = xxh3.NewSeed(HashSeed)
+	}
+	_, _ = x.h.Write(key)
+	_, _ = x.h.Write([]byte{0})
+	x.n++
+}
+
+// Sum returns the keys' hash, 0 when none were added (a hash of 0 is moved to 1, so that 0
+// keeps meaning "no extra keys").
+func (x *ExtraKeys) Sum() uint64 {
+	if x.n == 0 {
+		return 0
+	}
+	if h := x.h.Sum64(); h != 0 {
+		return h
+	}
+	return 1
+}
+
+// ExtraKeysHash is the ExtraKeys hash of keys (0 for none).
+func ExtraKeysHash(keys ...string) uint64 {
+	var x ExtraKeys
+	for _, k := range keys {
+		x.Add([]byte(k))
+	}
+	return x.Sum()
+}
+
+// ExtraContentHash is the content hash of a block with extra keys: XXH3-64 seed 1337 over the
+// tokens' content hash then the extra keys' hash, both as LE u64; a block without them (extra
+// 0) keeps its content hash. A block holding an image's tokens thus never has the key of a
+// text block, nor of another image's block, with the same token ids.
+func ExtraContentHash(content, extra uint64) uint64 {
+	if extra == 0 {
+		return content
+	}
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], content)
+	binary.LittleEndian.PutUint64(b[8:], extra)
+	return xxh3.HashSeed(b[:], HashSeed)
+}
+
+// AppendBlockKeysExtra is AppendBlockKeys with per-block extra-key hashes (extra[i] for block
+// i; missing entries are 0): the keys of blocks stored by an engine that reported those extra
+// keys.
+func AppendBlockKeysExtra(dst []uint64, tokens []uint32, blockSize int, namespace string, extra []uint64) []uint64 {
+	return appendChainKeysExtra(dst, tokens, blockSize, 0, false, namespace, extra)
+}
+
+// appendChainKeysExtra is appendChainKeys with per-block extra-key hashes.
+func appendChainKeysExtra(dst []uint64, tokens []uint32, blockSize int, parent uint64, hasParent bool, namespace string, extra []uint64) []uint64 {
+	if len(extra) == 0 {
+		return appendChainKeys(dst, tokens, blockSize, parent, hasParent, namespace)
+	}
+	if blockSize < 1 {
+		return dst
+	}
+	n := len(tokens) / blockSize
+	prefix := parent
+	for i := 0; i < n; i++ {
+		c := ContentHash(tokens[i*blockSize : (i+1)*blockSize])
+		if i < len(extra) {
+			c = ExtraContentHash(c, extra[i])
+		}
+		if i == 0 && !hasParent {
+			prefix = RootHash(c, namespace)
+		} else {
+			prefix = ChainHash(prefix, c)
+		}
+		dst = append(dst, prefix)
+	}
+	return dst
+}

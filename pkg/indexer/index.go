@@ -131,7 +131,7 @@ func (c *core) applyEvent(w WorkerID, ev *Event, res *ApplyResult) {
 
 func (c *core) stored(w WorkerID, ev *Event, res *ApplyResult) {
 	n, bs := len(ev.Hashes), ev.BlockSize
-	if (ev.Medium != "" && ev.Medium != MediumGPU) || n == 0 || bs < 1 || len(ev.Tokens) != n*bs {
+	if (ev.Medium != "" && ev.Medium != MediumGPU) || n == 0 || bs < 1 || len(ev.Tokens) != n*bs || len(ev.Extra) != 0 && len(ev.Extra) != n {
 		res.Skipped++
 		return
 	}
@@ -147,7 +147,7 @@ func (c *core) stored(w WorkerID, ev *Event, res *ApplyResult) {
 		parent = p
 	}
 	c.blockSizes[w] = int32(bs)
-	c.keys = appendChainKeys(c.keys[:0], ev.Tokens, bs, parent, ev.HasParent, c.ns.namespace(ev))
+	c.keys = appendChainKeysExtra(c.keys[:0], ev.Tokens, bs, parent, ev.HasParent, c.ns.namespace(ev), ev.Extra)
 	c.sink += ws.engine.prefetch(ev.Hashes) + c.t.prefetch(c.keys)
 	for i, e := range ev.Hashes {
 		k := c.keys[i]
@@ -275,6 +275,9 @@ func (ix *Index) applyStoredChunks(w WorkerID, ev *Event, tick bool, res *ApplyR
 	for from := 0; from < len(ev.Hashes); from += lockChunk {
 		to := min(from+lockChunk, len(ev.Hashes))
 		sub.Hashes, sub.Tokens = ev.Hashes[from:to], ev.Tokens[from*bs:to*bs]
+		if len(ev.Extra) > 0 {
+			sub.Extra = ev.Extra[from:to]
+		}
 		if from > 0 {
 			sub.Parent, sub.HasParent = ev.Hashes[from-1], true
 		}

@@ -28,7 +28,7 @@ func codecDecodeEvents(b []byte, dst *indexer.Batch) ([]byte, int, error) {
 		}
 		ev := &dst.Events[i]
 		prevLora := ev.LoraName
-		*ev = indexer.Event{Hashes: ev.Hashes[:0], Tokens: ev.Tokens[:0]}
+		*ev = indexer.Event{Hashes: ev.Hashes[:0], Tokens: ev.Tokens[:0], Extra: ev.Extra[:0]}
 		start := b
 		rest, st, err := codecDecodeEvent(b, ev, prevLora)
 		if err != nil {
@@ -66,6 +66,13 @@ const (
 	codecHasTokens
 	codecHasBlockSize
 )
+
+// codecFields is what decoding an event's fields notes beside the event: the required fields
+// seen, and the raw extra_keys value (read once lora_name is known, whatever the key order).
+type codecFields struct {
+	seen  uint8
+	extra []byte
+}
 
 func codecDecodeEvent(b []byte, ev *indexer.Event, prevLora string) ([]byte, codecEventStatus, error) {
 	if len(b) == 0 {
@@ -106,7 +113,7 @@ func codecDecodeArrayEvent(b []byte, ev *indexer.Event, prevLora string) ([]byte
 		return b, codecEventInvalid, errCodecType
 	}
 	kind := codecKind(tag)
-	var seen uint8
+	var st codecFields
 	for idx := 1; idx < n; idx++ {
 		f := ""
 		switch kind {
@@ -126,6 +133,8 @@ func codecDecodeArrayEvent(b []byte, ev *indexer.Event, prevLora string) ([]byte
 				f = "medium"
 			case 7:
 				f = "lora_name"
+			case 8:
+				f = "extra_keys"
 			}
 		case indexer.EventRemoved:
 			switch idx {
@@ -135,11 +144,11 @@ func codecDecodeArrayEvent(b []byte, ev *indexer.Event, prevLora string) ([]byte
 				f = "medium"
 			}
 		}
-		if b, err = codecEventField(b, f, ev, &seen, prevLora); err != nil {
+		if b, err = codecEventField(b, f, ev, &st, prevLora); err != nil {
 			return b, codecEventInvalid, err
 		}
 	}
-	return b, codecFinishEvent(ev, kind, seen), nil
+	return b, codecFinishEvent(ev, kind, &st), nil
 }
 
 // codecDecodeMapEvent decodes a "type"-tagged map event, in any key order.
@@ -151,7 +160,7 @@ func codecDecodeMapEvent(b []byte, ev *indexer.Event, prevLora string) ([]byte, 
 	if uint64(n)*2 > uint64(len(b)) {
 		return b, codecEventInvalid, errCodecShort
 	}
-	var seen uint8
+	var st codecFields
 	var tag []byte
 	for range n {
 		var key []byte
@@ -165,10 +174,10 @@ func codecDecodeMapEvent(b []byte, ev *indexer.Event, prevLora string) ([]byte, 
 			continue
 		}
 		switch string(key) {
-		case "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name":
+		case "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name", "extra_keys":
 			// Field names are shared by BlockStored and BlockRemoved, so the fields can be read
 			// before the tag is known.
-			b, err = codecEventField(b, string(key), ev, &seen, prevLora)
+			b, err = codecEventField(b, string(key), ev, &st, prevLora)
 		default:
 			b, err = codecSkip(b)
 		}
@@ -179,15 +188,16 @@ func codecDecodeMapEvent(b []byte, ev *indexer.Event, prevLora string) ([]byte, 
 	if tag == nil {
 		return b, codecEventInvalid, nil
 	}
-	return b, codecFinishEvent(ev, codecKind(tag), seen), nil
+	return b, codecFinishEvent(ev, codecKind(tag), &st), nil
 }
 
 // codecEventField decodes the value of field f into ev. An empty f skips the value. The
 // string cases are compile-time constants, so the switch allocates nothing. It is one switch
 // over the wire's field names, longer than most functions here because it is the table of
 // fields and their types: split, the table would be scattered.
-func codecEventField(b []byte, f string, ev *indexer.Event, seen *uint8, prevLora string) ([]byte, error) {
+func codecEventField(b []byte, f string, ev *indexer.Event, st *codecFields, prevLora string) ([]byte, error) {
 	var err error
+	seen := &st.seen
 	switch f {
 	case "block_hashes":
 		var n int
@@ -272,6 +282,13 @@ func codecEventField(b []byte, f string, ev *indexer.Event, seen *uint8, prevLor
 		} else {
 			ev.LoraName = string(s)
 		}
+	case "extra_keys":
+		rest, err := codecSkip(b)
+		if err != nil {
+			return b, err
+		}
+		st.extra = b[:len(b)-len(rest)]
+		return rest, nil
 	default:
 		return codecSkip(b)
 	}
@@ -279,8 +296,9 @@ func codecEventField(b []byte, f string, ev *indexer.Event, seen *uint8, prevLor
 }
 
 // codecFinishEvent sets the kind and validates the event's required fields.
-func codecFinishEvent(ev *indexer.Event, kind indexer.EventKind, seen uint8) codecEventStatus {
+func codecFinishEvent(ev *indexer.Event, kind indexer.EventKind, st *codecFields) codecEventStatus {
 	ev.Kind = kind
+	seen := st.seen
 	switch kind {
 	case indexer.EventStored:
 		const need = codecHasHashes | codecHasTokens | codecHasBlockSize
@@ -290,15 +308,18 @@ func codecFinishEvent(ev *indexer.Event, kind indexer.EventKind, seen uint8) cod
 		if uint64(len(ev.Tokens)) != uint64(ev.BlockSize)*uint64(len(ev.Hashes)) {
 			return codecEventInvalid
 		}
+		if err := codecExtraKeys(st.extra, ev); err != nil {
+			return codecEventInvalid
+		}
 	case indexer.EventRemoved:
 		if seen&codecHasHashes == 0 {
 			return codecEventInvalid
 		}
-		ev.Tokens = ev.Tokens[:0]
+		ev.Tokens, ev.Extra = ev.Tokens[:0], ev.Extra[:0]
 		ev.Parent, ev.HasParent, ev.BlockSize = 0, false, 0
 		ev.LoraID, ev.HasLoraID, ev.LoraName = 0, false, ""
 	case indexer.EventCleared:
-		ev.Hashes, ev.Tokens = ev.Hashes[:0], ev.Tokens[:0]
+		ev.Hashes, ev.Tokens, ev.Extra = ev.Hashes[:0], ev.Tokens[:0], ev.Extra[:0]
 		ev.Parent, ev.HasParent, ev.BlockSize = 0, false, 0
 		ev.LoraID, ev.HasLoraID, ev.LoraName, ev.Medium = 0, false, "", ""
 	default:

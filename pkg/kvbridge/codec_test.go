@@ -167,7 +167,11 @@ func TestDecodeVariants(t *testing.T) {
 				arr(1).arr(2).arr(2).str("mm").u(0).bin([]byte{1, 2}).u(0).str("full_attention").u(4096).str("LOCAL").str("x").
 				i(1),
 			want: indexer.Batch{Timestamp: 1, DPRank: 1, HasDPRank: true, Events: []indexer.Event{
-				func() indexer.Event { e := stored([]uint64{9}, 3, 2, 2); e.Medium = "GPU"; return e }()}},
+				func() indexer.Event {
+					e := stored([]uint64{9}, 3, 2, 2)
+					e.Medium, e.Extra = "GPU", []uint64{indexer.ExtraKeysHash("mm", "\x01\x02")}
+					return e
+				}()}},
 		},
 		{
 			name: "map event keys in any order, unknown keys, absent parent",

@@ -17,7 +17,16 @@ type call struct {
 	// picks.
 	target fleet.Target
 	model  *model
+	// route, when set, are the ids routed on instead of the prompt's (a request with media,
+	// mediaRouteTokens); media describes that request's routing for /debug/route.
+	route []uint32
+	media *mediaRoute
 }
 
-// routeTokens returns the tokens the request is routed on: its first prompt's.
-func (c *call) routeTokens() []uint32 { return c.req.Tokens[0] }
+// routeTokens returns the tokens the request is routed on: its first prompt's, or route.
+func (c *call) routeTokens() []uint32 {
+	if c.route != nil {
+		return c.route
+	}
+	return c.req.Tokens[0]
+}

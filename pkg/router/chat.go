@@ -24,7 +24,7 @@ var chatCompletions = &endpoint{
 		return cr.Model, nil
 	},
 	prompt: func(rt *Router, c *call) (string, *openai.Error) {
-		ids, prompt, aerr := rt.renderChat(c.model, c.req.Chat)
+		ids, prompt, aerr := rt.renderChat(c, c.req.Chat)
 		if aerr != nil {
 			return "", aerr
 		}
@@ -35,9 +35,11 @@ var chatCompletions = &endpoint{
 	write: (*Router).relay,
 }
 
-// renderChat returns the token ids (and prompt text) a chat request is routed on, rendered
-// with model m's renderer, or nil ids without one.
-func (rt *Router) renderChat(m *model, req *openai.ChatRequest) ([]uint32, string, *openai.Error) {
+// renderChat returns the token ids (and prompt text) of a chat request, rendered with c's
+// model's renderer, or nil ids without one. A request with media is routed on other ids
+// (c.media, mediaRouteTokens).
+func (rt *Router) renderChat(c *call, req *openai.ChatRequest) ([]uint32, string, *openai.Error) {
+	m := c.model
 	if m.chat == nil {
 		return nil, "", nil
 	}
@@ -49,6 +51,13 @@ func (rt *Router) renderChat(m *model, req *openai.ChatRequest) ([]uint32, strin
 	}
 	if aerr := rt.checkPromptLen(len(res.TokenIDs), "messages"); aerr != nil {
 		return nil, "", aerr
+	}
+	c.req.Media = len(res.Media)
+	if len(res.Media) > 0 {
+		c.media = &mediaRoute{items: len(res.Media), exact: res.Exact, located: res.MediaAt != nil, unrendered: res.Unrendered}
+		if res.Unrendered == "" {
+			c.route = mediaRouteTokens(&res)
+		}
 	}
 	return res.TokenIDs, res.Prompt, nil
 }

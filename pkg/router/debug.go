@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvgate/kvgate/pkg/admission"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -25,11 +26,13 @@ type routeExplanation struct {
 	PromptTokens  int             `json:"prompt_tokens"`
 	BlockSize     int             `json:"block_size"`
 	RequestBlocks int             `json:"request_blocks"`
+	Media         *mediaView      `json:"media,omitempty"` // how a request with media is routed
 	Workers       []workerExplain `json:"workers"`
 	Decision      *decisionView   `json:"decision,omitempty"`
 	// PD explains a disaggregated pool's split: Workers and Decision are then the decode
 	// leg's (decode and both workers, by the decode policy).
 	PD    *pdExplain `json:"pd,omitempty"`
+	Queue *queueView `json:"queue,omitempty"` // the pool's admission queue, when configured
 	Error string     `json:"error,omitempty"`
 }
 
@@ -45,6 +48,15 @@ type pdExplain struct {
 	DecodeCachedTokens int           `json:"decode_cached_tokens"`
 	Prefill            *decisionView `json:"prefill,omitempty"`
 	Note               string        `json:"note,omitempty"`
+}
+
+// queueView is the admission queue of the pool a request would go to: whether it would wait
+// (every candidate full, or others waiting already) and what waits, by band (a request of
+// band b waits behind at least the requests of the bands ≤ b).
+type queueView struct {
+	WouldWait bool                  `json:"would_wait"`
+	Waiting   int                   `json:"waiting"`
+	Bands     []admission.BandStats `json:"bands"`
 }
 
 type workerExplain struct {
@@ -118,7 +130,7 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, aerr)
 		return
 	}
-	if len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0 {
+	if (len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0) && c.media == nil {
 		openai.WriteError(w, openai.BadRequest("messages", "the gateway has no tokenizer or chat template for this request (--model-path)"))
 		return
 	}
@@ -141,7 +153,7 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 	p := t.Pool
 	bs := p.BlockSize()
 	out := routeExplanation{Model: t.Model, Prompt: prompt, Namespace: t.Namespace, Policy: policyName(c.model.policy), KVIndex: rt.fleet.KVIndex(),
-		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Workers: []workerExplain{}}
+		PromptTokens: len(tokens), BlockSize: bs, RequestBlocks: len(tokens) / bs, Media: c.media.view(bs), Workers: []workerExplain{}}
 	if !p.Default() {
 		out.Pool = p.Name()
 	}
@@ -153,6 +165,11 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 		pol = c.model.pd.decode
 		out.Policy = policyName(pol)
 	}
+	if c.req.Media > 0 {
+		if aerr := mediaCandidates(&s.sel); aerr != nil {
+			out.Error = aerr.Message
+		}
+	}
 	rt.score(s, p, tokens, t.Namespace, true)
 	for i, m := range s.sel.Candidates {
 		out.Workers = append(out.Workers, explainWorker(m, true, s.scores[i], s.cands[i]))
@@ -160,8 +177,14 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 	for _, m := range s.sel.Rejected {
 		out.Workers = append(out.Workers, explainWorker(m, false, indexer.Score{BlockSize: m.BlockSize()}, policy.Candidate{}))
 	}
+	if q := c.model.queue; q != nil {
+		st := q.Stats()
+		out.Queue = &queueView{WouldWait: st.Waiting > 0 || len(s.sel.Candidates) == 0 && s.sel.Full, Waiting: st.Waiting, Bands: st.Bands}
+	}
 	if len(s.sel.Candidates) == 0 {
-		out.Error = routeError(t.Model, s.sel.Known, false).Message
+		if out.Error == "" {
+			out.Error = routeError(t.Model, s.sel.Known, false).Message
+		}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}

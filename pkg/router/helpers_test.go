@@ -201,6 +201,7 @@ type testConfig struct {
 	ForwardTokenIDs                                         bool
 	MaxPromptTokens, MaxN, MaxPrompts, MaxInFlightPerWorker int
 	MaxBodyBytes                                            int64
+	Queue                                                   QueueConfig
 	Logger                                                  *zap.Logger
 }
 
@@ -268,7 +269,7 @@ func (tc testConfig) config(t *testing.T, reg prometheus.Registerer) (Config, *c
 			EngineMetricsInterval: tc.EngineMetricsInterval, DrainTimeout: tc.DrainTimeout},
 		Clients: guard, AdminToken: tc.AdminToken, ForwardTokenIDs: tc.ForwardTokenIDs, MaxPromptTokens: tc.MaxPromptTokens,
 		MaxN: tc.MaxN, MaxPrompts: tc.MaxPrompts, MaxInFlightPerWorker: tc.MaxInFlightPerWorker, MaxBodyBytes: tc.MaxBodyBytes,
-		UpstreamTimeout: tc.UpstreamTimeout, Logger: tc.Logger, Registerer: reg, Now: tc.Now,
+		UpstreamTimeout: tc.UpstreamTimeout, Queue: tc.Queue, Logger: tc.Logger, Registerer: reg, Now: tc.Now,
 	}, guard
 }
 

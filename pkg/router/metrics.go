@@ -26,6 +26,10 @@ type metrics struct {
 	pd         *prometheus.CounterVec // outcome
 	pdNoParams prometheus.Counter
 	pdStripped prometheus.Counter
+	// The admission queue's, by model (pool) and priority band; queued also by outcome.
+	queueDepth *prometheus.GaugeVec
+	queueWait  *prometheus.HistogramVec
+	queued     *prometheus.CounterVec
 	// byReason caches the decision counter of each known reason (read-only after newMetrics),
 	// so counting a decision does not allocate.
 	byReason map[policy.Reason]prometheus.Counter
@@ -98,6 +102,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvgate_pd_client_transfer_fields_total",
 			Help: "Requests whose own kv_transfer_params or bootstrap_* fields were stripped (a client must not direct KV transfers).",
 		}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kvgate_queue_depth",
+			Help: "Requests waiting in the admission queue, by model and priority band.",
+		}, []string{"model", "priority"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kvgate_queue_wait_seconds",
+			Help:    "Time requests spent in the admission queue, admitted or not, by model and priority band.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"model", "priority"}),
+		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_queue_requests_total",
+			Help: "Requests that went through the admission queue, by model, priority band and outcome (admitted, full, timeout, cancelled, shutdown, closed).",
+		}, []string{"model", "priority", "outcome"}),
 	}
 	m.byReason = map[policy.Reason]prometheus.Counter{}
 	for _, r := range []policy.Reason{policy.ReasonCacheHit, policy.ReasonTreeHit, policy.ReasonPendingHit, policy.ReasonImbalance, policy.ReasonOverloaded,
@@ -108,7 +125,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen, m.pd, m.pdNoParams, m.pdStripped} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen,
+		m.pd, m.pdNoParams, m.pdStripped, m.queueDepth, m.queueWait, m.queued} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("router: register metrics: %w", err)
 		}

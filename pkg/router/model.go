@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 
+	"github.com/kvgate/kvgate/pkg/admission"
 	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
@@ -56,13 +57,16 @@ type model struct {
 	reasoningField string
 	policy         policy.Policy
 	pd             pdState
+	// queue is the pool's admission queue (admission.go; nil: none configured).
+	queue *admission.Queue[*fleet.Member]
 }
 
 // modelOf returns the router's state of the model a pool serves.
 func modelOf(p *fleet.Pool) *model { return p.Routing().(*model) }
 
-// poolConfig validates m and returns its pool's configuration, the router's state inside.
-func poolConfig(m Model) (fleet.PoolConfig, error) {
+// poolConfig validates m and returns its pool's configuration, the router's state inside, with
+// its admission queue as cfg configures it.
+func poolConfig(m Model, cfg Config) (fleet.PoolConfig, error) {
 	if m.Policy == nil {
 		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: a policy is required", m.Name)
 	}
@@ -70,8 +74,12 @@ func poolConfig(m Model) (fleet.PoolConfig, error) {
 	if err != nil {
 		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
 	}
+	q, err := newQueue(cfg)
+	if err != nil {
+		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
+	}
 	return fleet.PoolConfig{Name: m.Name, BlockSize: m.BlockSize, Index: m.Index, Tree: m.Tree, Pending: m.Pending, Decoder: m.Tokenizer,
-		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy, pd: pd}}, nil
+		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy, pd: pd, queue: q}}, nil
 }
 
 // ChatRenderer renders a chat request into the prompt and token ids the engine computes for it

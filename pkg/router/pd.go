@@ -184,17 +184,17 @@ func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call,
 	if reason == pdPair {
 		ddec.keys = slices.Clone(ddec.keys) // routing the prefill leg reuses the scratch they alias
 		if rt.route(s, &pdec, c, ddec.m, legPrefill) != nil || pairBlocked(c, pdec.m) {
-			pdec.pick.Done()
+			rt.done(c, &pdec)
 			reason = pdNoPrefill
 		}
 	}
 	if reason == pdPair && pd.transferOf(pdec.m.Worker()) == PDTransferNIXL && multipleOutputs(c) {
-		pdec.pick.Done()
+		rt.done(c, &pdec)
 		reason = pdMultiple
 	}
 	if reason != pdPair && mustPair {
 		rt.countPD(w, reason)
-		ddec.pick.Done()
+		rt.done(c, ddec)
 		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
 			Message: "prefill stage: no healthy prefill worker for the model's SGLang decode workers"})
 		return true
@@ -317,4 +317,12 @@ func bootstrapHost(w *worker.Worker) string {
 func rawJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// done releases a leg's load and offers the freed slot to the pool's admission queue.
+func (rt *Router) done(c *call, d *decision) {
+	d.pick.Done()
+	if d.m != nil {
+		rt.handOff(c.model, d.m)
+	}
 }

@@ -72,9 +72,9 @@ func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, 
 		pctx, cancel := context.WithTimeout(ctx, c.model.pd.timeout)
 		body, other, aerr := rt.callPrefill(pctx, pdec, &p)
 		cancel()
-		pdec.pick.Done()
+		rt.done(c, pdec)
 		if other != nil { // the engine's verdict on the request: the client's answer
-			ddec.pick.Done()
+			rt.done(c, ddec)
 			rt.countPD(w, pdPair)
 			writePrefillAnswer(w, pdec, other)
 			return true
@@ -84,7 +84,7 @@ func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, 
 			break
 		}
 		if !rt.sendFailed(ctx, w, pdec, aerr) {
-			ddec.pick.Done()
+			rt.done(c, ddec)
 			return true
 		}
 		failed := pdec.m
@@ -92,7 +92,7 @@ func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, 
 			if pdec.m != ddec.m && !pairBlocked(c, pdec.m) {
 				continue
 			}
-			pdec.pick.Done()
+			rt.done(c, pdec)
 		}
 		rt.countPD(w, pdPrefillFailed)
 		return false
@@ -129,7 +129,7 @@ func writePrefillAnswer(w http.ResponseWriter, pdec *decision, a *prefillAnswer)
 func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *decision, d *call, ep *endpoint, ended func()) {
 	ddec.record(d.routeTokens())
 	started, err := rt.send(ctx, w, ddec, d, ep)
-	ddec.pick.Done()
+	rt.done(d, ddec)
 	if ended != nil {
 		ended()
 	}
@@ -223,7 +223,7 @@ func (rt *Router) pairSGLang(ctx context.Context, w http.ResponseWriter, c *call
 	// the client left), and the prefill goroutine is joined before the request returns.
 	rt.sendDecode(dctx, w, ddec, &d, ep, pcancel)
 	<-perr
-	pdec.pick.Done()
+	rt.done(c, pdec)
 }
 
 // statusError is the failure of a leg answered with a non-2xx status: a 4xx keeps its status

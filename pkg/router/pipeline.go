@@ -15,9 +15,10 @@ import (
 // of this file's shape, and handle runs it:
 //
 //	read body → ep.parse → resolve the model's pool (fleet.Snapshot.Resolve) → ep.prompt
-//	(tokenize or render into token ids) → route (route.go: candidates, lookup, policy) →
-//	record the decision → the worker's engine.Generate → ep.write → on a failure before the
-//	first byte, route again once, away from that worker.
+//	(tokenize or render into token ids) → admit (admission.go: the pool's queue while every
+//	worker is at its bound) → route (route.go: candidates, lookup, policy) → record the
+//	decision → the worker's engine.Generate → ep.write → on a failure before the first byte,
+//	route again once, away from that worker; each ending request hands its slot to the queue.
 //
 // Adding an endpoint is a parser (pkg/openai, or a sibling for another API's format), an
 // endpoint value whose parse and prompt adapt its request to an engine.Request, and its
@@ -86,16 +87,13 @@ func (rt *Router) resolve(c *call, name string) (known bool) {
 	return known
 }
 
-// serve routes a prepared call and sends it: route (taking the worker's load), record the
-// decision, send, and on a failure before the first byte retry once on the next-best worker.
+// serve routes a prepared call and sends it: admit and route (taking the worker's load), record
+// the decision, send, and on a failure before the first byte retry once on the next-best
+// worker.
 func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *endpoint) {
 	s := rt.takeScratch()
 	defer rt.scratch.Put(s)
 	dec := &s.dec // in the pooled scratch: passed to the endpoint's writer, a local would escape
-	if aerr := rt.route(s, dec, c, nil, legWhole); aerr != nil {
-		openai.WriteError(w, aerr)
-		return
-	}
 	// The request also ends when AbortInFlight is called (a shutdown past its drain deadline).
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -105,6 +103,14 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 		// already ended: a request arriving after the abort must not race it to the worker.
 		cancel(errShutdown)
 	}
+	if aerr := rt.admit(ctx, w.Header(), r, s, dec, c); aerr != nil {
+		if ctx.Err() != nil && !shuttingDown(ctx) {
+			w.WriteHeader(statusClientClosed) // left while queued
+			return
+		}
+		openai.WriteError(w, aerr)
+		return
+	}
 	rt.stripTransferFields(c)
 	if s.disagg && rt.servePair(ctx, w, c, ep, s, dec) {
 		return
@@ -113,6 +119,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 		dec.record(c.routeTokens())
 		started, err := rt.send(ctx, w, dec, c, ep)
 		dec.pick.Done()
+		rt.handOff(c.model, dec.m)
 		if err == nil || started || !rt.sendFailed(ctx, w, dec, err) {
 			return
 		}

@@ -105,18 +105,35 @@ func keepRole(sel *fleet.Selection, k legKind) (disagg bool) {
 func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member, k legKind) *openai.Error {
 	start := time.Now()
 	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
-	disagg := keepRole(&s.sel, k)
-	s.disagg = disagg
+	s.disagg = keepRole(&s.sel, k)
+	if c.req.Media > 0 {
+		if aerr := mediaCandidates(&s.sel); aerr != nil {
+			return aerr
+		}
+	}
 	if len(s.sel.Candidates) == 0 {
 		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
 	}
-	pol := c.model.policy
+	rt.pick(s, dec, c, exclude != nil, start, rt.legPolicy(c, k, s.disagg))
+	return nil
+}
+
+// legPolicy returns the policy that picks a leg of kind k of c: a prefill leg's, a
+// disaggregated pool's decode policy for the decode leg or a whole request, else the model's.
+func (rt *Router) legPolicy(c *call, k legKind, disagg bool) policy.Policy {
 	switch {
 	case k == legPrefill:
-		pol = c.model.pd.prefill
+		return c.model.pd.prefill
 	case disagg:
-		pol = c.model.pd.decode
+		return c.model.pd.decode
 	}
+	return c.model.policy
+}
+
+// pick scores s.sel.Candidates for c, asks pol and takes the request's load on the chosen
+// worker into dec (see route); retry marks the decision as a retry's. start is when routing
+// began, for the lookup metric.
+func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, start time.Time, pol policy.Policy) {
 	tokens := c.routeTokens()
 	p := c.target.Pool
 	rt.score(s, p, tokens, c.target.Namespace, false)
@@ -130,7 +147,7 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 	i := dec.pick.Index
 	m, sc := s.sel.Candidates[i], &s.scores[i]
 	dec.m, dec.lw, dec.reason, dec.source, dec.keys, dec.bs = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize), sc.BlockSize
-	if exclude != nil {
+	if retry {
 		dec.reason = policy.ReasonRetry
 	}
 	switch dec.source {
@@ -149,7 +166,6 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 			zap.Int("matched_blocks", dec.matched), zap.Int("request_blocks", len(tokens)/sc.BlockSize),
 			zap.Int64("load", s.cands[i].Load), zap.Int("candidates", len(s.sel.Candidates)))
 	}
-	return nil
 }
 
 // score fills s.workers, s.scores and s.cands for s.sel.Candidates, workers of pool p: each

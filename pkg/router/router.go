@@ -58,8 +58,13 @@ type Config struct {
 	// MaxN is the largest n accepted (default 16).
 	MaxN int
 	// MaxInFlightPerWorker, when > 0, makes a worker at that many in-flight requests
-	// ineligible; with every candidate full the gateway answers 429.
+	// ineligible; with every candidate full the gateway answers 429, or queues the request
+	// (Queue).
 	MaxInFlightPerWorker int
+	// Queue configures the admission queue of each model's pool (admission.go; DESIGN.md
+	// §16): with Queue.Max > 0 and MaxInFlightPerWorker > 0, a request finding every worker
+	// of its pool full waits for a slot, by priority band and fairly across client keys.
+	Queue QueueConfig
 	// UpstreamTimeout bounds a whole request to a worker (0: none; client disconnects still
 	// cancel).
 	UpstreamTimeout time.Duration
@@ -115,8 +120,15 @@ func New(cfg Config) (*Router, error) {
 	if cfg.MaxPrompts == 0 {
 		cfg.MaxPrompts = DefaultMaxPrompts
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPrompts < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 || cfg.UpstreamTimeout < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPrompts < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 || cfg.UpstreamTimeout < 0 ||
+		cfg.Queue.Max < 0 || cfg.Queue.Timeout < 0 || cfg.Queue.MaxWait < 0 || cfg.Queue.LookAhead < 0 {
 		return nil, errors.New("router: new: limits and timeouts must not be negative")
+	}
+	if cfg.Queue.Max > 0 && cfg.MaxInFlightPerWorker == 0 {
+		return nil, errors.New("router: new: an admission queue needs a per-worker in-flight limit to wait for")
+	}
+	if cfg.Queue.Timeout == 0 {
+		cfg.Queue.Timeout = DefaultQueueTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -127,7 +139,7 @@ func New(cfg Config) (*Router, error) {
 	cfg.Fleet.Logger, cfg.Fleet.Registerer, cfg.Fleet.Now = cfg.Logger, cfg.Registerer, cfg.Now
 	pools := make([]fleet.PoolConfig, len(cfg.Models))
 	for i, m := range cfg.Models {
-		pc, err := poolConfig(m)
+		pc, err := poolConfig(m, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -158,11 +170,25 @@ func New(cfg Config) (*Router, error) {
 func (rt *Router) Fleet() *fleet.Fleet { return rt.fleet }
 
 // Run runs the fleet's background work (health checks, event streams, engine-load scrapes)
+// and, with a queue configured, the periodic offer of free slots to the admission queues,
 // until ctx is done, and returns when it has stopped. Run must be called at most once.
 func (rt *Router) Run(ctx context.Context) error {
 	rt.log.Info("router running", zap.Int("workers", len(rt.fleet.Snapshot().Members())), zap.String("policy", policyName(rt.defaultModel().policy)),
 		zap.String("kv_index", rt.fleet.KVIndex()), zap.Strings("models", rt.ModelNames()))
-	return rt.fleet.Run(ctx)
+	if rt.cfg.Queue.Max == 0 {
+		return rt.fleet.Run(ctx)
+	}
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rt.kickLoop(ctx)
+	}()
+	err := rt.fleet.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
 }
 
 // defaultModel returns the router's state of the default model.
@@ -173,7 +199,7 @@ func (rt *Router) defaultModel() *model { return modelOf(rt.fleet.Snapshot().Def
 // and were served by the default pool, drain and start again in it. It fails, changing nothing,
 // for an invalid model, the default model's name, or a worker that cannot be rebuilt.
 func (rt *Router) SetModel(m Model) error {
-	pc, err := poolConfig(m)
+	pc, err := poolConfig(m, rt.cfg)
 	if err != nil {
 		return err
 	}

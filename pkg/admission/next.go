@@ -1,0 +1,171 @@
+package admission
+
+import (
+	"math"
+	"time"
+)
+
+// Next grants the best waiting request that may use worker w, which has a free slot: the
+// oldest of those past the age bound if any, else, in the highest band with a request that
+// fits w, the one of its first LookAhead (in fair order) with the longest cached prefix on w
+// (ties: fair order), unless a request ahead of it in fair order has been passed over for a
+// cached prefix MaxSkips times already: then that one. The ticket leaves the queue and its
+// Wait returns w. It reports false when no waiting request fits w. Score callbacks run without
+// the queue's lock.
+func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
+	var buf [MaxLookAhead]*Ticket[W]
+	var skips [MaxLookAhead]int
+	minPrio, skipAged := math.MinInt, q.cfg.MaxWait == 0
+	// Each round either grants, moves past a band (or the aged set) that has nothing for w,
+	// or finds that its choice left meanwhile; the bound only guards against endless churn.
+	for range 64 {
+		q.mu.Lock()
+		if q.closed || q.oldest.n == 0 {
+			q.mu.Unlock()
+			return nil, false
+		}
+		cands, aged := q.candidatesLocked(buf[:0], minPrio, skipAged)
+		for i, t := range cands {
+			skips[i] = t.skips
+		}
+		q.mu.Unlock()
+		if len(cands) == 0 {
+			if aged {
+				skipAged = true
+				continue
+			}
+			return nil, false
+		}
+		best, fits := q.choose(cands, skips[:len(cands)], w, aged)
+		if best < 0 {
+			if aged {
+				skipAged = true
+			} else {
+				minPrio = cands[0].req.Priority + 1
+			}
+			continue
+		}
+		if q.grant(cands, fits, best, w) {
+			return cands[best], true
+		}
+	}
+	return nil, false
+}
+
+// candidatesLocked appends the requests Next chooses among: those past the age bound, oldest
+// first (aged), unless skipAged; else the first LookAhead of the highest band of priority ≥
+// minPrio.
+func (q *Queue[W]) candidatesLocked(dst []*Ticket[W], minPrio int, skipAged bool) (_ []*Ticket[W], aged bool) {
+	if !skipAged {
+		now := q.cfg.Now()
+		for t := q.oldest.head; t != nil && len(dst) < q.cfg.LookAhead && now.Sub(t.enq) >= q.cfg.MaxWait; t = t.next {
+			dst = append(dst, t)
+		}
+		return dst, true
+	}
+	for _, b := range q.bands {
+		if b.prio >= minPrio {
+			return b.firstN(dst, q.cfg.LookAhead), false
+		}
+	}
+	return dst, false
+}
+
+// choose scores cands against w and returns the index of the one to grant (-1: none fits) and
+// which of them fit w (a bit per index): in age order the first that fits (aged); else the
+// first in fair order already passed over MaxSkips times, else the longest cached prefix, the
+// earliest on ties.
+func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best int, fits uint64) {
+	best, bestMatch := -1, -1
+	for i, t := range cands {
+		m, ok := 0, true
+		if t.req.Score != nil {
+			m, ok = t.req.Score(w)
+		}
+		if !ok {
+			continue
+		}
+		fits |= 1 << i
+		if aged || skips[i] >= q.cfg.MaxSkips {
+			return i, fits
+		}
+		if m > bestMatch {
+			best, bestMatch = i, m
+		}
+	}
+	return best, fits
+}
+
+// grant gives w to cands[best] if it is still waiting, and counts a skip for each request
+// ahead of it that fit w.
+func (q *Queue[W]) grant(cands []*Ticket[W], fits uint64, best int, w W) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t := cands[best]
+	if t.state != stateWaiting {
+		return false
+	}
+	for i, p := range cands[:best] {
+		if fits&(1<<i) != 0 && p.state == stateWaiting {
+			p.skips++
+		}
+	}
+	q.removeLocked(t, true)
+	t.state, t.worker = stateGranted, w
+	close(t.ready)
+	return true
+}
+
+// BandStats describes one priority band's waiting requests.
+type BandStats struct {
+	Priority int `json:"priority"`
+	Waiting  int `json:"waiting"`
+	// Keys is the number of client keys with a request waiting.
+	Keys int `json:"keys"`
+	// OldestWait is how long the band's oldest request has waited.
+	OldestWait time.Duration `json:"oldest_wait_ns"`
+}
+
+// Stats describes the queue, for /debug and metrics.
+type Stats struct {
+	Waiting int         `json:"waiting"`
+	Bands   []BandStats `json:"bands"`
+}
+
+// Stats returns the queue's bands and counts. It is O(waiting requests): for debugging, not the
+// request path.
+func (q *Queue[W]) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.cfg.Now()
+	s := Stats{Waiting: q.oldest.n, Bands: make([]BandStats, 0, len(q.bands))}
+	for _, b := range q.bands {
+		bs := BandStats{Priority: b.prio, Waiting: b.len()}
+		for _, ks := range b.keys {
+			if ks.waiting > 0 {
+				bs.Keys++
+			}
+		}
+		for _, t := range b.heap {
+			bs.OldestWait = max(bs.OldestWait, now.Sub(t.enq))
+		}
+		s.Bands = append(s.Bands, bs)
+	}
+	return s
+}
+
+// Ahead returns how many waiting requests a new request of priority p would wait behind at
+// least: those of its band and the higher ones (fairness may serve it before some of its own
+// band).
+func (q *Queue[W]) Ahead(p int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, b := range q.bands {
+		if b.prio > p {
+			break
+		}
+		n += b.len()
+	}
+	return n
+}

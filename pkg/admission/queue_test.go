@@ -1,0 +1,344 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const defaultTestTimeout = 10 * time.Second
+
+// clock is an injected clock the tests move by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newTestQueue(t *testing.T, cfg Config) (*Queue[string], *clock) {
+	t.Helper()
+	c := &clock{now: time.Unix(1_700_000_000, 0)}
+	cfg.Now = c.Now
+	q, err := New[string](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, c
+}
+
+// req is a request of key k in band p named name: Score reports the blocks matches[name]
+// holds on each worker.
+type req struct {
+	name string
+	p    int
+	key  string
+	cost int64
+}
+
+func enqueue(t *testing.T, q *Queue[string], rs []req, score func(name, w string) (int, bool)) map[*Ticket[string]]string {
+	t.Helper()
+	names := map[*Ticket[string]]string{}
+	for _, r := range rs {
+		r := r
+		var sc func(string) (int, bool)
+		if score != nil {
+			sc = func(w string) (int, bool) { return score(r.name, w) }
+		}
+		tk, err := q.Enqueue(Request[string]{Priority: r.p, Key: r.key, Cost: r.cost, Score: sc})
+		if err != nil {
+			t.Fatalf("enqueue %s: %v", r.name, err)
+		}
+		names[tk] = r.name
+	}
+	return names
+}
+
+// drain grants n slots of worker w and returns the names in grant order.
+func drain(t *testing.T, q *Queue[string], names map[*Ticket[string]]string, w string, n int) []string {
+	t.Helper()
+	var got []string
+	for range n {
+		tk, ok := q.Next(w)
+		if !ok {
+			break
+		}
+		if tk.worker != w || !tk.Granted() {
+			t.Fatalf("ticket %s: worker %q granted %v, want %q true", names[tk], tk.worker, tk.Granted(), w)
+		}
+		got = append(got, names[tk])
+	}
+	return got
+}
+
+func TestOrder(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		reqs  []req
+		score func(name, w string) (int, bool)
+		want  []string
+	}{
+		{
+			name: "bands: lower priority value first, FCFS within a key",
+			reqs: []req{{"low1", 5, "a", 1}, {"high1", 0, "a", 1}, {"low2", 5, "a", 1}, {"high2", 0, "a", 1}, {"urgent", -1, "a", 1}},
+			want: []string{"urgent", "high1", "high2", "low1", "low2"},
+		},
+		{
+			name: "two keys of one band alternate although one queued all first",
+			reqs: []req{{"a1", 0, "a", 1}, {"a2", 0, "a", 1}, {"a3", 0, "a", 1}, {"a4", 0, "a", 1}, {"b1", 0, "b", 1}, {"b2", 0, "b", 1}},
+			want: []string{"a1", "b1", "a2", "b2", "a3", "a4"},
+		},
+		{
+			name: "fairness counts tokens: a key of 4-token prompts gets 4 turns per turn of a 16-token key",
+			reqs: []req{{"big1", 0, "big", 16}, {"big2", 0, "big", 16}, {"s1", 0, "s", 4}, {"s2", 0, "s", 4}, {"s3", 0, "s", 4}, {"s4", 0, "s", 4}, {"s5", 0, "s", 4}},
+			want: []string{"big1", "s1", "s2", "s3", "s4", "big2", "s5"},
+		},
+		{
+			name:  "cache-aware: the longest prefix on the freed worker among the look-ahead wins",
+			cfg:   Config{LookAhead: 3},
+			reqs:  []req{{"r1", 0, "a", 1}, {"r2", 0, "b", 1}, {"r3", 0, "c", 1}, {"r4", 0, "d", 1}},
+			score: func(name, w string) (int, bool) { return map[string]int{"r3": 5, "r4": 50}[name], true },
+			// r4 holds more but is past the look-ahead of 3; then r4 enters it.
+			want: []string{"r3", "r4", "r1", "r2"},
+		},
+		{
+			name: "a request is passed over for cached prefixes at most MaxSkips times",
+			reqs: []req{{"b1", 0, "b", 1}, {"a1", 0, "a", 1}, {"a2", 0, "a", 1}, {"a3", 0, "a", 1}, {"a4", 0, "a", 1}},
+			score: func(name, w string) (int, bool) {
+				return map[string]int{"a1": 5, "a2": 5, "a3": 5, "a4": 5}[name], true
+			},
+			want: []string{"a1", "a2", "b1", "a3", "a4"},
+		},
+		{
+			name:  "cache-aware stays inside the best band",
+			reqs:  []req{{"low", 1, "a", 1}, {"high", 0, "a", 1}},
+			score: func(name, w string) (int, bool) { return map[string]int{"low": 99}[name], true },
+			want:  []string{"high", "low"},
+		},
+		{
+			name:  "a request the worker cannot serve is passed over, down to a lower band",
+			reqs:  []req{{"adapter", 0, "a", 1}, {"base", 3, "a", 1}},
+			score: func(name, w string) (int, bool) { return 0, name != "adapter" },
+			want:  []string{"base"},
+		},
+		{
+			name: "look-ahead 1 is plain fair order",
+			cfg:  Config{LookAhead: 1},
+			reqs: []req{{"r1", 0, "a", 1}, {"r2", 0, "a", 1}},
+			score: func(name, w string) (int, bool) {
+				return map[string]int{"r2": 9}[name], true
+			},
+			want: []string{"r1", "r2"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, _ := newTestQueue(t, tc.cfg)
+			names := enqueue(t, q, tc.reqs, tc.score)
+			got := drain(t, q, names, "w1", len(tc.reqs))
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("grant order (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestAgeBound: a low-band request older than MaxWait goes before every newer one, and only
+// once it is that old.
+func TestAgeBound(t *testing.T) {
+	q, clk := newTestQueue(t, Config{MaxWait: time.Second})
+	names := enqueue(t, q, []req{{"batch", 10, "b", 1}}, nil)
+	clk.advance(500 * time.Millisecond)
+	for k, v := range enqueue(t, q, []req{{"i1", 0, "i", 1}, {"i2", 0, "i", 1}, {"i3", 0, "i", 1}}, nil) {
+		names[k] = v
+	}
+	got := drain(t, q, names, "w", 1)
+	clk.advance(500 * time.Millisecond)
+	got = append(got, drain(t, q, names, "w", 3)...)
+	if d := cmp.Diff([]string{"i1", "batch", "i2", "i3"}, got); d != "" {
+		t.Errorf("grant order (-want +got):\n%s", d)
+	}
+}
+
+func TestFull(t *testing.T) {
+	q, _ := newTestQueue(t, Config{MaxLen: 2})
+	enqueue(t, q, []req{{"a", 0, "k", 1}, {"b", 0, "k", 1}}, nil)
+	if _, err := q.Enqueue(Request[string]{}); !errors.Is(err, ErrFull) {
+		t.Fatalf("third enqueue: got %v, want ErrFull", err)
+	}
+	if _, ok := q.Next("w"); !ok {
+		t.Fatal("no grant")
+	}
+	if _, err := q.Enqueue(Request[string]{}); err != nil {
+		t.Fatalf("enqueue after a grant: got %v, want room", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, cfg := range []Config{{MaxLen: -1}, {MaxWait: -1}, {LookAhead: -1}, {LookAhead: MaxLookAhead + 1}, {MaxSkips: -1}} {
+		if _, err := New[string](cfg); err == nil {
+			t.Errorf("New(%+v): got nil error", cfg)
+		}
+	}
+}
+
+// fakeTimers hands Wait timers the test fires.
+type fakeTimers struct {
+	started chan time.Duration
+	fire    chan time.Time
+}
+
+func (f *fakeTimers) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	f.started <- d
+	return f.fire, func() bool { return true }
+}
+
+func TestWaitEnds(t *testing.T) {
+	tests := []struct {
+		name    string
+		end     func(cancel context.CancelFunc, timers *fakeTimers, q *Queue[string])
+		wantErr error
+	}{
+		{"timeout", func(_ context.CancelFunc, f *fakeTimers, _ *Queue[string]) { f.fire <- time.Time{} }, ErrTimeout},
+		{"client gone", func(cancel context.CancelFunc, _ *fakeTimers, _ *Queue[string]) { cancel() }, context.Canceled},
+		{"closed", func(_ context.CancelFunc, _ *fakeTimers, q *Queue[string]) { q.Close() }, ErrClosed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeTimers{started: make(chan time.Duration, 1), fire: make(chan time.Time, 1)}
+			q, _ := newTestQueue(t, Config{NewTimer: f.NewTimer})
+			tk, err := q.Enqueue(Request[string]{Key: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := q.Wait(ctx, tk, time.Minute)
+				done <- err
+			}()
+			if d := <-f.started; d != time.Minute {
+				t.Fatalf("timer: got %v, want 1m", d)
+			}
+			tc.end(cancel, f, q)
+			select {
+			case err := <-done:
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Wait: got %v, want %v", err, tc.wantErr)
+				}
+			case <-time.After(defaultTestTimeout):
+				t.Fatal("Wait did not return")
+			}
+			if q.Len() != 0 || tk.Granted() {
+				t.Fatalf("after the end: Len %d granted %v, want 0 false", q.Len(), tk.Granted())
+			}
+			if tk, ok := q.Next("w"); ok {
+				t.Fatalf("Next granted %v after the only waiter left", tk)
+			}
+		})
+	}
+}
+
+// TestGrantRacesCancel: a grant that lands before the client's cancellation is seen leaves
+// the caller owning the slot, which Wait says.
+func TestGrantRacesCancel(t *testing.T) {
+	q, _ := newTestQueue(t, Config{})
+	tk, _ := q.Enqueue(Request[string]{})
+	if _, ok := q.Next("w"); !ok {
+		t.Fatal("no grant")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	w, _ := q.Wait(ctx, tk, 0)
+	if w != "w" || !tk.Granted() || q.Cancel(tk) {
+		t.Fatalf("got worker %q granted %v, want the grant kept", w, tk.Granted())
+	}
+}
+
+func TestStats(t *testing.T) {
+	q, clk := newTestQueue(t, Config{})
+	enqueue(t, q, []req{{"a", 0, "x", 1}, {"b", 0, "y", 1}, {"c", 0, "y", 1}}, nil)
+	clk.advance(time.Second)
+	enqueue(t, q, []req{{"d", 7, "x", 1}}, nil)
+	want := Stats{Waiting: 4, Bands: []BandStats{{Priority: 0, Waiting: 3, Keys: 2, OldestWait: time.Second}, {Priority: 7, Waiting: 1, Keys: 1}}}
+	if d := cmp.Diff(want, q.Stats()); d != "" {
+		t.Errorf("Stats (-want +got):\n%s", d)
+	}
+	if got := q.Ahead(0); got != 3 {
+		t.Errorf("Ahead(0): got %d, want 3", got)
+	}
+	if got := q.Ahead(9); got != 4 {
+		t.Errorf("Ahead(9): got %d, want 4", got)
+	}
+}
+
+// TestConcurrent runs waiters that give up at random against granters under -race: every
+// request ends granted or cancelled, each grant exactly once, and the queue ends empty.
+func TestConcurrent(t *testing.T) {
+	q, _ := newTestQueue(t, Config{MaxLen: 10_000})
+	const waiters = 400
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	granted, cancelled := 0, 0
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk, err := q.Enqueue(Request[string]{Priority: i % 3, Key: string(rune('a' + i%5)), Cost: int64(i%7 + 1),
+				Score: func(string) (int, bool) { return i % 4, true }})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			if i%3 == 0 {
+				cancel()
+			}
+			_, err = q.Wait(ctx, tk, 0)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil || tk.Granted() {
+				granted++
+			} else {
+				cancelled++
+			}
+		}()
+	}
+	grants := 0
+	deadline := time.Now().Add(defaultTestTimeout)
+	for {
+		mu.Lock()
+		finished := granted + cancelled
+		mu.Unlock()
+		if finished == waiters {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters stuck: %d of %d finished", finished, waiters)
+		}
+		if _, ok := q.Next("w"); ok {
+			grants++
+		}
+	}
+	wg.Wait()
+	if grants != granted || q.Len() != 0 {
+		t.Fatalf("grants %d, waiters granted %d (cancelled %d), Len %d: want equal and 0", grants, granted, cancelled, q.Len())
+	}
+}

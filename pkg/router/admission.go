@@ -1,0 +1,261 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/admission"
+	"github.com/kvgate/kvgate/pkg/clientauth"
+	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// The admission stage of the pipeline (DESIGN.md §16): with a queue configured, a request that
+// finds every eligible worker of its pool at --max-inflight-per-worker waits in the pool's
+// queue (pkg/admission) instead of the immediate 429, and so does any request arriving while
+// others wait, so nobody overtakes the queue. A slot is handed over when a request ends on a
+// worker (handOff, from serve), when a request joins the queue, and every kickInterval (a
+// worker that came up or joined), each time to the request the queue chooses for that worker:
+// the best band, fair across client keys, the longest cached prefix on that worker within the
+// look-ahead. The hand-off reserves the slot (an empty worker.Hold) before it asks the queue,
+// so a request arriving meanwhile cannot take it; the woken request takes its own load on the
+// worker and drops the reservation.
+
+// HeaderPriority carries a request's admission band (vLLM's meaning: lower runs first).
+// With client keys it is bounded by the key's grant; without, taken as sent.
+const HeaderPriority = "X-Kvgate-Priority"
+
+// Defaults of QueueConfig fields left zero.
+const (
+	DefaultQueueTimeout = 30 * time.Second
+	// kickInterval is how often pools with waiting requests are offered the free slots that
+	// no ending request handed over (a worker that became healthy or joined the pool).
+	kickInterval = 100 * time.Millisecond
+)
+
+// QueueConfig configures the admission queue of every model's pool.
+type QueueConfig struct {
+	// Max is the most requests waiting per pool; past it a request gets 429
+	// rate_limit_exceeded. 0: no queue, a request finding every worker full gets the 429 at
+	// once. The queue needs Config.MaxInFlightPerWorker, the bound it waits for.
+	Max int
+	// Timeout is the longest a request waits (default 30 s); past it 503 queue_timeout with
+	// Retry-After.
+	Timeout time.Duration
+	// MaxWait is the age bound: a request waiting this long goes before every later one,
+	// whatever its band (0: none, a low band may wait for its whole Timeout).
+	MaxWait time.Duration
+	// LookAhead is how many waiting requests of the best band a freed worker is matched
+	// against for the longest cached prefix (default admission.DefaultLookAhead).
+	LookAhead int
+}
+
+// newQueue returns a pool's queue for cfg (nil: no queue).
+func newQueue(cfg Config) (*admission.Queue[*fleet.Member], error) {
+	if cfg.Queue.Max == 0 || cfg.MaxInFlightPerWorker == 0 {
+		return nil, nil
+	}
+	return admission.New[*fleet.Member](admission.Config{MaxLen: cfg.Queue.Max, MaxWait: cfg.Queue.MaxWait, LookAhead: cfg.Queue.LookAhead, Now: cfg.Now})
+}
+
+// requestPriority returns the band of r: x-kvgate-priority, bounded by the client key's grant,
+// else the key's default (0 without keys). A malformed header is a 400.
+func requestPriority(r *http.Request) (int, *openai.Error) {
+	g, keyed := clientauth.KeyGrant(r.Context())
+	v := r.Header.Get(HeaderPriority)
+	if v == "" {
+		return g.Priority, nil
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || p < -clientauth.MaxPriority || p > clientauth.MaxPriority {
+		return 0, openai.BadRequest("x-kvgate-priority", fmt.Sprintf("x-kvgate-priority must be an integer in [-%d, %d]", clientauth.MaxPriority, clientauth.MaxPriority))
+	}
+	if keyed {
+		p = max(p, g.BestPriority)
+	}
+	return p, nil
+}
+
+// admit routes c (route), through its pool's queue when one is configured and the pool is
+// full or has requests waiting. On success dec holds the worker's load, as route leaves it.
+func (rt *Router) admit(ctx context.Context, h http.Header, r *http.Request, s *routeScratch, dec *decision, c *call) *openai.Error {
+	q := c.model.queue
+	if q == nil || q.Len() == 0 {
+		aerr := rt.route(s, dec, c, nil, legWhole)
+		if aerr == nil || q == nil || !s.sel.Full {
+			return aerr
+		}
+	} else {
+		rt.fleet.Snapshot().Select(&s.sel, c.target, nil, rt.cfg.MaxInFlightPerWorker)
+		s.disagg = keepRole(&s.sel, legWhole)
+		if len(s.sel.Candidates) == 0 && !s.sel.Full {
+			return routeError(c.target.Model, s.sel.Known, false)
+		}
+	}
+	prio, aerr := requestPriority(r)
+	if aerr != nil {
+		return aerr
+	}
+	m, aerr := rt.wait(ctx, h, q, c, prio, clientauth.KeyName(r.Context()))
+	if aerr != nil {
+		return aerr
+	}
+	s.sel.Candidates = append(s.sel.Candidates[:0], m)
+	rt.pick(s, dec, c, false, time.Now(), rt.legPolicy(c, legWhole, s.disagg))
+	m.Worker().Release(worker.Hold{}) // the hand-off's reservation, now the request's own load
+	return nil
+}
+
+// wait queues c and returns the worker a hand-off gave it, holding the hand-off's reservation.
+func (rt *Router) wait(ctx context.Context, h http.Header, q *admission.Queue[*fleet.Member], c *call, prio int, key string) (*fleet.Member, *openai.Error) {
+	label := poolLabel(c.target.Pool)
+	band := strconv.Itoa(prio)
+	t, err := q.Enqueue(admission.Request[*fleet.Member]{Priority: prio, Key: key, Cost: int64(len(c.routeTokens())), Score: rt.scorer(c)})
+	if err != nil {
+		rt.met.queued.WithLabelValues(label, band, "full").Inc()
+		return nil, queueError(ctx, h, err, c.target.Model, rt.cfg.Queue)
+	}
+	depth := rt.met.queueDepth.WithLabelValues(label, band)
+	depth.Inc()
+	rt.kick(c.model, c.target.Pool) // slots that freed before the request joined the queue
+	m, err := q.Wait(ctx, t, rt.cfg.Queue.Timeout)
+	depth.Dec()
+	rt.met.queueWait.WithLabelValues(label, band).Observe(time.Since(t.Enqueued()).Seconds())
+	if err != nil {
+		if t.Granted() {
+			// A grant raced the cancellation: give the slot to the next request.
+			m.Worker().Release(worker.Hold{})
+			rt.handOff(c.model, m)
+		}
+		rt.met.queued.WithLabelValues(label, band, queueOutcome(ctx, err)).Inc()
+		return nil, queueError(ctx, h, err, c.target.Model, rt.cfg.Queue)
+	}
+	rt.met.queued.WithLabelValues(label, band, "admitted").Inc()
+	return m, nil
+}
+
+// scorer returns the queue's Score for c: whether a worker may serve it (its pool, model and
+// adapter) and the leading blocks of c's prompt the worker holds, as route scores them. It
+// takes its own scratch: hand-offs on several workers may score c at once.
+func (rt *Router) scorer(c *call) func(*fleet.Member) (int, bool) {
+	tokens, t := c.routeTokens(), c.target
+	return func(m *fleet.Member) (int, bool) {
+		if m.Pool() != t.Pool || !m.Serves(t) || !m.Worker().Role().Decodes() {
+			return 0, false // a role=prefill worker never takes a request whole
+		}
+		if len(tokens) == 0 {
+			return 0, true
+		}
+		s := rt.takeScratch()
+		defer rt.scratch.Put(s)
+		s.workers = append(s.workers[:0], m.LookupWorker())
+		s.scores = t.Pool.Lookup().Score(&s.lookup, tokens, t.Namespace, s.workers, s.scores, false)
+		return s.scores[0].Matched, true
+	}
+}
+
+// handOff offers a free slot of m, if it has one, to md's queue, and reports whether a waiting
+// request took it. The slot is reserved first (Acquire, then the bound checked), so two
+// hand-offs racing for the last slot cannot both grant it.
+func (rt *Router) handOff(md *model, m *fleet.Member) bool {
+	q := md.queue
+	if q == nil || q.Len() == 0 {
+		return false
+	}
+	w := m.Worker()
+	if !w.Healthy() || !m.DrainingSince().IsZero() {
+		return false
+	}
+	w.Acquire(worker.Hold{})
+	if w.InFlight() > int64(rt.cfg.MaxInFlightPerWorker) {
+		w.Release(worker.Hold{})
+		return false
+	}
+	if _, ok := q.Next(m); !ok {
+		w.Release(worker.Hold{})
+		return false
+	}
+	return true
+}
+
+// kick offers every free slot of pool p's workers to md's queue.
+func (rt *Router) kick(md *model, p *fleet.Pool) {
+	for _, m := range rt.fleet.Snapshot().Members() {
+		if m.Pool() != p {
+			continue
+		}
+		for i := 0; i < rt.cfg.MaxInFlightPerWorker && rt.handOff(md, m); i++ {
+		}
+	}
+}
+
+// kickLoop kicks every pool with waiting requests each kickInterval until ctx ends.
+func (rt *Router) kickLoop(ctx context.Context) {
+	tick := time.NewTicker(kickInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, p := range rt.fleet.Snapshot().Pools() {
+			if md := modelOf(p); md.queue != nil && md.queue.Len() > 0 {
+				rt.kick(md, p)
+			}
+		}
+	}
+}
+
+// queueOutcome labels why a queued request was not admitted.
+func queueOutcome(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, admission.ErrFull):
+		return "full"
+	case errors.Is(err, admission.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, admission.ErrClosed):
+		return "closed"
+	case shuttingDown(ctx):
+		return "shutdown"
+	}
+	return "cancelled"
+}
+
+// queueError is the client's answer for a request the queue did not admit, with Retry-After
+// (seconds) and retry-after-ms for the refusals a client should retry.
+func queueError(ctx context.Context, h http.Header, err error, model string, qc QueueConfig) *openai.Error {
+	retry := func() {
+		h.Set("Retry-After", "1")
+		h.Set("Retry-After-Ms", "1000")
+	}
+	switch {
+	case errors.Is(err, admission.ErrFull):
+		retry()
+		return &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit, Code: "rate_limit_exceeded",
+			Message: fmt.Sprintf("every worker of the model %q is at its in-flight limit and its queue is full (%d waiting)", model, qc.Max)}
+	case errors.Is(err, admission.ErrTimeout):
+		retry()
+		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "queue_timeout",
+			Message: fmt.Sprintf("no worker of the model %q took the request within the queue timeout (%s)", model, qc.Timeout)}
+	case errors.Is(err, admission.ErrClosed):
+		retry()
+		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "model_reconfigured",
+			Message: fmt.Sprintf("the model %q was reconfigured while the request waited", model)}
+	}
+	return ctxError(ctx)
+}
+
+// poolLabel names a pool in metrics: its model, "default" for an unnamed default pool.
+func poolLabel(p *fleet.Pool) string {
+	if n := p.Name(); n != "" {
+		return n
+	}
+	return "default"
+}

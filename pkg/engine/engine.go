@@ -56,6 +56,9 @@ type Request struct {
 	Tokens [][]uint32
 	// ForwardTokenIDs sends Tokens as the prompt to HTTP workers (when every prompt has them).
 	ForwardTokenIDs bool
+	// Edits change the body an HTTP worker gets (a leg of a prefill/decode pair, wire/pd.md);
+	// an edit of "stream" decides whether the call streams. nil: the client's body.
+	Edits openai.Edits
 	// Media counts the request's media items (images, audio, video): HTTP workers get them in
 	// the client's body; gRPC workers cannot (ErrMediaOverGRPC).
 	Media int

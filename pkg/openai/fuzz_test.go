@@ -27,7 +27,7 @@ func FuzzParseCompletion(f *testing.F) {
 			}
 		}
 		// Re-encoding for a worker always yields valid JSON.
-		out := req.AppendUpstream(nil, "m\"x", nil)
+		out := req.AppendUpstream(nil, "m\"x", nil, nil)
 		if !json.Valid(out) {
 			t.Fatalf("upstream body is not JSON: %q", out)
 		}

@@ -87,12 +87,13 @@ func requestPriority(r *http.Request) (int, *openai.Error) {
 func (rt *Router) admit(ctx context.Context, h http.Header, r *http.Request, s *routeScratch, dec *decision, c *call) *openai.Error {
 	q := c.model.queue
 	if q == nil || q.Len() == 0 {
-		aerr := rt.route(s, dec, c, nil)
+		aerr := rt.route(s, dec, c, nil, legWhole)
 		if aerr == nil || q == nil || !s.sel.Full {
 			return aerr
 		}
 	} else {
 		rt.fleet.Snapshot().Select(&s.sel, c.target, nil, rt.cfg.MaxInFlightPerWorker)
+		s.disagg = keepRole(&s.sel, legWhole)
 		if len(s.sel.Candidates) == 0 && !s.sel.Full {
 			return routeError(c.target.Model, s.sel.Known, false)
 		}
@@ -106,7 +107,7 @@ func (rt *Router) admit(ctx context.Context, h http.Header, r *http.Request, s *
 		return aerr
 	}
 	s.sel.Candidates = append(s.sel.Candidates[:0], m)
-	rt.pick(s, dec, c, false, time.Now())
+	rt.pick(s, dec, c, false, time.Now(), rt.legPolicy(c, legWhole, s.disagg))
 	m.Worker().Release(worker.Hold{}) // the hand-off's reservation, now the request's own load
 	return nil
 }
@@ -145,8 +146,8 @@ func (rt *Router) wait(ctx context.Context, h http.Header, q *admission.Queue[*f
 func (rt *Router) scorer(c *call) func(*fleet.Member) (int, bool) {
 	tokens, t := c.routeTokens(), c.target
 	return func(m *fleet.Member) (int, bool) {
-		if m.Pool() != t.Pool || !m.Serves(t) {
-			return 0, false
+		if m.Pool() != t.Pool || !m.Serves(t) || !m.Worker().Role().Decodes() {
+			return 0, false // a role=prefill worker never takes a request whole
 		}
 		if len(tokens) == 0 {
 			return 0, true

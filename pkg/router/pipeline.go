@@ -111,37 +111,49 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 		openai.WriteError(w, aerr)
 		return
 	}
+	rt.stripTransferFields(c)
+	if s.disagg && rt.servePair(ctx, w, c, ep, s, dec) {
+		return
+	}
 	for attempt := 0; ; attempt++ {
 		dec.record(c.routeTokens())
 		started, err := rt.send(ctx, w, dec, c, ep)
 		dec.pick.Done()
 		rt.handOff(c.model, dec.m)
-		if err == nil || started {
+		if err == nil || started || !rt.sendFailed(ctx, w, dec, err) {
 			return
-		}
-		if shuttingDown(ctx) {
-			openai.WriteError(w, ctxError(ctx))
-			return
-		}
-		if ctx.Err() != nil {
-			// The client left before anything was sent: not an error. 499 (nginx's "client
-			// closed request") only labels the metric; nobody reads it.
-			w.WriteHeader(statusClientClosed)
-			return
-		}
-		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "before_first_byte").Inc()
-		var te *engine.TransportError
-		if errors.As(err, &te) {
-			dec.m.MarkDown("request failed: " + te.Error())
 		}
 		if attempt == 0 && retryable(err) {
-			if rerr := rt.route(s, dec, c, dec.m); rerr == nil {
+			if rerr := rt.route(s, dec, c, dec.m, legWhole); rerr == nil {
 				continue
 			}
 		}
 		openai.WriteError(w, err)
 		return
 	}
+}
+
+// sendFailed handles a call that failed before anything was written: during a shutdown or
+// after the client left it answers (or not) and returns false; otherwise it counts the
+// worker's failure (marking it down after a transport error) and returns true, the error still
+// to be written or retried.
+func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, dec *decision, err *openai.Error) bool {
+	if shuttingDown(ctx) {
+		openai.WriteError(w, ctxError(ctx))
+		return false
+	}
+	if ctx.Err() != nil {
+		// The client left before anything was sent: not an error. 499 (nginx's "client
+		// closed request") only labels the metric; nobody reads it.
+		w.WriteHeader(statusClientClosed)
+		return false
+	}
+	rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "before_first_byte").Inc()
+	var te *engine.TransportError
+	if errors.As(err, &te) {
+		dec.m.MarkDown("request failed: " + te.Error())
+	}
+	return true
 }
 
 // send runs the call on the decision's worker. started reports whether anything was written to

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -94,6 +95,8 @@ type Router struct {
 	responses *conversation.Service
 	// adminKeys holds the admin token (nil: the admin API is open).
 	adminKeys *clientauth.KeySet
+	// rand draws bootstrap rooms and pair request ids (goroutine-safe).
+	rand func() uint64
 	// loadMaxAge is how old an engine-load sample may be before only in-flight counts.
 	loadMaxAge time.Duration
 
@@ -146,7 +149,7 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
+	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, rand: rand.Uint64, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
 	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
 	if rt.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err

@@ -29,6 +29,9 @@ const noTemplateMessage = "As of transformers v4.44, default chat template is no
 // tool calls by ServerConfig.ChatParsers when set.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	p, out, aerr := s.parseChat(r)
+	if aerr == nil {
+		p.job, aerr = s.pdStart(r.Context(), p)
+	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -44,6 +47,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = s.waitChat(r.Context(), w, g, p, out)
 	}
+	s.pdEnd(p.job, g, err)
 	s.end(g, err)
 }
 
@@ -81,6 +85,11 @@ func (s *Server) parseChat(r *http.Request) (*parsedRequest, *chatOut, *apiError
 	p, aerr := s.chatRequest(req, res.TokenIDs, out)
 	if aerr != nil {
 		return nil, nil, aerr
+	}
+	if s.pd != nil {
+		if p.pd, aerr = parsePDFields(body); aerr != nil {
+			return nil, nil, aerr
+		}
 	}
 	return p, out, nil
 }
@@ -144,7 +153,10 @@ func (s *Server) waitChat(ctx context.Context, w http.ResponseWriter, g *generat
 		resp.Choices[i] = out.Choice(c.index, out.role, string(c.text), c.finish)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(resp)
+	return json.NewEncoder(w).Encode(struct {
+		openai.ChatCompletion
+		KV json.RawMessage `json:"kv_transfer_params,omitempty"` // a NIXL prefill's handoff
+	}{resp, s.handoff(p.job, g)})
 }
 
 // streamChat writes chat.completion.chunk events: once the engine produced its first output,

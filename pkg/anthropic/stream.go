@@ -41,7 +41,7 @@ type streamChunk struct {
 			ReasoningContent *string        `json:"reasoning_content"`
 			ToolCalls        []chatToolCall `json:"tool_calls"`
 		} `json:"delta"`
-		FinishReason *string        `json:"finish_reason"`
+		FinishReason *string         `json:"finish_reason"`
 		StopReason   json.RawMessage `json:"stop_reason"`
 	} `json:"choices"`
 	Usage *chatUsage      `json:"usage"`

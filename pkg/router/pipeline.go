@@ -35,6 +35,18 @@ type endpoint struct {
 	// write sends the worker's response to the client: started reports whether anything was
 	// written; when false, the error was not written and the request may be retried.
 	write func(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error)
+	// fail writes an error before anything else was written, in the API's error shape; nil:
+	// openai.WriteError.
+	fail func(w http.ResponseWriter, e *openai.Error)
+}
+
+// writeError writes e in the endpoint's error shape.
+func (ep *endpoint) writeError(w http.ResponseWriter, e *openai.Error) {
+	if ep.fail != nil {
+		ep.fail(w, e)
+		return
+	}
+	openai.WriteError(w, e)
 }
 
 // Response headers naming the routing decision (DESIGN.md §5).
@@ -57,7 +69,7 @@ func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
 			_, aerr = rt.prepare(ep, body, c, true)
 		}
 		if aerr != nil {
-			openai.WriteError(w, aerr)
+			ep.writeError(w, aerr)
 			return
 		}
 		rt.serve(w, r, c, ep)
@@ -93,7 +105,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 	defer rt.scratch.Put(s)
 	dec := &s.dec // in the pooled scratch: passed to the endpoint's writer, a local would escape
 	if aerr := rt.route(s, dec, c, nil); aerr != nil {
-		openai.WriteError(w, aerr)
+		ep.writeError(w, aerr)
 		return
 	}
 	// The request also ends when AbortInFlight is called (a shutdown past its drain deadline).
@@ -113,7 +125,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 			return
 		}
 		if shuttingDown(ctx) {
-			openai.WriteError(w, ctxError(ctx))
+			ep.writeError(w, ctxError(ctx))
 			return
 		}
 		if ctx.Err() != nil {
@@ -132,7 +144,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 				continue
 			}
 		}
-		openai.WriteError(w, err)
+		ep.writeError(w, err)
 		return
 	}
 }

@@ -181,6 +181,9 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 
 // upstreamBody returns the path and body of r for the engine, and whether it streams.
 func upstreamBody(r *Request, engineModel string) (path string, body []byte, stream bool) {
+	if p := r.Pass; p != nil {
+		return p.Path, p.AppendUpstream(make([]byte, 0, p.BodyLen()+64), engineModel), p.Stream
+	}
 	if c := r.Chat; c != nil {
 		return "/v1/chat/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel), c.Stream
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -70,6 +71,9 @@ func routeError(model string, known, full bool) *openai.Error {
 func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member) *openai.Error {
 	start := time.Now()
 	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
+	if c.req.Pass != nil && !httpOnly(&s.sel) {
+		return engine.PassOnGRPC(c.req.Pass.Path)
+	}
 	if len(s.sel.Candidates) == 0 {
 		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
 	}

@@ -28,6 +28,7 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("POST /v1/messages", rt.instrument("/v1/messages", rt.handleMessages))
 	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.handleCountTokens))
 	known["/v1/messages"], known["/v1/messages/count_tokens"] = true, true
+	rt.poolingRoutes(mux, known) // embeddings, pooling, classify, score, rerank (pooling.go)
 	mux.Handle("/", rt.instrument("other", notFound(known)))
 	return rt.cfg.Clients.Wrap(mux)
 }

@@ -1,0 +1,94 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kvgate/kvgate/internal/harness"
+	"github.com/kvgate/kvgate/internal/testutil"
+)
+
+// TestPoolingWorkers is issue 23's pooling endpoints end to end: the openai client's
+// embeddings.create (base64, as the client asks by default, and float) and a rerank call go
+// through the gateway to simulators that serve them; a model served only by grpc:// workers
+// answers them with a 400 naming the endpoint.
+func TestPoolingWorkers(t *testing.T) {
+	l := newLauncher(t)
+	a := startSim(t, l, harness.SimOptions{Name: "pool-0", Events: true})
+	b := startSim(t, l, harness.SimOptions{Name: "pool-1", Events: true})
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{a.WorkerSpec(true), b.WorkerSpec(true)}})
+	stdout, _ := runNode(t, "pooling.mjs", gw.URL+"/v1", testModel)
+	t.Logf("pooling.mjs: %s", stdout)
+	var r struct {
+		Embeddings struct {
+			Model, Object string
+			Vectors       [][]float64
+			Usage         struct {
+				PromptTokens int `json:"prompt_tokens"`
+				TotalTokens  int `json:"total_tokens"`
+			}
+			Worker string
+		}
+		Float   []float64
+		Unknown any
+		Rerank  struct {
+			Model   string
+			Results []struct {
+				Index          int
+				RelevanceScore float64 `json:"relevance_score"`
+			}
+		}
+	}
+	if err := json.Unmarshal(stdout, &r); err != nil {
+		t.Fatalf("pooling.mjs output %q: %v", stdout, err)
+	}
+	e := r.Embeddings
+	if e.Model != testModel || e.Object != "list" || len(e.Vectors) != 3 || e.Usage.PromptTokens < 8 || e.Usage.TotalTokens != e.Usage.PromptTokens || !strings.HasPrefix(e.Worker, "http://") {
+		t.Fatalf("embeddings %+v", e)
+	}
+	for i, v := range e.Vectors {
+		var n float64
+		for _, f := range v {
+			n += f * f
+		}
+		if len(v) != 16 || math.Abs(n-1) > 1e-4 {
+			t.Errorf("vector %d: %d dims, norm %v; want a unit vector of 16", i, len(v), n)
+		}
+	}
+	if !slices.Equal(e.Vectors[0], e.Vectors[2]) || slices.Equal(e.Vectors[0], e.Vectors[1]) {
+		t.Errorf("the same input must embed the same, another input differently: %v", e.Vectors)
+	}
+	for i := range r.Float {
+		if math.Abs(r.Float[i]-e.Vectors[0][i]) > 1e-6 {
+			t.Fatalf("float encoding %v, base64 %v: want the same vector", r.Float, e.Vectors[0])
+		}
+	}
+	if fmt.Sprint(r.Unknown) != "404" {
+		t.Errorf("unknown model: %v, want 404", r.Unknown)
+	}
+	rr := r.Rerank
+	if rr.Model != testModel || len(rr.Results) != 3 || rr.Results[0].Index != 1 || rr.Results[0].RelevanceScore != 1 || rr.Results[2].Index != 0 {
+		t.Errorf("rerank %+v, want the document holding the whole query first", rr)
+	}
+
+	port := testutil.FreePorts(t, 1)[0]
+	startSim(t, l, harness.SimOptions{Name: "pool-grpc", Args: []string{"--grpc-port", fmt.Sprint(port), "--runtime", "vllm"}})
+	ggw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-grpc", Workers: []string{fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", port)}})
+	resp, err := http.Post(ggw.URL+"/v1/embeddings", "application/json", strings.NewReader(`{"model":"`+testModel+`","input":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct{ Error struct{ Message string } }
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(body.Error.Message, "POST /v1/embeddings is served by http:// workers only") {
+		t.Errorf("gRPC-only embeddings: %d %q", resp.StatusCode, body.Error.Message)
+	}
+}

@@ -29,6 +29,14 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.handleCountTokens))
 	known["/v1/messages"], known["/v1/messages/count_tokens"] = true, true
 	rt.poolingRoutes(mux, known) // embeddings, pooling, classify, score, rerank (pooling.go)
+	mux.Handle("POST /tokenize", rt.instrument("/tokenize", rt.handleTokenize))
+	mux.Handle("POST /detokenize", rt.instrument("/detokenize", rt.handleDetokenize))
+	mux.Handle("GET /version", rt.instrument("/version", handleVersion))
+	mux.Handle("GET /ping", rt.instrument("/ping", rt.handleHealth))
+	mux.Handle("POST /ping", rt.instrument("/ping", rt.handleHealth))
+	for _, p := range []string{"/tokenize", "/detokenize", "/version", "/ping"} {
+		known[p] = true
+	}
 	mux.Handle("/", rt.instrument("other", notFound(known)))
 	return rt.cfg.Clients.Wrap(mux)
 }
@@ -133,8 +141,8 @@ func WriteClientError(w http.ResponseWriter, r *http.Request, e *openai.Error) {
 }
 
 // OpenPaths are the public API's paths served without a client key (Config.Clients): the
-// probes of load balancers and orchestrators.
-var OpenPaths = []string{"/health", "/readiness"}
+// probes of load balancers and orchestrators (/ping is vLLM's, for SageMaker).
+var OpenPaths = []string{"/health", "/readiness", "/ping"}
 
 // admin guards a handler with the admin token when one is configured. The token is compared
 // as client keys are (clientauth.KeySet.Match): in constant time, whatever its length.

@@ -3,10 +3,14 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -78,6 +82,8 @@ func TestPoolingWorkers(t *testing.T) {
 		t.Errorf("rerank %+v, want the document holding the whole query first", rr)
 	}
 
+	t.Run("tokenize", func(t *testing.T) { checkTokenize(t, gw.URL) })
+
 	port := testutil.FreePorts(t, 1)[0]
 	startSim(t, l, harness.SimOptions{Name: "pool-grpc", Args: []string{"--grpc-port", fmt.Sprint(port), "--runtime", "vllm"}})
 	ggw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-grpc", Workers: []string{fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", port)}})
@@ -90,5 +96,51 @@ func TestPoolingWorkers(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 || !strings.Contains(body.Error.Message, "POST /v1/embeddings is served by http:// workers only") {
 		t.Errorf("gRPC-only embeddings: %d %q", resp.StatusCode, body.Error.Message)
+	}
+}
+
+// checkTokenize: /tokenize with messages answers the ids `gateway render` prints for the same
+// chat request, with their vocabulary strings; /detokenize gives the prompt text back.
+func checkTokenize(t *testing.T, base string) {
+	chatReq := `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hello there"}],"add_generation_prompt":true}`
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTestTimeout)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, bins.Gateway, "render", "--model-path", filepath.Dir(tokenizerPath))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(chatReq+"\n"), &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gateway render: %v: %s", err, errb.Bytes())
+	}
+	var rendered struct {
+		Prompt   string   `json:"prompt"`
+		TokenIDs []uint32 `json:"token_ids"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rendered); err != nil || len(rendered.TokenIDs) == 0 {
+		t.Fatalf("gateway render output %q: %v", out.Bytes(), err)
+	}
+	body := strings.TrimSuffix(chatReq, "}") + `,"return_token_strs":true}`
+	var tok struct {
+		Count     int      `json:"count"`
+		Tokens    []uint32 `json:"tokens"`
+		TokenStrs []string `json:"token_strs"`
+	}
+	postOK(t, base+"/tokenize", body, &tok)
+	if !slices.Equal(tok.Tokens, rendered.TokenIDs) || tok.Count != len(tok.Tokens) || len(tok.TokenStrs) != tok.Count || tok.TokenStrs[0] != "<|im_start|>" {
+		t.Errorf("/tokenize %+v, want gateway render's %v with their strings", tok, rendered.TokenIDs)
+	}
+	ids, _ := json.Marshal(tok.Tokens)
+	var detok struct{ Prompt string }
+	postOK(t, base+"/detokenize", `{"tokens":`+string(ids)+`}`, &detok)
+	if detok.Prompt != rendered.Prompt {
+		t.Errorf("/detokenize %q, want the rendered prompt %q", detok.Prompt, rendered.Prompt)
+	}
+}
+
+// postOK posts body to url and decodes a 200 answer into v.
+func postOK(t *testing.T, url, body string, v any) {
+	t.Helper()
+	code, b := postJSON(t, http.MethodPost, url, body)
+	if code != http.StatusOK || json.Unmarshal([]byte(b), v) != nil {
+		t.Fatalf("POST %s: %d %s", url, code, b)
 	}
 }

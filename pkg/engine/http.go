@@ -149,7 +149,11 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 	if err != nil {
 		return nil, Classify(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if r.Pass != nil {
+		req.Header.Set("Content-Type", r.Pass.ContentType())
+	} else {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for _, h := range forwardHeaders {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)

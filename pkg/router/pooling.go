@@ -39,10 +39,34 @@ func passEndpoint(path string) *endpoint {
 	}
 }
 
-// poolingRoutes adds the pooling endpoints to the public mux and their paths to known.
+// audioPaths are vLLM's audio endpoints: multipart uploads forwarded the same way, their
+// streamed answers (stream=true) relayed event by event. Uploads are bounded by
+// --max-body-bytes (413).
+var audioPaths = []string{"/v1/audio/transcriptions", "/v1/audio/translations"}
+
+// formEndpoint returns the endpoint forwarding the multipart POST path.
+func formEndpoint(path string) *endpoint {
+	ep := *passEndpoint(path)
+	ep.parse = func(body []byte, _ openai.Limits, req *engine.Request) (string, *openai.Error) {
+		pr, aerr := openai.ParseForm(body, req.Header.Get("Content-Type"), path)
+		if aerr != nil {
+			return "", aerr
+		}
+		req.Pass = pr
+		return pr.Model, nil
+	}
+	return &ep
+}
+
+// poolingRoutes adds the pooling and audio endpoints to the public mux and their paths to
+// known.
 func (rt *Router) poolingRoutes(mux *http.ServeMux, known map[string]bool) {
 	for _, p := range poolingPaths {
 		mux.Handle("POST "+p, rt.instrument(p, rt.handle(passEndpoint(p))))
+		known[p] = true
+	}
+	for _, p := range audioPaths {
+		mux.Handle("POST "+p, rt.instrument(p, rt.handle(formEndpoint(p))))
 		known[p] = true
 	}
 }

@@ -51,7 +51,7 @@ type ServerConfig struct {
 }
 
 // Server serves /v1/completions, /v1/chat/completions, /v1/models, the pooling endpoints
-// /v1/embeddings and /rerank (http_pooling.go), /health, /metrics,
+// /v1/embeddings and /rerank (http_pooling.go), the audio uploads (http_audio.go), /health, /metrics,
 // /debug/cache and /reset_prefix_cache over a set of engine ranks, spreading requests by least
 // load. Both generation routes run their prompt ids through the same engines.
 type Server struct {
@@ -88,6 +88,8 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
 		s.mux.HandleFunc("POST "+p, s.handleRerank)
 	}
+	s.mux.HandleFunc("POST /v1/audio/transcriptions", s.handleAudio)
+	s.mux.HandleFunc("POST /v1/audio/translations", s.handleAudio)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /debug/cache", s.handleDebugCache)
 	s.mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)

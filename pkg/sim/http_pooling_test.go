@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -124,5 +125,58 @@ func TestRerank(t *testing.T) {
 	}
 	if code, _ := postTo(s, "/rerank", `{"documents":["a"]}`); code != 400 {
 		t.Errorf("no query: %d", code)
+	}
+}
+
+// TestAudio: an upload is answered with its size and name, streamed as chunks on request.
+func TestAudio(t *testing.T) {
+	s, _ := poolingServer(t)
+	form := func(fields ...string) (string, *strings.Builder) {
+		var b strings.Builder
+		w := multipart.NewWriter(&b)
+		fw, _ := w.CreateFormFile("file", "a.wav")
+		fw.Write(make([]byte, 1000))
+		for i := 0; i+1 < len(fields); i += 2 {
+			w.WriteField(fields[i], fields[i+1])
+		}
+		w.Close()
+		return w.FormDataContentType(), &b
+	}
+	post := func(path, ct, body string) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	ct, b := form("model", "m")
+	if code, out := post("/v1/audio/transcriptions", ct, b.String()); code != 200 || out != `{"text":"1000 bytes of a.wav (transcriptions)"}`+"\n" {
+		t.Errorf("%d %s", code, out)
+	}
+	ct, b = form("stream", "true")
+	code, out := post("/v1/audio/translations", ct, b.String())
+	var text strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		d, ok := strings.CutPrefix(line, "data: ")
+		if !ok || d == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct{ Delta struct{ Content string } }
+		}
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(c.Choices[0].Delta.Content)
+	}
+	if code != 200 || text.String() != "1000 bytes of a.wav (translations)" || !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Errorf("stream: %d %q", code, out)
+	}
+	ct, b = form("model", "other")
+	if code, _ := post("/v1/audio/transcriptions", ct, b.String()); code != 404 {
+		t.Errorf("other model: %d", code)
+	}
+	if code, _ := post("/v1/audio/transcriptions", "application/json", `{}`); code != 400 {
+		t.Errorf("JSON: %d", code)
 	}
 }

@@ -19,9 +19,10 @@ import (
 	"github.com/kvgate/kvgate/internal/testutil"
 )
 
-// TestPoolingWorkers is issue 23's pooling endpoints end to end: the openai client's
-// embeddings.create (base64, as the client asks by default, and float) and a rerank call go
-// through the gateway to simulators that serve them; a model served only by grpc:// workers
+// TestPoolingWorkers is issue 23's pooling and audio endpoints end to end: the openai client's
+// embeddings.create (base64, as the client asks by default, and float), a rerank call and the
+// audio uploads (transcriptions, plain and streamed, and translations) go through the gateway
+// to simulators that serve them; a model served only by grpc:// workers
 // answers them with a 400 naming the endpoint.
 func TestPoolingWorkers(t *testing.T) {
 	l := newLauncher(t)
@@ -40,9 +41,12 @@ func TestPoolingWorkers(t *testing.T) {
 			}
 			Worker string
 		}
-		Float   []float64
-		Unknown any
-		Rerank  struct {
+		Float               []float64
+		Unknown             any
+		Transcription       string `json:"transcription"`
+		TranscriptionStream string `json:"transcription_stream"`
+		Translation         string `json:"translation"`
+		Rerank              struct {
 			Model   string
 			Results []struct {
 				Index          int
@@ -82,6 +86,9 @@ func TestPoolingWorkers(t *testing.T) {
 		t.Errorf("rerank %+v, want the document holding the whole query first", rr)
 	}
 
+	if r.Transcription != "1000 bytes of clip.wav (transcriptions)" || r.TranscriptionStream != r.Transcription || r.Translation != "1000 bytes of clip.wav (translations)" {
+		t.Errorf("audio: %q, streamed %q, translation %q: want the whole upload seen by the worker", r.Transcription, r.TranscriptionStream, r.Translation)
+	}
 	t.Run("tokenize", func(t *testing.T) { checkTokenize(t, gw.URL) })
 
 	port := testutil.FreePorts(t, 1)[0]

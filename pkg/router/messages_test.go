@@ -276,3 +276,25 @@ func TestMessagesClientKeys(t *testing.T) {
 		t.Errorf("chat without a key: %d %s, want the OpenAI 401", resp.StatusCode, out)
 	}
 }
+
+// TestMessagesDebugRoute: POST /debug/route?endpoint=messages explains a Messages body with the
+// prompt its converted chat request renders to.
+func TestMessagesDebugRoute(t *testing.T) {
+	g := newTestGateway(t, testConfig{Chat: tagRenderer{}}, newFakeWorker(t, "m").url())
+	body := messagesBody("", "Explain the parser.")
+	resp, out := g.do(t, http.MethodPost, "/debug/route?endpoint=messages", body, "")
+	var ex struct {
+		Prompt       string `json:"prompt"`
+		PromptTokens int    `json:"prompt_tokens"`
+	}
+	if err := json.Unmarshal([]byte(out), &ex); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	want := "<system>" + strings.Repeat("You are a coding agent. ", 4) + "<user>Explain the parser.<assistant>"
+	if ex.Prompt != want || ex.PromptTokens != len(want) {
+		t.Errorf("explained prompt %q (%d tokens), want %q", ex.Prompt, ex.PromptTokens, want)
+	}
+	if resp, _ := g.do(t, http.MethodPost, "/debug/route?endpoint=messages", `{"model":"test-model","messages":[{"role":"user","content":"x"}]}`, ""); resp.StatusCode != 400 {
+		t.Errorf("a Messages body without max_tokens: %d, want 400", resp.StatusCode)
+	}
+}

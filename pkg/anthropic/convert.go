@@ -22,7 +22,8 @@ import (
 //     parts; is_error is accepted and, as in vLLM, not rendered;
 //   - a message left with one text part has it as its string content; a message left with no
 //     content, tool calls or reasoning is dropped;
-//   - a system message inside messages stays a system message in place.
+//   - a system message inside messages stays a system message in place;
+//   - Claude Code's per-request billing header is dropped from system text (billingHeader).
 // What vLLM would not render and Anthropic rejects is a 400 here: an unknown block type, a
 // tool_use outside an assistant message, a tool_result outside a user message or answering no
 // earlier tool_use.
@@ -58,6 +59,9 @@ func (c *converter) appendMessage(dst []byte, m *wireMessage, i int, first bool)
 		var s string
 		if err := json.Unmarshal(m.Content, &s); err != nil {
 			return nil, first, openai.BadRequest(param+".content", param+".content: invalid string")
+		}
+		if m.Role == "system" && isBillingHeader(s) {
+			return dst, first, nil
 		}
 		sep()
 		dst = appendTextMessage(dst, m.Role, s)
@@ -139,7 +143,7 @@ func (c *converter) addBlock(p *msgParts, b *wireBlock, role, bp string) *openai
 		if b.Text == nil {
 			return openai.BadRequest(bp+".text", bp+".text: Field required")
 		}
-		if *b.Text != "" {
+		if *b.Text != "" && !(role == "system" && isBillingHeader(*b.Text)) {
 			p.parts = append(p.parts, textPart(*b.Text))
 			p.texts = append(p.texts, *b.Text)
 		}

@@ -294,7 +294,17 @@ func systemText(v json.RawMessage) (string, *openai.Error) {
 		if blocks[i].Type != "text" || blocks[i].Text == nil {
 			return "", openai.BadRequest(fmt.Sprintf("system[%d]", i), fmt.Sprintf("system[%d]: expected a text block with text", i))
 		}
-		b.WriteString(*blocks[i].Text)
+		if !isBillingHeader(*blocks[i].Text) {
+			b.WriteString(*blocks[i].Text)
+		}
 	}
 	return b.String(), nil
 }
+
+// billingHeader starts the text block Claude Code adds to its system prompt on every request,
+// an attribution hash that differs per request. At the head of the prompt it would defeat
+// every prefix-cache hit, so it is dropped, as vLLM's Anthropic serving drops it
+// (inline_system.py), from the system prompt's blocks and from inline system messages.
+const billingHeader = "x-anthropic-billing-header"
+
+func isBillingHeader(s string) bool { return strings.HasPrefix(s, billingHeader) }

@@ -42,9 +42,12 @@ type Model struct {
 
 // Request is one client request as the engines need it.
 type Request struct {
-	// Completion or Chat is the parsed client request (exactly one is set).
+	// Completion, Chat or Pass is the parsed client request (exactly one is set). A Pass
+	// request (the pooling endpoints) is forwarded as it is to HTTP workers; gRPC workers
+	// refuse it.
 	Completion *openai.CompletionRequest
 	Chat       *openai.ChatRequest
+	Pass       *openai.PassRequest
 	// ChatOutput says how a gRPC worker's chat output becomes the message (an HTTP worker's
 	// engine parses its own).
 	ChatOutput ChatOutput

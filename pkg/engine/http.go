@@ -149,7 +149,11 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 	if err != nil {
 		return nil, Classify(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if r.Pass != nil {
+		req.Header.Set("Content-Type", r.Pass.ContentType())
+	} else {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for _, h := range forwardHeaders {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
@@ -181,6 +185,9 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 
 // upstreamBody returns the path and body of r for the engine, and whether it streams.
 func upstreamBody(r *Request, engineModel string) (path string, body []byte, stream bool) {
+	if p := r.Pass; p != nil {
+		return p.Path, p.AppendUpstream(make([]byte, 0, p.BodyLen()+64), engineModel), p.Stream
+	}
 	if c := r.Chat; c != nil {
 		return "/v1/chat/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel, r.Edits), editedStream(r.Edits, c.Stream)
 	}

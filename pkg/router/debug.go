@@ -107,7 +107,8 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleDebugRouteBody explains the route of a request body, as the pipeline would take it (a
-// body with "messages" is a chat request, any other a completion): parsed, resolved and
+// body with "messages" is a chat request, any other a completion; ?endpoint=messages reads an
+// Anthropic Messages body, converted as POST /v1/messages converts it): parsed, resolved and
 // tokenized or rendered by the same endpoint, and explained like GET /debug/route.
 func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
@@ -121,7 +122,10 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep := completions
-	if isChatBody(body) {
+	switch {
+	case r.URL.Query().Get("endpoint") == "messages":
+		ep = newMessagesTurn().ep
+	case isChatBody(body):
 		ep = chatCompletions
 	}
 	c := &call{}

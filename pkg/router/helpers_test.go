@@ -251,7 +251,7 @@ func (tc testConfig) config(t *testing.T, reg prometheus.Registerer) (Config, *c
 	if tc.APIKeys != nil || tc.RateLimit != 0 || tc.RateBurst != 0 || tc.MaxConcurrentPerKey != 0 {
 		var err error
 		guard, err = clientauth.New(clientauth.Config{Keys: tc.APIKeys, RateLimit: tc.RateLimit, RateBurst: tc.RateBurst,
-			MaxConcurrentPerKey: tc.MaxConcurrentPerKey, OpenPaths: OpenPaths, Registerer: reg, Now: tc.Now})
+			MaxConcurrentPerKey: tc.MaxConcurrentPerKey, OpenPaths: OpenPaths, Registerer: reg, Now: tc.Now, WriteError: WriteClientError})
 		if err != nil {
 			t.Fatal(err)
 		}

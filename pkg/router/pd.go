@@ -195,7 +195,7 @@ func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call,
 	if reason != pdPair && mustPair {
 		rt.countPD(w, reason)
 		rt.done(c, ddec)
-		openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
+		ep.writeError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
 			Message: "prefill stage: no healthy prefill worker for the model's SGLang decode workers"})
 		return true
 	}

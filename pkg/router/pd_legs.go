@@ -83,7 +83,7 @@ func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, 
 			params = kvParams(body)
 			break
 		}
-		if !rt.sendFailed(ctx, w, pdec, aerr) {
+		if !rt.sendFailed(ctx, w, ep, pdec, aerr) {
 			rt.done(c, ddec)
 			return true
 		}
@@ -137,13 +137,13 @@ func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *d
 		return
 	}
 	if pe := legCause(ctx); pe != nil {
-		openai.WriteError(w, pe)
+		ep.writeError(w, pe)
 		return
 	}
-	if rt.sendFailed(ctx, w, ddec, err) {
+	if rt.sendFailed(ctx, w, ep, ddec, err) {
 		out := *err
 		out.Message = "decode worker " + ddec.m.Worker().URL() + " failed: " + err.Message
-		openai.WriteError(w, &out)
+		ep.writeError(w, &out)
 	}
 }
 

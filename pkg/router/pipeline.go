@@ -36,6 +36,18 @@ type endpoint struct {
 	// write sends the worker's response to the client: started reports whether anything was
 	// written; when false, the error was not written and the request may be retried.
 	write func(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error)
+	// fail writes an error before anything else was written, in the API's error shape; nil:
+	// openai.WriteError.
+	fail func(w http.ResponseWriter, e *openai.Error)
+}
+
+// writeError writes e in the endpoint's error shape.
+func (ep *endpoint) writeError(w http.ResponseWriter, e *openai.Error) {
+	if ep.fail != nil {
+		ep.fail(w, e)
+		return
+	}
+	openai.WriteError(w, e)
 }
 
 // Response headers naming the routing decision (DESIGN.md §5).
@@ -58,7 +70,7 @@ func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
 			_, aerr = rt.prepare(ep, body, c, true)
 		}
 		if aerr != nil {
-			openai.WriteError(w, aerr)
+			ep.writeError(w, aerr)
 			return
 		}
 		rt.serve(w, r, c, ep)
@@ -108,7 +120,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 			w.WriteHeader(statusClientClosed) // left while queued
 			return
 		}
-		openai.WriteError(w, aerr)
+		ep.writeError(w, aerr)
 		return
 	}
 	rt.stripTransferFields(c)
@@ -120,7 +132,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 		started, err := rt.send(ctx, w, dec, c, ep)
 		dec.pick.Done()
 		rt.handOff(c.model, dec.m)
-		if err == nil || started || !rt.sendFailed(ctx, w, dec, err) {
+		if err == nil || started || !rt.sendFailed(ctx, w, ep, dec, err) {
 			return
 		}
 		if attempt == 0 && retryable(err) {
@@ -128,7 +140,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 				continue
 			}
 		}
-		openai.WriteError(w, err)
+		ep.writeError(w, err)
 		return
 	}
 }
@@ -137,9 +149,9 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 // after the client left it answers (or not) and returns false; otherwise it counts the
 // worker's failure (marking it down after a transport error) and returns true, the error still
 // to be written or retried.
-func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, dec *decision, err *openai.Error) bool {
+func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, ep *endpoint, dec *decision, err *openai.Error) bool {
 	if shuttingDown(ctx) {
-		openai.WriteError(w, ctxError(ctx))
+		ep.writeError(w, ctxError(ctx))
 		return false
 	}
 	if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -106,6 +107,9 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 	start := time.Now()
 	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
 	s.disagg = keepRole(&s.sel, k)
+	if c.req.Pass != nil && !httpOnly(&s.sel) {
+		return engine.PassOnGRPC(c.req.Pass.Path)
+	}
 	if c.req.Media > 0 {
 		if aerr := mediaCandidates(&s.sel); aerr != nil {
 			return aerr

@@ -53,7 +53,8 @@ type ServerConfig struct {
 	Logger *zap.Logger
 }
 
-// Server serves /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics,
+// Server serves /v1/completions, /v1/chat/completions, /v1/models, the pooling endpoints
+// /v1/embeddings and /rerank (http_pooling.go), the audio uploads (http_audio.go), /health, /metrics,
 // /debug/cache and /reset_prefix_cache over a set of engine ranks, spreading requests by least
 // load. Both generation routes run their prompt ids through the same engines.
 type Server struct {
@@ -97,6 +98,12 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
+		s.mux.HandleFunc("POST "+p, s.handleRerank)
+	}
+	s.mux.HandleFunc("POST /v1/audio/transcriptions", s.handleAudio)
+	s.mux.HandleFunc("POST /v1/audio/translations", s.handleAudio)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /debug/cache", s.handleDebugCache)
 	s.mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)

@@ -31,30 +31,9 @@ import (
 // With client keys it is bounded by the key's grant; without, taken as sent.
 const HeaderPriority = "X-Kvgate-Priority"
 
-// Defaults of QueueConfig fields left zero.
-const (
-	DefaultQueueTimeout = 30 * time.Second
-	// kickInterval is how often pools with waiting requests are offered the free slots that
-	// no ending request handed over (a worker that became healthy or joined the pool).
-	kickInterval = 100 * time.Millisecond
-)
-
-// QueueConfig configures the admission queue of every model's pool.
-type QueueConfig struct {
-	// Max is the most requests waiting per pool; past it a request gets 429
-	// rate_limit_exceeded. 0: no queue, a request finding every worker full gets the 429 at
-	// once. The queue needs Config.MaxInFlightPerWorker, the bound it waits for.
-	Max int
-	// Timeout is the longest a request waits (default 30 s); past it 503 queue_timeout with
-	// Retry-After.
-	Timeout time.Duration
-	// MaxWait is the age bound: a request waiting this long goes before every later one,
-	// whatever its band (0: none, a low band may wait for its whole Timeout).
-	MaxWait time.Duration
-	// LookAhead is how many waiting requests of the best band a freed worker is matched
-	// against for the longest cached prefix (default admission.DefaultLookAhead).
-	LookAhead int
-}
+// kickInterval is how often pools with waiting requests are offered the free slots that no
+// ending request handed over (a worker that became healthy or joined the pool).
+const kickInterval = 100 * time.Millisecond
 
 // newQueue returns a pool's queue for cfg (nil: no queue).
 func newQueue(cfg Config) (*admission.Queue[*fleet.Member], error) {

@@ -128,3 +128,6 @@ func policyName(p policy.Policy) string {
 	}
 	return fmt.Sprintf("%T", p)
 }
+
+// defaultModel returns the router's state of the default model.
+func (rt *Router) defaultModel() *model { return modelOf(rt.fleet.Snapshot().DefaultPool()) }

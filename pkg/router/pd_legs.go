@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -124,19 +125,25 @@ func writePrefillAnswer(w http.ResponseWriter, pdec *decision, a *prefillAnswer)
 }
 
 // sendDecode sends a pair's decode leg d on ddec's worker and answers the client with it;
-// ended, when set, runs as soon as the call has ended (SGLang: it ends the prefill leg). A
-// decode leg that a failed prefill leg ended (legCause) answers with the prefill failure.
-func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *decision, d *call, ep *endpoint, ended func()) {
+// ended, when set, runs as soon as the call has ended, told whether it failed before
+// answering (SGLang: it ends the prefill leg, and returns the prefill leg's own failure, if
+// any, for the client). A decode leg that a failed prefill leg ended (legCause) answers with
+// the prefill failure.
+func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *decision, d *call, ep *endpoint, ended func(failed bool) *openai.Error) {
 	ddec.record(d.routeTokens())
 	started, err := rt.send(ctx, w, ddec, d, ep)
 	rt.done(d, ddec)
+	var pe *openai.Error
 	if ended != nil {
-		ended()
+		pe = ended(err != nil && !started)
 	}
 	if err == nil || started {
 		return
 	}
-	if pe := legCause(ctx); pe != nil {
+	if pe == nil {
+		pe = legCause(ctx)
+	}
+	if pe != nil {
 		ep.writeError(w, pe)
 		return
 	}
@@ -220,11 +227,33 @@ func (rt *Router) pairSGLang(ctx context.Context, w http.ResponseWriter, c *call
 		perr <- aerr
 	}()
 	// The decode leg's end ends the prefill leg (which has answered by then unless it failed or
-	// the client left), and the prefill goroutine is joined before the request returns.
-	rt.sendDecode(dctx, w, ddec, &d, ep, pcancel)
+	// the client left), and the prefill goroutine is joined before the request returns. A
+	// decode leg that failed before answering may have failed because the prefill worker did
+	// (a decode engine whose KV fetch was refused): the prefill leg's verdict, if it comes
+	// within prefillVerdictGrace, is the client's error, since it names the cause.
+	rt.sendDecode(dctx, w, ddec, &d, ep, func(failed bool) *openai.Error {
+		if failed {
+			t := time.NewTimer(prefillVerdictGrace)
+			defer t.Stop()
+			select {
+			case e := <-perr:
+				perr <- e // for the join below
+				if e != nil {
+					return e
+				}
+			case <-t.C:
+			}
+		}
+		pcancel()
+		return nil
+	})
 	<-perr
 	rt.done(c, pdec)
 }
+
+// prefillVerdictGrace is how long a pair whose decode leg failed before answering waits for
+// its prefill leg's outcome before ending it (the decode failure is then the client's error).
+const prefillVerdictGrace = time.Second
 
 // statusError is the failure of a leg answered with a non-2xx status: a 4xx keeps its status
 // (the engine's verdict), anything else is a 502.

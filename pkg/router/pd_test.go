@@ -471,3 +471,28 @@ func TestPDNIXLPrefillTimeoutRunsWhole(t *testing.T) {
 		t.Errorf("prefill_failed count %v, want 1", got)
 	}
 }
+
+// A decode engine whose KV fetch from a dead prefill worker was refused fails at once, before
+// the prefill leg's own failure reaches the gateway: the client still gets the prefill
+// failure, which names the cause, not the decode worker's echo of it.
+func TestPDSGLangDecodeFailsBeforePrefillVerdict(t *testing.T) {
+	p, d, _ := sglangPair(t)
+	decodeFailed := make(chan struct{})
+	p.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		<-decodeFailed
+		time.Sleep(50 * time.Millisecond) // the verdict comes after the decode leg has ended
+		http.Error(w, "prefill engine gone", http.StatusServiceUnavailable)
+	}
+	d.handle = func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		defer close(decodeFailed)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":{"message":"KV transfer failed: connection refused","type":"InternalServerError"}}`)
+	}
+	g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1, Transfer: PDTransferSGLang}},
+		"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
+	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
+	if resp.StatusCode < 500 || !strings.Contains(body, "prefill worker "+p.url()+" failed") {
+		t.Errorf("got %d %s, want a 5xx naming the prefill worker", resp.StatusCode, body)
+	}
+}

@@ -78,6 +78,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"both tokenizers", []string{"--model-path", dir, "--tokenizer", "x"}},
 		{"port range", []string{"--port", "70000"}},
 		{"stray args", []string{"serve"}},
+		{"sample ratio", []string{"--otlp-traces-sample-ratio", "1.5"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,7 +118,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"admin-token", "max-prompt-tokens", "max-body-bytes", "engine-metrics-interval", "health-interval", "log-level",
 		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts",
 		"chat-template", "chat-template-content-format", "default-chat-template-kwargs", "trust-request-chat-template", "reasoning-parser",
-		"tool-call-parser", "reasoning-field"} {
+		"tool-call-parser", "reasoning-field", "otlp-traces-endpoint", "otlp-traces-sample-ratio"} {
 		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 			t.Errorf("--help does not document --%s", f)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
@@ -68,6 +69,11 @@ type Config struct {
 	// cancel).
 	UpstreamTimeout time.Duration
 
+	// Tracing, when set, traces each generating request (tracing.go): a server span continuing
+	// the client's W3C trace context, a span per pipeline stage, and the upstream call's context
+	// passed on to the worker. nil: no tracing, at no cost on the request path.
+	Tracing trace.TracerProvider
+
 	// Logger receives lifecycle logs at info and one debug line per routing decision.
 	// nil: no logs.
 	Logger *zap.Logger
@@ -96,6 +102,8 @@ type Router struct {
 	adminKeys *clientauth.KeySet
 	// loadMaxAge is how old an engine-load sample may be before only in-flight counts.
 	loadMaxAge time.Duration
+	// tracer is Config.Tracing's tracer, nil when tracing is off.
+	tracer trace.Tracer
 
 	// aborted is cancelled (cause errShutdown) by AbortInFlight; every request's context
 	// follows it.
@@ -148,6 +156,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
 	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
+	if cfg.Tracing != nil {
+		rt.tracer = cfg.Tracing.Tracer(tracerName)
+	}
 	if rt.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}

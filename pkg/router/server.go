@@ -15,8 +15,8 @@ import (
 // (Config.Registerer).
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.handle(completions)))
-	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.handle(chatCompletions)))
+	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.traced("/v1/completions", rt.handle(completions))))
+	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.traced("/v1/chat/completions", rt.handle(chatCompletions))))
 	mux.Handle("GET /v1/models", rt.instrument("/v1/models", rt.handleModels))
 	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))

@@ -62,6 +62,7 @@ type Server struct {
 	created  int64
 	started  time.Time // for HealthFlap
 	nextID   atomic.Uint64
+	traces   traceLog // GET /debug/traceparents
 }
 
 // NewServer returns a server over ranks; gatherer backs /metrics (nil: no /metrics).
@@ -85,6 +86,7 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /debug/cache", s.handleDebugCache)
+	s.mux.HandleFunc("GET /debug/traceparents", s.handleTraceparents)
 	s.mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
 	if gatherer != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -456,6 +458,7 @@ type choice struct {
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	s.traces.note(r)
 	p, aerr := s.parse(r)
 	if aerr != nil {
 		writeError(w, aerr)

@@ -9,7 +9,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
+	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/policy"
 )
 
@@ -189,4 +192,31 @@ func eventNames(s sdktrace.ReadOnlySpan) string {
 		out = append(out, e.Name)
 	}
 	return strings.Join(out, ",")
+}
+
+// A gRPC worker gets the upstream span's context as traceparent metadata.
+func TestTracingPropagatesToGRPCWorkers(t *testing.T) {
+	f := newFakeVLLM()
+	seen := make(chan []string, 4)
+	f.gen = func(r *vllm.GenerateRequest, s grpc.ServerStreamingServer[vllm.GenerateResponse]) error {
+		md, _ := metadata.FromIncomingContext(s.Context())
+		seen <- md.Get("traceparent")
+		return echoUpper(r, s)
+	}
+	addr := startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, f) })
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	g := newTestGateway(t, testConfig{Tracing: tp}, "url=grpc://"+addr+",runtime=vllm")
+	if resp := postTraced(t, g, clientTraceparent, `{"prompt":"abc","max_tokens":2}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	up := endedSpans(t, g, rec, "POST /v1/completions")[spanUpstream]
+	if up == nil {
+		t.Fatalf("no upstream span; have %v", spanNames(rec))
+	}
+	want := "00-" + clientTraceID + "-" + up.SpanContext().SpanID().String() + "-01"
+	if got := <-seen; len(got) != 1 || got[0] != want {
+		t.Errorf("gRPC worker traceparent %v, want [%s]", got, want)
+	}
 }

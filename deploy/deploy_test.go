@@ -489,7 +489,8 @@ func TestRulesIntervalRewrite(t *testing.T) {
 	}
 }
 
-// TestOnlyPublicRoutesExposed: the shipped files expose the API (/v1/*, /health, /readiness)
+// TestOnlyPublicRoutesExposed: the shipped files expose the API (/v1/*, vLLM's endpoints outside
+// /v1, /health, /readiness)
 // and the metrics, never the admin API (DESIGN.md §11).
 func TestOnlyPublicRoutesExposed(t *testing.T) {
 	t.Run("nginx", func(t *testing.T) {
@@ -502,7 +503,7 @@ func TestOnlyPublicRoutesExposed(t *testing.T) {
 			for _, m := range regexp.MustCompile(`(?m)^\s*location\s+([^{]+?)\s*\{`).FindAllStringSubmatch(conf, -1) {
 				locs = append(locs, m[1])
 			}
-			if d := cmp.Diff([]string{"/v1/", "= /health", "= /readiness", "/"}, locs); d != "" {
+			if d := cmp.Diff([]string{"/v1/", "~ ^/(pooling|classify|score|rerank|v2/rerank|tokenize|detokenize|version|ping)$", "= /health", "= /readiness", "/"}, locs); d != "" {
 				t.Errorf("locations (-want +got):\n%s", d)
 			}
 			catchAll := conf[strings.LastIndex(conf, "location / {"):]

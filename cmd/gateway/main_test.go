@@ -78,6 +78,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"both tokenizers", []string{"--model-path", dir, "--tokenizer", "x"}},
 		{"port range", []string{"--port", "70000"}},
 		{"stray args", []string{"serve"}},
+		{"prefill workers without decode", []string{"--worker", "url=http://a:1,role=prefill", "--worker", "url=http://b:1,role=prefill"}},
+		{"decode workers without prefill", []string{"--worker", "url=http://a:1,role=decode"}},
 		{"sample ratio", []string{"--otlp-traces-sample-ratio", "1.5"}},
 	}
 	for _, tt := range tests {
@@ -86,6 +88,22 @@ func TestParseOptionsErrors(t *testing.T) {
 				t.Errorf("parseOptions(%q): got nil error", tt.args)
 			}
 		})
+	}
+}
+
+func TestParseOptionsRoles(t *testing.T) {
+	for _, args := range [][]string{
+		{"--worker", "url=http://a:1,role=prefill", "--worker", "url=http://b:1,role=decode"},
+		{"--worker", "url=http://a:1,role=prefill", "--worker", "url=http://b:1"},
+		{"--worker", "url=http://a:1,role=decode", "--worker", "url=http://b:1,role=both"},
+	} {
+		if _, err := parseOptions(args, io.Discard); err != nil {
+			t.Errorf("parseOptions(%q): %v", args, err)
+		}
+	}
+	_, err := parseOptions([]string{"--model", "m1", "--worker", "url=http://a:1,role=prefill"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `"m1"`) {
+		t.Errorf("got %v, want an error naming the model", err)
 	}
 }
 
@@ -118,7 +136,8 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"admin-token", "max-prompt-tokens", "max-body-bytes", "engine-metrics-interval", "health-interval", "log-level",
 		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts",
 		"chat-template", "chat-template-content-format", "default-chat-template-kwargs", "trust-request-chat-template", "reasoning-parser",
-		"tool-call-parser", "reasoning-field", "otlp-traces-endpoint", "otlp-traces-sample-ratio"} {
+		"tool-call-parser", "reasoning-field", "prefill-policy", "decode-policy", "pd-transfer", "pd-min-uncached-tokens", "pd-timeout",
+		"otlp-traces-endpoint", "otlp-traces-sample-ratio"} {
 		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 			t.Errorf("--help does not document --%s", f)
 		}

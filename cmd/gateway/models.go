@@ -36,6 +36,11 @@ type modelOptions struct {
 	DecodeWeight        *float64 `yaml:"decode_weight"`
 	BoundedLoadFactor   *float64 `yaml:"bounded_load_factor"`
 	Temperature         *float64 `yaml:"temperature"`
+	// Prefill/decode keys: unset ones are the top level's.
+	PrefillPolicy       string `yaml:"prefill_policy"`
+	DecodePolicy        string `yaml:"decode_policy"`
+	PDTransfer          string `yaml:"pd_transfer"`
+	PDMinUncachedTokens *int   `yaml:"pd_min_uncached_tokens"`
 	// BlockSize is the model's default KV block size (0: the top level's --block-size).
 	BlockSize int             `yaml:"block_size"`
 	Workers   []workerEntry   `yaml:"workers"`
@@ -114,6 +119,9 @@ func (o *options) validateFleet() error {
 			return fmt.Errorf("gateway: worker %s is listed twice", w.URL)
 		}
 		urls[w.URL] = true
+	}
+	if err := o.validateRoles(); err != nil {
+		return err
 	}
 	dns := map[string]bool{}
 	for _, d := range o.discoverSpecs() {
@@ -248,10 +256,83 @@ func buildModel(o *options, m modelOptions, log *zap.Logger) (router.Model, erro
 	if rm.Policy, err = policy.New(name, pc); err != nil {
 		return fail("policy: ", err)
 	}
+	if rm.PD, err = o.pdConfig(&m, pc); err != nil {
+		return fail("", err)
+	}
 	if rm.Index, rm.Tree, rm.Pending, err = buildIndexes(o, rm.BlockSize); err != nil {
 		return fail("", err)
 	}
 	return rm, nil
+}
+
+// validateRoles rejects a model whose listed workers have one prefill/decode role but no
+// worker to serve the other leg (DNS discovery may bring them: then it is not checked).
+func (o *options) validateRoles() error {
+	if len(o.discoverSpecs()) > 0 {
+		return nil
+	}
+	type roles struct{ prefill, decode, both int }
+	by := map[string]*roles{}
+	var order []string
+	for _, w := range o.allWorkers() {
+		r := by[w.Model]
+		if r == nil {
+			r = &roles{}
+			by[w.Model] = r
+			order = append(order, w.Model)
+		}
+		switch w.Role {
+		case worker.RolePrefill:
+			r.prefill++
+		case worker.RoleDecode:
+			r.decode++
+		default:
+			r.both++
+		}
+	}
+	for _, name := range order {
+		r := by[name]
+		if name == "" {
+			name = o.defaultModel().Name
+		}
+		switch {
+		case r.prefill > 0 && r.decode+r.both == 0:
+			return fmt.Errorf("gateway: model %q has role=prefill workers but no worker of role decode or both", name)
+		case r.decode > 0 && r.prefill+r.both == 0:
+			return fmt.Errorf("gateway: model %q has role=decode workers but no worker of role prefill or both", name)
+		}
+	}
+	return nil
+}
+
+// pdConfig returns a model's prefill/decode configuration: the top level's, with m's
+// overrides, its policies built with the model's policy configuration pc.
+func (o *options) pdConfig(m *modelOptions, pc policy.Config) (router.PD, error) {
+	pd := router.PD{Transfer: o.PDTransfer, MinUncachedTokens: o.PDMinUncachedTokens, Timeout: o.PDTimeout}
+	pre, dec := o.PrefillPolicy, o.DecodePolicy
+	if m.PrefillPolicy != "" {
+		pre = m.PrefillPolicy
+	}
+	if m.DecodePolicy != "" {
+		dec = m.DecodePolicy
+	}
+	if m.PDTransfer != "" {
+		pd.Transfer = m.PDTransfer
+	}
+	if m.PDMinUncachedTokens != nil {
+		pd.MinUncachedTokens = *m.PDMinUncachedTokens
+	}
+	if pd.MinUncachedTokens == 0 { // 0 would mean the default: an explicit 0 splits every request
+		pd.MinUncachedTokens = -1
+	}
+	var err error
+	if pd.PrefillPolicy, err = policy.New(pre, pc); err != nil {
+		return pd, fmt.Errorf("prefill policy: %w", err)
+	}
+	if pd.DecodePolicy, err = policy.New(dec, pc); err != nil {
+		return pd, fmt.Errorf("decode policy: %w", err)
+	}
+	return pd, nil
 }
 
 // buildIndexes builds one model's event index, approximate tree and pending overlay.

@@ -56,16 +56,23 @@ type options struct {
 	// (config file only; the flags configure the default model).
 	Models []modelOptions `yaml:"models"`
 
-	Policy              string        `yaml:"policy"`
-	CacheThreshold      float64       `yaml:"cache_threshold"`
-	BalanceAbsThreshold int64         `yaml:"balance_abs_threshold"`
-	BalanceRelThreshold float64       `yaml:"balance_rel_threshold"`
-	BoundedLoadFactor   float64       `yaml:"bounded_load_factor"`
-	PrefillWeight       float64       `yaml:"prefill_weight"`
-	QueueWeight         float64       `yaml:"queue_weight"`
-	DecodeWeight        float64       `yaml:"decode_weight"`
-	Temperature         float64       `yaml:"temperature"`
-	KVIndex             string        `yaml:"kv_index"`
+	Policy              string  `yaml:"policy"`
+	CacheThreshold      float64 `yaml:"cache_threshold"`
+	BalanceAbsThreshold int64   `yaml:"balance_abs_threshold"`
+	BalanceRelThreshold float64 `yaml:"balance_rel_threshold"`
+	BoundedLoadFactor   float64 `yaml:"bounded_load_factor"`
+	PrefillWeight       float64 `yaml:"prefill_weight"`
+	QueueWeight         float64 `yaml:"queue_weight"`
+	DecodeWeight        float64 `yaml:"decode_weight"`
+	Temperature         float64 `yaml:"temperature"`
+	KVIndex             string  `yaml:"kv_index"`
+	// Prefill/decode disaggregation (router.PD), for models whose pool has role=prefill
+	// workers; a models: entry may override the policies, the transfer and the threshold.
+	PrefillPolicy       string        `yaml:"prefill_policy"`
+	DecodePolicy        string        `yaml:"decode_policy"`
+	PDTransfer          string        `yaml:"pd_transfer"`
+	PDMinUncachedTokens int           `yaml:"pd_min_uncached_tokens"`
+	PDTimeout           time.Duration `yaml:"pd_timeout"`
 	BlockSize           int           `yaml:"block_size"`
 	KVListen            string        `yaml:"kv_listen"`
 	IndexMaxBlocks      int           `yaml:"index_max_blocks"`
@@ -174,6 +181,10 @@ func defaultOptions() options {
 		DecodeWeight:        pc.DecodeWeight,
 		Temperature:         pc.Temperature,
 		KVIndex:             fleet.KVIndexAuto,
+		PrefillPolicy:       policy.NameCacheAware,
+		DecodePolicy:        policy.NameLeastLoad,
+		PDMinUncachedTokens: router.DefaultPDMinUncachedTokens,
+		PDTimeout:           router.DefaultPDTimeout,
 		BlockSize:           fleet.DefaultBlockSize,
 		TreeMaxBlocks:       65536,
 		TreeTTL:             10 * time.Minute,
@@ -306,6 +317,11 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.DiscoverInterval, "discover-interval", o.DiscoverInterval, "how often --discover names are resolved again (a failed lookup keeps the last answer's workers)")
 	fs.StringVar(&o.DNSServer, "dns-server", o.DNSServer, "`HOST:PORT` of the DNS server --discover asks (default: the system's resolver)")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "routing policy: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&o.PrefillPolicy, "prefill-policy", o.PrefillPolicy, "policy picking the prefill worker of a prefill/decode pair (any --policy name)")
+	fs.StringVar(&o.DecodePolicy, "decode-policy", o.DecodePolicy, "policy picking the decode worker of a pair, and the worker of a request a disaggregated pool runs whole")
+	fs.StringVar(&o.PDTransfer, "pd-transfer", o.PDTransfer, "KV hand-off of prefill/decode pairs: nixl (vLLM NixlConnector, sequential) or sglang (bootstrap room, concurrent); empty: sglang for prefill workers with runtime=sglang, else nixl")
+	fs.IntVar(&o.PDMinUncachedTokens, "pd-min-uncached-tokens", o.PDMinUncachedTokens, "a prompt shorter than this, or one the decode worker holds all but fewer than this many tokens of, runs whole on the decode worker (negative: always split)")
+	fs.DurationVar(&o.PDTimeout, "pd-timeout", o.PDTimeout, "bound on a pair's prefill leg (its answer, or for sglang its whole call)")
 	fs.Float64Var(&o.CacheThreshold, "cache-threshold", o.CacheThreshold, "cache_aware: minimum matched/request block ratio for the best-matching worker to win")
 	fs.Int64Var(&o.BalanceAbsThreshold, "balance-abs-threshold", o.BalanceAbsThreshold, "cache_aware/cost: imbalance when max_load-min_load exceeds this (and the relative threshold)")
 	fs.Float64Var(&o.BalanceRelThreshold, "balance-rel-threshold", o.BalanceRelThreshold, "cache_aware/cost: imbalance when max_load exceeds this times min_load (and the absolute threshold)")

@@ -341,7 +341,7 @@ func newClientGuard(o options, reg prometheus.Registerer) (*clientauth.Guard, er
 		return nil, err
 	}
 	g, err := clientauth.New(clientauth.Config{Keys: keys, RateLimit: o.RateLimit, RateBurst: o.RateBurst, MaxConcurrentPerKey: o.MaxConcurrentPerKey,
-		OpenPaths: router.OpenPaths, Registerer: reg})
+		OpenPaths: router.OpenPaths, Registerer: reg, WriteError: router.WriteClientError})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

@@ -39,6 +39,14 @@ type options struct {
 
 	apiKey, tlsCert, tlsKey, tlsClientCA string
 
+	// Prefill/decode role (--pd-*): pd is nil for an aggregated engine.
+	pdRole, pdTransfer string
+	pdBootstrapPort    int
+	pdBandwidth        float64
+	pdKVBytesPerToken  int
+	pdLease, pdWait    time.Duration
+	pd                 *sim.PDConfig
+
 	logLevel string
 }
 
@@ -62,6 +70,15 @@ tokenizer.json FILE, chat needs --chat-template. Without a template chat answers
 --reasoning-parser and --tool-call-parser (vLLM's names) split chat output into reasoning,
 content and tool_calls, e.g. of a --reply-file script; without --tool-call-parser, requests
 whose tool_choice is not "none" get vLLM's 400 (as without --enable-auto-tool-choice).
+
+Prefill/decode disaggregation (wire/pd.md): --pd-role prefill|decode --pd-transfer nixl|sglang
+makes the engine one side of a pair. A nixl prefill engine answers requests tagged
+do_remote_decode with kv_transfer_params naming its held blocks and its side channel (this
+HTTP listener); a nixl decode engine reads them there. An sglang prefill engine serves a
+bootstrap server on --pd-bootstrap-port, waits for its decode engine and hands the prompt
+over; an sglang decode engine fetches it from bootstrap_host:bootstrap_port. The decode
+engine waits the transfer time (KV bytes / --pd-bandwidth) and caches the received blocks,
+publishing them as BlockStored events, then decodes without recomputing them.
 
 Fault switches (for reliability tests):
   --fault-drop-every N      do not send every Nth event batch on the PUB (replay still has it)
@@ -146,6 +163,13 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate: serve HTTP (https://) and gRPC over TLS (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM CAs: require client certificates signed by them on HTTP and gRPC (mTLS; needs --tls-cert)")
+	fs.StringVar(&o.pdRole, "pd-role", "", "prefill or decode: one side of prefill/decode pairs (empty = an aggregated engine)")
+	fs.StringVar(&o.pdTransfer, "pd-transfer", "nixl", "KV hand-off of --pd-role: nixl (vLLM NixlConnector) or sglang (bootstrap room)")
+	fs.IntVar(&o.pdBootstrapPort, "pd-bootstrap-port", 8998, "port of an sglang prefill engine's bootstrap server")
+	fs.Float64Var(&o.pdBandwidth, "pd-bandwidth", 25e9, "KV transfer bytes per simulated second")
+	fs.IntVar(&o.pdKVBytesPerToken, "pd-kv-bytes-per-token", 262144, "KV bytes of one token (the default is a 32B model's: 64 layers x 8 KV heads x 128 x K,V x 2 bytes)")
+	fs.DurationVar(&o.pdLease, "pd-lease", 30*time.Second, "how long a nixl prefill engine holds unread blocks (vLLM kv_lease_duration)")
+	fs.DurationVar(&o.pdWait, "pd-wait", 300*time.Second, "how long an sglang engine waits for the other side (SGLang's bootstrap and waiting timeouts)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug|info|warn|error")
 }
 
@@ -168,6 +192,13 @@ func (o *options) check() error {
 	}
 	if o.tokenizerPath == "" && (o.chatTemplate != "" || o.reasoningParser != "" || o.toolCallParser != "") {
 		return errors.New("simworker: --chat-template, --reasoning-parser and --tool-call-parser need --tokenizer (chat is rendered and decoded with the model's tokenizer)")
+	}
+	if o.pdRole != "" {
+		if o.pdBandwidth <= 0 || o.pdKVBytesPerToken <= 0 || o.pdLease <= 0 || o.pdWait <= 0 || o.pdBootstrapPort < 1 || o.pdBootstrapPort > 65535 {
+			return errors.New("simworker: --pd-bandwidth, --pd-kv-bytes-per-token, --pd-lease and --pd-wait must be positive and --pd-bootstrap-port a port")
+		}
+		o.pd = &sim.PDConfig{Role: o.pdRole, Transfer: o.pdTransfer, Bandwidth: o.pdBandwidth, KVBytesPerToken: o.pdKVBytesPerToken,
+			Lease: o.pdLease, Wait: o.pdWait}
 	}
 	if o.reasoningParser != "" || o.toolCallParser != "" {
 		var err error

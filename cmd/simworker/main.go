@@ -261,6 +261,9 @@ type servers struct {
 	hl   net.Listener
 	grpc *grpc.Server // nil without --grpc-port
 	gl   net.Listener
+	// boot is an sglang prefill engine's bootstrap server (nil otherwise), on bl.
+	boot *http.Server
+	bl   net.Listener
 	tls  bool // both serve TLS
 }
 
@@ -273,13 +276,15 @@ func newServers(o *options, log *zap.Logger, m *textModel, ranks sim.Ranks, brid
 	if m.renderer != nil {
 		scfg.Chat = m.renderer
 	}
-	hs, err := sim.NewServer(scfg, ranks, reg)
-	if err != nil {
-		return nil, err
-	}
 	hl, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
 	if err != nil {
 		return nil, fmt.Errorf("simworker: http listen: %w", err)
+	}
+	scfg.PD = pdConfig(o, hl)
+	hs, err := sim.NewServer(scfg, ranks, reg)
+	if err != nil {
+		hl.Close()
+		return nil, err
 	}
 	tlsCfg, err := serverTLS(o)
 	if err != nil {
@@ -291,6 +296,13 @@ func newServers(o *options, log *zap.Logger, m *textModel, ranks sim.Ranks, brid
 	}
 	s := &servers{http: &http.Server{Handler: sim.RequireAPIKey(hs.Handler(), o.apiKey), ReadHeaderTimeout: 10 * time.Second},
 		hl: hl, tls: tlsCfg != nil}
+	if h := hs.BootstrapHandler(); h != nil {
+		if s.bl, err = net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.pdBootstrapPort))); err != nil {
+			hl.Close()
+			return nil, fmt.Errorf("simworker: bootstrap listen: %w", err)
+		}
+		s.boot = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	}
 	if o.grpcPort == 0 {
 		return s, nil
 	}
@@ -313,6 +325,21 @@ func newServers(o *options, log *zap.Logger, m *textModel, ranks sim.Ranks, brid
 	return s, nil
 }
 
+// pdConfig returns the server's pair role, its side channel the HTTP listener hl (at --host,
+// or loopback when that is empty), or nil without --pd-role.
+func pdConfig(o *options, hl net.Listener) *sim.PDConfig {
+	if o.pd == nil {
+		return nil
+	}
+	pd := *o.pd
+	host := o.host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	pd.SideChannel = net.JoinHostPort(host, strconv.Itoa(hl.Addr().(*net.TCPAddr).Port))
+	return &pd
+}
+
 // serve runs the engines, the ZMQ publishers and the servers until ctx is done or a server
 // fails, then stops accepting, lets in-flight requests finish (bounded) and stops the engines
 // and publishers last. It returns the server's error, or nil after ctx.
@@ -333,7 +360,7 @@ func serve(ctx context.Context, log *zap.Logger, ranks sim.Ranks, ev *eventSinks
 			}
 		}()
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() {
 		if err := srv.http.Serve(srv.hl); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("simworker: http: %w", err)
@@ -345,6 +372,14 @@ func serve(ctx context.Context, log *zap.Logger, ranks sim.Ranks, ev *eventSinks
 				errc <- fmt.Errorf("simworker: grpc: %w", err)
 			}
 		}()
+	}
+	if srv.boot != nil {
+		go func() {
+			if err := srv.boot.Serve(srv.bl); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("simworker: bootstrap: %w", err)
+			}
+		}()
+		defer srv.boot.Close() // its requests end with the prefills they wait for
 	}
 	var runErr error
 	select {

@@ -118,7 +118,7 @@ func (s *Sandbox) render(cfg sandboxConfig, req *openai.ChatRequest, src string)
 	if mem <= 0 {
 		mem = DefaultSandboxMemory
 	}
-	frame, err := json.Marshal(sandboxFrame{Config: cfg, Body: string(req.AppendUpstream(nil, req.Model)), Template: src, Memory: mem})
+	frame, err := json.Marshal(sandboxFrame{Config: cfg, Body: string(req.AppendUpstream(nil, req.Model, nil)), Template: src, Memory: mem})
 	if err != nil {
 		return "", openai.BadRequest("", "chat template sandbox: "+err.Error())
 	}

@@ -7,7 +7,7 @@
 // that keep per-client state.
 //
 // Files: keys.go holds the key file format (ParseKeys, with a key's admission bands), the key set matched in constant time
-// (KeySet) and the credential parsers (BearerToken; the "api-key" header); guard.go the Guard,
+// (KeySet) and the credential parsers (BearerToken; the "api-key" and "x-api-key" headers); guard.go the Guard,
 // its key generations and reloads (SetKeys); limits.go the per-key limiters and their metrics.
 //
 // Keys are never logged, counted or echoed: metrics are labelled by a key's name, error

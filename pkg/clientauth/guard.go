@@ -18,7 +18,7 @@ import (
 // request passes as the anonymous client.
 type Config struct {
 	// Keys, when it holds keys, is required of every request but OpenPaths ("Authorization:
-	// Bearer KEY" or "api-key: KEY"), else 401. nil or empty: no client authentication.
+	// Bearer KEY", "api-key: KEY" or "x-api-key: KEY"), else 401. nil or empty: no client authentication.
 	// Guard.SetKeys replaces them while serving.
 	Keys *KeySet
 	// RateLimit is each client key's sustained request rate in requests per second, with
@@ -38,6 +38,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock of the rate limits (nil: time.Now).
 	Now func() time.Time
+	// WriteError writes the guard's 401 and 429 answers in the shape of the API the request
+	// calls (the router's: Anthropic's for /v1/messages); nil: openai.WriteError.
+	WriteError func(w http.ResponseWriter, r *http.Request, e *openai.Error)
 }
 
 // Guard authenticates the requests of the public API against the client keys and admits them
@@ -73,6 +76,9 @@ func New(cfg Config) (*Guard, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.WriteError == nil {
+		cfg.WriteError = func(w http.ResponseWriter, _ *http.Request, e *openai.Error) { openai.WriteError(w, e) }
 	}
 	g := &Guard{cfg: cfg, open: map[string]bool{}}
 	for _, p := range cfg.OpenPaths {
@@ -143,12 +149,12 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		c, grant, aerr := g.authenticate(r)
 		if aerr != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate"`)
-			openai.WriteError(w, aerr)
+			g.cfg.WriteError(w, r, aerr)
 			return
 		}
 		release, aerr := c.admit(w.Header(), g.cfg.Now())
 		if aerr != nil {
-			openai.WriteError(w, aerr)
+			g.cfg.WriteError(w, r, aerr)
 			return
 		}
 		defer release()

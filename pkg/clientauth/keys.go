@@ -244,20 +244,24 @@ const (
 
 // clientCredential returns the key a request presents: the token of "Authorization: Bearer",
 // else the value of an "api-key" header (Azure OpenAI's convention, which some clients
-// follow). When there is none, problem says whether the request sent nothing or something
-// unusable.
+// follow), else the value of an "x-api-key" header (Anthropic's, which its clients send). When
+// there is none, problem says whether the request sent nothing or something unusable.
 func clientCredential(h httpHeader) (key string, problem string) {
 	auth := h.Values("Authorization")
 	if tok, ok := BearerToken(auth); ok {
 		return tok, ""
 	}
-	apiKey := h.Values("Api-Key")
-	if len(apiKey) == 1 {
-		if tok, ok := visibleToken(strings.TrimLeft(apiKey[0], " \t")); ok {
-			return tok, ""
+	sent := len(auth) > 0
+	for _, name := range []string{"Api-Key", "X-Api-Key"} {
+		v := h.Values(name)
+		if len(v) == 1 {
+			if tok, ok := visibleToken(strings.TrimLeft(v[0], " \t")); ok {
+				return tok, ""
+			}
 		}
+		sent = sent || len(v) > 0
 	}
-	if len(auth) == 0 && len(apiKey) == 0 {
+	if !sent {
 		return "", credMissing
 	}
 	return "", credMalformed

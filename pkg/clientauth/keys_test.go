@@ -186,6 +186,12 @@ func TestClientCredential(t *testing.T) {
 		{"basic only", headerMap{"Authorization": {"Basic x"}}, "", credMalformed},
 		{"empty api-key", headerMap{"Api-Key": {""}}, "", credMalformed},
 		{"two api-keys", headerMap{"Api-Key": {"a", "b"}}, "", credMalformed},
+		{"x-api-key", headerMap{"X-Api-Key": {"k3"}}, "k3", ""},
+		{"bearer wins over x-api-key", headerMap{"Authorization": {"Bearer k1"}, "X-Api-Key": {"k3"}}, "k1", ""},
+		{"api-key wins over x-api-key", headerMap{"Api-Key": {"k2"}, "X-Api-Key": {"k3"}}, "k2", ""},
+		{"malformed api-key, then x-api-key", headerMap{"Api-Key": {""}, "X-Api-Key": {"k3"}}, "k3", ""},
+		{"empty x-api-key", headerMap{"X-Api-Key": {" "}}, "", credMalformed},
+		{"two x-api-keys", headerMap{"X-Api-Key": {"a", "b"}}, "", credMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,9 +45,12 @@ type Model struct {
 
 // Request is one client request as the engines need it.
 type Request struct {
-	// Completion or Chat is the parsed client request (exactly one is set).
+	// Completion, Chat or Pass is the parsed client request (exactly one is set). A Pass
+	// request (the pooling endpoints) is forwarded as it is to HTTP workers; gRPC workers
+	// refuse it.
 	Completion *openai.CompletionRequest
 	Chat       *openai.ChatRequest
+	Pass       *openai.PassRequest
 	// ChatOutput says how a gRPC worker's chat output becomes the message (an HTTP worker's
 	// engine parses its own).
 	ChatOutput ChatOutput
@@ -59,6 +62,9 @@ type Request struct {
 	Tokens [][]uint32
 	// ForwardTokenIDs sends Tokens as the prompt to HTTP workers (when every prompt has them).
 	ForwardTokenIDs bool
+	// Edits change the body an HTTP worker gets (a leg of a prefill/decode pair, wire/pd.md);
+	// an edit of "stream" decides whether the call streams. nil: the client's body.
+	Edits openai.Edits
 	// Media counts the request's media items (images, audio, video): HTTP workers get them in
 	// the client's body; gRPC workers cannot (ErrMediaOverGRPC).
 	Media int

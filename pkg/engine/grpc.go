@@ -157,10 +157,19 @@ func (e *grpcEngine) Model(ctx context.Context) (Model, error) {
 	return Model{Name: name}, err
 }
 
+// PassOnGRPC is the answer to a forwarded request (Request.Pass) that only gRPC workers could
+// take: the engine gRPC interface has no pooling calls.
+func PassOnGRPC(path string) *openai.Error {
+	return openai.BadRequest("", "POST "+path+" is served by http:// workers only: the engine gRPC interface has no pooling calls, and the model's workers are grpc://")
+}
+
 // Generate implements Engine: one Generate per prompt with the gateway's token ids, every call
 // started before anything is returned, so a worker that refuses can still be retried elsewhere.
 // The body turns the streams into OpenAI completion objects (grpcBody).
 func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error) {
+	if r.Pass != nil {
+		return nil, PassOnGRPC(r.Pass.Path)
+	}
 	if e.cfg.Tokenizer == nil {
 		return nil, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeInvalidRequest, Code: "tokenizer_required",
 			Message: "grpc:// workers need the gateway's tokenizer (--model-path or --tokenizer)"}

@@ -149,7 +149,11 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 	if err != nil {
 		return nil, Classify(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if r.Pass != nil {
+		req.Header.Set("Content-Type", r.Pass.ContentType())
+	} else {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for _, h := range forwardHeaders {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
@@ -182,11 +186,22 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 
 // upstreamBody returns the path and body of r for the engine, and whether it streams.
 func upstreamBody(r *Request, engineModel string) (path string, body []byte, stream bool) {
+	if p := r.Pass; p != nil {
+		return p.Path, p.AppendUpstream(make([]byte, 0, p.BodyLen()+64), engineModel), p.Stream
+	}
 	if c := r.Chat; c != nil {
-		return "/v1/chat/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel), c.Stream
+		return "/v1/chat/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel, r.Edits), editedStream(r.Edits, c.Stream)
 	}
 	c := r.Completion
-	return "/v1/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel, forwarded(r)), c.Stream
+	return "/v1/completions", c.AppendUpstream(make([]byte, 0, c.BodyLen()+64), engineModel, forwarded(r), r.Edits), editedStream(r.Edits, c.Stream)
+}
+
+// editedStream returns whether a call with edits streams, given the client's stream.
+func editedStream(edits openai.Edits, stream bool) bool {
+	if v, ok := edits.Lookup("stream"); ok {
+		return string(v) == "true"
+	}
+	return stream
 }
 
 // forwarded returns the token ids to send as the prompt, or nil to send the client's prompt.

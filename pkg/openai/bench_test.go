@@ -29,7 +29,7 @@ func BenchmarkParseCompletion(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = req.AppendUpstream(make([]byte, 0, len(body)+64), "m", nil)
+		_ = req.AppendUpstream(make([]byte, 0, len(body)+64), "m", nil, nil)
 	}
 }
 

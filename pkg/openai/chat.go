@@ -76,9 +76,12 @@ func (r *ChatRequest) MaxOutputTokens() int {
 // AppendUpstream appends the client's body re-encoded for an http:// worker: every field as
 // sent, with model set to the worker's name. Keys are written in sorted order; values are
 // the client's bytes.
-func (r *ChatRequest) AppendUpstream(dst []byte, model string) []byte {
-	return appendFields(dst, r.raw, model, func(dst []byte, _ string) ([]byte, bool) { return dst, false })
+func (r *ChatRequest) AppendUpstream(dst []byte, model string, edits Edits) []byte {
+	return appendFields(dst, r.raw, model, edits, func(dst []byte, _ string) ([]byte, bool) { return dst, false })
 }
+
+// Has reports whether the client's body has the top-level field key.
+func (r *ChatRequest) Has(key string) bool { _, ok := r.raw[key]; return ok }
 
 // reasoningEfforts are vLLM's accepted reasoning_effort values.
 var reasoningEfforts = map[string]bool{"none": true, "minimal": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true}

@@ -125,7 +125,7 @@ func TestChatAppendUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err.Message)
 	}
-	got := string(req.AppendUpstream(nil, "worker"))
+	got := string(req.AppendUpstream(nil, "worker", nil))
 	want := `{"messages":[{"role":"user","content":"hi"}],"model":"worker","tools":[{"function":{"name":"f","parameters":{"b":1,"a":2}}}],"x_extra":1.50}`
 	if got != want {
 		t.Errorf("got %s, want %s", got, want)
@@ -161,7 +161,7 @@ func FuzzParseChat(f *testing.F) {
 				t.Fatalf("kept invalid raw JSON %q", raw)
 			}
 		}
-		out := req.AppendUpstream(nil, "m\"x")
+		out := req.AppendUpstream(nil, "m\"x", nil)
 		if !json.Valid(out) {
 			t.Fatalf("upstream body is not JSON: %q", out)
 		}
@@ -187,4 +187,34 @@ func FuzzSkipTrusted(f *testing.F) {
 			t.Fatalf("%q: skipTrusted ends at %d, scanValue at %d", b, got, want)
 		}
 	})
+}
+
+func TestAppendUpstreamEdits(t *testing.T) {
+	tests := []struct {
+		name  string
+		edits Edits
+		want  string
+	}{
+		{"none", nil, `{"max_tokens":200,"messages":[],"min_tokens":3,"model":"w","stream":true}`},
+		{"replace, remove and add", Edits{{"max_tokens", json.RawMessage(`1`)}, {"min_tokens", nil}, {"stream", json.RawMessage(`false`)}, {"kv_transfer_params", json.RawMessage(`{"a":1}`)}},
+			`{"kv_transfer_params":{"a":1},"max_tokens":1,"messages":[],"model":"w","stream":false}`},
+		{"a later edit wins", Edits{{"n", json.RawMessage(`2`)}, {"n", json.RawMessage(`1`)}, {"stream", nil}, {"stream", json.RawMessage(`true`)}},
+			`{"max_tokens":200,"messages":[],"min_tokens":3,"model":"w","n":1,"stream":true}`},
+		{"removing an absent key and the model", Edits{{"stop", nil}, {"model", json.RawMessage(`"x"`)}}, `{"max_tokens":200,"messages":[],"min_tokens":3,"model":"w","stream":true}`},
+	}
+	req, aerr := ParseChat([]byte(`{"model":"c","messages":[],"max_tokens":200,"min_tokens":3,"stream":true}`), Limits{})
+	if aerr != nil {
+		t.Fatal(aerr.Message)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(req.AppendUpstream(nil, "w", tt.edits))
+			if got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+			if !json.Valid([]byte(got)) {
+				t.Errorf("%s is not valid JSON", got)
+			}
+		})
+	}
 }

@@ -31,6 +31,9 @@ type CompletionRequest struct {
 // BodyLen returns the size of the client's body, to size buffers for the upstream one.
 func (r *CompletionRequest) BodyLen() int { return r.bodyLen }
 
+// Has reports whether the client's body has the top-level field key.
+func (r *CompletionRequest) Has(key string) bool { _, ok := r.raw[key]; return ok }
+
 // ParseCompletion decodes and validates a completion body. The request refers into body, which
 // must stay unchanged while the request is in use. Every failure is a 400 *Error naming the
 // offending parameter.
@@ -136,9 +139,10 @@ func firstElem(v []byte) byte {
 
 // AppendUpstream appends the client's body re-encoded for an http:// worker: every field as
 // sent, with model set to the worker's name and, when tokens is non-nil, prompt replaced by the
-// gateway's token ids (one list per prompt). Keys are written in sorted order.
-func (r *CompletionRequest) AppendUpstream(dst []byte, model string, tokens [][]uint32) []byte {
-	return appendFields(dst, r.raw, model, func(dst []byte, k string) ([]byte, bool) {
+// gateway's token ids (one list per prompt), and edits applied. Keys are written in sorted
+// order.
+func (r *CompletionRequest) AppendUpstream(dst []byte, model string, tokens [][]uint32, edits Edits) []byte {
+	return appendFields(dst, r.raw, model, edits, func(dst []byte, k string) ([]byte, bool) {
 		if k != "prompt" || tokens == nil {
 			return dst, false
 		}

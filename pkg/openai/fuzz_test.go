@@ -27,7 +27,7 @@ func FuzzParseCompletion(f *testing.F) {
 			}
 		}
 		// Re-encoding for a worker always yields valid JSON.
-		out := req.AppendUpstream(nil, "m\"x", nil)
+		out := req.AppendUpstream(nil, "m\"x", nil, nil)
 		if !json.Valid(out) {
 			t.Fatalf("upstream body is not JSON: %q", out)
 		}
@@ -108,4 +108,41 @@ func TestMarshalKeepsHTMLRaw(t *testing.T) {
 	if want := `{"content":"<tool_call>a & b</tool_call>","n":3}`; string(b) != want {
 		t.Errorf("Marshal: got %s, want %s", b, want)
 	}
+}
+
+// FuzzParseForm: any upload is a 400 or a form whose upstream body parses back into the same
+// parts, model set.
+func FuzzParseForm(f *testing.F) {
+	f.Add([]byte("--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\r\n\x00\x01\r\n--b--\r\n"))
+	f.Add([]byte("--b\r\n\r\n--b--"))
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseForm(b, "multipart/form-data; boundary=b", "/v1/audio/transcriptions")
+		if err != nil {
+			if err.Status != 400 {
+				t.Fatalf("status %d", err.Status)
+			}
+			return
+		}
+		back, err := ParseForm(r.AppendUpstream(nil, "w"), r.ContentType(), r.Path)
+		if err != nil {
+			t.Fatalf("upstream body does not parse: %v", err)
+		}
+		want := len(r.form)
+		if r.Model == "" && !hasModel(r) {
+			want++
+		}
+		if len(back.form) != want || back.Model != "w" {
+			t.Fatalf("upstream parts %d model %q, want %d and w", len(back.form), back.Model, want)
+		}
+	})
+}
+
+func hasModel(r *PassRequest) bool {
+	for _, p := range r.form {
+		if p.name == "model" {
+			return true
+		}
+	}
+	return false
 }

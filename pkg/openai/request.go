@@ -61,15 +61,44 @@ func jsonErrText(err error) string {
 	return "malformed"
 }
 
+// Edit changes one top-level field of a request body re-encoded for a worker: Value (valid
+// JSON) replaces or adds the field, a nil Value removes it. The legs of a prefill/decode pair
+// are the client's body with edits (wire/pd.md §§2.1, 2.4, 4.1).
+type Edit struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// Edits apply in order; a later edit of a key wins. nil: the body as sent.
+type Edits []Edit
+
+// Lookup returns the value the edits give key (nil for a removal) and whether they touch it.
+func (e Edits) Lookup(key string) (json.RawMessage, bool) {
+	for i := len(e) - 1; i >= 0; i-- {
+		if e[i].Key == key {
+			return e[i].Value, true
+		}
+	}
+	return nil, false
+}
+
 // appendFields writes raw as a JSON object in sorted key order with "model" set to model (added
-// when absent); replace may write another key's value itself (returning true).
-func appendFields(dst []byte, raw map[string]json.RawMessage, model string, replace func(dst []byte, key string) ([]byte, bool)) []byte {
-	keys := make([]string, 0, len(raw)+1)
+// when absent) and edits applied; replace may write another key's value itself (returning
+// true).
+func appendFields(dst []byte, raw map[string]json.RawMessage, model string, edits Edits, replace func(dst []byte, key string) ([]byte, bool)) []byte {
+	keys := make([]string, 0, len(raw)+1+len(edits))
 	for k := range raw {
-		keys = append(keys, k)
+		if v, ok := edits.Lookup(k); !ok || v != nil {
+			keys = append(keys, k)
+		}
 	}
 	if _, ok := raw["model"]; !ok {
 		keys = append(keys, "model")
+	}
+	for i, e := range edits {
+		if _, ok := raw[e.Key]; !ok && e.Value != nil && e.Key != "model" && !slices.ContainsFunc(edits[i+1:], func(o Edit) bool { return o.Key == e.Key }) {
+			keys = append(keys, e.Key)
+		}
 	}
 	slices.Sort(keys)
 	dst = append(dst, '{')
@@ -81,6 +110,10 @@ func appendFields(dst []byte, raw map[string]json.RawMessage, model string, repl
 		dst = append(dst, ':')
 		if k == "model" {
 			dst = AppendString(dst, model)
+			continue
+		}
+		if v, ok := edits.Lookup(k); ok {
+			dst = append(dst, v...)
 			continue
 		}
 		var done bool

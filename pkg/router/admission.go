@@ -31,30 +31,9 @@ import (
 // With client keys it is bounded by the key's grant; without, taken as sent.
 const HeaderPriority = "X-Kvgate-Priority"
 
-// Defaults of QueueConfig fields left zero.
-const (
-	DefaultQueueTimeout = 30 * time.Second
-	// kickInterval is how often pools with waiting requests are offered the free slots that
-	// no ending request handed over (a worker that became healthy or joined the pool).
-	kickInterval = 100 * time.Millisecond
-)
-
-// QueueConfig configures the admission queue of every model's pool.
-type QueueConfig struct {
-	// Max is the most requests waiting per pool; past it a request gets 429
-	// rate_limit_exceeded. 0: no queue, a request finding every worker full gets the 429 at
-	// once. The queue needs Config.MaxInFlightPerWorker, the bound it waits for.
-	Max int
-	// Timeout is the longest a request waits (default 30 s); past it 503 queue_timeout with
-	// Retry-After.
-	Timeout time.Duration
-	// MaxWait is the age bound: a request waiting this long goes before every later one,
-	// whatever its band (0: none, a low band may wait for its whole Timeout).
-	MaxWait time.Duration
-	// LookAhead is how many waiting requests of the best band a freed worker is matched
-	// against for the longest cached prefix (default admission.DefaultLookAhead).
-	LookAhead int
-}
+// kickInterval is how often pools with waiting requests are offered the free slots that no
+// ending request handed over (a worker that became healthy or joined the pool).
+const kickInterval = 100 * time.Millisecond
 
 // newQueue returns a pool's queue for cfg (nil: no queue).
 func newQueue(cfg Config) (*admission.Queue[*fleet.Member], error) {
@@ -87,12 +66,13 @@ func requestPriority(r *http.Request) (int, *openai.Error) {
 func (rt *Router) admit(ctx context.Context, h http.Header, r *http.Request, s *routeScratch, dec *decision, c *call) *openai.Error {
 	q := c.model.queue
 	if q == nil || q.Len() == 0 {
-		aerr := rt.route(s, dec, c, nil)
+		aerr := rt.route(s, dec, c, nil, legWhole)
 		if aerr == nil || q == nil || !s.sel.Full {
 			return aerr
 		}
 	} else {
 		rt.fleet.Snapshot().Select(&s.sel, c.target, nil, rt.cfg.MaxInFlightPerWorker)
+		s.disagg = keepRole(&s.sel, legWhole)
 		if len(s.sel.Candidates) == 0 && !s.sel.Full {
 			return routeError(c.target.Model, s.sel.Known, false)
 		}
@@ -106,7 +86,7 @@ func (rt *Router) admit(ctx context.Context, h http.Header, r *http.Request, s *
 		return aerr
 	}
 	s.sel.Candidates = append(s.sel.Candidates[:0], m)
-	rt.pick(s, dec, c, false, time.Now())
+	rt.pick(s, dec, c, false, time.Now(), rt.legPolicy(c, legWhole, s.disagg))
 	m.Worker().Release(worker.Hold{}) // the hand-off's reservation, now the request's own load
 	return nil
 }
@@ -149,8 +129,8 @@ func (rt *Router) wait(ctx context.Context, h http.Header, q *admission.Queue[*f
 func (rt *Router) scorer(c *call) func(*fleet.Member) (int, bool) {
 	tokens, t := c.routeTokens(), c.target
 	return func(m *fleet.Member) (int, bool) {
-		if m.Pool() != t.Pool || !m.Serves(t) {
-			return 0, false
+		if m.Pool() != t.Pool || !m.Serves(t) || !m.Worker().Role().Decodes() {
+			return 0, false // a role=prefill worker never takes a request whole
 		}
 		if len(tokens) == 0 {
 			return 0, true

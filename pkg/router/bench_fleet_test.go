@@ -148,7 +148,7 @@ func BenchmarkFleetRoute(b *testing.B) {
 				t0 := time.Now()
 				c.req.Tokens[0] = fx.requests[i%len(fx.requests)]
 				fx.rt.resolve(c, "m")
-				if aerr := fx.rt.route(s, &dec, c, nil); aerr != nil {
+				if aerr := fx.rt.route(s, &dec, c, nil, legWhole); aerr != nil {
 					b.Fatal(aerr)
 				}
 				lat = append(lat, time.Since(t0))

@@ -413,7 +413,7 @@ func BenchmarkRouteDecision(b *testing.B) {
 	var dec decision
 	c := &call{req: engine.Request{Tokens: [][]uint32{prompts[0]}}}
 	rt.resolve(c, "m")
-	if aerr := rt.route(s, &dec, c, nil); aerr != nil || dec.matched != 40 {
+	if aerr := rt.route(s, &dec, c, nil, legWhole); aerr != nil || dec.matched != 40 {
 		b.Fatalf("warm-up request matched %d blocks (%v), want 40", dec.matched, aerr)
 	}
 	dec.pick.Done()
@@ -422,7 +422,7 @@ func BenchmarkRouteDecision(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		c.req.Tokens[0] = prompts[i%len(prompts)]
 		rt.resolve(c, "m")
-		if aerr := rt.route(s, &dec, c, nil); aerr != nil {
+		if aerr := rt.route(s, &dec, c, nil, legWhole); aerr != nil {
 			b.Fatal(aerr)
 		}
 		dec.pick.Done() // the request ends: release the load the pick took

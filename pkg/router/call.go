@@ -28,6 +28,8 @@ type call struct {
 	// (tracing.go), nil otherwise; up is the upstream call's span while one is in flight.
 	tctx context.Context
 	up   trace.Span
+	// leg names the pair leg this call is (legNameDecode), "" for a whole request.
+	leg string
 }
 
 // routeTokens returns the tokens the request is routed on: its first prompt's, or route.

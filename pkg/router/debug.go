@@ -12,6 +12,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // routeExplanation is the GET /debug/route body.
@@ -28,8 +29,25 @@ type routeExplanation struct {
 	Media         *mediaView      `json:"media,omitempty"` // how a request with media is routed
 	Workers       []workerExplain `json:"workers"`
 	Decision      *decisionView   `json:"decision,omitempty"`
-	Queue         *queueView      `json:"queue,omitempty"` // the pool's admission queue, when configured
-	Error         string          `json:"error,omitempty"`
+	// PD explains a disaggregated pool's split: Workers and Decision are then the decode
+	// leg's (decode and both workers, by the decode policy).
+	PD    *pdExplain `json:"pd,omitempty"`
+	Queue *queueView `json:"queue,omitempty"` // the pool's admission queue, when configured
+	Error string     `json:"error,omitempty"`
+}
+
+// pdExplain is how a disaggregated pool would run the request (pd.go).
+type pdExplain struct {
+	// Split is "pair" or why the request runs whole on the decode worker (X-Kvgate-Pd).
+	Split             string `json:"split"`
+	Transfer          string `json:"transfer"`
+	DecodePolicy      string `json:"decode_policy"`
+	PrefillPolicy     string `json:"prefill_policy"`
+	MinUncachedTokens int    `json:"min_uncached_tokens"`
+	// DecodeCachedTokens are the prompt's leading tokens the decode worker holds.
+	DecodeCachedTokens int           `json:"decode_cached_tokens"`
+	Prefill            *decisionView `json:"prefill,omitempty"`
+	Note               string        `json:"note,omitempty"`
 }
 
 // queueView is the admission queue of the pool a request would go to: whether it would wait
@@ -89,7 +107,8 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleDebugRouteBody explains the route of a request body, as the pipeline would take it (a
-// body with "messages" is a chat request, any other a completion): parsed, resolved and
+// body with "messages" is a chat request, any other a completion; ?endpoint=messages reads an
+// Anthropic Messages body, converted as POST /v1/messages converts it): parsed, resolved and
 // tokenized or rendered by the same endpoint, and explained like GET /debug/route.
 func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
@@ -103,7 +122,10 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep := completions
-	if isChatBody(body) {
+	switch {
+	case r.URL.Query().Get("endpoint") == "messages":
+		ep = newMessagesTurn().ep
+	case isChatBody(body):
 		ep = chatCompletions
 	}
 	c := &call{}
@@ -141,6 +163,12 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 	}
 	s := new(routeScratch)
 	rt.fleet.Snapshot().Select(&s.sel, t, nil, rt.cfg.MaxInFlightPerWorker)
+	disagg := keepRole(&s.sel, legWhole)
+	pol := c.model.policy
+	if disagg {
+		pol = c.model.pd.decode
+		out.Policy = policyName(pol)
+	}
 	if c.req.Media > 0 {
 		if aerr := mediaCandidates(&s.sel); aerr != nil {
 			out.Error = aerr.Message
@@ -164,8 +192,52 @@ func (rt *Router) explainRoute(w http.ResponseWriter, c *call, prompt string) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	out.Decision = explainPick(c.model.policy, s, tokens, bs)
+	out.Decision = explainPick(pol, s, tokens, bs)
+	if disagg && out.Decision != nil && out.Decision.Worker != "" {
+		out.PD = rt.explainPD(c, out.Decision)
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// explainPD explains the split of c, whose decode worker would be dec's, as servePair
+// decides it, and the prefill worker a pair would get.
+func (rt *Router) explainPD(c *call, dec *decisionView) *pdExplain {
+	pd, tokens, bs := &c.model.pd, c.routeTokens(), c.target.Pool.BlockSize()
+	d := rt.fleet.Snapshot().Member(dec.Worker)
+	if d == nil {
+		return nil
+	}
+	out := &pdExplain{Transfer: pd.transferOf(d.Worker()), DecodePolicy: policyName(pd.decode), PrefillPolicy: policyName(pd.prefill),
+		MinUncachedTokens: pd.minUncached, DecodeCachedTokens: dec.MatchedBlocks * bs}
+	out.Split = splitReason(len(tokens), out.DecodeCachedTokens, pd.minUncached)
+	mustPair := out.Transfer == PDTransferSGLang && d.Worker().Role() == worker.RoleDecode
+	switch {
+	case mustPair:
+		out.Split, out.Note = pdPair, "SGLang decode-mode workers serve only pairs"
+	case out.Split == pdShortPrompt:
+		out.Note = "the prompt is shorter than min_uncached_tokens: splitting would not pay"
+	case out.Split == pdDecodeCached:
+		out.Note = "the decode worker holds all but fewer than min_uncached_tokens of the prompt: it prefills the rest itself"
+	}
+	if out.Split == pdPair && pairBlocked(c, d) {
+		out.Split = pdGRPC
+	}
+	if out.Split == pdPair && out.Transfer == PDTransferNIXL && multipleOutputs(c) {
+		out.Split = pdMultiple
+	}
+	if out.Split != pdPair {
+		return out
+	}
+	s := new(routeScratch)
+	rt.fleet.Snapshot().Select(&s.sel, c.target, d, rt.cfg.MaxInFlightPerWorker)
+	keepRole(&s.sel, legPrefill)
+	if len(s.sel.Candidates) == 0 {
+		out.Split = pdNoPrefill
+		return out
+	}
+	rt.score(s, c.target.Pool, tokens, c.target.Namespace, true)
+	out.Prefill = explainPick(pd.prefill, s, tokens, bs)
+	return out
 }
 
 // explainPick asks the policy what it would pick among the scored candidates in s.

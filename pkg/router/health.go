@@ -1,6 +1,9 @@
 package router
 
-import "net/http"
+import (
+	"net/http"
+	"runtime/debug"
+)
 
 // handleHealth is the gateway's liveness: the process serves HTTP.
 func (rt *Router) handleHealth(w http.ResponseWriter, _ *http.Request) {
@@ -15,4 +18,28 @@ func (rt *Router) handleReadiness(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// handleVersion answers GET /version as vLLM does, {"version": …}, with the gateway's own
+// version: its module version when built from a tagged module, else the VCS revision, else
+// "devel".
+func handleVersion(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": buildVersion()})
+}
+
+// buildVersion is the binary's version from its build information.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			return s.Value
+		}
+	}
+	return "devel"
 }

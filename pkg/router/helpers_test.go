@@ -185,6 +185,7 @@ type testConfig struct {
 	Index                                                *indexer.Index
 	Tree                                                 *indexer.Tree
 	Pending                                              *indexer.Pending
+	PD                                                   PD
 	Models                                               []Model
 	KVIndex                                              string
 	KVListen                                             string
@@ -247,12 +248,12 @@ func (tc testConfig) config(t *testing.T, reg prometheus.Registerer) (Config, *c
 	if tc.Logger == nil {
 		tc.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	}
-	def := Model{Name: tc.Model, Tokenizer: tc.Tokenizer, Chat: tc.Chat, ChatParsers: tc.ChatParsers, ReasoningField: tc.ReasoningField, Policy: tc.Policy, BlockSize: tc.BlockSize, Index: tc.Index, Tree: tc.Tree, Pending: tc.Pending}
+	def := Model{Name: tc.Model, Tokenizer: tc.Tokenizer, Chat: tc.Chat, ChatParsers: tc.ChatParsers, ReasoningField: tc.ReasoningField, Policy: tc.Policy, BlockSize: tc.BlockSize, Index: tc.Index, Tree: tc.Tree, Pending: tc.Pending, PD: tc.PD}
 	var guard *clientauth.Guard
 	if tc.APIKeys != nil || tc.RateLimit != 0 || tc.RateBurst != 0 || tc.MaxConcurrentPerKey != 0 {
 		var err error
 		guard, err = clientauth.New(clientauth.Config{Keys: tc.APIKeys, RateLimit: tc.RateLimit, RateBurst: tc.RateBurst,
-			MaxConcurrentPerKey: tc.MaxConcurrentPerKey, OpenPaths: OpenPaths, Registerer: reg, Now: tc.Now})
+			MaxConcurrentPerKey: tc.MaxConcurrentPerKey, OpenPaths: OpenPaths, Registerer: reg, Now: tc.Now, WriteError: WriteClientError})
 		if err != nil {
 			t.Fatal(err)
 		}

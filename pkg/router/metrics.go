@@ -20,6 +20,12 @@ type metrics struct {
 	lookup     prometheus.Histogram
 	upstream   *prometheus.CounterVec // worker, kind
 	tokensSeen prometheus.Counter
+	// Prefill/decode disaggregation (pd.go): requests of disaggregated pools by outcome,
+	// decode legs sent without kv_transfer_params, requests whose transfer fields were
+	// stripped.
+	pd         *prometheus.CounterVec // outcome
+	pdNoParams prometheus.Counter
+	pdStripped prometheus.Counter
 	// The admission queue's, by model (pool) and priority band; queued also by outcome.
 	queueDepth *prometheus.GaugeVec
 	queueWait  *prometheus.HistogramVec
@@ -84,6 +90,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvgate_prompt_tokens_total",
 			Help: "Prompt tokens routed (after tokenization).",
 		}),
+		pd: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_pd_requests_total",
+			Help: "Requests of disaggregated pools by outcome: pair, or why they ran whole on the decode worker (short_prompt, decode_cached, no_prefill_worker, multiple_outputs, grpc_worker, prefill_failed).",
+		}, []string{"outcome"}),
+		pdNoParams: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvgate_pd_missing_kv_params_total",
+			Help: "NIXL decode legs sent without kv_transfer_params because the prefill answer had none (the decode worker prefilled itself).",
+		}),
+		pdStripped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvgate_pd_client_transfer_fields_total",
+			Help: "Requests whose own kv_transfer_params or bootstrap_* fields were stripped (a client must not direct KV transfers).",
+		}),
 		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvgate_queue_depth",
 			Help: "Requests waiting in the admission queue, by model and priority band.",
@@ -107,7 +125,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen, m.queueDepth, m.queueWait, m.queued} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen,
+		m.pd, m.pdNoParams, m.pdStripped, m.queueDepth, m.queueWait, m.queued} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("router: register metrics: %w", err)
 		}

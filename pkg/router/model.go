@@ -44,6 +44,9 @@ type Model struct {
 	Index   *indexer.Index
 	Tree    *indexer.Tree
 	Pending *indexer.Pending
+	// PD configures prefill/decode disaggregation, in effect when the pool has role=prefill
+	// workers (pd.go).
+	PD PD
 }
 
 // model is the router's own state of a served model, kept in its fleet pool (Pool.Routing).
@@ -53,6 +56,7 @@ type model struct {
 	parsers        *parse.Parsers
 	reasoningField string
 	policy         policy.Policy
+	pd             pdState
 	// queue is the pool's admission queue (admission.go; nil: none configured).
 	queue *admission.Queue[*fleet.Member]
 }
@@ -66,12 +70,16 @@ func poolConfig(m Model, cfg Config) (fleet.PoolConfig, error) {
 	if m.Policy == nil {
 		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: a policy is required", m.Name)
 	}
+	pd, err := newPDState(m.PD, m.Policy)
+	if err != nil {
+		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
+	}
 	q, err := newQueue(cfg)
 	if err != nil {
 		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
 	}
 	return fleet.PoolConfig{Name: m.Name, BlockSize: m.BlockSize, Index: m.Index, Tree: m.Tree, Pending: m.Pending, Decoder: m.Tokenizer,
-		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy, queue: q}}, nil
+		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy, pd: pd, queue: q}}, nil
 }
 
 // ChatRenderer renders a chat request into the prompt and token ids the engine computes for it
@@ -120,3 +128,6 @@ func policyName(p policy.Policy) string {
 	}
 	return fmt.Sprintf("%T", p)
 }
+
+// defaultModel returns the router's state of the default model.
+func (rt *Router) defaultModel() *model { return modelOf(rt.fleet.Snapshot().DefaultPool()) }

@@ -36,6 +36,18 @@ type endpoint struct {
 	// write sends the worker's response to the client: started reports whether anything was
 	// written; when false, the error was not written and the request may be retried.
 	write func(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error)
+	// fail writes an error before anything else was written, in the API's error shape; nil:
+	// openai.WriteError.
+	fail func(w http.ResponseWriter, e *openai.Error)
+}
+
+// writeError writes e in the endpoint's error shape.
+func (ep *endpoint) writeError(w http.ResponseWriter, e *openai.Error) {
+	if ep.fail != nil {
+		ep.fail(w, e)
+		return
+	}
+	openai.WriteError(w, e)
 }
 
 // Response headers naming the routing decision (DESIGN.md §5).
@@ -59,7 +71,7 @@ func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
 			_, aerr = rt.prepare(ep, body, c, true)
 		}
 		if aerr != nil {
-			openai.WriteError(w, aerr)
+			ep.writeError(w, aerr)
 			return
 		}
 		rt.serve(w, r, c, ep)
@@ -117,7 +129,11 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 			w.WriteHeader(statusClientClosed) // left while queued
 			return
 		}
-		openai.WriteError(w, aerr)
+		ep.writeError(w, aerr)
+		return
+	}
+	rt.stripTransferFields(c)
+	if s.disagg && rt.servePair(ctx, w, c, ep, s, dec) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
@@ -125,32 +141,40 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 		started, err := rt.send(ctx, w, dec, c, ep, attempt)
 		dec.pick.Done()
 		rt.handOff(c.model, dec.m)
-		if err == nil || started {
+		if err == nil || started || !rt.sendFailed(ctx, w, ep, dec, err) {
 			return
-		}
-		if shuttingDown(ctx) {
-			openai.WriteError(w, ctxError(ctx))
-			return
-		}
-		if ctx.Err() != nil {
-			// The client left before anything was sent: not an error. 499 (nginx's "client
-			// closed request") only labels the metric; nobody reads it.
-			w.WriteHeader(statusClientClosed)
-			return
-		}
-		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "before_first_byte").Inc()
-		var te *engine.TransportError
-		if errors.As(err, &te) {
-			dec.m.MarkDown("request failed: " + te.Error())
 		}
 		if attempt == 0 && retryable(err) {
-			if rerr := rt.route(s, dec, c, dec.m); rerr == nil {
+			if rerr := rt.route(s, dec, c, dec.m, legWhole); rerr == nil {
 				continue
 			}
 		}
-		openai.WriteError(w, err)
+		ep.writeError(w, err)
 		return
 	}
+}
+
+// sendFailed handles a call that failed before anything was written: during a shutdown or
+// after the client left it answers (or not) and returns false; otherwise it counts the
+// worker's failure (marking it down after a transport error) and returns true, the error still
+// to be written or retried.
+func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, ep *endpoint, dec *decision, err *openai.Error) bool {
+	if shuttingDown(ctx) {
+		ep.writeError(w, ctxError(ctx))
+		return false
+	}
+	if ctx.Err() != nil {
+		// The client left before anything was sent: not an error. 499 (nginx's "client
+		// closed request") only labels the metric; nobody reads it.
+		w.WriteHeader(statusClientClosed)
+		return false
+	}
+	rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "before_first_byte").Inc()
+	var te *engine.TransportError
+	if errors.As(err, &te) {
+		dec.m.MarkDown("request failed: " + te.Error())
+	}
+	return true
 }
 
 // send runs the call on the decision's worker. started reports whether anything was written to

@@ -86,7 +86,7 @@ func (rt *Router) copyBody(ctx context.Context, resp *engine.Response, piece []b
 		}
 		piece, err = resp.Body.Next()
 	}
-	if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) {
+	if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) && legCause(ctx) == nil {
 		return // the client went away
 	}
 	ae := engine.Classify(err)

@@ -19,6 +19,9 @@ func retryable(e *openai.Error) bool {
 // ctxError is the answer for a request whose context ended: 503 during a shutdown, otherwise
 // the upstream classification (504 for UpstreamTimeout).
 func ctxError(ctx context.Context) *openai.Error {
+	if e := legCause(ctx); e != nil {
+		return e
+	}
 	if shuttingDown(ctx) {
 		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "gateway_shutting_down",
 			Message: "the gateway is shutting down; retry the request"}

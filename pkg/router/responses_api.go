@@ -184,15 +184,3 @@ func (b *bodyRecorder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 func (b *bodyRecorder) WriteHeader(int) {}
-
-// responsesService returns cfg.Responses, or the default service over a memory store.
-func responsesService(cfg Config) (*conversation.Service, error) {
-	if cfg.Responses != nil {
-		return cfg.Responses, nil
-	}
-	st, err := conversation.NewMemory(conversation.MemoryConfig{Registerer: cfg.Registerer, Now: cfg.Now})
-	if err != nil {
-		return nil, err
-	}
-	return conversation.New(conversation.Config{Store: st, Registerer: cfg.Registerer, Now: cfg.Now})
-}

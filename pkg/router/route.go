@@ -7,10 +7,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // decision is the outcome of routing one request. It holds the worker's load from the pick
@@ -20,6 +22,7 @@ type decision struct {
 	m       *fleet.Member
 	reason  policy.Reason
 	matched int            // leading blocks the worker holds, at its own block size
+	bs      int            // the worker's block size (of matched and keys)
 	source  indexer.Source // where matched came from
 	lw      indexer.LookupWorker
 	keys    []uint64 // request block keys at the worker's block size (scratch-owned)
@@ -42,6 +45,9 @@ type routeScratch struct {
 	cands   []policy.Candidate
 	lookup  indexer.LookupScratch
 	req     policy.Request
+	// disagg is set when the last route's pool has role=prefill workers (healthy or not): it
+	// runs disaggregated (pd.go).
+	disagg bool
 }
 
 // takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
@@ -63,13 +69,47 @@ func routeError(model string, known, full bool) *openai.Error {
 	return &openai.Error{Status: http.StatusServiceUnavailable, Message: "no healthy worker serves the model", Type: openai.TypeUnavailable, Code: "no_healthy_worker"}
 }
 
-// route chooses a worker for c among its pool's candidates, excluding one member (the one a
-// retry moves away from), and takes one in-flight request on it: dec is overwritten only on
-// success, and the caller must call dec.pick.Done once the request has ended. It fills s; the
-// decision's keys alias s and are valid until s is reused.
-func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member) *openai.Error {
+// legKind says which workers of a pool a route chooses among (wire/pd.md, DESIGN.md §15).
+type legKind uint8
+
+const (
+	// legWhole is a whole request or the decode leg of a pair: workers of role decode or both.
+	legWhole legKind = iota
+	// legPrefill is the prefill leg of a pair: workers of role prefill or both.
+	legPrefill
+)
+
+// keepRole leaves in sel.Candidates the workers that may serve a leg of kind k, and reports
+// whether the pool has role=prefill workers (healthy or not): such a pool runs
+// disaggregated, and its legs use the model's PD policies.
+func keepRole(sel *fleet.Selection, k legKind) (disagg bool) {
+	kept := sel.Candidates[:0]
+	for _, m := range sel.Candidates {
+		r := m.Worker().Role()
+		disagg = disagg || r == worker.RolePrefill
+		if k == legPrefill && r.Prefills() || k == legWhole && r.Decodes() {
+			kept = append(kept, m)
+		}
+	}
+	sel.Candidates = kept
+	for _, m := range sel.Rejected {
+		disagg = disagg || m.Worker().Role() == worker.RolePrefill
+	}
+	return disagg
+}
+
+// route chooses a worker for c among its pool's candidates that may serve a leg of kind k,
+// excluding one member (the one a retry moves away from, or a pair's decode worker), and takes
+// one in-flight request on it: dec is overwritten only on success, and the caller must call
+// dec.pick.Done once the request has ended. It fills s; the decision's keys alias s and are
+// valid until s is reused.
+func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member, k legKind) *openai.Error {
 	start := time.Now()
 	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
+	s.disagg = keepRole(&s.sel, k)
+	if c.req.Pass != nil && !httpOnly(&s.sel) {
+		return engine.PassOnGRPC(c.req.Pass.Path)
+	}
 	if c.req.Media > 0 {
 		if aerr := mediaCandidates(&s.sel); aerr != nil {
 			return aerr
@@ -78,14 +118,26 @@ func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.
 	if len(s.sel.Candidates) == 0 {
 		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
 	}
-	rt.pick(s, dec, c, exclude != nil, start)
+	rt.pick(s, dec, c, exclude != nil, start, rt.legPolicy(c, k, s.disagg))
 	return nil
 }
 
-// pick scores s.sel.Candidates for c, asks the model's policy and takes the request's load on
-// the chosen worker into dec (see route); retry marks the decision as a retry's. start is when
-// routing began, for the lookup metric.
-func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, start time.Time) {
+// legPolicy returns the policy that picks a leg of kind k of c: a prefill leg's, a
+// disaggregated pool's decode policy for the decode leg or a whole request, else the model's.
+func (rt *Router) legPolicy(c *call, k legKind, disagg bool) policy.Policy {
+	switch {
+	case k == legPrefill:
+		return c.model.pd.prefill
+	case disagg:
+		return c.model.pd.decode
+	}
+	return c.model.policy
+}
+
+// pick scores s.sel.Candidates for c, asks pol and takes the request's load on the chosen
+// worker into dec (see route); retry marks the decision as a retry's. start is when routing
+// began, for the lookup metric.
+func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, start time.Time, pol policy.Policy) {
 	tokens := c.routeTokens()
 	p := c.target.Pool
 	rt.score(s, p, tokens, c.target.Namespace, false)
@@ -95,10 +147,10 @@ func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, star
 	if keys := s.lookup.Keys(defBS); len(keys) > 0 {
 		s.req.FirstBlock = keys[0]
 	}
-	*dec = decision{pick: policy.Take(c.model.policy, &s.req, s.cands), ns: c.target.Namespace}
+	*dec = decision{pick: policy.Take(pol, &s.req, s.cands), ns: c.target.Namespace}
 	i := dec.pick.Index
 	m, sc := s.sel.Candidates[i], &s.scores[i]
-	dec.m, dec.lw, dec.reason, dec.source, dec.keys = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize)
+	dec.m, dec.lw, dec.reason, dec.source, dec.keys, dec.bs = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize), sc.BlockSize
 	if retry {
 		dec.reason = policy.ReasonRetry
 	}

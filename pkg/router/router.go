@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -83,6 +82,28 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Defaults of QueueConfig fields left zero.
+const (
+	DefaultQueueTimeout = 30 * time.Second
+)
+
+// QueueConfig configures the admission queue of every model's pool (admission.go runs it).
+type QueueConfig struct {
+	// Max is the most requests waiting per pool; past it a request gets 429
+	// rate_limit_exceeded. 0: no queue, a request finding every worker full gets the 429 at
+	// once. The queue needs Config.MaxInFlightPerWorker, the bound it waits for.
+	Max int
+	// Timeout is the longest a request waits (default 30 s); past it 503 queue_timeout with
+	// Retry-After.
+	Timeout time.Duration
+	// MaxWait is the age bound: a request waiting this long goes before every later one,
+	// whatever its band (0: none, a low band may wait for its whole Timeout).
+	MaxWait time.Duration
+	// LookAhead is how many waiting requests of the best band a freed worker is matched
+	// against for the longest cached prefix (default admission.DefaultLookAhead).
+	LookAhead int
+}
+
 // Router is the gateway: the OpenAI HTTP API, its one request pipeline (pipeline.go), the
 // routing decision and the relay of responses, over a fleet of workers (pkg/fleet). Build it
 // with New, add workers to its Fleet, serve Handler() and AdminHandler() and call Run for the
@@ -100,6 +121,8 @@ type Router struct {
 	responses *conversation.Service
 	// adminKeys holds the admin token (nil: the admin API is open).
 	adminKeys *clientauth.KeySet
+	// rand draws bootstrap rooms and pair request ids (goroutine-safe).
+	rand func() uint64
 	// loadMaxAge is how old an engine-load sample may be before only in-flight counts.
 	loadMaxAge time.Duration
 	// tracer is Config.Tracing's tracer, nil when tracing is off.
@@ -111,108 +134,9 @@ type Router struct {
 	abort   context.CancelCauseFunc
 }
 
-// New validates cfg and returns a Router with no workers. It starts no goroutines.
-func New(cfg Config) (*Router, error) {
-	if len(cfg.Models) == 0 {
-		return nil, errors.New("router: new: a model is required")
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.MaxN == 0 {
-		cfg.MaxN = DefaultMaxN
-	}
-	if cfg.MaxPrompts == 0 {
-		cfg.MaxPrompts = DefaultMaxPrompts
-	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPrompts < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 || cfg.UpstreamTimeout < 0 ||
-		cfg.Queue.Max < 0 || cfg.Queue.Timeout < 0 || cfg.Queue.MaxWait < 0 || cfg.Queue.LookAhead < 0 {
-		return nil, errors.New("router: new: limits and timeouts must not be negative")
-	}
-	if cfg.Queue.Max > 0 && cfg.MaxInFlightPerWorker == 0 {
-		return nil, errors.New("router: new: an admission queue needs a per-worker in-flight limit to wait for")
-	}
-	if cfg.Queue.Timeout == 0 {
-		cfg.Queue.Timeout = DefaultQueueTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	cfg.Fleet.Logger, cfg.Fleet.Registerer, cfg.Fleet.Now = cfg.Logger, cfg.Registerer, cfg.Now
-	pools := make([]fleet.PoolConfig, len(cfg.Models))
-	for i, m := range cfg.Models {
-		pc, err := poolConfig(m, cfg)
-		if err != nil {
-			return nil, err
-		}
-		pools[i] = pc
-	}
-	fl, err := fleet.New(cfg.Fleet, pools)
-	if err != nil {
-		return nil, err
-	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
-	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
-	if cfg.Tracing != nil {
-		rt.tracer = cfg.Tracing.Tracer(tracerName)
-	}
-	if rt.met, err = newMetrics(cfg.Registerer); err != nil {
-		return nil, err
-	}
-	if rt.responses, err = responsesService(cfg); err != nil {
-		return nil, err
-	}
-	if cfg.AdminToken != "" {
-		if rt.adminKeys, err = clientauth.NewKeySet([]clientauth.APIKey{{Name: "admin", Key: cfg.AdminToken}}); err != nil {
-			return nil, errors.New("router: new: the admin token must be 1-4096 printable ASCII characters without spaces")
-		}
-	}
-	return rt, nil
-}
-
 // Fleet returns the router's fleet: its workers (SyncWorkers, AddWorker, RemoveWorker),
 // readiness and snapshot.
 func (rt *Router) Fleet() *fleet.Fleet { return rt.fleet }
-
-// Run runs the fleet's background work (health checks, event streams, engine-load scrapes)
-// and, with a queue configured, the periodic offer of free slots to the admission queues,
-// until ctx is done, and returns when it has stopped. Run must be called at most once.
-func (rt *Router) Run(ctx context.Context) error {
-	rt.log.Info("router running", zap.Int("workers", len(rt.fleet.Snapshot().Members())), zap.String("policy", policyName(rt.defaultModel().policy)),
-		zap.String("kv_index", rt.fleet.KVIndex()), zap.Strings("models", rt.ModelNames()))
-	if rt.cfg.Queue.Max == 0 {
-		return rt.fleet.Run(ctx)
-	}
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		rt.kickLoop(ctx)
-	}()
-	err := rt.fleet.Run(ctx)
-	cancel()
-	wg.Wait()
-	return err
-}
-
-// defaultModel returns the router's state of the default model.
-func (rt *Router) defaultModel() *model { return modelOf(rt.fleet.Snapshot().DefaultPool()) }
-
-// SetModel adds a model while serving, or replaces the one of that name: the new pool starts
-// with an empty index, and the workers of the old one, like those whose spec names the model
-// and were served by the default pool, drain and start again in it. It fails, changing nothing,
-// for an invalid model, the default model's name, or a worker that cannot be rebuilt.
-func (rt *Router) SetModel(m Model) error {
-	pc, err := poolConfig(m, rt.cfg)
-	if err != nil {
-		return err
-	}
-	return rt.fleet.SetPool(pc)
-}
 
 // RemoveModel stops serving a model other than the default: its workers drain, and any whose
 // spec still names it (a --worker flag's, say) starts again in the default pool. It fails for

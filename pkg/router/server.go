@@ -2,14 +2,17 @@ package router
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/anthropic"
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // Handler returns the gateway's public API: POST /v1/completions, POST /v1/chat/completions,
-// the Responses and Conversations APIs (/v1/responses, /v1/conversations), GET /v1/models, GET /health and GET /readiness, behind Config.Clients (client keys and
+// the Responses and Conversations APIs (/v1/responses, /v1/conversations), Anthropic's
+// Messages API (POST /v1/messages, /v1/messages/count_tokens), GET /v1/models, GET /health and GET /readiness, behind Config.Clients (client keys and
 // per-key limits) when set; /health and /readiness stay open for probes (OpenPaths). Unknown paths, the admin API's among them, answer an OpenAI-style 404: the admin API
 // is served only by AdminHandler (DESIGN.md §11). Metrics are served separately
 // (Config.Registerer).
@@ -22,6 +25,18 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
 	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true}
 	rt.responsesRoutes(mux, known) // POST /v1/responses and the stored-state calls (responses.go)
+	mux.Handle("POST /v1/messages", rt.instrument("/v1/messages", rt.traced("/v1/messages", rt.handleMessages)))
+	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.handleCountTokens))
+	known["/v1/messages"], known["/v1/messages/count_tokens"] = true, true
+	rt.poolingRoutes(mux, known) // embeddings, pooling, classify, score, rerank (pooling.go)
+	mux.Handle("POST /tokenize", rt.instrument("/tokenize", rt.handleTokenize))
+	mux.Handle("POST /detokenize", rt.instrument("/detokenize", rt.handleDetokenize))
+	mux.Handle("GET /version", rt.instrument("/version", handleVersion))
+	mux.Handle("GET /ping", rt.instrument("/ping", rt.handleHealth))
+	mux.Handle("POST /ping", rt.instrument("/ping", rt.handleHealth))
+	for _, p := range []string{"/tokenize", "/detokenize", "/version", "/ping"} {
+		known[p] = true
+	}
 	mux.Handle("/", rt.instrument("other", notFound(known)))
 	return rt.cfg.Clients.Wrap(mux)
 }
@@ -114,9 +129,20 @@ func statusText(code int) string {
 	return string(b)
 }
 
+// WriteClientError writes a client-key guard's answer (clientauth.Config.WriteError) in the
+// shape of the API the request calls: Anthropic's on /v1/messages and its subpaths, OpenAI's
+// elsewhere.
+func WriteClientError(w http.ResponseWriter, r *http.Request, e *openai.Error) {
+	if p := r.URL.Path; p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
+		anthropic.WriteError(w, e)
+		return
+	}
+	openai.WriteError(w, e)
+}
+
 // OpenPaths are the public API's paths served without a client key (Config.Clients): the
-// probes of load balancers and orchestrators.
-var OpenPaths = []string{"/health", "/readiness"}
+// probes of load balancers and orchestrators (/ping is vLLM's, for SageMaker).
+var OpenPaths = []string{"/health", "/readiness", "/ping"}
 
 // admin guards a handler with the admin token when one is configured. The token is compared
 // as client keys are (clientauth.KeySet.Match): in constant time, whatever its length.

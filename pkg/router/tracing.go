@@ -49,6 +49,7 @@ const (
 	attrQueueWait     = attribute.Key("kvgate.queue.wait_ms")
 	attrAttempt       = attribute.Key("kvgate.attempt")
 	attrModel         = attribute.Key("gen_ai.request.model")
+	attrLeg           = attribute.Key("kvgate.pd.leg")
 	attrStatus        = attribute.Key("http.response.status_code")
 )
 
@@ -173,7 +174,27 @@ func (rt *Router) startUpstream(ctx context.Context, c *call, dec *decision, att
 	}
 	ctx, c.up = rt.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrAttempt.Int(attempt), attrModel.String(c.req.Model)))
+	if c.leg != "" {
+		c.up.SetAttributes(attrLeg.String(c.leg))
+	}
 	return ctx
+}
+
+// Pair legs' names, in kvgate.pd.leg.
+const (
+	legNamePrefill = "prefill"
+	legNameDecode  = "decode"
+)
+
+// prefillSpan starts a prefill leg's upstream span under ctx when c is traced (nil
+// otherwise); the returned context carries it to the prefill worker. It is the call's own span,
+// not c.up: an SGLang pair runs its legs at once.
+func (rt *Router) prefillSpan(ctx context.Context, c *call, dec *decision) (context.Context, trace.Span) {
+	if c.tctx == nil {
+		return ctx, nil
+	}
+	return rt.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrLeg.String(legNamePrefill), attrModel.String(c.req.Model)))
 }
 
 // endUpstream ends the upstream span (if any) with the worker's status and the call's error.

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -218,5 +219,44 @@ func TestTracingPropagatesToGRPCWorkers(t *testing.T) {
 	want := "00-" + clientTraceID + "-" + up.SpanContext().SpanID().String() + "-01"
 	if got := <-seen; len(got) != 1 || got[0] != want {
 		t.Errorf("gRPC worker traceparent %v, want [%s]", got, want)
+	}
+}
+
+// A prefill/decode pair's legs are each an upstream span under the request's, and each worker
+// gets its own leg's span as parent.
+func TestTracingPDLegs(t *testing.T) {
+	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
+	nixlPrefill(p, nixlParams)
+	decodeAnswer(d)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1}, Tracing: tp}, "url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
+	body, _ := json.Marshal(map[string]any{"prompt": longPrompt, "max_tokens": 5})
+	if resp := postTraced(t, g, clientTraceparent, string(body)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	endedSpans(t, g, rec, "POST /v1/completions")
+	var server sdktrace.ReadOnlySpan
+	legs := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "POST /v1/completions":
+			server = s
+		case spanUpstream:
+			legs[attrs(s)[attrLeg].AsString()] = s
+		}
+	}
+	for leg, w := range map[string]*fakeWorker{legNamePrefill: p, legNameDecode: d} {
+		s, ok := legs[leg]
+		if !ok {
+			t.Fatalf("no %s leg span; have %v", leg, spanNames(rec))
+		}
+		if s.Parent().SpanID() != server.SpanContext().SpanID() || attrs(s)[attrWorker].AsString() != w.url() {
+			t.Errorf("%s leg: parent %s worker %s", leg, s.Parent().SpanID(), attrs(s)[attrWorker].AsString())
+		}
+		if got, want := (<-w.headers).Get("Traceparent"), "00-"+clientTraceID+"-"+s.SpanContext().SpanID().String()+"-01"; got != want {
+			t.Errorf("%s worker traceparent %q, want %q", leg, got, want)
+		}
 	}
 }

@@ -148,6 +148,14 @@ type Request struct {
 	// IgnoreEOS is vLLM's ignore_eos: the script's end does not stop the request (sampling
 	// never draws an EOS id anyway); stop token ids still do.
 	IgnoreEOS bool
+	// HoldKV keeps the request's blocks referenced after it finishes, as a prefill engine
+	// keeps them for its decode engine to read (wire/pd.md §2.7), until Engine.ReleaseHeld.
+	HoldKV bool
+	// RemoteTokens is how many leading prompt tokens arrived by KV transfer (a decode engine
+	// of a pair): they are scheduled without prefill cost, except the prompt's last token,
+	// which is always computed (wire/pd.md §2.4), and cached like computed ones. A
+	// preemption forgets them (the engine then recomputes locally).
+	RemoteTokens int
 
 	// Arrival, FirstToken and Done are simulated times (since the engine started) of
 	// admission, the first output token and completion. Valid once the respective event
@@ -167,6 +175,7 @@ type Request struct {
 	numNew       int         // tokens scheduled in the current step
 	numOutput    int
 	scheduled    bool // counted in prefix-cache stats and CachedTokens
+	remote       int  // RemoteTokens still to be credited (0 after a preemption)
 	state        reqState
 	rng          uint64
 	stream       *Stream // set by Engine.Submit
@@ -379,6 +388,7 @@ func (c *core) Add(r *Request, now time.Duration) error {
 	}
 	r.hashes = c.h.appendChain(r.hashes, c.root, r.tokens, c.cfg.BlockSize)
 	r.rng = r.Seed
+	r.remote = min(max(r.RemoteTokens, 0), len(r.Prompt)-1)
 	r.Arrival = now
 	r.state = stateWaiting
 	c.waiting = append(c.waiting, r)
@@ -415,6 +425,18 @@ func (c *core) Abort(r *Request) bool {
 	}
 	r.state = stateAborted
 	r.FinishReason = "abort"
+	return true
+}
+
+// ReleaseHeld releases the blocks a finished HoldKV request kept; it reports whether there
+// were any (a second call, or one for a request that did not finish, does nothing).
+func (c *core) ReleaseHeld(r *Request) bool {
+	if r.state != stateFinished || len(r.blocks) == 0 {
+		return false
+	}
+	c.cache.Release(r.blocks)
+	r.blocks = r.blocks[:0]
+	c.drainEvicted()
 	return true
 }
 
@@ -500,7 +522,8 @@ func (c *core) admitWaiting(now time.Duration, budget *int) (prefill int) {
 		maxHit := min((len(r.tokens)-1)/bs, len(r.hashes))
 		hit := c.cache.Match(r.hashes[:maxHit])
 		cached := hit * bs
-		n := min(len(r.tokens)-cached, *budget)
+		remote := max(r.remote-cached, 0) // transferred, not computed: no budget, no prefill cost
+		n := remote + min(len(r.tokens)-cached-remote, *budget)
 		fresh := ceilDiv(cached+n, bs) - hit
 		var ok bool
 		if r.blocks, ok = c.cache.Acquire(r.blocks[:0], r.hashes[:hit], fresh); !ok {
@@ -518,8 +541,8 @@ func (c *core) admitWaiting(now time.Duration, budget *int) (prefill int) {
 		}
 		c.running = append(c.running, r)
 		r.numNew = n
-		*budget -= n
-		prefill += n
+		*budget -= n - remote
+		prefill += n - remote
 		c.scheduled = append(c.scheduled, r)
 	}
 	return prefill
@@ -571,8 +594,10 @@ func (c *core) Finish(now time.Duration) []*Request {
 		if r.FinishReason != "" {
 			r.state = stateFinished
 			r.Done = now
-			c.cache.Release(r.blocks)
-			r.blocks = r.blocks[:0]
+			if !r.HoldKV {
+				c.cache.Release(r.blocks)
+				r.blocks = r.blocks[:0]
+			}
 			done = true
 		}
 		c.updated = append(c.updated, r)
@@ -621,6 +646,7 @@ func (c *core) commit(r *Request, bs int) {
 func (c *core) preempt(r *Request) {
 	c.cache.Release(r.blocks)
 	r.blocks = r.blocks[:0]
+	r.remote = 0
 	r.numComputed, r.numCommitted, r.numNew = 0, 0, 0
 	r.state = stateWaiting
 	c.waiting = slices.Insert(c.waiting, 0, r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,6 +226,37 @@ func (e *Engine) Abort(r *Request) {
 		r.stream.finish("abort", 0)
 		e.poke()
 	}
+}
+
+// ReleaseHeld releases the blocks a finished HoldKV request kept (wire/pd.md §2.7: on the
+// decode engine's read, or when the lease expires). Safe to call more than once.
+func (e *Engine) ReleaseHeld(r *Request) {
+	e.mu.Lock()
+	ok := e.core.ReleaseHeld(r)
+	e.mu.Unlock()
+	if ok {
+		e.poke()
+	}
+}
+
+// HeldBlocks returns the block ids a finished HoldKV request holds (its remote_block_ids).
+func (e *Engine) HeldBlocks(r *Request) []int32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(r.blocks)
+}
+
+// CachedTokens returns how many leading tokens of prompt the prefix cache holds now (whole
+// blocks, at most all but the last token, as admission counts them).
+func (e *Engine) CachedTokens(prompt []uint32) int {
+	r := &Request{Prompt: prompt}
+	h := hasherPool.Get().(*hasher)
+	prepareHashes(r, e.core.cfg, h)
+	hasherPool.Put(h)
+	bs := e.core.cfg.BlockSize
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.cache.Match(r.hashes[:min((len(prompt)-1)/bs, len(r.hashes))]) * bs
 }
 
 // ResetPrefixCache drops every cached block and publishes AllBlocksCleared with the next

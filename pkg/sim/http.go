@@ -46,11 +46,15 @@ type ServerConfig struct {
 	// from the server's start, while everything else goes on serving: a worker whose health
 	// check flaps (the --fault-health-flap switch). 0: /health always answers 200.
 	HealthFlap time.Duration
+	// PD, when set, makes the server the prefill or decode side of prefill/decode pairs
+	// (pd.go); nil: an aggregated engine.
+	PD *PDConfig
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
 
-// Server serves /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics,
+// Server serves /v1/completions, /v1/chat/completions, /v1/models, the pooling endpoints
+// /v1/embeddings and /rerank (http_pooling.go), the audio uploads (http_audio.go), /health, /metrics,
 // /debug/cache and /reset_prefix_cache over a set of engine ranks, spreading requests by least
 // load. Both generation routes run their prompt ids through the same engines.
 type Server struct {
@@ -62,6 +66,7 @@ type Server struct {
 	created  int64
 	started  time.Time // for HealthFlap
 	nextID   atomic.Uint64
+	pd       *pdState // nil without ServerConfig.PD
 	traces   traceLog // GET /debug/traceparents
 }
 
@@ -81,9 +86,25 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	}
 	now := time.Now()
 	s := &Server{cfg: cfg, ranks: ranks, gatherer: gatherer, log: cfg.Logger, mux: http.NewServeMux(), created: now.Unix(), started: now}
+	if cfg.PD != nil {
+		pd, err := newPDState(*cfg.PD)
+		if err != nil {
+			return nil, err
+		}
+		s.pd = pd
+		if pd.cfg.Role == PDRolePrefill && pd.cfg.Transfer == PDTransferNIXL {
+			s.mux.HandleFunc("GET /pd/nixl/{id}", s.handleNIXLRead)
+		}
+	}
 	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
+		s.mux.HandleFunc("POST "+p, s.handleRerank)
+	}
+	s.mux.HandleFunc("POST /v1/audio/transcriptions", s.handleAudio)
+	s.mux.HandleFunc("POST /v1/audio/translations", s.handleAudio)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /debug/cache", s.handleDebugCache)
 	s.mux.HandleFunc("GET /debug/traceparents", s.handleTraceparents)
@@ -232,6 +253,11 @@ type parsedRequest struct {
 	// keepSpecial decodes the output with special tokens kept (chat output parsers whose
 	// markers are special tokens); completions skip them, as vLLM does by default.
 	keepSpecial bool
+	// pd holds the transfer fields (servers with a pair role), job what the role does
+	// around the generation, remote the prompt tokens whose KV arrived by transfer.
+	pd     *pdFields
+	job    *pdJob
+	remote int
 }
 
 // readBody reads a request body within MaxBodyBytes.
@@ -336,6 +362,11 @@ func (s *Server) parse(r *http.Request) (*parsedRequest, *apiError) {
 	}
 	if aerr := s.checkPrompts(p, "prompt"); aerr != nil {
 		return nil, aerr
+	}
+	if s.pd != nil {
+		if p.pd, aerr = parsePDFields(body); aerr != nil {
+			return nil, aerr
+		}
 	}
 	return p, nil
 }
@@ -460,6 +491,9 @@ type choice struct {
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	s.traces.note(r)
 	p, aerr := s.parse(r)
+	if aerr == nil {
+		p.job, aerr = s.pdStart(r.Context(), p)
+	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -475,6 +509,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = s.waitCompletions(r.Context(), w, p, g)
 	}
+	s.pdEnd(p.job, g, err)
 	s.end(g, err)
 }
 
@@ -502,6 +537,7 @@ func (s *Server) submit(p *parsedRequest, idPrefix, param string) (*generation, 
 				ID: g.id + "-" + strconv.Itoa(len(g.choices)), Prompt: prompt, MaxTokens: p.maxTokens,
 				StopTokenIDs: p.stopIDs, MinTokens: p.minTokens, IgnoreEOS: p.ignoreEOS,
 				Seed: seedFor(prompt, p.seed, k), Script: s.cfg.Replies.Next(),
+				HoldKV: p.job != nil && p.job.holdKV, RemoteTokens: p.remote,
 			}
 			st, err := g.eng.Submit(req, p.stream || len(p.stop) > 0, g.ready)
 			if err != nil {
@@ -678,7 +714,9 @@ func (s *Server) waitCompletions(ctx context.Context, w http.ResponseWriter, p *
 		Model   string       `json:"model"`
 		Choices []choiceJSON `json:"choices"`
 		Usage   usageJSON    `json:"usage"`
-	}{ID: g.id, Object: "text_completion", Created: time.Now().Unix(), Model: s.cfg.Model, Usage: usageOf(p, g.choices)}
+		// KV is a NIXL prefill's handoff (wire/pd.md §2.3).
+		KV json.RawMessage `json:"kv_transfer_params,omitempty"`
+	}{ID: g.id, Object: "text_completion", Created: time.Now().Unix(), Model: s.cfg.Model, Usage: usageOf(p, g.choices), KV: s.handoff(p.job, g)}
 	for _, c := range g.choices {
 		cj := choiceJSON{Index: c.index, Text: string(c.text), FinishReason: c.finish}
 		if p.returnIDs {

@@ -30,6 +30,9 @@ const noTemplateMessage = "As of transformers v4.44, default chat template is no
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.traces.note(r)
 	p, out, aerr := s.parseChat(r)
+	if aerr == nil {
+		p.job, aerr = s.pdStart(r.Context(), p)
+	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -45,6 +48,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = s.waitChat(r.Context(), w, g, p, out)
 	}
+	s.pdEnd(p.job, g, err)
 	s.end(g, err)
 }
 
@@ -82,6 +86,11 @@ func (s *Server) parseChat(r *http.Request) (*parsedRequest, *chatOut, *apiError
 	p, aerr := s.chatRequest(req, res.TokenIDs, out)
 	if aerr != nil {
 		return nil, nil, aerr
+	}
+	if s.pd != nil {
+		if p.pd, aerr = parsePDFields(body); aerr != nil {
+			return nil, nil, aerr
+		}
 	}
 	return p, out, nil
 }
@@ -145,7 +154,10 @@ func (s *Server) waitChat(ctx context.Context, w http.ResponseWriter, g *generat
 		resp.Choices[i] = out.Choice(c.index, out.role, string(c.text), c.finish)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(resp)
+	return json.NewEncoder(w).Encode(struct {
+		openai.ChatCompletion
+		KV json.RawMessage `json:"kv_transfer_params,omitempty"` // a NIXL prefill's handoff
+	}{resp, s.handoff(p.job, g)})
 }
 
 // streamChat writes chat.completion.chunk events: once the engine produced its first output,

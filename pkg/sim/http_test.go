@@ -58,6 +58,7 @@ func (s *recordingSink) events() []eventCopy {
 
 type testEnv struct {
 	srv   *httptest.Server
+	boot  *httptest.Server // an SGLang prefill server's bootstrap server
 	ranks Ranks
 	reg   *prometheus.Registry
 	sink  *recordingSink
@@ -92,11 +93,22 @@ func newTestEnv(t *testing.T, cfg Config, scale float64, dp int, scfg ServerConf
 	if scfg.Model == "" {
 		scfg.Model = "sim-model"
 	}
+	env.srv = httptest.NewUnstartedServer(nil)
+	if scfg.PD != nil && scfg.PD.SideChannel == "" {
+		pd := *scfg.PD
+		pd.SideChannel = env.srv.Listener.Addr().String()
+		scfg.PD = &pd
+	}
 	s, err := NewServer(scfg, env.ranks, env.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.srv = httptest.NewServer(s.Handler())
+	env.srv.Config.Handler = s.Handler()
+	env.srv.Start()
+	if h := s.BootstrapHandler(); h != nil {
+		env.boot = httptest.NewServer(h)
+		t.Cleanup(env.boot.Close)
+	}
 	t.Cleanup(func() {
 		env.srv.Close()
 		cancel()

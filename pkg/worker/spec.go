@@ -72,6 +72,11 @@ type Spec struct {
 	// BlockSize is the engine's KV block size in tokens; 0 means "learn it from the first
 	// stored event, else use the gateway's --block-size".
 	BlockSize int `json:"block_size,omitempty" yaml:"block_size,omitempty"`
+	// Role is prefill, decode or both (""; the default): see Role. BootstrapPort is the
+	// SGLang bootstrap server port of a prefill worker (default DefaultBootstrapPort; 0 on
+	// other roles, where it is not accepted).
+	Role          Role `json:"role,omitempty" yaml:"role,omitempty"`
+	BootstrapPort int  `json:"bootstrap_port,omitempty" yaml:"bootstrap_port,omitempty"`
 
 	// APIKey is sent as "Authorization: Bearer <key>" on every call to the worker (requests,
 	// health checks, model discovery, metric scrapes), as engines started with --api-key
@@ -108,7 +113,7 @@ func (s Spec) Redacted() Spec {
 func (s Spec) UsesTLS() bool { return s.TLS || strings.HasPrefix(s.URL, "https://") }
 
 // ParseSpec parses the --worker flag syntax: comma-separated key=value pairs with the keys url,
-// runtime, model, kv_events, replay, topic, dp_size, block_size, api_key, api_key_file, tls,
+// runtime, model, kv_events, replay, topic, dp_size, block_size, role, bootstrap_port, api_key, api_key_file, tls,
 // tls_ca_file, tls_cert_file and tls_key_file. A first item without "=" is taken as the url, so
 // "--worker http://h:8000" works. The result is normalized (see Normalize). Error messages never
 // contain URL credentials or keys.
@@ -160,24 +165,29 @@ func ParseSpec(s string) (Spec, error) {
 				return sp, fmt.Errorf("worker: parse spec: tls must be true or false: %w", ErrInvalidSpec)
 			}
 			sp.TLS = b
+		case "role":
+			sp.Role = Role(v)
 		case "tls_ca_file":
 			sp.TLSCAFile = v
 		case "tls_cert_file":
 			sp.TLSCertFile = v
 		case "tls_key_file":
 			sp.TLSKeyFile = v
-		case "dp_size", "block_size":
+		case "dp_size", "block_size", "bootstrap_port":
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return sp, fmt.Errorf("worker: parse spec: %s must be an integer: %w", k, ErrInvalidSpec)
 			}
-			if k == "dp_size" {
+			switch k {
+			case "dp_size":
 				sp.DPSize = n
-			} else {
+			case "block_size":
 				sp.BlockSize = n
+			default:
+				sp.BootstrapPort = n
 			}
 		default:
-			return sp, fmt.Errorf("worker: parse spec: unknown key %q (want url, runtime, model, kv_events, replay, topic, dp_size, block_size, api_key, api_key_file, tls, tls_ca_file, tls_cert_file, tls_key_file): %w", k, ErrInvalidSpec)
+			return sp, fmt.Errorf("worker: parse spec: unknown key %q (want url, runtime, model, kv_events, replay, topic, dp_size, block_size, role, bootstrap_port, api_key, api_key_file, tls, tls_ca_file, tls_cert_file, tls_key_file): %w", k, ErrInvalidSpec)
 		}
 	}
 	return sp.Normalize()
@@ -229,7 +239,28 @@ func (s Spec) Normalize() (Spec, error) {
 	if s.BlockSize < 0 || s.BlockSize > MaxBlockSize {
 		return s, fmt.Errorf("worker: spec: block_size %d out of range [1,%d]: %w", s.BlockSize, MaxBlockSize, ErrInvalidSpec)
 	}
+	if err := s.normalizeRole(); err != nil {
+		return s, err
+	}
 	return s, s.checkCredentials()
+}
+
+// normalizeRole validates the role and defaults a prefill worker's bootstrap port.
+func (s *Spec) normalizeRole() error {
+	r, err := ParseRole(string(s.Role))
+	if err != nil {
+		return fmt.Errorf("worker: spec: %w", err)
+	}
+	s.Role = r
+	switch {
+	case s.BootstrapPort != 0 && r != RolePrefill:
+		return fmt.Errorf("worker: spec: bootstrap_port applies to role=prefill workers: %w", ErrInvalidSpec)
+	case s.BootstrapPort < 0 || s.BootstrapPort > 65535:
+		return fmt.Errorf("worker: spec: bootstrap_port %d out of range [1,65535]: %w", s.BootstrapPort, ErrInvalidSpec)
+	case r == RolePrefill && s.BootstrapPort == 0:
+		s.BootstrapPort = DefaultBootstrapPort
+	}
+	return nil
 }
 
 // MaxAPIKeyLen bounds an upstream key: it travels in a header.
@@ -311,6 +342,12 @@ func (s Spec) String() string {
 	}
 	if s.BlockSize > 0 {
 		add("block_size", strconv.Itoa(s.BlockSize))
+	}
+	if s.Role != RoleBoth {
+		add("role", string(s.Role))
+	}
+	if s.BootstrapPort > 0 && s.BootstrapPort != DefaultBootstrapPort {
+		add("bootstrap_port", strconv.Itoa(s.BootstrapPort))
 	}
 	add("api_key", s.Redacted().APIKey)
 	add("api_key_file", s.APIKeyFile)

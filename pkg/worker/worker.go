@@ -57,6 +57,9 @@ func (w *Worker) Spec() Spec { return w.spec }
 // and in logs. It never contains credentials (Normalize rejects them).
 func (w *Worker) URL() string { return w.spec.URL }
 
+// Role returns the worker's role in prefill/decode disaggregation (Spec.Role).
+func (w *Worker) Role() Role { return w.spec.Role }
+
 // Kind returns the worker's protocol.
 func (w *Worker) Kind() Kind { return w.spec.Kind() }
 

@@ -31,6 +31,10 @@ func TestParseSpec(t *testing.T) {
 		{"grpc mtls", "url=grpc://h:1,tls=true,tls_ca_file=ca.pem,tls_cert_file=c.pem,tls_key_file=k.pem",
 			Spec{URL: "grpc://h:1", TLS: true, TLSCAFile: "ca.pem", TLSCertFile: "c.pem", TLSKeyFile: "k.pem", DPSize: 1}},
 		{"replay of a --kv-listen topic", "url=http://h:1,replay=tcp://h:2", Spec{URL: "http://h:1", Replay: "tcp://h:2", DPSize: 1}},
+		{"prefill role, default bootstrap port", "url=http://h:1,role=Prefill", Spec{URL: "http://h:1", Role: RolePrefill, BootstrapPort: DefaultBootstrapPort, DPSize: 1}},
+		{"prefill role, bootstrap port", "url=http://h:1,role=prefill,bootstrap_port=9001", Spec{URL: "http://h:1", Role: RolePrefill, BootstrapPort: 9001, DPSize: 1}},
+		{"decode role", "url=http://h:1,role=decode", Spec{URL: "http://h:1", Role: RoleDecode, DPSize: 1}},
+		{"both role is the default", "url=http://h:1,role=both", Spec{URL: "http://h:1", DPSize: 1}},
 		{"tls sidecar of an http worker", "url=http://h:1,kv_events=grpc://h:9,tls=1",
 			Spec{URL: "http://h:1", KVEvents: "grpc://h:9", TLS: true, DPSize: 1}},
 	}
@@ -99,6 +103,11 @@ func TestParseSpecErrors(t *testing.T) {
 		{"tls not a bool", "url=grpc://h:1,tls=s3cret"},
 		{"ca without tls", "url=http://h:1,tls_ca_file=/ca.pem,api_key=s3cret"},
 		{"cert without key", "url=https://h:1,tls_cert_file=c.pem,api_key=s3cret"},
+		{"bad role", "url=http://h:1,role=mixed"},
+		{"bootstrap port on a decode worker", "url=http://h:1,role=decode,bootstrap_port=9000"},
+		{"bootstrap port on a both worker", "url=http://h:1,bootstrap_port=9000"},
+		{"bootstrap port range", "url=http://h:1,role=prefill,bootstrap_port=70000"},
+		{"bootstrap port not a number", "url=http://h:1,role=prefill,bootstrap_port=x"},
 		{"key without cert", "url=grpc://h:1,tls=true,tls_key_file=k.pem"},
 	}
 	for _, tt := range tests {

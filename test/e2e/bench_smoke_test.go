@@ -48,7 +48,7 @@ func TestBenchSmoke(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", filepath.Join(dir, "logs"),
 		"-sims", "3", "-sim-args", "--num-blocks 2500", "-replicas", "2", "-runs", "1", "-scenarios", "", // TestBenchSmokeLate runs a scenario
-		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "", "-chat-configs", "", // the uniform claims only; TestChatWorkers covers chat
+		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", // the uniform claims only; TestChatWorkers, TestBenchSmokeResponses cover the others
 		"-num-requests", "360", "-num-prefixes", "90", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "32",
 		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-out", md, "-png", png}}, dir)
 	if err != nil {
@@ -130,7 +130,7 @@ func TestBenchSmokeLate(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench-late", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", filepath.Join(dir, "logs"),
 		"-sims", "3", "-replicas", "1", "-nginx=false", "-runs", "1", "-seed", "1",
-		"-configs", "cache_aware/events", "-skew", "", "-chat-configs", "", "-scenarios", "late", "-scenario-configs", "cache_aware/events",
+		"-configs", "cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "late", "-scenario-configs", "cache_aware/events",
 		"-late-after", lateSmokeAfter.String(),
 		"-num-requests", "900", "-num-prefixes", "300", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "64",
 		"-rate", "30", "-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)

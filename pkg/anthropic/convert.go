@@ -1,0 +1,408 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// The conversion of messages and tools into the chat request, by vLLM's rules
+// (entrypoints/anthropic: _convert_anthropic_to_openai_request):
+//   - content as a string stays a string; blocks become parts: text (empty text is dropped),
+//     image (base64 source → a data: URL, url source → the URL) as image_url;
+//   - thinking blocks join into the message's reasoning; redacted_thinking is dropped (its
+//     data is opaque to an engine);
+//   - tool_use blocks (assistant) become tool_calls {id, function {name, arguments}}, the
+//     arguments the input object as the client wrote it (key order kept);
+//   - tool_result blocks (user) become tool messages, in place, before the message's own
+//     content: tool_call_id the tool_use_id, content the result's string or its blocks as
+//     parts; is_error is accepted and, as in vLLM, not rendered;
+//   - a message left with one text part has it as its string content; a message left with no
+//     content, tool calls or reasoning is dropped;
+//   - a system message inside messages stays a system message in place;
+//   - Claude Code's per-request billing header is dropped from system text (billingHeader).
+// What vLLM would not render and Anthropic rejects is a 400 here: an unknown block type, a
+// tool_use outside an assistant message, a tool_result outside a user message or answering no
+// earlier tool_use.
+
+// msgParts collects one message's converted blocks.
+type msgParts struct {
+	parts     [][]byte // each a chat content part object
+	texts     []string // the text of each part when it is a text part
+	reasoning strings.Builder
+	calls     []byte // tool_calls objects, comma-separated
+	nCalls    int
+}
+
+// appendMessage appends message i (and the tool messages it holds). first reports whether
+// nothing was appended to the messages array yet.
+func (c *converter) appendMessage(dst []byte, m *wireMessage, i int, first bool) ([]byte, bool, *openai.Error) {
+	param := fmt.Sprintf("messages[%d]", i)
+	switch m.Role {
+	case "user", "assistant", "system":
+	default:
+		return nil, first, openai.BadRequest(param+".role", fmt.Sprintf("%s.role: expected \"user\" or \"assistant\", got %q", param, m.Role))
+	}
+	sep := func() {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+	}
+	if len(m.Content) == 0 || string(m.Content) == "null" {
+		return nil, first, openai.BadRequest(param+".content", param+".content: Field required")
+	}
+	if m.Content[0] == '"' {
+		var s string
+		if err := json.Unmarshal(m.Content, &s); err != nil {
+			return nil, first, openai.BadRequest(param+".content", param+".content: invalid string")
+		}
+		if m.Role == "system" && isBillingHeader(s) {
+			return dst, first, nil
+		}
+		sep()
+		dst = appendTextMessage(dst, m.Role, s)
+		return dst, first, nil
+	}
+	var blocks []wireBlock
+	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+		return nil, first, openai.BadRequest(param+".content", param+".content: expected a string or an array of content blocks")
+	}
+	var p msgParts
+	for j := range blocks {
+		bp := fmt.Sprintf("%s.content[%d]", param, j)
+		b := &blocks[j]
+		if b.Type == "tool_result" {
+			if m.Role != "user" {
+				return nil, first, openai.BadRequest(bp, bp+": tool_result blocks are only allowed in user messages")
+			}
+			sep()
+			var aerr *openai.Error
+			if dst, aerr = c.appendToolResult(dst, b, bp); aerr != nil {
+				return nil, first, aerr
+			}
+			continue
+		}
+		if aerr := c.addBlock(&p, b, m.Role, bp); aerr != nil {
+			return nil, first, aerr
+		}
+	}
+	if len(p.parts) == 0 && p.nCalls == 0 && p.reasoning.Len() == 0 {
+		return dst, first, nil // vLLM drops a message left with nothing
+	}
+	sep()
+	return p.appendTo(dst, m.Role), first, nil
+}
+
+// appendTextMessage appends {"role","content"} with a string content.
+func appendTextMessage(dst []byte, role, s string) []byte {
+	dst = append(dst, `{"role":`...)
+	dst = openai.AppendString(dst, role)
+	dst = append(dst, `,"content":`...)
+	dst = openai.AppendString(dst, s)
+	return append(dst, '}')
+}
+
+// appendTo appends the message p describes.
+func (p *msgParts) appendTo(dst []byte, role string) []byte {
+	dst = append(dst, `{"role":`...)
+	dst = openai.AppendString(dst, role)
+	if p.reasoning.Len() > 0 {
+		dst = append(dst, `,"reasoning":`...)
+		dst = openai.AppendString(dst, p.reasoning.String())
+	}
+	if p.nCalls > 0 {
+		dst = append(dst, `,"tool_calls":[`...)
+		dst = append(dst, p.calls...)
+		dst = append(dst, ']')
+	}
+	switch {
+	case len(p.parts) == 1 && p.texts[0] != "":
+		dst = append(dst, `,"content":`...)
+		dst = openai.AppendString(dst, p.texts[0])
+	case len(p.parts) > 0:
+		dst = append(dst, `,"content":[`...)
+		for i, part := range p.parts {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, part...)
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
+}
+
+// addBlock converts one block other than tool_result into p.
+func (c *converter) addBlock(p *msgParts, b *wireBlock, role, bp string) *openai.Error {
+	switch b.Type {
+	case "text":
+		if b.Text == nil {
+			return openai.BadRequest(bp+".text", bp+".text: Field required")
+		}
+		if *b.Text != "" && !(role == "system" && isBillingHeader(*b.Text)) {
+			p.parts = append(p.parts, textPart(*b.Text))
+			p.texts = append(p.texts, *b.Text)
+		}
+	case "image":
+		part, aerr := imagePart(b.Source, bp)
+		if aerr != nil {
+			return aerr
+		}
+		p.parts = append(p.parts, part)
+		p.texts = append(p.texts, "")
+	case "thinking":
+		if b.Thinking == nil {
+			return openai.BadRequest(bp+".thinking", bp+".thinking: Field required")
+		}
+		p.reasoning.WriteString(*b.Thinking)
+	case "redacted_thinking":
+	case "tool_use":
+		if role != "assistant" {
+			return openai.BadRequest(bp, bp+": tool_use blocks are only allowed in assistant messages")
+		}
+		call, aerr := c.toolCall(b, bp)
+		if aerr != nil {
+			return aerr
+		}
+		if p.nCalls > 0 {
+			p.calls = append(p.calls, ',')
+		}
+		p.calls = append(p.calls, call...)
+		p.nCalls++
+	case "":
+		return openai.BadRequest(bp+".type", bp+".type: Field required")
+	default:
+		return openai.BadRequest(bp+".type", fmt.Sprintf("%s.type: content blocks of type %q are not supported", bp, b.Type))
+	}
+	return nil
+}
+
+// textPart is a chat text part.
+func textPart(s string) []byte {
+	b := append([]byte(`{"type":"text","text":`), openai.AppendString(nil, s)...)
+	return append(b, '}')
+}
+
+// imagePart is a chat image_url part of an image block's source.
+func imagePart(src *wireSource, bp string) ([]byte, *openai.Error) {
+	if src == nil {
+		return nil, openai.BadRequest(bp+".source", bp+".source: Field required")
+	}
+	var url string
+	switch src.Type {
+	case "base64":
+		if src.MediaType == "" || src.Data == "" {
+			return nil, openai.BadRequest(bp+".source", bp+".source: a base64 source needs media_type and data")
+		}
+		url = "data:" + src.MediaType + ";base64," + src.Data
+	case "url":
+		if src.URL == "" {
+			return nil, openai.BadRequest(bp+".source.url", bp+".source.url: Field required")
+		}
+		url = src.URL
+	default:
+		return nil, openai.BadRequest(bp+".source.type", fmt.Sprintf("%s.source.type: image sources of type %q are not supported", bp, src.Type))
+	}
+	b := append([]byte(`{"type":"image_url","image_url":{"url":`), openai.AppendString(nil, url)...)
+	return append(b, "}}"...), nil
+}
+
+// toolCall is the chat tool call of a tool_use block; its id becomes known to later
+// tool_results.
+func (c *converter) toolCall(b *wireBlock, bp string) ([]byte, *openai.Error) {
+	if b.ID == nil || *b.ID == "" {
+		return nil, openai.BadRequest(bp+".id", bp+".id: Field required")
+	}
+	if b.Name == nil || *b.Name == "" {
+		return nil, openai.BadRequest(bp+".name", bp+".name: Field required")
+	}
+	if len(b.Input) == 0 || b.Input[0] != '{' {
+		return nil, openai.BadRequest(bp+".input", bp+".input: expected an object")
+	}
+	var args bytes.Buffer
+	if err := json.Compact(&args, b.Input); err != nil {
+		return nil, openai.BadRequest(bp+".input", bp+".input: expected an object")
+	}
+	c.known[*b.ID] = true
+	dst := append([]byte(`{"id":`), openai.AppendString(nil, *b.ID)...)
+	dst = append(dst, `,"type":"function","function":{"name":`...)
+	dst = openai.AppendString(dst, *b.Name)
+	dst = append(dst, `,"arguments":`...)
+	dst = openai.AppendString(dst, args.String())
+	return append(dst, "}}"...), nil
+}
+
+// appendToolResult appends the tool message of a tool_result block.
+func (c *converter) appendToolResult(dst []byte, b *wireBlock, bp string) ([]byte, *openai.Error) {
+	if b.ToolUseID == nil || *b.ToolUseID == "" {
+		return nil, openai.BadRequest(bp+".tool_use_id", bp+".tool_use_id: Field required")
+	}
+	if !c.known[*b.ToolUseID] {
+		return nil, openai.BadRequest(bp+".tool_use_id", fmt.Sprintf("%s.tool_use_id: %q answers no tool_use block of an earlier assistant message", bp, *b.ToolUseID))
+	}
+	dst = append(dst, `{"role":"tool","tool_call_id":`...)
+	dst = openai.AppendString(dst, *b.ToolUseID)
+	dst = append(dst, `,"content":`...)
+	switch {
+	case len(b.Content) == 0 || string(b.Content) == "null":
+		dst = append(dst, `""`...)
+	case b.Content[0] == '"':
+		var s string
+		if err := json.Unmarshal(b.Content, &s); err != nil {
+			return nil, openai.BadRequest(bp+".content", bp+".content: invalid string")
+		}
+		dst = openai.AppendString(dst, s)
+	default:
+		var blocks []wireBlock
+		if err := json.Unmarshal(b.Content, &blocks); err != nil {
+			return nil, openai.BadRequest(bp+".content", bp+".content: expected a string or an array of text and image blocks")
+		}
+		dst = append(dst, '[')
+		for k := range blocks {
+			part, aerr := resultPart(&blocks[k], fmt.Sprintf("%s.content[%d]", bp, k))
+			if aerr != nil {
+				return nil, aerr
+			}
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, part...)
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), nil
+}
+
+// resultPart is the chat part of a block inside a tool_result: text or image.
+func resultPart(b *wireBlock, bp string) ([]byte, *openai.Error) {
+	switch b.Type {
+	case "text":
+		if b.Text == nil {
+			return nil, openai.BadRequest(bp+".text", bp+".text: Field required")
+		}
+		return textPart(*b.Text), nil
+	case "image":
+		return imagePart(b.Source, bp)
+	}
+	return nil, openai.BadRequest(bp+".type", fmt.Sprintf("%s.type: blocks of type %q are not supported in a tool_result", bp, b.Type))
+}
+
+// appendTools appends tools as function tools (input_schema as parameters; a schema without
+// "type" gets "type":"object" after its members, as vLLM's validator adds it) and the
+// tool_choice: auto, any → required, tool → the named function, none; with tools and no
+// tool_choice, auto. disable_parallel_tool_use becomes parallel_tool_calls false.
+func appendTools(dst []byte, wr *wireRequest) ([]byte, *openai.Error) {
+	if len(wr.Tools) > 0 {
+		dst = append(dst, `,"tools":[`...)
+		for i := range wr.Tools {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var aerr *openai.Error
+			if dst, aerr = appendTool(dst, &wr.Tools[i], fmt.Sprintf("tools[%d]", i)); aerr != nil {
+				return nil, aerr
+			}
+		}
+		dst = append(dst, ']')
+	}
+	tc := wr.ToolChoice
+	if tc == nil {
+		if len(wr.Tools) > 0 {
+			dst = append(dst, `,"tool_choice":"auto"`...)
+		}
+		return dst, nil
+	}
+	switch tc.Type {
+	case "auto":
+		dst = append(dst, `,"tool_choice":"auto"`...)
+	case "any":
+		dst = append(dst, `,"tool_choice":"required"`...)
+	case "none":
+		dst = append(dst, `,"tool_choice":"none"`...)
+	case "tool":
+		if tc.Name == nil || *tc.Name == "" {
+			return nil, openai.BadRequest("tool_choice.name", "tool_choice.name: Field required for tool_choice of type \"tool\"")
+		}
+		dst = append(dst, `,"tool_choice":{"type":"function","function":{"name":`...)
+		dst = openai.AppendString(dst, *tc.Name)
+		dst = append(dst, "}}"...)
+	default:
+		return nil, openai.BadRequest("tool_choice.type", fmt.Sprintf("tool_choice.type: expected \"auto\", \"any\", \"tool\" or \"none\", got %q", tc.Type))
+	}
+	if tc.DisableParallelToolUse != nil && *tc.DisableParallelToolUse {
+		dst = append(dst, `,"parallel_tool_calls":false`...)
+	}
+	return dst, nil
+}
+
+// appendTool appends one function tool.
+func appendTool(dst []byte, t *wireTool, param string) ([]byte, *openai.Error) {
+	if t.Type != nil && *t.Type != "custom" {
+		return nil, openai.BadRequest(param+".type", fmt.Sprintf("%s.type: tools of type %q are not supported (only client tools with an input_schema)", param, *t.Type))
+	}
+	if t.Name == nil || *t.Name == "" {
+		return nil, openai.BadRequest(param+".name", param+".name: Field required")
+	}
+	schema := bytes.TrimSpace(t.InputSchema)
+	if len(schema) == 0 || schema[0] != '{' {
+		return nil, openai.BadRequest(param+".input_schema", param+".input_schema: expected an object")
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &members); err != nil {
+		return nil, openai.BadRequest(param+".input_schema", param+".input_schema: expected an object")
+	}
+	dst = append(dst, `{"type":"function","function":{"name":`...)
+	dst = openai.AppendString(dst, *t.Name)
+	if t.Description != nil {
+		dst = append(dst, `,"description":`...)
+		dst = openai.AppendString(dst, *t.Description)
+	}
+	dst = append(dst, `,"parameters":`...)
+	if _, ok := members["type"]; ok {
+		dst = append(dst, schema...)
+	} else {
+		body := bytes.TrimSpace(schema[1 : len(schema)-1])
+		dst = append(dst, '{')
+		dst = append(dst, body...)
+		if len(body) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"type":"object"}`...)
+	}
+	return append(dst, "}}"...), nil
+}
+
+// appendThinking maps thinking to the chat template's thinking switch: enabled (or adaptive)
+// sets chat_template_kwargs enable_thinking (Qwen3's name) and thinking (DeepSeek's) true,
+// disabled sets them false; without thinking the template's default applies.
+func appendThinking(dst []byte, th *wireThinking) ([]byte, *openai.Error) {
+	if th == nil {
+		return dst, nil
+	}
+	on := false
+	switch th.Type {
+	case "enabled":
+		if th.BudgetTokens == nil || *th.BudgetTokens < 1 {
+			return nil, openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: a positive integer is required when thinking is enabled")
+		}
+		on = true
+	case "adaptive":
+		on = true
+	case "disabled":
+	default:
+		return nil, openai.BadRequest("thinking.type", fmt.Sprintf("thinking.type: expected \"enabled\" or \"disabled\", got %q", th.Type))
+	}
+	v := "false"
+	if on {
+		v = "true"
+	}
+	dst = append(dst, `,"chat_template_kwargs":{"enable_thinking":`...)
+	dst = append(dst, v...)
+	dst = append(dst, `,"thinking":`...)
+	dst = append(dst, v...)
+	return append(dst, '}'), nil
+}

@@ -1,0 +1,235 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/anthropic"
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// POST /v1/messages (Anthropic's Messages API) on the pipeline: the body is parsed and
+// converted into the chat request vLLM's Anthropic serving runs it as (anthropic.Parse), which
+// then takes the chat endpoint's parse and prompt: rendered and tokenized exactly, routed
+// cache-aware on those ids, sent to HTTP workers as /v1/chat/completions and to gRPC workers
+// as Generate with the model's parsers. The writer converts the chat answer into the message
+// or the Messages events (anthropic.Output) and keeps relay's started/not-started contract: a
+// failure before the worker's first piece is retried. Every error is in Anthropic's shape.
+// POST /v1/messages/count_tokens is answered by the gateway from the same render.
+
+// messagesTurn is one POST /v1/messages in flight: the converted request, its output
+// conversion and its endpoint value.
+type messagesTurn struct {
+	req *anthropic.Request
+	out anthropic.Output
+	ep  *endpoint
+}
+
+// newMessagesTurn returns the turn of one request, its endpoint parsing the Messages body.
+func newMessagesTurn() *messagesTurn {
+	tn := &messagesTurn{}
+	tn.ep = &endpoint{parse: tn.parse, prompt: tn.prompt, write: tn.write, fail: anthropic.WriteError}
+	return tn
+}
+
+// parse converts the Messages body and parses its chat request as the chat endpoint does.
+func (tn *messagesTurn) parse(body []byte, lim openai.Limits, req *engine.Request) (string, *openai.Error) {
+	ar, aerr := anthropic.Parse(body, false)
+	if aerr != nil {
+		return "", aerr
+	}
+	tn.req = ar
+	tn.out.StopSequences = ar.StopSequences
+	return chatCompletions.parse(ar.ChatBody(), lim, req)
+}
+
+// prompt renders the chat request as the chat endpoint does. A prompt over
+// --max-prompt-tokens is Anthropic's 400 "prompt is too long: N tokens > M maximum", the
+// words agents (Claude Code) look for to compact their history.
+func (tn *messagesTurn) prompt(rt *Router, c *call) (string, *openai.Error) {
+	p, aerr := chatCompletions.prompt(rt, c)
+	if aerr != nil && aerr.Code == "context_length_exceeded" && len(c.req.Tokens) == 0 {
+		aerr = promptTooLong(rt, c)
+	}
+	tn.out.Model = c.req.Model
+	if len(c.req.Tokens) == 1 {
+		tn.out.PromptTokens = len(c.req.Tokens[0])
+	}
+	return p, aerr
+}
+
+// promptTooLong is Anthropic's answer to a prompt over --max-prompt-tokens.
+func promptTooLong(rt *Router, c *call) *openai.Error {
+	res, _ := c.model.chat.Render(c.req.Chat)
+	return &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "context_length_exceeded",
+		Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", len(res.TokenIDs), rt.cfg.MaxPromptTokens)}
+}
+
+// handleMessages serves POST /v1/messages.
+func (rt *Router) handleMessages(w http.ResponseWriter, r *http.Request) {
+	rt.handle(newMessagesTurn().ep)(w, r)
+}
+
+// handleCountTokens serves POST /v1/messages/count_tokens: {"input_tokens": N}, N the token
+// ids of the prompt the request renders to, as routing computes them; no worker is called.
+func (rt *Router) handleCountTokens(w http.ResponseWriter, r *http.Request) {
+	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+	defer release()
+	if aerr != nil {
+		anthropic.WriteError(w, aerr)
+		return
+	}
+	n, aerr := rt.countMessageTokens(body)
+	if aerr != nil {
+		anthropic.WriteError(w, aerr)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(strconv.AppendInt([]byte(`{"input_tokens":`), int64(n), 10))
+	_, _ = w.Write([]byte("}\n"))
+}
+
+// countMessageTokens renders a count_tokens body with its model's renderer.
+func (rt *Router) countMessageTokens(body []byte) (int, *openai.Error) {
+	ar, aerr := anthropic.Parse(body, true)
+	if aerr != nil {
+		return 0, aerr
+	}
+	c := &call{arrival: time.Now()}
+	name, aerr := chatCompletions.parse(ar.ChatBody(), openai.Limits{MaxN: rt.cfg.MaxN}, &c.req)
+	if aerr != nil {
+		return 0, aerr
+	}
+	if !rt.resolve(c, name) {
+		return 0, routeError(c.target.Model, false, false)
+	}
+	if c.model.chat == nil {
+		return 0, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeServer, Code: "no_renderer",
+			Message: "count_tokens needs the model's chat template and tokenizer; the gateway has none for " + c.target.Model}
+	}
+	ids, _, aerr := rt.renderChat(c, c.req.Chat)
+	if aerr != nil {
+		return 0, aerr
+	}
+	return len(ids), nil
+}
+
+// write converts the worker's chat answer (the endpoint's writer, same contract as relay).
+func (tn *messagesTurn) write(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (bool, *openai.Error) {
+	defer resp.Body.Close()
+	piece, err, aerr := firstPiece(ctx, resp, dec)
+	if aerr != nil {
+		return false, aerr
+	}
+	body, rerr := piece, err
+	if resp.Status != http.StatusOK || !resp.SSE {
+		// A whole body: the engine's error answer or the chat.completion. Nothing is written
+		// before it is complete, so a worker failing mid-body is retried like one failing
+		// before its first byte.
+		if body, rerr = readRest(resp, piece, err); rerr != nil {
+			if ctx.Err() != nil {
+				return false, ctxError(ctx)
+			}
+			return false, engine.Classify(rerr)
+		}
+	}
+	switch {
+	case resp.Status != http.StatusOK:
+		rt.observeTTFT(c)
+		anthropic.WriteError(w, engineError(resp.Status, body))
+		return true, nil
+	case resp.SSE:
+		tn.stream(rt, ctx, w, resp, piece, err, dec, c)
+		return true, nil
+	}
+	msg, aerr := tn.out.Message(body)
+	if aerr != nil {
+		anthropic.WriteError(w, aerr)
+		return true, nil
+	}
+	rt.observeTTFT(c)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(msg, '\n'))
+	return true, nil
+}
+
+// maxEngineError bounds how much of an engine's error answer is read.
+const maxEngineError = 1 << 20
+
+// readRest returns the whole body that starts with piece.
+func readRest(resp *engine.Response, piece []byte, err error) ([]byte, error) {
+	body := append([]byte(nil), piece...)
+	for err == nil {
+		piece, err = resp.Body.Next()
+		body = append(body, piece...)
+	}
+	if !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return body, nil
+}
+
+// engineError is an engine's error answer with its status: its message, from the OpenAI
+// shape {"error":{"message"}} or vLLM's older {"message"}, else the status alone.
+func engineError(status int, body []byte) *openai.Error {
+	var e struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Message string `json:"message"`
+	}
+	if len(body) > maxEngineError {
+		body = nil
+	}
+	_ = json.Unmarshal(body, &e)
+	msg := e.Message
+	if e.Error != nil && e.Error.Message != "" {
+		msg = e.Error.Message
+	}
+	if msg == "" {
+		msg = "the worker answered " + strconv.Itoa(status) + " " + http.StatusText(status)
+	}
+	return &openai.Error{Status: status, Message: msg}
+}
+
+// stream answers a streaming request: each piece of the worker's chunk stream becomes the
+// Messages events it implies, written and flushed at once. A failure after the first event is
+// one error event.
+func (tn *messagesTurn) stream(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *decision, c *call) {
+	st := tn.out.NewStream()
+	sse := openai.NewSSE(w)
+	rt.observeTTFT(c)
+	sse.Start(http.StatusOK)
+	buf := make([]byte, 0, 4096)
+	for {
+		var aerr *openai.Error
+		if buf, aerr = st.Feed(buf, piece); aerr != nil {
+			_ = sse.Write(anthropic.AppendErrorEvent(buf, aerr))
+			return
+		}
+		if len(buf) > 0 && sse.Write(buf) != nil {
+			return // the client went away
+		}
+		buf = buf[:0]
+		if err != nil {
+			break
+		}
+		piece, err = resp.Body.Next()
+	}
+	if !errors.Is(err, io.EOF) {
+		if ae := rt.midStreamFailure(ctx, err, dec); ae != nil {
+			_ = sse.Write(anthropic.AppendErrorEvent(buf, ae))
+		}
+		return
+	}
+	_ = sse.Write(st.End(buf))
+}

@@ -1,0 +1,331 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// Prefill/decode disaggregation (wire/pd.md, DESIGN.md §15). A pool with role=prefill workers
+// runs each request as a pair when it pays: the decode worker is routed first (by the decode
+// policy, among decode and both workers: it is the one the request would run on whole), then,
+// unless the prompt is short or the decode worker already holds all but a few of its tokens,
+// a prefill worker (by the prefill policy, cache-aware on the pool's event index) gets the
+// prefill leg. vLLM NIXL pairs run sequentially (the prefill answer's kv_transfer_params go
+// into the decode body verbatim), SGLang pairs concurrently (one bootstrap room in both
+// bodies). The decode worker's answer is the client's.
+
+// Transfer styles of PD.Transfer (wire/pd.md §1).
+const (
+	PDTransferNIXL   = "nixl"
+	PDTransferSGLang = "sglang"
+)
+
+// Defaults of PD fields left zero.
+const (
+	DefaultPDMinUncachedTokens = 256
+	DefaultPDTimeout           = 60 * time.Second
+)
+
+// PD configures a model's prefill/decode disaggregation. It takes effect when the model's pool
+// has role=prefill workers; the zero value takes the defaults.
+type PD struct {
+	// PrefillPolicy picks the prefill worker, DecodePolicy the decode worker (and the worker of
+	// a request run whole in a disaggregated pool). nil: the model's Policy.
+	PrefillPolicy, DecodePolicy policy.Policy
+	// Transfer is PDTransferNIXL or PDTransferSGLang; "" takes it from each prefill worker's
+	// runtime (sglang: SGLang bootstrap, otherwise NIXL).
+	Transfer string
+	// MinUncachedTokens: a prompt shorter than this, or one the decode worker holds all but
+	// fewer than this many tokens of, runs whole on the decode worker (0: the default 256;
+	// negative: every request is split).
+	MinUncachedTokens int
+	// Timeout bounds the prefill leg: its answer (NIXL) or its whole call (SGLang, whose
+	// decode leg waits for it). 0: DefaultPDTimeout.
+	Timeout time.Duration
+}
+
+// pdState is the router's resolved PD of a model.
+type pdState struct {
+	prefill, decode policy.Policy
+	transfer        string
+	minUncached     int
+	timeout         time.Duration
+}
+
+// newPDState validates pd and fills its defaults from the model's policy.
+func newPDState(pd PD, def policy.Policy) (pdState, error) {
+	switch pd.Transfer {
+	case "", PDTransferNIXL, PDTransferSGLang:
+	default:
+		return pdState{}, fmt.Errorf("pd transfer %q is not nixl or sglang", pd.Transfer)
+	}
+	if pd.Timeout < 0 {
+		return pdState{}, errors.New("pd timeout must not be negative")
+	}
+	st := pdState{prefill: pd.PrefillPolicy, decode: pd.DecodePolicy, transfer: pd.Transfer, minUncached: pd.MinUncachedTokens, timeout: pd.Timeout}
+	if st.prefill == nil {
+		st.prefill = def
+	}
+	if st.decode == nil {
+		st.decode = def
+	}
+	if st.minUncached == 0 {
+		st.minUncached = DefaultPDMinUncachedTokens
+	}
+	if st.timeout == 0 {
+		st.timeout = DefaultPDTimeout
+	}
+	return st, nil
+}
+
+// transferOf returns the transfer style of a pair with worker w (either leg's: the runtime
+// of a fleet's workers is the same engine's).
+func (p *pdState) transferOf(w *worker.Worker) string {
+	if p.transfer != "" {
+		return p.transfer
+	}
+	if w.Spec().Runtime == worker.RuntimeSGLang {
+		return PDTransferSGLang
+	}
+	return PDTransferNIXL
+}
+
+// Split outcomes: why a request of a disaggregated pool ran as a pair or whole. They label
+// kvgate_pd_requests_total and the X-Kvgate-Pd header.
+const (
+	pdPair          = "pair"
+	pdShortPrompt   = "short_prompt"      // fewer prompt tokens than MinUncachedTokens
+	pdDecodeCached  = "decode_cached"     // the decode worker holds all but fewer than MinUncachedTokens
+	pdNoPrefill     = "no_prefill_worker" // no prefill worker can take it
+	pdMultiple      = "multiple_outputs"  // NIXL with n > 1 or several prompts: decode alone (as SMG)
+	pdGRPC          = "grpc_worker"       // a leg on a grpc:// worker: not paired yet
+	pdPrefillFailed = "prefill_failed"    // the prefill leg failed on every try: run whole
+)
+
+// Response headers of a disaggregated pool's requests.
+const (
+	// HeaderPrefillWorker names the prefill worker of a pair.
+	HeaderPrefillWorker = "X-Kvgate-Prefill-Worker"
+	// HeaderPD says how the request ran: pair, or why it ran whole (the split outcomes).
+	HeaderPD = "X-Kvgate-Pd"
+)
+
+// splitReason decides whether a request pays to split (DESIGN.md §15): tokens is the prompt's
+// length, cached how many of its leading tokens the decode worker holds.
+func splitReason(tokens, cached, minUncached int) string {
+	switch {
+	case minUncached < 0:
+		return pdPair
+	case tokens < minUncached:
+		return pdShortPrompt
+	case tokens-cached < minUncached:
+		return pdDecodeCached
+	}
+	return pdPair
+}
+
+// transferFields are the request fields that direct a KV transfer: the gateway sets them on
+// a pair's legs, and a client's own are stripped (a client must not direct transfers).
+var transferFields = []string{"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room", "bootstrap_pair_key",
+	"routed_dp_rank", "disagg_prefill_dp_rank"}
+
+// stripTransferFields removes a client's transfer fields from the bodies its request's legs
+// get, and counts the request.
+func (rt *Router) stripTransferFields(c *call) {
+	has := func(string) bool { return false }
+	switch {
+	case c.req.Completion != nil:
+		has = c.req.Completion.Has
+	case c.req.Chat != nil:
+		has = c.req.Chat.Has
+	}
+	for _, k := range transferFields {
+		if has(k) {
+			c.req.Edits = append(c.req.Edits, openai.Edit{Key: k})
+		}
+	}
+	if len(c.req.Edits) > 0 {
+		rt.met.pdStripped.Inc()
+	}
+}
+
+// servePair runs c as a prefill/decode pair when it pays, with ddec its decode worker (held).
+// It reports whether it answered the client; when false, the caller runs the request whole on
+// ddec (the reason is in the X-Kvgate-Pd header).
+func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call, ep *endpoint, s *routeScratch, ddec *decision) bool {
+	pd := &c.model.pd
+	tokens := c.routeTokens()
+	reason := splitReason(len(tokens), ddec.matched*ddec.bs, pd.minUncached)
+	// An SGLang decode-mode server serves nothing without a bootstrap room: with one, every
+	// request is a pair (only a both worker may run one whole).
+	mustPair := pd.transferOf(ddec.m.Worker()) == PDTransferSGLang && ddec.m.Worker().Role() == worker.RoleDecode
+	if mustPair {
+		reason = pdPair
+	}
+	if reason == pdPair && pairBlocked(c, ddec.m) {
+		reason = pdGRPC
+	}
+	var pdec decision
+	if reason == pdPair {
+		ddec.keys = slices.Clone(ddec.keys) // routing the prefill leg reuses the scratch they alias
+		if rt.route(s, &pdec, c, ddec.m, legPrefill) != nil || pairBlocked(c, pdec.m) {
+			rt.done(c, &pdec)
+			reason = pdNoPrefill
+		}
+	}
+	if reason == pdPair && pd.transferOf(pdec.m.Worker()) == PDTransferNIXL && multipleOutputs(c) {
+		rt.done(c, &pdec)
+		reason = pdMultiple
+	}
+	if reason != pdPair && mustPair {
+		rt.countPD(w, reason)
+		rt.done(c, ddec)
+		ep.writeError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
+			Message: "prefill stage: no healthy prefill worker for the model's SGLang decode workers"})
+		return true
+	}
+	if reason != pdPair {
+		rt.countPD(w, reason)
+		return false
+	}
+	hdr := c.req.Header.Clone()
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	if hdr.Get("X-Request-Id") == "" {
+		hdr.Set("X-Request-Id", rt.newRequestID())
+	}
+	if pd.transferOf(pdec.m.Worker()) == PDTransferSGLang {
+		rt.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
+		return true
+	}
+	return rt.pairNIXL(ctx, w, c, ep, s, ddec, &pdec, hdr)
+}
+
+// pairBlocked reports whether m cannot serve a leg of c's pair: grpc:// workers get token ids
+// through Generate, where the pair's fields are not carried yet.
+func pairBlocked(c *call, m *fleet.Member) bool { return m.Worker().Kind() != worker.KindHTTP }
+
+// multipleOutputs reports whether c asks for several outputs (n > 1, or several prompts): a
+// NIXL prefill answer carries one kv_transfer_params, so SMG sends such requests to the
+// decode worker alone (wire/pd.md §2.1), and so does kvgate.
+func multipleOutputs(c *call) bool {
+	switch {
+	case c.req.Completion != nil:
+		return c.req.Completion.N > 1 || len(c.req.Completion.Prompts) > 1
+	case c.req.Chat != nil:
+		return c.req.Chat.N > 1
+	}
+	return false
+}
+
+// countPD counts a disaggregated pool's request by outcome and names it in the response.
+func (rt *Router) countPD(w http.ResponseWriter, outcome string) {
+	rt.met.pd.WithLabelValues(outcome).Inc()
+	w.Header().Set(HeaderPD, outcome)
+}
+
+// newRequestID returns a fresh X-Request-Id for a pair's legs (both carry the same one:
+// wire/pd.md §2.5).
+func (rt *Router) newRequestID() string {
+	return strconv.FormatUint(rt.rand(), 16) + strconv.FormatUint(rt.rand(), 16)
+}
+
+// maxPrefillAnswer bounds the prefill answer read whole (one token and kv_transfer_params).
+const maxPrefillAnswer = 4 << 20
+
+// prefillAnswer is a prefill leg's answer that is not a handoff: an HTTP status the client
+// gets as it is (4xx: the engine's verdict on the request).
+type prefillAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// callPrefill sends the prefill leg p to pdec's worker and reads its answer whole. It returns
+// the body on a 2xx, the answer to relay on another status, or the failure.
+// c is the pair's call, for the leg's span.
+func (rt *Router) callPrefill(ctx context.Context, c *call, pdec *decision, p *engine.Request) (body []byte, other *prefillAnswer, aerr *openai.Error) {
+	ctx, span := rt.prefillSpan(ctx, c, pdec)
+	defer func() { endSpan(span, aerr) }()
+	resp, err := pdec.m.Engine().Generate(ctx, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctxError(ctx)
+		}
+		return nil, nil, engine.Classify(err)
+	}
+	defer resp.Body.Close()
+	for {
+		piece, err := resp.Body.Next()
+		body = append(body, piece...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctxError(ctx)
+			}
+			return nil, nil, engine.Classify(err)
+		}
+		if len(body) > maxPrefillAnswer {
+			return nil, nil, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "prefill_answer_too_large",
+				Message: fmt.Sprintf("the prefill worker's answer is larger than %d bytes", maxPrefillAnswer)}
+		}
+	}
+	pdec.pick.Prefilled()
+	pdec.m.Worker().MarkServed(time.Now())
+	if resp.Status/100 != 2 {
+		return nil, &prefillAnswer{status: resp.Status, header: resp.Header, body: body}, nil
+	}
+	return body, nil, nil
+}
+
+// prefillFailed wraps a prefill leg's failure so that its message names the stage.
+func prefillFailed(m *fleet.Member, e *openai.Error) *openai.Error {
+	out := *e
+	out.Message = "prefill worker " + m.Worker().URL() + " failed: " + e.Message
+	return &out
+}
+
+// bootstrapHost returns a prefill worker's host as SGLang's bootstrap_host (IPv6 in brackets).
+func bootstrapHost(w *worker.Worker) string {
+	u, err := url.Parse(w.URL())
+	if err != nil {
+		return ""
+	}
+	h := u.Hostname()
+	if ip := net.ParseIP(h); ip != nil && ip.To4() == nil {
+		return "[" + h + "]"
+	}
+	return h
+}
+
+// rawJSON encodes v for an openai.Edit (v's types always encode).
+func rawJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// done releases a leg's load and offers the freed slot to the pool's admission queue.
+func (rt *Router) done(c *call, d *decision) {
+	d.pick.Done()
+	if d.m != nil {
+		rt.handOff(c.model, d.m)
+	}
+}

@@ -1,0 +1,268 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// The two legs of a pair, per transfer style (wire/pd.md §§2, 4).
+
+// nixlPrefillParams is the prefill leg's kv_transfer_params: the union of the peers' (the
+// toy proxy's and llm-d's null keys included; wire/pd.md §2.1).
+var nixlPrefillParams = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
+
+// nixlPrefillEdits returns the edits of a NIXL prefill leg of c, after base (the stripped
+// client fields): one token, not streamed, one sample, no minimum, do_remote_decode.
+func nixlPrefillEdits(c *call, base openai.Edits) openai.Edits {
+	one := json.RawMessage(`1`)
+	e := append(slices.Clip(base),
+		openai.Edit{Key: "kv_transfer_params", Value: nixlPrefillParams},
+		openai.Edit{Key: "stream", Value: json.RawMessage(`false`)},
+		openai.Edit{Key: "stream_options"},
+		openai.Edit{Key: "max_tokens", Value: one},
+		openai.Edit{Key: "min_tokens"},
+		openai.Edit{Key: "min_completion_tokens"},
+	)
+	has := func(string) bool { return false }
+	switch {
+	case c.req.Completion != nil:
+		has = c.req.Completion.Has
+	case c.req.Chat != nil:
+		has = c.req.Chat.Has
+	}
+	for _, k := range []string{"max_completion_tokens", "n"} {
+		if has(k) {
+			e = append(e, openai.Edit{Key: k, Value: one})
+		}
+	}
+	return e
+}
+
+// kvParams returns the kv_transfer_params object of a prefill answer verbatim, or nil when it
+// has none (a finish other than by length or stop: wire/pd.md §2.2).
+func kvParams(body []byte) json.RawMessage {
+	var v struct {
+		KV json.RawMessage `json:"kv_transfer_params"`
+	}
+	if json.Unmarshal(body, &v) != nil || len(v.KV) == 0 || v.KV[0] != '{' {
+		return nil
+	}
+	return v.KV
+}
+
+// pairNIXL runs a vLLM NIXL pair: the prefill leg (retried once on another prefill worker),
+// then the decode leg with the params the prefill answer returned. It reports false, having
+// released the prefill worker, when every prefill try failed and the request is to run whole
+// on the decode worker.
+func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, ep *endpoint, s *routeScratch, ddec, pdec *decision, hdr http.Header) bool {
+	tokens := c.routeTokens()
+	p := c.req
+	p.Header, p.Edits = hdr, nixlPrefillEdits(c, c.req.Edits)
+	var params json.RawMessage
+	for attempt := 0; ; attempt++ {
+		pdec.record(tokens)
+		pctx, cancel := context.WithTimeout(ctx, c.model.pd.timeout)
+		body, other, aerr := rt.callPrefill(pctx, c, pdec, &p)
+		cancel()
+		rt.done(c, pdec)
+		if other != nil { // the engine's verdict on the request: the client's answer
+			rt.done(c, ddec)
+			rt.countPD(w, pdPair)
+			writePrefillAnswer(w, pdec, other)
+			return true
+		}
+		if aerr == nil {
+			params = kvParams(body)
+			break
+		}
+		if !rt.sendFailed(ctx, w, ep, pdec, aerr) {
+			rt.done(c, ddec)
+			return true
+		}
+		failed := pdec.m
+		if attempt == 0 && retryable(aerr) && rt.route(s, pdec, c, failed, legPrefill) == nil {
+			if pdec.m != ddec.m && !pairBlocked(c, pdec.m) {
+				continue
+			}
+			rt.done(c, pdec)
+		}
+		rt.countPD(w, pdPrefillFailed)
+		return false
+	}
+	rt.countPD(w, pdPair)
+	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
+	d := *c
+	d.req.Header = hdr
+	if params != nil {
+		d.req.Edits = append(slices.Clip(c.req.Edits), openai.Edit{Key: "kv_transfer_params", Value: params})
+	} else {
+		// EOS at the first token, or an engine without the connector: the decode worker
+		// prefills itself (SMG's behaviour), and the metric says so.
+		rt.met.pdNoParams.Inc()
+	}
+	rt.sendDecode(ctx, w, ddec, &d, ep, nil)
+	return true
+}
+
+// writePrefillAnswer gives the client a prefill leg's non-2xx answer as the engine wrote it.
+func writePrefillAnswer(w http.ResponseWriter, pdec *decision, a *prefillAnswer) {
+	h := w.Header()
+	h.Set(HeaderPrefillWorker, pdec.m.Worker().URL())
+	if ct := a.header.Get("Content-Type"); ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.body)
+}
+
+// sendDecode sends a pair's decode leg d on ddec's worker and answers the client with it;
+// ended, when set, runs as soon as the call has ended, told whether it failed before
+// answering (SGLang: it ends the prefill leg, and returns the prefill leg's own failure, if
+// any, for the client). A decode leg that a failed prefill leg ended (legCause) answers with
+// the prefill failure.
+func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *decision, d *call, ep *endpoint, ended func(failed bool) *openai.Error) {
+	ddec.record(d.routeTokens())
+	d.leg = legNameDecode
+	started, err := rt.send(ctx, w, ddec, d, ep, 0)
+	rt.done(d, ddec)
+	var pe *openai.Error
+	if ended != nil {
+		pe = ended(err != nil && !started)
+	}
+	if err == nil || started {
+		return
+	}
+	if pe == nil {
+		pe = legCause(ctx)
+	}
+	if pe != nil {
+		ep.writeError(w, pe)
+		return
+	}
+	if rt.sendFailed(ctx, w, ep, ddec, err) {
+		out := *err
+		out.Message = "decode worker " + ddec.m.Worker().URL() + " failed: " + err.Message
+		ep.writeError(w, &out)
+	}
+}
+
+// legError is the cancellation cause of a pair's decode leg whose prefill leg failed: the
+// client gets the prefill failure, in the stream's error event once it has started.
+type legError struct{ e *openai.Error }
+
+func (l *legError) Error() string { return l.e.Message }
+
+// legCause returns the failure that ended ctx's pair leg, or nil.
+func legCause(ctx context.Context) *openai.Error {
+	var le *legError
+	if errors.As(context.Cause(ctx), &le) {
+		return le.e
+	}
+	return nil
+}
+
+// bootstrapEdits returns the SGLang bootstrap fields of a pair whose prefill worker is pw,
+// after base: one random 63-bit room per output (arrays for several: wire/pd.md §4.1).
+func bootstrapEdits(c *call, pw *worker.Worker, rand func() uint64, base openai.Edits) openai.Edits {
+	items := 1
+	switch {
+	case c.req.Chat != nil:
+		items = c.req.Chat.N
+	case c.req.Completion != nil:
+		items = len(c.req.Completion.Prompts)
+	}
+	host, port := bootstrapHost(pw), pw.Spec().BootstrapPort
+	if port == 0 {
+		port = worker.DefaultBootstrapPort // a both worker as the prefill worker
+	}
+	room := func() uint64 { return rand() & (1<<63 - 1) }
+	e := slices.Clip(base)
+	if items <= 1 {
+		return append(e, openai.Edit{Key: "bootstrap_host", Value: rawJSON(host)}, openai.Edit{Key: "bootstrap_port", Value: rawJSON(port)},
+			openai.Edit{Key: "bootstrap_room", Value: rawJSON(room())})
+	}
+	hosts, ports, rooms := make([]string, items), make([]int, items), make([]uint64, items)
+	for i := range items {
+		hosts[i], ports[i], rooms[i] = host, port, room()
+	}
+	return append(e, openai.Edit{Key: "bootstrap_host", Value: rawJSON(hosts)}, openai.Edit{Key: "bootstrap_port", Value: rawJSON(ports)},
+		openai.Edit{Key: "bootstrap_room", Value: rawJSON(rooms)})
+}
+
+// pairSGLang runs an SGLang pair: both legs at once with the same bootstrap fields, the
+// decode answer relayed. Either leg failing ends the other: a failed prefill cancels the
+// decode leg at once (which would otherwise wait for the KV for minutes), a failed decode
+// cancels the prefill leg; the prefill leg is bounded by the PD timeout.
+func (rt *Router) pairSGLang(ctx context.Context, w http.ResponseWriter, c *call, ep *endpoint, ddec, pdec *decision, hdr http.Header) {
+	rt.countPD(w, pdPair)
+	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
+	edits := bootstrapEdits(c, pdec.m.Worker(), rt.rand, c.req.Edits)
+	p := c.req
+	p.Header, p.Edits = hdr, edits
+	d := *c
+	d.req.Header, d.req.Edits = hdr, edits
+	pdec.record(c.routeTokens())
+	dctx, dcancel := context.WithCancelCause(ctx)
+	defer dcancel(nil)
+	pctx, pcancel := context.WithTimeout(ctx, c.model.pd.timeout)
+	defer pcancel()
+	perr := make(chan *openai.Error, 1)
+	go func() {
+		_, other, aerr := rt.callPrefill(pctx, c, pdec, &p)
+		if other != nil {
+			aerr = statusError(other)
+		}
+		if aerr != nil {
+			aerr = prefillFailed(pdec.m, aerr)
+			dcancel(&legError{e: aerr})
+		}
+		perr <- aerr
+	}()
+	// The decode leg's end ends the prefill leg (which has answered by then unless it failed or
+	// the client left), and the prefill goroutine is joined before the request returns. A
+	// decode leg that failed before answering may have failed because the prefill worker did
+	// (a decode engine whose KV fetch was refused): the prefill leg's verdict, if it comes
+	// within prefillVerdictGrace, is the client's error, since it names the cause.
+	rt.sendDecode(dctx, w, ddec, &d, ep, func(failed bool) *openai.Error {
+		if failed {
+			t := time.NewTimer(prefillVerdictGrace)
+			defer t.Stop()
+			select {
+			case e := <-perr:
+				perr <- e // for the join below
+				if e != nil {
+					return e
+				}
+			case <-t.C:
+			}
+		}
+		pcancel()
+		return nil
+	})
+	<-perr
+	rt.done(c, pdec)
+}
+
+// prefillVerdictGrace is how long a pair whose decode leg failed before answering waits for
+// its prefill leg's outcome before ending it (the decode failure is then the client's error).
+const prefillVerdictGrace = time.Second
+
+// statusError is the failure of a leg answered with a non-2xx status: a 4xx keeps its status
+// (the engine's verdict), anything else is a 502.
+func statusError(a *prefillAnswer) *openai.Error {
+	status := http.StatusBadGateway
+	if a.status >= 400 && a.status < 500 {
+		status = a.status
+	}
+	return &openai.Error{Status: status, Type: openai.TypeUpstream, Code: "upstream_error",
+		Message: fmt.Sprintf("answered %d: %s", a.status, strings.TrimSpace(string(a.body[:min(len(a.body), 512)])))}
+}

@@ -80,6 +80,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"stray args", []string{"serve"}},
 		{"prefill workers without decode", []string{"--worker", "url=http://a:1,role=prefill", "--worker", "url=http://b:1,role=prefill"}},
 		{"decode workers without prefill", []string{"--worker", "url=http://a:1,role=decode"}},
+		{"sample ratio", []string{"--otlp-traces-sample-ratio", "1.5"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,7 +136,8 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"admin-token", "max-prompt-tokens", "max-body-bytes", "engine-metrics-interval", "health-interval", "log-level",
 		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts",
 		"chat-template", "chat-template-content-format", "default-chat-template-kwargs", "trust-request-chat-template", "reasoning-parser",
-		"tool-call-parser", "reasoning-field", "prefill-policy", "decode-policy", "pd-transfer", "pd-min-uncached-tokens", "pd-timeout"} {
+		"tool-call-parser", "reasoning-field", "prefill-policy", "decode-policy", "pd-transfer", "pd-min-uncached-tokens", "pd-timeout",
+		"otlp-traces-endpoint", "otlp-traces-sample-ratio"} {
 		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 			t.Errorf("--help does not document --%s", f)
 		}

@@ -99,6 +99,9 @@ type options struct {
 	UpstreamTimeout       time.Duration `yaml:"upstream_timeout"`
 	DrainTimeout          time.Duration `yaml:"drain_timeout"`
 
+	OTLPTracesEndpoint    string  `yaml:"otlp_traces_endpoint"`
+	OTLPTracesSampleRatio float64 `yaml:"otlp_traces_sample_ratio"`
+
 	LogLevel string `yaml:"log_level"`
 
 	// workerErr is the first invalid --worker or --discover: the flag package would quote the
@@ -196,6 +199,8 @@ func defaultOptions() options {
 		DrainTimeout:        fleet.DefaultDrainTimeout,
 		DiscoverInterval:    discovery.DefaultInterval,
 		LogLevel:            "info",
+		// -1: the sampler of OTEL_TRACES_SAMPLER (default parentbased_always_on).
+		OTLPTracesSampleRatio: -1,
 	}
 }
 
@@ -348,6 +353,8 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "timeout of one health check")
 	fs.DurationVar(&o.UpstreamTimeout, "upstream-timeout", o.UpstreamTimeout, "bound on a whole request to a worker (0: none)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "on SIGTERM, how long in-flight requests and streams may finish; also how long a worker that leaves the fleet (DNS, config reload) may finish its own")
+	fs.StringVar(&o.OTLPTracesEndpoint, "otlp-traces-endpoint", o.OTLPTracesEndpoint, "OTLP `URL` to export request traces to (default OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; unset: no tracing); the protocol and the rest from the standard OTEL_* variables (grpc by default, or http/protobuf)")
+	fs.Float64Var(&o.OTLPTracesSampleRatio, "otlp-traces-sample-ratio", o.OTLPTracesSampleRatio, "fraction of new traces sampled, a client's sampled traceparent always followed (-1: OTEL_TRACES_SAMPLER and _ARG, default all)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error (debug logs one line per routing decision)")
 	return fs
 }
@@ -403,6 +410,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 
 func (o *options) validate() error {
 	switch {
+	case o.OTLPTracesSampleRatio != -1 && !(o.OTLPTracesSampleRatio >= 0 && o.OTLPTracesSampleRatio <= 1):
+		return fmt.Errorf("gateway: --otlp-traces-sample-ratio %v: want 0 to 1 (or -1 for OTEL_TRACES_SAMPLER)", o.OTLPTracesSampleRatio)
 	case o.Port < 0 || o.Port > 65535:
 		return fmt.Errorf("gateway: --port %d out of range", o.Port)
 	case o.PrometheusPort < -1 || o.PrometheusPort > 65535:

@@ -55,6 +55,7 @@ func serve(ctx context.Context, o options, stderr io.Writer, h hooks) error {
 	}
 	defer func() { _ = g.log.Sync() }()
 	defer g.closeResponses()
+	defer g.stopTracing() // after the drain: the last requests' spans are flushed
 	lns, err := listen(o)
 	if err != nil {
 		return err
@@ -120,6 +121,8 @@ type gateway struct {
 	defaultModel string
 	// closeResponses releases the Responses store (a Redis client's connections).
 	closeResponses func()
+	// stopTracing flushes and stops the trace exporter (tracing.go).
+	stopTracing func()
 }
 
 // build wires the gateway of o: logger, metrics, every model, the router, the client guard,
@@ -144,6 +147,14 @@ func build(o options, stderr io.Writer) (*gateway, error) {
 		return nil, err
 	}
 	rcfg.Clients, g.defaultModel = g.clients, rcfg.Models[0].Name
+	tp, stopTracing, err := newTracing(&o, log)
+	if err != nil {
+		return nil, err
+	}
+	g.stopTracing = stopTracing
+	if tp != nil {
+		rcfg.Tracing = tp
+	}
 	if rcfg.Responses, g.closeResponses, err = o.buildResponses(g.reg); err != nil {
 		return nil, err
 	}

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -102,6 +105,40 @@ func (e *TransportError) Unwrap() error { return e.Err }
 // context, so engine logs correlate. Credentials are not forwarded: the gateway's clients are
 // not the workers' clients.
 var forwardHeaders = []string{"X-Request-Id", "Traceparent", "Tracestate"}
+
+// traceContext writes a span context as W3C traceparent and tracestate.
+var traceContext propagation.TraceContext
+
+// injectTrace sets h's traceparent and tracestate to ctx's span (the gateway's upstream span,
+// when tracing is on), replacing the client's forwarded ones, so the engine's own spans join
+// the gateway's trace. Without a span in ctx the client's are left as forwarded.
+func injectTrace(ctx context.Context, h http.Header) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		traceContext.Inject(ctx, propagation.HeaderCarrier(h))
+	}
+}
+
+// outgoingTrace returns ctx with the request's W3C trace context as gRPC metadata (traceparent,
+// tracestate): ctx's span's when it has one, else the client's headers, else ctx unchanged.
+func outgoingTrace(ctx context.Context, client http.Header) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		var m propagation.MapCarrier = make(map[string]string, 2)
+		traceContext.Inject(ctx, m)
+		kv := make([]string, 0, 4)
+		for k, v := range m {
+			kv = append(kv, k, v)
+		}
+		return metadata.AppendToOutgoingContext(ctx, kv...)
+	}
+	tp := client.Get("Traceparent")
+	if tp == "" {
+		return ctx
+	}
+	if ts := client.Get("Tracestate"); ts != "" {
+		return metadata.AppendToOutgoingContext(ctx, "traceparent", tp, "tracestate", ts)
+	}
+	return metadata.AppendToOutgoingContext(ctx, "traceparent", tp)
+}
 
 // Config is what both implementations share.
 type Config struct {

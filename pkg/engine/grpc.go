@@ -187,7 +187,7 @@ func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error
 		return nil, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "runtime_unknown", Message: "worker runtime not detected yet"}
 	}
 	g, p := e.generation(r)
-	gctx, cancel := context.WithCancel(ctx)
+	gctx, cancel := context.WithCancel(outgoingTrace(ctx, r.Header))
 	b := newGRPCBody(e, rt, gctx, cancel, r, p)
 	for i, toks := range r.Tokens {
 		b.ids[i] = b.id + "-" + strconv.Itoa(i)

@@ -159,6 +159,7 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 			req.Header.Set(h, v)
 		}
 	}
+	injectTrace(ctx, req.Header)
 	e.authorize(req)
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")

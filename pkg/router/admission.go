@@ -98,6 +98,7 @@ func (rt *Router) wait(ctx context.Context, h http.Header, q *admission.Queue[*f
 	t, err := q.Enqueue(admission.Request[*fleet.Member]{Priority: prio, Key: key, Cost: int64(len(c.routeTokens())), Score: rt.scorer(c)})
 	if err != nil {
 		rt.met.queued.WithLabelValues(label, band, "full").Inc()
+		rt.traceQueue(c, prio, "full", time.Now())
 		return nil, queueError(ctx, h, err, c.target.Model, rt.cfg.Queue)
 	}
 	depth := rt.met.queueDepth.WithLabelValues(label, band)
@@ -112,10 +113,13 @@ func (rt *Router) wait(ctx context.Context, h http.Header, q *admission.Queue[*f
 			m.Worker().Release(worker.Hold{})
 			rt.handOff(c.model, m)
 		}
-		rt.met.queued.WithLabelValues(label, band, queueOutcome(ctx, err)).Inc()
+		outcome := queueOutcome(ctx, err)
+		rt.met.queued.WithLabelValues(label, band, outcome).Inc()
+		rt.traceQueue(c, prio, outcome, t.Enqueued())
 		return nil, queueError(ctx, h, err, c.target.Model, rt.cfg.Queue)
 	}
 	rt.met.queued.WithLabelValues(label, band, "admitted").Inc()
+	rt.traceQueue(c, prio, "admitted", t.Enqueued())
 	return m, nil
 }
 

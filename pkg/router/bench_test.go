@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/internal/harness"
@@ -58,11 +60,18 @@ func fixedUpstream(b *testing.B, path, body string) *httptest.Server {
 // over the given workers and serves it on loopback.
 func benchGateway(b *testing.B, urls ...string) *httptest.Server {
 	b.Helper()
+	return benchGatewayTraced(b, nil, urls...)
+}
+
+// benchGatewayTraced is benchGateway with tracing tp (nil: off).
+func benchGatewayTraced(b *testing.B, tp trace.TracerProvider, urls ...string) *httptest.Server {
+	b.Helper()
 	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
 	idx, _ := indexer.New(indexer.Config{})
 	tree, _ := indexer.NewTree(indexer.TreeConfig{})
 	pend, _ := indexer.NewPending(indexer.PendingConfig{})
-	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: byteTokenizer{vocab: 1 << 17}}}, Logger: zap.NewNop()})
+	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: byteTokenizer{vocab: 1 << 17}}},
+		Logger: zap.NewNop(), Tracing: tp})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -204,11 +213,29 @@ http {
 // directly, one through the gateway and one through nginx (when available), interleaved, from
 // `conc` concurrent clients (moderate load); the added p50/p99 are the differences of the
 // percentiles to the direct path.
-func BenchmarkGatewayOverhead(b *testing.B) {
+func BenchmarkGatewayOverhead(b *testing.B) { gatewayOverhead(b, nil) }
+
+// BenchmarkGatewayOverheadTraced is BenchmarkGatewayOverhead with tracing on at 100% sampling:
+// the SDK's batch span processor over an exporter that drops the spans, so the numbers are the
+// request path's cost of tracing, not a collector's.
+func BenchmarkGatewayOverheadTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardExporter{}))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	gatewayOverhead(b, tp)
+}
+
+// discardExporter drops every span it is given.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// gatewayOverhead runs BenchmarkGatewayOverhead on a gateway with tracing tp (nil: off).
+func gatewayOverhead(b *testing.B, tp trace.TracerProvider) {
 	for _, conc := range []int{1, 4} {
 		b.Run("clients="+strconv.Itoa(conc), func(b *testing.B) {
 			ups := []*httptest.Server{trivialUpstream(b), trivialUpstream(b), trivialUpstream(b)}
-			gw := benchGateway(b, ups[0].URL, ups[1].URL, ups[2].URL)
+			gw := benchGatewayTraced(b, tp, ups[0].URL, ups[1].URL, ups[2].URL)
 			ngx := startNginx(b, ups[0].URL)
 			prompts := tokenPrompts(64)
 			c := benchClient()

@@ -1,7 +1,10 @@
 package router
 
 import (
+	"context"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
@@ -21,6 +24,12 @@ type call struct {
 	// mediaRouteTokens); media describes that request's routing for /debug/route.
 	route []uint32
 	media *mediaRoute
+	// tctx is the request's context carrying its server span when the request is traced
+	// (tracing.go), nil otherwise; up is the upstream call's span while one is in flight.
+	tctx context.Context
+	up   trace.Span
+	// leg names the pair leg this call is (legNameDecode), "" for a whole request.
+	leg string
 }
 
 // routeTokens returns the tokens the request is routed on: its first prompt's, or route.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -203,6 +204,7 @@ type testConfig struct {
 	MaxBodyBytes                                            int64
 	Queue                                                   QueueConfig
 	Logger                                                  *zap.Logger
+	Tracing                                                 trace.TracerProvider
 }
 
 // config fills tc's test defaults (a cache_aware policy, a fresh index, tree and pending
@@ -269,7 +271,7 @@ func (tc testConfig) config(t *testing.T, reg prometheus.Registerer) (Config, *c
 			EngineMetricsInterval: tc.EngineMetricsInterval, DrainTimeout: tc.DrainTimeout},
 		Clients: guard, AdminToken: tc.AdminToken, ForwardTokenIDs: tc.ForwardTokenIDs, MaxPromptTokens: tc.MaxPromptTokens,
 		MaxN: tc.MaxN, MaxPrompts: tc.MaxPrompts, MaxInFlightPerWorker: tc.MaxInFlightPerWorker, MaxBodyBytes: tc.MaxBodyBytes,
-		UpstreamTimeout: tc.UpstreamTimeout, Queue: tc.Queue, Logger: tc.Logger, Registerer: reg, Now: tc.Now,
+		UpstreamTimeout: tc.UpstreamTimeout, Queue: tc.Queue, Logger: tc.Logger, Registerer: reg, Now: tc.Now, Tracing: tc.Tracing,
 	}, guard
 }
 

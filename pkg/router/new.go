@@ -62,6 +62,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, rand: rand.Uint64, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
 	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
+	if cfg.Tracing != nil {
+		rt.tracer = cfg.Tracing.Tracer(tracerName)
+	}
 	if rt.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}

@@ -259,7 +259,10 @@ type prefillAnswer struct {
 
 // callPrefill sends the prefill leg p to pdec's worker and reads its answer whole. It returns
 // the body on a 2xx, the answer to relay on another status, or the failure.
-func (rt *Router) callPrefill(ctx context.Context, pdec *decision, p *engine.Request) (body []byte, other *prefillAnswer, aerr *openai.Error) {
+// c is the pair's call, for the leg's span.
+func (rt *Router) callPrefill(ctx context.Context, c *call, pdec *decision, p *engine.Request) (body []byte, other *prefillAnswer, aerr *openai.Error) {
+	ctx, span := rt.prefillSpan(ctx, c, pdec)
+	defer func() { endSpan(span, aerr) }()
 	resp, err := pdec.m.Engine().Generate(ctx, p)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -71,7 +71,7 @@ func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, 
 	for attempt := 0; ; attempt++ {
 		pdec.record(tokens)
 		pctx, cancel := context.WithTimeout(ctx, c.model.pd.timeout)
-		body, other, aerr := rt.callPrefill(pctx, pdec, &p)
+		body, other, aerr := rt.callPrefill(pctx, c, pdec, &p)
 		cancel()
 		rt.done(c, pdec)
 		if other != nil { // the engine's verdict on the request: the client's answer
@@ -131,7 +131,8 @@ func writePrefillAnswer(w http.ResponseWriter, pdec *decision, a *prefillAnswer)
 // the prefill failure.
 func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *decision, d *call, ep *endpoint, ended func(failed bool) *openai.Error) {
 	ddec.record(d.routeTokens())
-	started, err := rt.send(ctx, w, ddec, d, ep)
+	d.leg = legNameDecode
+	started, err := rt.send(ctx, w, ddec, d, ep, 0)
 	rt.done(d, ddec)
 	var pe *openai.Error
 	if ended != nil {
@@ -216,7 +217,7 @@ func (rt *Router) pairSGLang(ctx context.Context, w http.ResponseWriter, c *call
 	defer pcancel()
 	perr := make(chan *openai.Error, 1)
 	go func() {
-		_, other, aerr := rt.callPrefill(pctx, pdec, &p)
+		_, other, aerr := rt.callPrefill(pctx, c, pdec, &p)
 		if other != nil {
 			aerr = statusError(other)
 		}

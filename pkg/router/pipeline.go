@@ -64,6 +64,7 @@ const statusClientClosed = 499
 func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
+		rt.startTrace(r, c)
 		body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
 		defer release() // the parsed request refers into body until the handler returns
 		if aerr == nil {
@@ -81,14 +82,22 @@ func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
 // does not serve is a 404 when known is required; the message names only what the client
 // asked for) and make the prompt's token ids. It returns the rendered prompt, if any.
 func (rt *Router) prepare(ep *endpoint, body []byte, c *call, requireKnown bool) (string, *openai.Error) {
+	span := rt.stageSpan(c, spanParse)
 	name, aerr := ep.parse(body, openai.Limits{MaxN: rt.cfg.MaxN}, &c.req)
+	if aerr == nil && !rt.resolve(c, name) && requireKnown {
+		aerr = routeError(c.target.Model, false, false)
+	}
+	if span != nil {
+		span.SetAttributes(attrModel.String(c.req.Model))
+	}
+	endSpan(span, aerr)
 	if aerr != nil {
 		return "", aerr
 	}
-	if !rt.resolve(c, name) && requireKnown {
-		return "", routeError(c.target.Model, false, false)
-	}
-	return ep.prompt(rt, c)
+	span = rt.stageSpan(c, spanPrompt)
+	prompt, aerr := ep.prompt(rt, c)
+	tracePrompt(span, c, aerr)
+	return prompt, aerr
 }
 
 // resolve points c at the pool of the model named ("" for the default) and reports whether the
@@ -129,7 +138,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 	}
 	for attempt := 0; ; attempt++ {
 		dec.record(c.routeTokens())
-		started, err := rt.send(ctx, w, dec, c, ep)
+		started, err := rt.send(ctx, w, dec, c, ep, attempt)
 		dec.pick.Done()
 		rt.handOff(c.model, dec.m)
 		if err == nil || started || !rt.sendFailed(ctx, w, ep, dec, err) {
@@ -170,7 +179,8 @@ func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, ep *end
 
 // send runs the call on the decision's worker. started reports whether anything was written to
 // the client; when false, the returned error has not been written and the caller may retry.
-func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision, c *call, ep *endpoint) (started bool, err *openai.Error) {
+// attempt counts from 0 (the retry is 1), for the trace.
+func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision, c *call, ep *endpoint, attempt int) (started bool, err *openai.Error) {
 	if rt.cfg.UpstreamTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, rt.cfg.UpstreamTimeout)
@@ -180,17 +190,28 @@ func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision
 	h.Set(HeaderWorker, dec.m.Worker().URL())
 	h.Set(HeaderMatchedBlocks, strconv.Itoa(dec.matched))
 	h.Set(HeaderReason, string(dec.reason))
+	ctx = rt.startUpstream(ctx, c, dec, attempt)
 	resp, gerr := dec.m.Engine().Generate(ctx, &c.req)
 	if gerr != nil {
+		err = engine.Classify(gerr)
 		if ctx.Err() != nil {
-			return false, ctxError(ctx)
+			err = ctxError(ctx)
 		}
-		return false, engine.Classify(gerr)
+		endUpstream(c, 0, err)
+		return false, err
 	}
-	return ep.write(rt, ctx, w, resp, dec, c)
+	if c.up != nil {
+		c.up.AddEvent("response")
+	}
+	started, err = ep.write(rt, ctx, w, resp, dec, c)
+	endUpstream(c, resp.Status, err)
+	return started, err
 }
 
 // observeTTFT records the time to the first byte sent to the client.
 func (rt *Router) observeTTFT(c *call) {
 	rt.met.ttft.Observe(time.Since(c.arrival).Seconds())
+	if c.up != nil {
+		c.up.AddEvent("first_token")
+	}
 }

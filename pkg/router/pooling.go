@@ -62,11 +62,11 @@ func formEndpoint(path string) *endpoint {
 // known.
 func (rt *Router) poolingRoutes(mux *http.ServeMux, known map[string]bool) {
 	for _, p := range poolingPaths {
-		mux.Handle("POST "+p, rt.instrument(p, rt.handle(passEndpoint(p))))
+		mux.Handle("POST "+p, rt.instrument(p, rt.traced(p, rt.handle(passEndpoint(p)))))
 		known[p] = true
 	}
 	for _, p := range audioPaths {
-		mux.Handle("POST "+p, rt.instrument(p, rt.handle(formEndpoint(p))))
+		mux.Handle("POST "+p, rt.instrument(p, rt.traced(p, rt.handle(formEndpoint(p)))))
 		known[p] = true
 	}
 }

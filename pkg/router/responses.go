@@ -37,6 +37,7 @@ type responsesTurn struct {
 // handleResponses serves POST /v1/responses.
 func (rt *Router) handleResponses(w http.ResponseWriter, r *http.Request) {
 	c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
+	rt.startTrace(r, c)
 	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
 	defer release()
 	var tn *responsesTurn
@@ -239,7 +240,7 @@ func (rt *Router) midStreamFailure(ctx context.Context, err error, dec *decision
 // paths to known (405 for other methods).
 func (rt *Router) responsesRoutes(mux *http.ServeMux, known map[string]bool) {
 	routes := map[string]http.HandlerFunc{
-		"POST /v1/responses":                            rt.handleResponses,
+		"POST /v1/responses":                            rt.traced("/v1/responses", rt.handleResponses),
 		"GET /v1/responses/{id}":                        rt.handleGetResponse,
 		"DELETE /v1/responses/{id}":                     rt.handleDeleteResponse,
 		"GET /v1/responses/{id}/input_items":            rt.handleInputItems,

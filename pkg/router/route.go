@@ -163,6 +163,7 @@ func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, star
 		dec.matched = sc.Pending
 	}
 	rt.met.lookup.Observe(time.Since(start).Seconds())
+	rt.traceRoute(c, dec, len(tokens)/sc.BlockSize, len(s.sel.Candidates), start)
 	rt.met.countDecision(dec.reason)
 	rt.met.matched.Observe(float64(dec.matched))
 	if ce := rt.log.Check(zap.DebugLevel, "route"); ce != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
@@ -67,6 +68,11 @@ type Config struct {
 	// cancel).
 	UpstreamTimeout time.Duration
 
+	// Tracing, when set, traces each generating request (tracing.go): a server span continuing
+	// the client's W3C trace context, a span per pipeline stage, and the upstream call's context
+	// passed on to the worker. nil: no tracing, at no cost on the request path.
+	Tracing trace.TracerProvider
+
 	// Logger receives lifecycle logs at info and one debug line per routing decision.
 	// nil: no logs.
 	Logger *zap.Logger
@@ -119,6 +125,8 @@ type Router struct {
 	rand func() uint64
 	// loadMaxAge is how old an engine-load sample may be before only in-flight counts.
 	loadMaxAge time.Duration
+	// tracer is Config.Tracing's tracer, nil when tracing is off.
+	tracer trace.Tracer
 
 	// aborted is cancelled (cause errShutdown) by AbortInFlight; every request's context
 	// follows it.

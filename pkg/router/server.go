@@ -18,14 +18,14 @@ import (
 // (Config.Registerer).
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.handle(completions)))
-	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.handle(chatCompletions)))
+	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.traced("/v1/completions", rt.handle(completions))))
+	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.traced("/v1/chat/completions", rt.handle(chatCompletions))))
 	mux.Handle("GET /v1/models", rt.instrument("/v1/models", rt.handleModels))
 	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
 	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true}
 	rt.responsesRoutes(mux, known) // POST /v1/responses and the stored-state calls (responses.go)
-	mux.Handle("POST /v1/messages", rt.instrument("/v1/messages", rt.handleMessages))
+	mux.Handle("POST /v1/messages", rt.instrument("/v1/messages", rt.traced("/v1/messages", rt.handleMessages)))
 	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.handleCountTokens))
 	known["/v1/messages"], known["/v1/messages/count_tokens"] = true, true
 	rt.poolingRoutes(mux, known) // embeddings, pooling, classify, score, rerank (pooling.go)

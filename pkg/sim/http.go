@@ -67,6 +67,7 @@ type Server struct {
 	started  time.Time // for HealthFlap
 	nextID   atomic.Uint64
 	pd       *pdState // nil without ServerConfig.PD
+	traces   traceLog // GET /debug/traceparents
 }
 
 // NewServer returns a server over ranks; gatherer backs /metrics (nil: no /metrics).
@@ -106,6 +107,7 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	s.mux.HandleFunc("POST /v1/audio/translations", s.handleAudio)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /debug/cache", s.handleDebugCache)
+	s.mux.HandleFunc("GET /debug/traceparents", s.handleTraceparents)
 	s.mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
 	if gatherer != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -487,6 +489,7 @@ type choice struct {
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	s.traces.note(r)
 	p, aerr := s.parse(r)
 	if aerr == nil {
 		p.job, aerr = s.pdStart(r.Context(), p)

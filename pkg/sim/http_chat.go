@@ -28,6 +28,7 @@ const noTemplateMessage = "As of transformers v4.44, default chat template is no
 // chat.completion body or chat.completion.chunk events, split into content, reasoning and
 // tool calls by ServerConfig.ChatParsers when set.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	s.traces.note(r)
 	p, out, aerr := s.parseChat(r)
 	if aerr == nil {
 		p.job, aerr = s.pdStart(r.Context(), p)

@@ -513,3 +513,21 @@ func TestHTTPHealthFlap(t *testing.T) {
 		t.Errorf("/health answered %v, want both 200 and 503", seen)
 	}
 }
+
+func TestHTTPRemembersTraceparents(t *testing.T) {
+	env := newTestEnv(t, Config{}, 0, 1, ServerConfig{})
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req, _ := http.NewRequest(http.MethodPost, env.srv.URL+"/v1/completions", strings.NewReader(`{"model":"sim-model","prompt":[1,2,3],"max_tokens":1}`))
+	req.Header.Set("Traceparent", tp)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	env.post(t, `{"model":"sim-model","prompt":[1,2,3],"max_tokens":1}`) // none: not recorded
+	code, body := env.get(t, "/debug/traceparents")
+	if code != http.StatusOK || string(body) != `["`+tp+`"]` {
+		t.Errorf("GET /debug/traceparents: %d %s", code, body)
+	}
+}

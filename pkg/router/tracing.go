@@ -1,0 +1,213 @@
+package router
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/openai"
+)
+
+// OpenTelemetry tracing of the pipeline (docs/operations.md, "Tracing"). With Config.Tracing
+// nil every hook below is one nil check: no span, no context, no allocation. With it set, each
+// generating request has a server span continuing the client's W3C traceparent, children for
+// its stages (parse, prompt, admission, route, upstream) and the upstream span's context sent to
+// the worker (pkg/engine injects it as the traceparent header or gRPC metadata).
+
+// tracerName names the router's instrumentation scope.
+const tracerName = "github.com/kvgate/kvgate/pkg/router"
+
+// Span names.
+const (
+	spanParse     = "kvgate.parse"
+	spanPrompt    = "kvgate.prompt"
+	spanAdmission = "kvgate.admission"
+	spanRoute     = "kvgate.route"
+	spanUpstream  = "kvgate.upstream"
+)
+
+// Span attribute keys of the gateway's own (the HTTP and GenAI ones follow OpenTelemetry's
+// semantic conventions).
+const (
+	attrWorker        = attribute.Key("kvgate.worker")
+	attrPolicy        = attribute.Key("kvgate.policy")
+	attrReason        = attribute.Key("kvgate.route.reason")
+	attrMatched       = attribute.Key("kvgate.matched_blocks")
+	attrRequestBlocks = attribute.Key("kvgate.request_blocks")
+	attrSource        = attribute.Key("kvgate.match_source")
+	attrCandidates    = attribute.Key("kvgate.candidates")
+	attrPromptTokens  = attribute.Key("kvgate.prompt_tokens")
+	attrPrompts       = attribute.Key("kvgate.prompts")
+	attrPriority      = attribute.Key("kvgate.priority")
+	attrQueueOutcome  = attribute.Key("kvgate.queue.outcome")
+	attrQueueWait     = attribute.Key("kvgate.queue.wait_ms")
+	attrAttempt       = attribute.Key("kvgate.attempt")
+	attrModel         = attribute.Key("gen_ai.request.model")
+	attrLeg           = attribute.Key("kvgate.pd.leg")
+	attrStatus        = attribute.Key("http.response.status_code")
+)
+
+// traceContext is the W3C propagator the server span extracts with.
+var traceContext = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// traced wraps a generating endpoint's handler with its server span when tracing is on; off, it
+// returns h itself. The span's context becomes the request's, so every stage's span and the
+// upstream call descend from it.
+func (rt *Router) traced(route string, h http.HandlerFunc) http.HandlerFunc {
+	if rt.tracer == nil {
+		return h
+	}
+	name := http.MethodPost + " " + route
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := rt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
+		sw, ok := w.(*statusWriter)
+		if !ok {
+			sw = &statusWriter{ResponseWriter: w}
+		}
+		defer func() {
+			code := sw.code
+			if code == 0 {
+				code = http.StatusOK
+			}
+			span.SetAttributes(attrStatus.Int(code))
+			if code >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(code))
+			}
+			span.End()
+		}()
+		h(sw, r.WithContext(ctx))
+	}
+}
+
+// startTrace points c at the request's trace, when tracing is on and r carries a span.
+func (rt *Router) startTrace(r *http.Request, c *call) {
+	if rt.tracer != nil {
+		c.tctx = r.Context()
+	}
+}
+
+// stageSpan starts a child span of c's request span, or returns nil when c is not traced.
+func (rt *Router) stageSpan(c *call, name string, opts ...trace.SpanStartOption) trace.Span {
+	if c.tctx == nil {
+		return nil
+	}
+	_, span := rt.tracer.Start(c.tctx, name, opts...)
+	return span
+}
+
+// endSpan ends span (nil: untraced), marking it failed with aerr when set.
+func endSpan(span trace.Span, aerr *openai.Error) {
+	if span == nil {
+		return
+	}
+	if aerr != nil {
+		span.SetStatus(codes.Error, aerr.Message)
+		span.SetAttributes(attrStatus.Int(aerr.Status))
+	}
+	span.End()
+}
+
+// tracePrompt ends the prompt span with what the prompt became.
+func tracePrompt(span trace.Span, c *call, aerr *openai.Error) {
+	if span == nil {
+		return
+	}
+	if aerr == nil && len(c.req.Tokens) > 0 {
+		span.SetAttributes(attrPrompts.Int(len(c.req.Tokens)), attrPromptTokens.Int(len(c.routeTokens())))
+	}
+	endSpan(span, aerr)
+}
+
+// traceRoute records a routing decision as a span from start to now.
+func (rt *Router) traceRoute(c *call, dec *decision, requestBlocks, candidates int, start time.Time) {
+	if c.tctx == nil {
+		return
+	}
+	_, span := rt.tracer.Start(c.tctx, spanRoute, trace.WithTimestamp(start))
+	span.SetAttributes(attrWorker.String(dec.m.Worker().URL()), attrPolicy.String(policyName(c.model.policy)),
+		attrReason.String(string(dec.reason)), attrMatched.Int(dec.matched), attrRequestBlocks.Int(requestBlocks),
+		attrSource.String(sourceName(dec.source)), attrCandidates.Int(candidates))
+	span.End()
+}
+
+// sourceName names where a match came from.
+func sourceName(s indexer.Source) string {
+	switch s {
+	case indexer.SourceEvents:
+		return "events"
+	case indexer.SourceTree:
+		return "tree"
+	case indexer.SourcePending:
+		return "pending"
+	}
+	return "none"
+}
+
+// traceQueue records a request's wait in the admission queue as a span from enqueued to now.
+func (rt *Router) traceQueue(c *call, prio int, outcome string, enqueued time.Time) {
+	if c.tctx == nil {
+		return
+	}
+	_, span := rt.tracer.Start(c.tctx, spanAdmission, trace.WithTimestamp(enqueued))
+	span.SetAttributes(attrPriority.Int(prio), attrQueueOutcome.String(outcome),
+		attrQueueWait.Float64(float64(time.Since(enqueued).Microseconds())/1000))
+	if outcome != "admitted" {
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
+}
+
+// startUpstream starts the upstream call's client span under ctx (the request's) when c is
+// traced, returning the context the engine is called with: it carries the span, whose context
+// the engine passes on to the worker.
+func (rt *Router) startUpstream(ctx context.Context, c *call, dec *decision, attempt int) context.Context {
+	if c.tctx == nil {
+		return ctx
+	}
+	ctx, c.up = rt.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrAttempt.Int(attempt), attrModel.String(c.req.Model)))
+	if c.leg != "" {
+		c.up.SetAttributes(attrLeg.String(c.leg))
+	}
+	return ctx
+}
+
+// Pair legs' names, in kvgate.pd.leg.
+const (
+	legNamePrefill = "prefill"
+	legNameDecode  = "decode"
+)
+
+// prefillSpan starts a prefill leg's upstream span under ctx when c is traced (nil
+// otherwise); the returned context carries it to the prefill worker. It is the call's own span,
+// not c.up: an SGLang pair runs its legs at once.
+func (rt *Router) prefillSpan(ctx context.Context, c *call, dec *decision) (context.Context, trace.Span) {
+	if c.tctx == nil {
+		return ctx, nil
+	}
+	return rt.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrLeg.String(legNamePrefill), attrModel.String(c.req.Model)))
+}
+
+// endUpstream ends the upstream span (if any) with the worker's status and the call's error.
+func endUpstream(c *call, status int, aerr *openai.Error) {
+	if c.up == nil {
+		return
+	}
+	if status != 0 {
+		c.up.SetAttributes(attrStatus.Int(status))
+	}
+	if aerr != nil {
+		c.up.SetStatus(codes.Error, aerr.Message)
+	}
+	c.up.End()
+	c.up = nil
+}

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -153,21 +152,6 @@ func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *d
 		out.Message = "decode worker " + ddec.m.Worker().URL() + " failed: " + err.Message
 		ep.writeError(w, &out)
 	}
-}
-
-// legError is the cancellation cause of a pair's decode leg whose prefill leg failed: the
-// client gets the prefill failure, in the stream's error event once it has started.
-type legError struct{ e *openai.Error }
-
-func (l *legError) Error() string { return l.e.Message }
-
-// legCause returns the failure that ended ctx's pair leg, or nil.
-func legCause(ctx context.Context) *openai.Error {
-	var le *legError
-	if errors.As(context.Cause(ctx), &le) {
-		return le.e
-	}
-	return nil
 }
 
 // bootstrapEdits returns the SGLang bootstrap fields of a pair whose prefill worker is pw,

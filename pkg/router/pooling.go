@@ -4,9 +4,7 @@ import (
 	"net/http"
 
 	"github.com/kvgate/kvgate/pkg/engine"
-	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/openai"
-	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // The pooling endpoints vLLM serves (embeddings, pooling, classify, score, rerank) on the
@@ -69,18 +67,4 @@ func (rt *Router) poolingRoutes(mux *http.ServeMux, known map[string]bool) {
 		mux.Handle("POST "+p, rt.instrument(p, rt.traced(p, rt.handle(formEndpoint(p)))))
 		known[p] = true
 	}
-}
-
-// httpOnly removes the gRPC workers from a forwarded request's candidates, in place. It
-// reports false when every candidate was a gRPC worker.
-func httpOnly(sel *fleet.Selection) bool {
-	kept := sel.Candidates[:0]
-	for _, m := range sel.Candidates {
-		if m.Worker().Kind() == worker.KindHTTP {
-			kept = append(kept, m)
-		}
-	}
-	had := len(sel.Candidates) > 0
-	sel.Candidates = kept
-	return len(kept) > 0 || !had
 }

@@ -99,3 +99,20 @@ func (rt *Router) copyBody(ctx context.Context, resp *engine.Response, piece []b
 	}
 	fail(ae)
 }
+
+// midStreamFailure classifies a worker failure after the stream started, as copyBody does;
+// nil when the client itself went away.
+func (rt *Router) midStreamFailure(ctx context.Context, err error, dec *decision) *openai.Error {
+	if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) {
+		return nil
+	}
+	ae := engine.Classify(err)
+	if ctx.Err() != nil {
+		ae = ctxError(ctx)
+	}
+	if !shuttingDown(ctx) {
+		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
+		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
+	}
+	return ae
+}

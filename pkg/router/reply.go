@@ -50,3 +50,41 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// legError is the cancellation cause of a pair's decode leg whose prefill leg failed: the
+// client gets the prefill failure, in the stream's error event once it has started.
+type legError struct{ e *openai.Error }
+
+func (l *legError) Error() string { return l.e.Message }
+
+// legCause returns the failure that ended ctx's pair leg, or nil.
+func legCause(ctx context.Context) *openai.Error {
+	var le *legError
+	if errors.As(context.Cause(ctx), &le) {
+		return le.e
+	}
+	return nil
+}
+
+// statusWriter records the status code for metrics. It unwraps for http.ResponseController,
+// so flushing streams still reaches the real writer.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/conversation"
 	"github.com/kvgate/kvgate/pkg/engine"
@@ -217,23 +215,6 @@ func (tn *responsesTurn) stream(rt *Router, ctx context.Context, w http.Response
 		return
 	}
 	_ = sse.Write(st.Terminal(buf, res.Status, out))
-}
-
-// midStreamFailure classifies a worker failure after the stream started, as copyBody does;
-// nil when the client itself went away.
-func (rt *Router) midStreamFailure(ctx context.Context, err error, dec *decision) *openai.Error {
-	if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) {
-		return nil
-	}
-	ae := engine.Classify(err)
-	if ctx.Err() != nil {
-		ae = ctxError(ctx)
-	}
-	if !shuttingDown(ctx) {
-		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
-		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
-	}
-	return ae
 }
 
 // responsesRoutes adds the Responses and Conversations API routes to the public mux and their

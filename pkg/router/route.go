@@ -199,3 +199,17 @@ func (rt *Router) score(s *routeScratch, p *fleet.Pool, tokens []uint32, ns stri
 		s.cands[i].Matched, s.cands[i].Source = s.scores[i].Matched, s.scores[i].Source
 	}
 }
+
+// httpOnly removes the gRPC workers from a forwarded request's candidates, in place. It
+// reports false when every candidate was a gRPC worker.
+func httpOnly(sel *fleet.Selection) bool {
+	kept := sel.Candidates[:0]
+	for _, m := range sel.Candidates {
+		if m.Worker().Kind() == worker.KindHTTP {
+			kept = append(kept, m)
+		}
+	}
+	had := len(sel.Candidates) > 0
+	sel.Candidates = kept
+	return len(kept) > 0 || !had
+}

@@ -69,29 +69,6 @@ func notFound(known map[string]bool) http.HandlerFunc {
 	}
 }
 
-// statusWriter records the status code for metrics. It unwraps for http.ResponseController,
-// so flushing streams still reaches the real writer.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
 // instrument counts requests by route and code and observes their duration.
 func (rt *Router) instrument(route string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -64,24 +64,6 @@ type model struct {
 // modelOf returns the router's state of the model a pool serves.
 func modelOf(p *fleet.Pool) *model { return p.Routing().(*model) }
 
-// poolConfig validates m and returns its pool's configuration, the router's state inside, with
-// its admission queue as cfg configures it.
-func poolConfig(m Model, cfg Config) (fleet.PoolConfig, error) {
-	if m.Policy == nil {
-		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: a policy is required", m.Name)
-	}
-	pd, err := newPDState(m.PD, m.Policy)
-	if err != nil {
-		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
-	}
-	q, err := newQueue(cfg)
-	if err != nil {
-		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
-	}
-	return fleet.PoolConfig{Name: m.Name, BlockSize: m.BlockSize, Index: m.Index, Tree: m.Tree, Pending: m.Pending, Decoder: m.Tokenizer,
-		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy, pd: pd, queue: q}}, nil
-}
-
 // ChatRenderer renders a chat request into the prompt and token ids the engine computes for it
 // (pkg/chat, wire/vllm-chat.md); *chat.Renderer implements it.
 type ChatRenderer interface {
@@ -128,6 +110,3 @@ func policyName(p policy.Policy) string {
 	}
 	return fmt.Sprintf("%T", p)
 }
-
-// defaultModel returns the router's state of the default model.
-func (rt *Router) defaultModel() *model { return modelOf(rt.fleet.Snapshot().DefaultPool()) }

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -123,4 +124,22 @@ func responsesService(cfg Config) (*conversation.Service, error) {
 		return nil, err
 	}
 	return conversation.New(conversation.Config{Store: st, Registerer: cfg.Registerer, Now: cfg.Now})
+}
+
+// poolConfig validates m and returns its pool's configuration, the router's state inside, with
+// its admission queue as cfg configures it.
+func poolConfig(m Model, cfg Config) (fleet.PoolConfig, error) {
+	if m.Policy == nil {
+		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: a policy is required", m.Name)
+	}
+	pd, err := newPDState(m.PD, m.Policy)
+	if err != nil {
+		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
+	}
+	q, err := newQueue(cfg)
+	if err != nil {
+		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
+	}
+	return fleet.PoolConfig{Name: m.Name, BlockSize: m.BlockSize, Index: m.Index, Tree: m.Tree, Pending: m.Pending, Decoder: m.Tokenizer,
+		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy, pd: pd, queue: q}}, nil
 }

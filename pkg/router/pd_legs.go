@@ -3,12 +3,19 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/engine"
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -249,4 +256,153 @@ func statusError(a *prefillAnswer) *openai.Error {
 	}
 	return &openai.Error{Status: status, Type: openai.TypeUpstream, Code: "upstream_error",
 		Message: fmt.Sprintf("answered %d: %s", a.status, strings.TrimSpace(string(a.body[:min(len(a.body), 512)])))}
+}
+
+// servePair runs c as a prefill/decode pair when it pays, with ddec its decode worker (held).
+// It reports whether it answered the client; when false, the caller runs the request whole on
+// ddec (the reason is in the X-Kvgate-Pd header).
+func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call, ep *endpoint, s *routeScratch, ddec *decision) bool {
+	pd := &c.model.pd
+	tokens := c.routeTokens()
+	reason := splitReason(len(tokens), ddec.matched*ddec.bs, pd.minUncached)
+	// An SGLang decode-mode server serves nothing without a bootstrap room: with one, every
+	// request is a pair (only a both worker may run one whole).
+	mustPair := pd.transferOf(ddec.m.Worker()) == PDTransferSGLang && ddec.m.Worker().Role() == worker.RoleDecode
+	if mustPair {
+		reason = pdPair
+	}
+	if reason == pdPair && pairBlocked(c, ddec.m) {
+		reason = pdGRPC
+	}
+	var pdec decision
+	if reason == pdPair {
+		ddec.keys = slices.Clone(ddec.keys) // routing the prefill leg reuses the scratch they alias
+		if rt.route(s, &pdec, c, ddec.m, legPrefill) != nil || pairBlocked(c, pdec.m) {
+			rt.done(c, &pdec)
+			reason = pdNoPrefill
+		}
+	}
+	if reason == pdPair && pd.transferOf(pdec.m.Worker()) == PDTransferNIXL && multipleOutputs(c) {
+		rt.done(c, &pdec)
+		reason = pdMultiple
+	}
+	if reason != pdPair && mustPair {
+		rt.countPD(w, reason)
+		rt.done(c, ddec)
+		ep.writeError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
+			Message: "prefill stage: no healthy prefill worker for the model's SGLang decode workers"})
+		return true
+	}
+	if reason != pdPair {
+		rt.countPD(w, reason)
+		return false
+	}
+	hdr := c.req.Header.Clone()
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	if hdr.Get("X-Request-Id") == "" {
+		hdr.Set("X-Request-Id", rt.newRequestID())
+	}
+	if pd.transferOf(pdec.m.Worker()) == PDTransferSGLang {
+		rt.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
+		return true
+	}
+	return rt.pairNIXL(ctx, w, c, ep, s, ddec, &pdec, hdr)
+}
+
+// countPD counts a disaggregated pool's request by outcome and names it in the response.
+func (rt *Router) countPD(w http.ResponseWriter, outcome string) {
+	rt.met.pd.WithLabelValues(outcome).Inc()
+	w.Header().Set(HeaderPD, outcome)
+}
+
+// newRequestID returns a fresh X-Request-Id for a pair's legs (both carry the same one:
+// wire/pd.md §2.5).
+func (rt *Router) newRequestID() string {
+	return strconv.FormatUint(rt.rand(), 16) + strconv.FormatUint(rt.rand(), 16)
+}
+
+// maxPrefillAnswer bounds the prefill answer read whole (one token and kv_transfer_params).
+const maxPrefillAnswer = 4 << 20
+
+// prefillAnswer is a prefill leg's answer that is not a handoff: an HTTP status the client
+// gets as it is (4xx: the engine's verdict on the request).
+type prefillAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// callPrefill sends the prefill leg p to pdec's worker and reads its answer whole. It returns
+// the body on a 2xx, the answer to relay on another status, or the failure.
+// c is the pair's call, for the leg's span.
+func (rt *Router) callPrefill(ctx context.Context, c *call, pdec *decision, p *engine.Request) (body []byte, other *prefillAnswer, aerr *openai.Error) {
+	ctx, span := rt.prefillSpan(ctx, c, pdec)
+	defer func() { endSpan(span, aerr) }()
+	resp, err := pdec.m.Engine().Generate(ctx, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctxError(ctx)
+		}
+		return nil, nil, engine.Classify(err)
+	}
+	defer resp.Body.Close()
+	for {
+		piece, err := resp.Body.Next()
+		body = append(body, piece...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctxError(ctx)
+			}
+			return nil, nil, engine.Classify(err)
+		}
+		if len(body) > maxPrefillAnswer {
+			return nil, nil, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "prefill_answer_too_large",
+				Message: fmt.Sprintf("the prefill worker's answer is larger than %d bytes", maxPrefillAnswer)}
+		}
+	}
+	pdec.pick.Prefilled()
+	pdec.m.Worker().MarkServed(time.Now())
+	if resp.Status/100 != 2 {
+		return nil, &prefillAnswer{status: resp.Status, header: resp.Header, body: body}, nil
+	}
+	return body, nil, nil
+}
+
+// prefillFailed wraps a prefill leg's failure so that its message names the stage.
+func prefillFailed(m *fleet.Member, e *openai.Error) *openai.Error {
+	out := *e
+	out.Message = "prefill worker " + m.Worker().URL() + " failed: " + e.Message
+	return &out
+}
+
+// bootstrapHost returns a prefill worker's host as SGLang's bootstrap_host (IPv6 in brackets).
+func bootstrapHost(w *worker.Worker) string {
+	u, err := url.Parse(w.URL())
+	if err != nil {
+		return ""
+	}
+	h := u.Hostname()
+	if ip := net.ParseIP(h); ip != nil && ip.To4() == nil {
+		return "[" + h + "]"
+	}
+	return h
+}
+
+// rawJSON encodes v for an openai.Edit (v's types always encode).
+func rawJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// done releases a leg's load and offers the freed slot to the pool's admission queue.
+func (rt *Router) done(c *call, d *decision) {
+	d.pick.Done()
+	if d.m != nil {
+		rt.handOff(c.model, d.m)
+	}
 }

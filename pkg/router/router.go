@@ -152,3 +152,6 @@ func (rt *Router) ModelNames() []string { return rt.fleet.PoolNames() }
 // way. Call it before closing the server's connections, so clients learn why their stream
 // ended instead of seeing a bare disconnect. Safe for concurrent use; later calls do nothing.
 func (rt *Router) AbortInFlight() { rt.abort(errShutdown) }
+
+// defaultModel returns the router's state of the default model.
+func (rt *Router) defaultModel() *model { return modelOf(rt.fleet.Snapshot().DefaultPool()) }

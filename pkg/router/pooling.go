@@ -1,8 +1,6 @@
 package router
 
 import (
-	"net/http"
-
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
@@ -54,17 +52,4 @@ func formEndpoint(path string) *endpoint {
 		return pr.Model, nil
 	}
 	return &ep
-}
-
-// poolingRoutes adds the pooling and audio endpoints to the public mux and their paths to
-// known.
-func (rt *Router) poolingRoutes(mux *http.ServeMux, known map[string]bool) {
-	for _, p := range poolingPaths {
-		mux.Handle("POST "+p, rt.instrument(p, rt.traced(p, rt.handle(passEndpoint(p)))))
-		known[p] = true
-	}
-	for _, p := range audioPaths {
-		mux.Handle("POST "+p, rt.instrument(p, rt.traced(p, rt.handle(formEndpoint(p)))))
-		known[p] = true
-	}
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
@@ -215,33 +213,4 @@ func (tn *responsesTurn) stream(rt *Router, ctx context.Context, w http.Response
 		return
 	}
 	_ = sse.Write(st.Terminal(buf, res.Status, out))
-}
-
-// responsesRoutes adds the Responses and Conversations API routes to the public mux and their
-// paths to known (405 for other methods).
-func (rt *Router) responsesRoutes(mux *http.ServeMux, known map[string]bool) {
-	routes := map[string]http.HandlerFunc{
-		"POST /v1/responses":                            rt.traced("/v1/responses", rt.handleResponses),
-		"GET /v1/responses/{id}":                        rt.handleGetResponse,
-		"DELETE /v1/responses/{id}":                     rt.handleDeleteResponse,
-		"GET /v1/responses/{id}/input_items":            rt.handleInputItems,
-		"POST /v1/conversations":                        rt.handleCreateConversation,
-		"GET /v1/conversations/{id}":                    rt.handleGetConversation,
-		"POST /v1/conversations/{id}":                   rt.handleUpdateConversation,
-		"DELETE /v1/conversations/{id}":                 rt.handleDeleteConversation,
-		"GET /v1/conversations/{id}/items":              rt.handleListItems,
-		"POST /v1/conversations/{id}/items":             rt.handleAddItems,
-		"GET /v1/conversations/{id}/items/{item_id}":    rt.handleGetItem,
-		"DELETE /v1/conversations/{id}/items/{item_id}": rt.handleDeleteItem,
-	}
-	patterns := make([]string, 0, len(routes))
-	for p := range routes {
-		patterns = append(patterns, p)
-	}
-	sort.Strings(patterns)
-	for _, p := range patterns {
-		_, path, _ := strings.Cut(p, " ")
-		mux.Handle(p, rt.instrument(path, routes[p]))
-	}
-	known["/v1/responses"], known["/v1/conversations"] = true, true
 }

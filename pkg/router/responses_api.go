@@ -1,7 +1,6 @@
 package router
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
@@ -108,79 +107,3 @@ func (rt *Router) handleDeleteItem(w http.ResponseWriter, r *http.Request) {
 	b, aerr := rt.responses.DeleteItem(r.Context(), scopeOf(r), r.PathValue("id"), r.PathValue("item_id"))
 	replyJSON(w, b, aerr)
 }
-
-// isResponsesBody reports whether a request body is a Responses request (it has "input" and
-// neither "messages" nor "prompt").
-func isResponsesBody(body []byte) bool {
-	var probe struct {
-		Input    json.RawMessage `json:"input"`
-		Messages json.RawMessage `json:"messages"`
-		Prompt   json.RawMessage `json:"prompt"`
-	}
-	return json.Unmarshal(body, &probe) == nil && probe.Input != nil && probe.Messages == nil && probe.Prompt == nil
-}
-
-// responsesExplanation is /debug/route's answer for a Responses body: the route of its chat
-// request and what the turn expanded.
-type responsesExplanation struct {
-	routeExplanation
-	Responses responsesChain `json:"responses"`
-}
-
-type responsesChain struct {
-	PreviousResponseID string `json:"previous_response_id,omitempty"`
-	Conversation       string `json:"conversation,omitempty"`
-	// Chain lists the stored responses (or the conversation) the turn continues, oldest first.
-	Chain        []string        `json:"chain"`
-	HistoryItems int             `json:"history_items"`
-	InputItems   int             `json:"input_items"`
-	ChatRequest  json.RawMessage `json:"chat_request"`
-}
-
-// explainResponses is /debug/route for a Responses body: the chain is read in the scope of the
-// client key named by ?client_key=NAME (none: the gateway without client keys), the turn
-// expanded, and its chat request explained like a chat body, nothing stored.
-func (rt *Router) explainResponses(w http.ResponseWriter, r *http.Request, body []byte) {
-	c := &call{}
-	tn, prompt, aerr := rt.beginTurn(r.Context(), r.URL.Query().Get("client_key"), body, c, false)
-	if aerr != nil {
-		openai.WriteError(w, aerr)
-		return
-	}
-	if len(c.req.Tokens) == 0 || len(c.routeTokens()) == 0 {
-		openai.WriteError(w, openai.BadRequest("input", "the gateway has no tokenizer or chat template for this request (--model-path)"))
-		return
-	}
-	var rec bodyRecorder
-	rt.explainRoute(&rec, c, prompt)
-	var out responsesExplanation
-	if err := json.Unmarshal(rec.body, &out.routeExplanation); err != nil {
-		openai.WriteError(w, &openai.Error{Status: http.StatusInternalServerError, Type: openai.TypeServer, Message: "explain: " + err.Error()})
-		return
-	}
-	t := tn.t
-	out.Responses = responsesChain{PreviousResponseID: t.Req.PreviousResponseID, Conversation: t.Req.Conversation, Chain: t.Chain,
-		HistoryItems: len(t.History), InputItems: len(t.Input), ChatRequest: t.ChatBody(nil, 0)}
-	if out.Responses.Chain == nil {
-		out.Responses.Chain = []string{}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// bodyRecorder is a ResponseWriter that keeps what is written.
-type bodyRecorder struct {
-	h    http.Header
-	body []byte
-}
-
-func (b *bodyRecorder) Header() http.Header {
-	if b.h == nil {
-		b.h = http.Header{}
-	}
-	return b.h
-}
-func (b *bodyRecorder) Write(p []byte) (int, error) {
-	b.body = append(b.body, p...)
-	return len(p), nil
-}
-func (b *bodyRecorder) WriteHeader(int) {}

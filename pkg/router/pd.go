@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kvgate/kvgate/pkg/fleet"
-	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -128,46 +126,4 @@ func splitReason(tokens, cached, minUncached int) string {
 		return pdDecodeCached
 	}
 	return pdPair
-}
-
-// transferFields are the request fields that direct a KV transfer: the gateway sets them on
-// a pair's legs, and a client's own are stripped (a client must not direct transfers).
-var transferFields = []string{"kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room", "bootstrap_pair_key",
-	"routed_dp_rank", "disagg_prefill_dp_rank"}
-
-// stripTransferFields removes a client's transfer fields from the bodies its request's legs
-// get, and counts the request.
-func (rt *Router) stripTransferFields(c *call) {
-	has := func(string) bool { return false }
-	switch {
-	case c.req.Completion != nil:
-		has = c.req.Completion.Has
-	case c.req.Chat != nil:
-		has = c.req.Chat.Has
-	}
-	for _, k := range transferFields {
-		if has(k) {
-			c.req.Edits = append(c.req.Edits, openai.Edit{Key: k})
-		}
-	}
-	if len(c.req.Edits) > 0 {
-		rt.met.pdStripped.Inc()
-	}
-}
-
-// pairBlocked reports whether m cannot serve a leg of c's pair: grpc:// workers get token ids
-// through Generate, where the pair's fields are not carried yet.
-func pairBlocked(c *call, m *fleet.Member) bool { return m.Worker().Kind() != worker.KindHTTP }
-
-// multipleOutputs reports whether c asks for several outputs (n > 1, or several prompts): a
-// NIXL prefill answer carries one kv_transfer_params, so SMG sends such requests to the
-// decode worker alone (wire/pd.md §2.1), and so does kvgate.
-func multipleOutputs(c *call) bool {
-	switch {
-	case c.req.Completion != nil:
-		return c.req.Completion.N > 1 || len(c.req.Completion.Prompts) > 1
-	case c.req.Chat != nil:
-		return c.req.Chat.N > 1
-	}
-	return false
 }

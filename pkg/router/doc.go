@@ -10,15 +10,16 @@
 // listeners (DESIGN.md §11).
 //
 // A request, file by file: server.go routes it to its endpoint and counts it; pipeline.go runs
-// the endpoint (endpoint: parse, prompt, write): the body is read and parsed (completions.go,
+// the endpoint (endpoint.go: parse, prompt, write): the body is read and parsed (completions.go,
 // chat.go: openai.ParseCompletion, openai.ParseChat), the model resolved to its fleet pool
 // (fleet.Snapshot.Resolve) and the prompt turned into token ids with that model's tokenizer or
 // chat renderer; route.go picks the worker (the pool's candidates, fleet.Snapshot.Select →
 // indexer.Lookup scores them from the event index, pending overlay or tree → policy.Take picks
-// and takes the worker's load) and the decision is recorded (indexer.Lookup.Record); the
-// worker's engine.Generate sends it, and relay.go copies the response to the client through one
-// write loop (SSE error events via pkg/openai). A failure before the first byte is retried once
-// on the next-best worker. Adding an endpoint is one more endpoint value (docs/architecture.md).
+// and takes the worker's load) and the decision (decision.go) is recorded
+// (indexer.Lookup.Record); the worker's engine.Generate sends it (endpoint.go), and relay.go
+// copies the response to the client through one write loop (SSE error events via pkg/openai). A
+// failure before the first byte is retried once on the next-best worker. Adding an endpoint is
+// one more endpoint value (docs/architecture.md).
 //
 // Models: Config.Models are served each with its own tokenizer, chat renderer and parsers,
 // policy and index, kept in its fleet pool (model, modelOf), so that prompts and cached blocks of

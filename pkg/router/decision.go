@@ -1,0 +1,95 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
+)
+
+// decision is the outcome of routing one request. It holds the worker's load from the pick
+// (pick.Done releases it) and so must not be copied.
+type decision struct {
+	pick    policy.Result
+	m       *fleet.Member
+	reason  policy.Reason
+	matched int            // leading blocks the worker holds, at its own block size
+	bs      int            // the worker's block size (of matched and keys)
+	source  indexer.Source // where matched came from
+	lw      indexer.LookupWorker
+	keys    []uint64 // request block keys at the worker's block size (scratch-owned)
+	ns      string   // the keys' namespace: the LoRA adapter requested, "" for a base model
+}
+
+// record notes the decision in the worker's pool (indexer.Lookup.Record: the pending overlay
+// for an event-fed worker, else the approximate tree) as the request is sent.
+func (d *decision) record(tokens []uint32) {
+	d.m.Pool().Lookup().Record(d.lw, d.keys, tokens, d.ns)
+}
+
+// routeScratch holds the per-request buffers of route; taken from Router.scratch so that the
+// hot path does not allocate.
+type routeScratch struct {
+	dec     decision // the request's decision (serve)
+	sel     fleet.Selection
+	workers []indexer.LookupWorker
+	scores  []indexer.Score
+	cands   []policy.Candidate
+	lookup  indexer.LookupScratch
+	req     policy.Request
+	// disagg is set when the last route's pool has role=prefill workers (healthy or not): it
+	// runs disaggregated (pd.go).
+	disagg bool
+}
+
+// takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
+func (rt *Router) takeScratch() *routeScratch {
+	if s, ok := rt.scratch.Get().(*routeScratch); ok {
+		return s
+	}
+	return new(routeScratch)
+}
+
+// routeError classifies why no worker could be chosen.
+func routeError(model string, known, full bool) *openai.Error {
+	switch {
+	case !known:
+		return &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist", model), Type: openai.TypeNotFound, Param: "model", Code: "model_not_found"}
+	case full:
+		return &openai.Error{Status: http.StatusTooManyRequests, Message: "every worker is at its in-flight limit", Type: openai.TypeRateLimit, Code: "no_capacity"}
+	}
+	return &openai.Error{Status: http.StatusServiceUnavailable, Message: "no healthy worker serves the model", Type: openai.TypeUnavailable, Code: "no_healthy_worker"}
+}
+
+// legKind says which workers of a pool a route chooses among (wire/pd.md, DESIGN.md §15).
+type legKind uint8
+
+const (
+	// legWhole is a whole request or the decode leg of a pair: workers of role decode or both.
+	legWhole legKind = iota
+	// legPrefill is the prefill leg of a pair: workers of role prefill or both.
+	legPrefill
+)
+
+// keepRole leaves in sel.Candidates the workers that may serve a leg of kind k, and reports
+// whether the pool has role=prefill workers (healthy or not): such a pool runs
+// disaggregated, and its legs use the model's PD policies.
+func keepRole(sel *fleet.Selection, k legKind) (disagg bool) {
+	kept := sel.Candidates[:0]
+	for _, m := range sel.Candidates {
+		r := m.Worker().Role()
+		disagg = disagg || r == worker.RolePrefill
+		if k == legPrefill && r.Prefills() || k == legWhole && r.Decodes() {
+			kept = append(kept, m)
+		}
+	}
+	sel.Candidates = kept
+	for _, m := range sel.Rejected {
+		disagg = disagg || m.Worker().Role() == worker.RolePrefill
+	}
+	return disagg
+}

@@ -46,14 +46,6 @@ type routeScratch struct {
 	disagg bool
 }
 
-// takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
-func (rt *Router) takeScratch() *routeScratch {
-	if s, ok := rt.scratch.Get().(*routeScratch); ok {
-		return s
-	}
-	return new(routeScratch)
-}
-
 // routeError classifies why no worker could be chosen.
 func routeError(model string, known, full bool) *openai.Error {
 	switch {

@@ -128,3 +128,11 @@ func httpOnly(sel *fleet.Selection) bool {
 	sel.Candidates = kept
 	return len(kept) > 0 || !had
 }
+
+// takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
+func (rt *Router) takeScratch() *routeScratch {
+	if s, ok := rt.scratch.Get().(*routeScratch); ok {
+		return s
+	}
+	return new(routeScratch)
+}

@@ -20,9 +20,11 @@ import (
 const module = "github.com/kvgate/kvgate/"
 
 // allowedImports lists, per package (or package prefix ending in "/"), the module packages it may
-// import directly (DESIGN.md §2): a request moves down router → admission, clientauth, fleet,
-// openai, chat, engine, policy, indexer, tokenizer → worker (admission imports nothing of the
-// module: the router instantiates its queue with the fleet's members); the fleet's work (membership, health,
+// import directly (DESIGN.md §2): a request moves down router (the HTTP surface) → endpoint
+// (each API's parse, prompt and writers) → pipeline (admission, routing, pairs, the engine call,
+// relay) → admission, clientauth, fleet, openai, chat, engine, policy, indexer, tokenizer →
+// worker (admission imports nothing of the module: the pipeline instantiates its queue with the
+// fleet's members); the fleet's work (membership, health,
 // event sources) down fleet → engine, kvbridge, discovery, indexer → worker; an event batch
 // down kvbridge → indexer → worker; a membership change from discovery (DNS names → worker
 // specs) → worker, wired into the fleet by cmd/gateway; cmd/* → pkg/*; nothing imports router
@@ -46,7 +48,9 @@ var allowedImports = map[string][]string{
 	"pkg/clientauth":            {"pkg/openai"},
 	"pkg/admission":             {},
 	"pkg/fleet":                 {"pkg/engine", "pkg/kvbridge", "pkg/discovery", "pkg/indexer", "pkg/worker"},
-	"pkg/router":                {"pkg/admission", "pkg/clientauth", "pkg/fleet", "pkg/openai", "pkg/anthropic", "pkg/chat", "pkg/chat/parse", "pkg/conversation", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/tokenizer", "pkg/worker"},
+	"pkg/pipeline":              {"pkg/admission", "pkg/clientauth", "pkg/fleet", "pkg/openai", "pkg/chat", "pkg/chat/parse", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/tokenizer", "pkg/worker"},
+	"pkg/endpoint":              {"pkg/pipeline", "pkg/openai", "pkg/anthropic", "pkg/chat/parse", "pkg/clientauth", "pkg/conversation", "pkg/engine"},
+	"pkg/router":                {"pkg/endpoint", "pkg/pipeline", "pkg/clientauth", "pkg/fleet", "pkg/openai", "pkg/anthropic", "pkg/conversation", "pkg/worker"},
 	"pkg/conversation":          {"pkg/openai"},
 	"cmd/":                      {"pkg/", "api/", "internal/"},
 	"internal/":                 {"pkg/", "api/", "internal/"},
@@ -137,7 +141,10 @@ func TestImportRuleTable(t *testing.T) {
 		pkg, imp string
 		want     bool
 	}{
-		{"pkg/router", "pkg/policy", true},
+		{"pkg/pipeline", "pkg/policy", true},
+		{"pkg/endpoint", "pkg/fleet", false}, // endpoints adapt requests; the pipeline routes them
+		{"pkg/pipeline", "pkg/endpoint", false},
+		{"pkg/pipeline", "pkg/router", false},
 		{"pkg/policy", "pkg/router", false},
 		{"pkg/indexer", "pkg/kvbridge", false},
 		{"pkg/kvbridge", "pkg/policy", false},
@@ -153,11 +160,11 @@ func TestImportRuleTable(t *testing.T) {
 		{"pkg/worker", "pkg/indexer", false},
 		{"cmd/gateway", "pkg/router", true},
 		{"pkg/kvbridge", "api/vllm", true},
-		{"pkg/router", "api/vllm", false}, // the router speaks to engines only through pkg/engine
+		{"pkg/pipeline", "api/vllm", false}, // the pipeline speaks to engines only through pkg/engine
 		{"pkg/newthing", "pkg/worker", false},
 		{"pkg/discovery", "pkg/worker", true},
 		{"pkg/discovery", "pkg/router", false},
-		{"pkg/router", "pkg/kvbridge", false}, // the fleet wires the event sources
+		{"pkg/pipeline", "pkg/kvbridge", false}, // the fleet wires the event sources
 		{"pkg/fleet", "pkg/router", false},
 		{"pkg/fleet", "pkg/policy", false}, // the fleet offers candidates; routing picks
 		{"pkg/clientauth", "pkg/fleet", false},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvgate/kvgate/pkg/discovery"
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/router"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
@@ -237,7 +238,7 @@ func buildModel(o *options, m modelOptions, log *zap.Logger) (router.Model, erro
 		return fail("", err)
 	}
 	if tok != nil {
-		rm.Tokenizer = router.FromTokenizer(tok)
+		rm.Tokenizer = pipeline.FromTokenizer(tok)
 	}
 	cs, err := buildChat(m.ModelPath, m.Name, tok, m.chatOptions, log)
 	if err != nil {
@@ -307,8 +308,8 @@ func (o *options) validateRoles() error {
 
 // pdConfig returns a model's prefill/decode configuration: the top level's, with m's
 // overrides, its policies built with the model's policy configuration pc.
-func (o *options) pdConfig(m *modelOptions, pc policy.Config) (router.PD, error) {
-	pd := router.PD{Transfer: o.PDTransfer, MinUncachedTokens: o.PDMinUncachedTokens, Timeout: o.PDTimeout}
+func (o *options) pdConfig(m *modelOptions, pc policy.Config) (pipeline.PD, error) {
+	pd := pipeline.PD{Transfer: o.PDTransfer, MinUncachedTokens: o.PDMinUncachedTokens, Timeout: o.PDTimeout}
 	pre, dec := o.PrefillPolicy, o.DecodePolicy
 	if m.PrefillPolicy != "" {
 		pre = m.PrefillPolicy

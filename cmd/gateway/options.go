@@ -15,8 +15,8 @@ import (
 	"github.com/kvgate/kvgate/pkg/admission"
 	"github.com/kvgate/kvgate/pkg/discovery"
 	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
-	"github.com/kvgate/kvgate/pkg/router"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -66,7 +66,7 @@ type options struct {
 	DecodeWeight        float64 `yaml:"decode_weight"`
 	Temperature         float64 `yaml:"temperature"`
 	KVIndex             string  `yaml:"kv_index"`
-	// Prefill/decode disaggregation (router.PD), for models whose pool has role=prefill
+	// Prefill/decode disaggregation (pipeline.PD), for models whose pool has role=prefill
 	// workers; a models: entry may override the policies, the transfer and the threshold.
 	PrefillPolicy       string        `yaml:"prefill_policy"`
 	DecodePolicy        string        `yaml:"decode_policy"`
@@ -183,16 +183,16 @@ func defaultOptions() options {
 		KVIndex:             fleet.KVIndexAuto,
 		PrefillPolicy:       policy.NameCacheAware,
 		DecodePolicy:        policy.NameLeastLoad,
-		PDMinUncachedTokens: router.DefaultPDMinUncachedTokens,
-		PDTimeout:           router.DefaultPDTimeout,
+		PDMinUncachedTokens: pipeline.DefaultPDMinUncachedTokens,
+		PDTimeout:           pipeline.DefaultPDTimeout,
 		BlockSize:           fleet.DefaultBlockSize,
 		TreeMaxBlocks:       65536,
 		TreeTTL:             10 * time.Minute,
 		PendingTTL:          5 * time.Second,
-		MaxBodyBytes:        router.DefaultMaxBodyBytes,
-		MaxN:                router.DefaultMaxN,
-		MaxPrompts:          router.DefaultMaxPrompts,
-		QueueTimeout:        router.DefaultQueueTimeout,
+		MaxBodyBytes:        pipeline.DefaultMaxBodyBytes,
+		MaxN:                pipeline.DefaultMaxN,
+		MaxPrompts:          pipeline.DefaultMaxPrompts,
+		QueueTimeout:        pipeline.DefaultQueueTimeout,
 		QueueLookAhead:      admission.DefaultLookAhead,
 		HealthInterval:      fleet.DefaultHealthInterval,
 		HealthTimeout:       fleet.DefaultHealthTimeout,

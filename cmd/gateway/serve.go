@@ -25,6 +25,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/discovery"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/router"
 )
 
@@ -410,7 +411,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		MaxBodyBytes:         o.MaxBodyBytes,
 		MaxN:                 o.MaxN,
 		MaxInFlightPerWorker: o.MaxInFlightPerWorker,
-		Queue:                router.QueueConfig{Max: o.QueueMax, Timeout: o.QueueTimeout, MaxWait: o.QueueMaxWait, LookAhead: o.QueueLookAhead},
+		Queue:                pipeline.QueueConfig{Max: o.QueueMax, Timeout: o.QueueTimeout, MaxWait: o.QueueMaxWait, LookAhead: o.QueueLookAhead},
 		UpstreamTimeout:      o.UpstreamTimeout,
 		Logger:               log,
 		Registerer:           reg,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -55,7 +56,7 @@ func (rt *Router) view(m *fleet.Member) workerView {
 		v.EngineLoad = &n
 	}
 	if t := m.DrainingSince(); !t.IsZero() {
-		v.Draining, v.DrainingSeconds = true, rt.now().Sub(t).Seconds()
+		v.Draining, v.DrainingSeconds = true, rt.cfg.Now().Sub(t).Seconds()
 	}
 	return v
 }
@@ -106,7 +107,7 @@ func (rt *Router) handleListWorkers(w http.ResponseWriter, _ *http.Request) {
 	for _, p := range pools {
 		out.Pools = append(out.Pools, *views[p])
 	}
-	writeJSON(w, http.StatusOK, out)
+	pipeline.WriteJSON(w, http.StatusOK, out)
 }
 
 func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
@@ -140,10 +141,10 @@ func (rt *Router) handleAddWorker(w http.ResponseWriter, r *http.Request) {
 	}
 	m := rt.fleet.Snapshot().Member(wk.URL())
 	if m == nil { // removed concurrently
-		writeJSON(w, http.StatusCreated, map[string]string{"url": wk.URL()})
+		pipeline.WriteJSON(w, http.StatusCreated, map[string]string{"url": wk.URL()})
 		return
 	}
-	writeJSON(w, http.StatusCreated, rt.view(m))
+	pipeline.WriteJSON(w, http.StatusCreated, rt.view(m))
 }
 
 func (rt *Router) handleRemoveWorker(w http.ResponseWriter, r *http.Request) {

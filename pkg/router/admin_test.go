@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 )
 
@@ -42,8 +43,8 @@ func TestAdminWorkersAPI(t *testing.T) {
 		g.waitFor(t, "new worker healthy", func() bool { return len(g.rt.Fleet().Workers()) == 2 && g.rt.Fleet().Workers()[1].Healthy() })
 		// The new worker serves its own model.
 		r, body := g.post(t, `{"model":"other","prompt":"hi"}`)
-		if r.StatusCode != http.StatusOK || r.Header.Get(HeaderWorker) != b.url() {
-			t.Errorf("request for the added model: got %d on %q (%s)", r.StatusCode, r.Header.Get(HeaderWorker), body)
+		if r.StatusCode != http.StatusOK || r.Header.Get(pipeline.HeaderWorker) != b.url() {
+			t.Errorf("request for the added model: got %d on %q (%s)", r.StatusCode, r.Header.Get(pipeline.HeaderWorker), body)
 		}
 		_, list := g.do(t, http.MethodGet, "/workers", "", "s3cret")
 		var out struct {
@@ -114,7 +115,7 @@ func TestDebugRouteExplains(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("got %d %s", resp.StatusCode, body)
 	}
-	var ex routeExplanation
+	var ex pipeline.RouteExplanation
 	if err := json.Unmarshal([]byte(body), &ex); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestDebugRouteExplains(t *testing.T) {
 	}
 	// Explaining records nothing: a real request afterwards still matches nothing.
 	r, _ := g.post(t, `{"prompt":[`+toks+`]}`)
-	if got := r.Header.Get(HeaderReason); got != "no_match" {
+	if got := r.Header.Get(pipeline.HeaderReason); got != "no_match" {
 		t.Errorf("request after /debug/route: got reason %q, want no_match", got)
 	}
 	for _, bad := range []string{"/debug/route", "/debug/route?tokens=a,b", "/debug/route?prompt="} {
@@ -145,7 +146,7 @@ func TestMetricsRecorded(t *testing.T) {
 	if got := testutil.ToFloat64(g.rt.met.requests.WithLabelValues("/v1/completions", "400")); got != 1 {
 		t.Errorf("requests 400: got %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(g.rt.met.decisions.WithLabelValues("no_match")); got != 1 {
+	if got := g.metricValue(t, "kvgate_routing_decisions_total", "reason", "no_match"); got != 1 {
 		t.Errorf("decisions no_match: got %v, want 1", got)
 	}
 	mfs, err := g.reg.Gather()
@@ -171,7 +172,7 @@ func TestEngineLoadScrape(t *testing.T) {
 	g := newTestGateway(t, testConfig{EngineMetricsInterval: 10 * time.Millisecond}, fw.url())
 	w := g.rt.Fleet().Workers()[0]
 	g.waitFor(t, "engine load scraped", func() bool { n, _, ok := w.EngineLoad(); return ok && n == 9 })
-	if got := w.Load(time.Now(), g.rt.loadMaxAge); got != 9 {
+	if got := w.Load(time.Now(), 3*10*time.Millisecond); got != 9 {
 		t.Errorf("blended load: got %d, want 9", got)
 	}
 }
@@ -192,7 +193,7 @@ func TestDebugRouteLeavesRoundRobinAlone(t *testing.T) {
 			g := newTestGateway(t, testConfig{Policy: p}, a.url(), b.url())
 			for i := 0; i < 3; i++ {
 				_, body := g.do(t, http.MethodGet, "/debug/route?tokens=1,2,3", "", "")
-				var ex routeExplanation
+				var ex pipeline.RouteExplanation
 				if err := json.Unmarshal([]byte(body), &ex); err != nil {
 					t.Fatal(err)
 				}
@@ -208,7 +209,7 @@ func TestDebugRouteLeavesRoundRobinAlone(t *testing.T) {
 				g.do(t, http.MethodGet, "/debug/route?tokens=1,2,3", "", "")
 			}
 			r2, _ := g.post(t, `{"prompt":"x"}`)
-			w1, w2 := r1.Header.Get(HeaderWorker), r2.Header.Get(HeaderWorker)
+			w1, w2 := r1.Header.Get(pipeline.HeaderWorker), r2.Header.Get(pipeline.HeaderWorker)
 			if w1 == "" || w1 == w2 {
 				t.Errorf("round robin after /debug/route: got workers %q then %q, want the other worker second", w1, w2)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // gatedWorker is a fake worker whose completions wait for the test: each announces its prompt
@@ -89,10 +90,11 @@ func await(t *testing.T, c <-chan result) result {
 	return result{}
 }
 
-// queued waits until n requests wait in the default model's queue.
+// queued waits until n requests wait in the gateway's queues (kvgate_queue_depth; the tests
+// queue in one pool).
 func (g *testGateway) queued(t *testing.T, n int) {
 	t.Helper()
-	g.waitFor(t, fmt.Sprintf("%d requests queued", n), func() bool { return g.rt.defaultModel().queue.Len() == n })
+	g.waitFor(t, fmt.Sprintf("%d requests queued", n), func() bool { return g.metricSum(t, "kvgate_queue_depth") == float64(n) })
 }
 
 // prompt returns a prompt of n bytes (tokens, with the byte tokenizer) starting with tag.
@@ -105,7 +107,7 @@ func TestQueueOrder(t *testing.T) {
 	keys := mustKeySet(t, clientauth.APIKey{Name: "batch-a", Key: "ka", Priority: 5, BestPriority: 5},
 		clientauth.APIKey{Name: "batch-b", Key: "kb", Priority: 5, BestPriority: 5},
 		clientauth.APIKey{Name: "chat", Key: "kc", Priority: 0, BestPriority: 0})
-	g := newTestGateway(t, testConfig{APIKeys: keys, MaxInFlightPerWorker: 1, Queue: QueueConfig{Max: 16}}, gw.url())
+	g := newTestGateway(t, testConfig{APIKeys: keys, MaxInFlightPerWorker: 1, Queue: pipeline.QueueConfig{Max: 16}}, gw.url())
 	auth := func(k string, extra ...string) map[string]string {
 		h := map[string]string{"Authorization": "Bearer " + k}
 		for i := 0; i+1 < len(extra); i += 2 {
@@ -124,14 +126,14 @@ func TestQueueOrder(t *testing.T) {
 	for i, o := range order {
 		h := auth(o.key)
 		if o.prio != "" {
-			h = auth(o.key, HeaderPriority, o.prio)
+			h = auth(o.key, pipeline.HeaderPriority, o.prio)
 		}
 		answers = append(answers, g.sendAsync(ctx, o.prompt, h))
 		g.queued(t, i+1)
 	}
 	// /debug/route shows the queue a request would join.
 	resp, body := g.do(t, http.MethodGet, "/debug/route?tokens=1,2", "", "")
-	var ex routeExplanation
+	var ex pipeline.RouteExplanation
 	if err := json.Unmarshal([]byte(body), &ex); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/debug/route: %d %s (%v)", resp.StatusCode, body, err)
 	}
@@ -166,7 +168,7 @@ func TestQueueOrder(t *testing.T) {
 // prefix cached there, not the one first in line.
 func TestQueueCacheAware(t *testing.T) {
 	w1, w2 := newGatedWorker(t), newGatedWorker(t)
-	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1, Queue: QueueConfig{Max: 16}}, w1.url(), w2.url())
+	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1, Queue: pipeline.QueueConfig{Max: 16}}, w1.url(), w2.url())
 	ctx := t.Context()
 	pa, pb := prompt("AAAA", 96), prompt("BBBB", 96)
 	ra := g.sendAsync(ctx, pa, nil)
@@ -210,12 +212,12 @@ func TestQueueCacheAware(t *testing.T) {
 // priority is a 400.
 func TestQueueRefusals(t *testing.T) {
 	gw := newGatedWorker(t)
-	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1, Queue: QueueConfig{Max: 1, Timeout: 300 * time.Millisecond}}, gw.url())
+	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1, Queue: pipeline.QueueConfig{Max: 1, Timeout: 300 * time.Millisecond}}, gw.url())
 	ctx := t.Context()
 	hold := g.sendAsync(ctx, "hold", nil)
 	gw.next(t)
 
-	r := await(t, g.sendAsync(ctx, "bad", map[string]string{HeaderPriority: "high"}))
+	r := await(t, g.sendAsync(ctx, "bad", map[string]string{pipeline.HeaderPriority: "high"}))
 	if r.status != http.StatusBadRequest || !strings.Contains(r.body, "x-kvgate-priority") {
 		t.Errorf("malformed priority: got %d %s, want 400 naming the header", r.status, r.body)
 	}
@@ -253,7 +255,7 @@ func TestQueueRefusals(t *testing.T) {
 
 // TestQueueNeedsBound: a queue without a per-worker bound to wait for is a configuration error.
 func TestQueueNeedsBound(t *testing.T) {
-	cfg := Config{Models: []Model{{Name: "m", Policy: &fixedPolicy{}, Index: mustIndex(t)}}, Queue: QueueConfig{Max: 4}}
+	cfg := Config{Models: []Model{{Name: "m", Policy: &fixedPolicy{}, Index: mustIndex(t)}}, Queue: pipeline.QueueConfig{Max: 4}}
 	if _, err := New(cfg); err == nil {
 		t.Error("New with a queue and no in-flight limit: got nil error")
 	}
@@ -263,7 +265,7 @@ func TestQueueNeedsBound(t *testing.T) {
 // 503 gateway_shutting_down, not dropped.
 func TestQueueShutdown(t *testing.T) {
 	gw := newGatedWorker(t)
-	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1, Queue: QueueConfig{Max: 4}}, gw.url())
+	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 1, Queue: pipeline.QueueConfig{Max: 4}}, gw.url())
 	ctx := t.Context()
 	hold := g.sendAsync(ctx, "hold", nil)
 	gw.next(t)

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/kvgate/kvgate/pkg/endpoint"
 )
 
 // audioWorker answers the audio endpoints with what it got: the model field, the file's bytes
@@ -20,7 +22,7 @@ func audioWorker(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"object":"list","data":[{"id":"whisper-engine","object":"model"}]}`)
 	})
-	for _, p := range audioPaths {
+	for _, p := range endpoint.AudioPaths {
 		mux.HandleFunc("POST "+p, func(w http.ResponseWriter, r *http.Request) {
 			if err := r.ParseMultipartForm(1 << 20); err != nil {
 				http.Error(w, `{"error":{"message":"bad form"}}`, http.StatusBadRequest)
@@ -76,7 +78,7 @@ func TestAudioForwarded(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, string(b)
 	}
-	for _, p := range audioPaths {
+	for _, p := range endpoint.AudioPaths {
 		ct, body := audioForm(t, map[string]string{"model": "test-model", "language": "fr"})
 		resp, out := post(p, ct, body)
 		want := fmt.Sprintf(`{"text":"%s model=whisper-engine file=clip.wav:000102ff0d0a2d2d language=fr"}`, p)

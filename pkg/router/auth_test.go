@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvgate/kvgate/pkg/clientauth"
 )
 
 func mustKeySet(t *testing.T, keys ...clientauth.APIKey) *clientauth.KeySet {

@@ -15,6 +15,7 @@ import (
 	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -111,7 +112,7 @@ func BenchmarkGatewayOverheadChat(b *testing.B) {
 			idx, _ := indexer.New(indexer.Config{})
 			tree, _ := indexer.NewTree(indexer.TreeConfig{})
 			pend, _ := indexer.NewPending(indexer.PendingConfig{})
-			rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: FromTokenizer(tok),
+			rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: pipeline.FromTokenizer(tok),
 				Chat: r}}, Logger: zap.NewNop()})
 			if err != nil {
 				b.Fatal(err)

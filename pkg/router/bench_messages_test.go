@@ -1,9 +1,11 @@
 package router
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 	"github.com/kvgate/kvgate/pkg/worker"
@@ -42,7 +45,7 @@ func BenchmarkGatewayOverheadMessages(b *testing.B) {
 	idx, _ := indexer.New(indexer.Config{})
 	tree, _ := indexer.NewTree(indexer.TreeConfig{})
 	pend, _ := indexer.NewPending(indexer.PendingConfig{})
-	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: FromTokenizer(tok), Chat: r}}, Logger: zap.NewNop()})
+	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend, Tokenizer: pipeline.FromTokenizer(tok), Chat: r}}, Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,9 +67,9 @@ func BenchmarkGatewayOverheadMessages(b *testing.B) {
 		b.Fatal(aerr)
 	}
 	want, aerr := r.Render(cr)
-	got, aerr2 := rt.countMessageTokens(msgBodies[0])
-	if aerr != nil || aerr2 != nil || got != len(want.TokenIDs) {
-		b.Fatalf("the Messages body renders to %d tokens (%v), the chat body to %d (%v)", got, aerr2, len(want.TokenIDs), aerr)
+	got, cerr := countTokensOver(c, gw.URL, msgBodies[0])
+	if aerr != nil || cerr != nil || got != len(want.TokenIDs) {
+		b.Fatalf("the Messages body renders to %d tokens (%v), the chat body to %d (%v)", got, cerr, len(want.TokenIDs), aerr)
 	}
 	for i := range 32 {
 		postOnce(c, gw.URL+"/v1/chat/completions", chatBodies[n-1-i])
@@ -126,4 +129,21 @@ func agentTurn(q string) (chatBody, msgBody []byte) {
 	msgBody, _ = json.Marshal(map[string]any{"model": "m", "max_tokens": 1, "system": system, "messages": msgMsgs,
 		"tools": []any{map[string]any{"name": "bash", "description": "Run a shell command", "input_schema": schema}}})
 	return chatBody, msgBody
+}
+
+// countTokensOver asks the gateway at url how many tokens a Messages body renders to
+// (/v1/messages/count_tokens).
+func countTokensOver(c *http.Client, url string, body []byte) (int, error) {
+	resp, err := c.Post(url+"/v1/messages/count_tokens", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("count_tokens: %d %v", resp.StatusCode, err)
+	}
+	return out.InputTokens, nil
 }

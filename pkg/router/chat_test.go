@@ -14,6 +14,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/chat/parse"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // tagRenderer renders each message as <role>content and ends with <assistant> (the generation
@@ -73,7 +74,7 @@ func TestChatHTTPWorkers(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"content":"hi"`) {
 		t.Fatalf("got %d %s", resp.StatusCode, body)
 	}
-	w1 := resp.Header.Get(HeaderWorker)
+	w1 := resp.Header.Get(pipeline.HeaderWorker)
 	var got map[string]any
 	select {
 	case got = <-a.reqs:
@@ -88,8 +89,8 @@ func TestChatHTTPWorkers(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("turn 2: got %d %s", resp.StatusCode, body)
 		}
-		if w := resp.Header.Get(HeaderWorker); w != w1 || resp.Header.Get(HeaderReason) != "tree_hit" {
-			t.Errorf("turn 2 (try %d): went to %s (%s), want %s by tree_hit", turn, w, resp.Header.Get(HeaderReason), w1)
+		if w := resp.Header.Get(pipeline.HeaderWorker); w != w1 || resp.Header.Get(pipeline.HeaderReason) != "tree_hit" {
+			t.Errorf("turn 2 (try %d): went to %s (%s), want %s by tree_hit", turn, w, resp.Header.Get(pipeline.HeaderReason), w1)
 		}
 	}
 }
@@ -277,7 +278,7 @@ func TestChatDebugRoute(t *testing.T) {
 	body := chatBody(t, "", "hello there")
 	want, _ := tagRenderer{}.Render(mustParseChat(t, body))
 	resp, out := g.do(t, http.MethodPost, "/debug/route", body, "")
-	var ex routeExplanation
+	var ex pipeline.RouteExplanation
 	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(out), &ex) != nil {
 		t.Fatalf("got %d %s", resp.StatusCode, out)
 	}

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 func TestCompletionProxyNonStreaming(t *testing.T) {
@@ -41,11 +43,11 @@ func TestCompletionProxyNonStreaming(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("upstream body (-want +got):\n%s", d)
 	}
-	if got, want := resp.Header.Get(HeaderWorker), fw.url(); got != want {
-		t.Errorf("%s: got %q, want %q", HeaderWorker, got, want)
+	if got, want := resp.Header.Get(pipeline.HeaderWorker), fw.url(); got != want {
+		t.Errorf("%s: got %q, want %q", pipeline.HeaderWorker, got, want)
 	}
-	if got := resp.Header.Get(HeaderMatchedBlocks); got != "0" {
-		t.Errorf("%s: got %q, want 0", HeaderMatchedBlocks, got)
+	if got := resp.Header.Get(pipeline.HeaderMatchedBlocks); got != "0" {
+		t.Errorf("%s: got %q, want 0", pipeline.HeaderMatchedBlocks, got)
 	}
 	var out openai.Completion
 	if err := json.Unmarshal([]byte(body), &out); err != nil {
@@ -189,10 +191,10 @@ func TestCompletionRetryOnNextWorker(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: got %d, want 200 (%s)", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get(HeaderWorker); got != good.url() {
+	if got := resp.Header.Get(pipeline.HeaderWorker); got != good.url() {
 		t.Errorf("worker: got %q, want %q", got, good.url())
 	}
-	if got := resp.Header.Get(HeaderReason); got != "retry" {
+	if got := resp.Header.Get(pipeline.HeaderReason); got != "retry" {
 		t.Errorf("reason: got %q, want retry", got)
 	}
 	good.nextReq(t)
@@ -208,7 +210,7 @@ func TestCompletionRetryOnNextWorker(t *testing.T) {
 		t.Errorf("refused worker still healthy")
 	}
 	resp, _ = g.post(t, `{"prompt":"hello"}`)
-	if got := resp.Header.Get(HeaderReason); got == "retry" {
+	if got := resp.Header.Get(pipeline.HeaderReason); got == "retry" {
 		t.Errorf("second request: got reason retry, want a direct pick")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/kvbridge"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -76,13 +77,13 @@ func TestCacheAwareRoutingFromZMQEvents(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get(HeaderWorker); got != b.url() {
+	if got := resp.Header.Get(pipeline.HeaderWorker); got != b.url() {
 		t.Errorf("worker: got %q, want %q (the one holding the prefix)", got, b.url())
 	}
-	if got, want := resp.Header.Get(HeaderReason), string(policy.ReasonCacheHit); got != want {
+	if got, want := resp.Header.Get(pipeline.HeaderReason), string(policy.ReasonCacheHit); got != want {
 		t.Errorf("reason: got %q, want %q", got, want)
 	}
-	if got := resp.Header.Get(HeaderMatchedBlocks); got != "15" {
+	if got := resp.Header.Get(pipeline.HeaderMatchedBlocks); got != "15" {
 		t.Errorf("matched blocks: got %q, want 15", got)
 	}
 
@@ -90,14 +91,14 @@ func TestCacheAwareRoutingFromZMQEvents(t *testing.T) {
 	// through the pending overlay, before any event confirms it.
 	fresh := `{"prompt":"` + strings.Repeat("brand new text ", 6) + `"}`
 	resp1, _ := g.post(t, fresh)
-	if got := resp1.Header.Get(HeaderReason); got != string(policy.ReasonNoMatch) {
+	if got := resp1.Header.Get(pipeline.HeaderReason); got != string(policy.ReasonNoMatch) {
 		t.Errorf("fresh prompt reason: got %q, want no_match", got)
 	}
 	resp2, _ := g.post(t, fresh)
-	if got, want := resp2.Header.Get(HeaderWorker), resp1.Header.Get(HeaderWorker); got != want {
+	if got, want := resp2.Header.Get(pipeline.HeaderWorker), resp1.Header.Get(pipeline.HeaderWorker); got != want {
 		t.Errorf("repeat of a fresh prompt: got worker %q, want %q", got, want)
 	}
-	if got := resp2.Header.Get(HeaderReason); got != string(policy.ReasonPendingHit) {
+	if got := resp2.Header.Get(pipeline.HeaderReason); got != string(policy.ReasonPendingHit) {
 		t.Errorf("repeat reason: got %q, want pending_hit", got)
 	}
 
@@ -126,13 +127,13 @@ func TestTreeRoutingWithoutEvents(t *testing.T) {
 	prompt := `{"prompt":"` + strings.Repeat("tree me please ", 5) + `"}`
 	r1, _ := g.post(t, prompt)
 	r2, _ := g.post(t, prompt)
-	if r1.Header.Get(HeaderWorker) != r2.Header.Get(HeaderWorker) {
-		t.Errorf("repeat went elsewhere: %q then %q", r1.Header.Get(HeaderWorker), r2.Header.Get(HeaderWorker))
+	if r1.Header.Get(pipeline.HeaderWorker) != r2.Header.Get(pipeline.HeaderWorker) {
+		t.Errorf("repeat went elsewhere: %q then %q", r1.Header.Get(pipeline.HeaderWorker), r2.Header.Get(pipeline.HeaderWorker))
 	}
-	if got := r2.Header.Get(HeaderReason); got != string(policy.ReasonTreeHit) {
+	if got := r2.Header.Get(pipeline.HeaderReason); got != string(policy.ReasonTreeHit) {
 		t.Errorf("repeat reason: got %q, want tree_hit", got)
 	}
-	if got := r2.Header.Get(HeaderMatchedBlocks); got != strconv.Itoa(75/16) {
+	if got := r2.Header.Get(pipeline.HeaderMatchedBlocks); got != strconv.Itoa(75/16) {
 		t.Errorf("matched blocks: got %q, want %d", got, 75/16)
 	}
 }
@@ -148,7 +149,7 @@ func TestKVIndexOffUsesTreeForEventWorkers(t *testing.T) {
 	prompt := `{"prompt":"` + strings.Repeat("x", 40) + `"}`
 	g.post(t, prompt)
 	r, _ := g.post(t, prompt)
-	if got := r.Header.Get(HeaderReason); got != string(policy.ReasonTreeHit) {
+	if got := r.Header.Get(pipeline.HeaderReason); got != string(policy.ReasonTreeHit) {
 		t.Errorf("reason: got %q, want tree_hit", got)
 	}
 }
@@ -172,8 +173,8 @@ func TestGRPCUnimplementedWorkersRoutedByTree(t *testing.T) {
 	prompt := `{"prompt":"` + strings.Repeat("q", 48) + `","max_tokens":1}`
 	r1, _ := g.post(t, prompt)
 	r2, _ := g.post(t, prompt)
-	if r1.Header.Get(HeaderWorker) != r2.Header.Get(HeaderWorker) || r2.Header.Get(HeaderReason) != string(policy.ReasonTreeHit) {
-		t.Errorf("got %q/%q then %q/%q, want the same worker by tree_hit", r1.Header.Get(HeaderWorker), r1.Header.Get(HeaderReason), r2.Header.Get(HeaderWorker), r2.Header.Get(HeaderReason))
+	if r1.Header.Get(pipeline.HeaderWorker) != r2.Header.Get(pipeline.HeaderWorker) || r2.Header.Get(pipeline.HeaderReason) != string(policy.ReasonTreeHit) {
+		t.Errorf("got %q/%q then %q/%q, want the same worker by tree_hit", r1.Header.Get(pipeline.HeaderWorker), r1.Header.Get(pipeline.HeaderReason), r2.Header.Get(pipeline.HeaderWorker), r2.Header.Get(pipeline.HeaderReason))
 	}
 }
 
@@ -216,7 +217,7 @@ func TestKVListenCollectorAttributesByTopic(t *testing.T) {
 		t.Errorf("event-fed: got b=%v a=%v, want b only", mb.EventFed(), g.member(a.url()).EventFed())
 	}
 	r, _ := g.post(t, `{"prompt":"`+prefix+`?"}`)
-	if got, reason := r.Header.Get(HeaderWorker), r.Header.Get(HeaderReason); got != b.url() || reason != "cache_hit" {
+	if got, reason := r.Header.Get(pipeline.HeaderWorker), r.Header.Get(pipeline.HeaderReason); got != b.url() || reason != "cache_hit" {
 		t.Errorf("got %q (%s), want b by cache_hit", got, reason)
 	}
 	// Removing the worker takes its blocks out of the index.

@@ -15,6 +15,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -36,7 +37,7 @@ func (pairTokenizer) VocabSize() int { return 1 << 16 }
 // tok: which template rendered a prompt shows in the prompt itself.
 type modelRenderer struct {
 	tag string
-	tok Tokenizer
+	tok pipeline.Tokenizer
 }
 
 func (r modelRenderer) Render(req *openai.ChatRequest) (chat.Result, *openai.Error) {
@@ -46,7 +47,7 @@ func (r modelRenderer) Render(req *openai.ChatRequest) (chat.Result, *openai.Err
 }
 
 // newModel returns a configured model with its own index, tree and pending overlay.
-func newModel(t *testing.T, name string, tok Tokenizer) Model {
+func newModel(t *testing.T, name string, tok pipeline.Tokenizer) Model {
 	t.Helper()
 	idx, err := indexer.New(indexer.Config{})
 	if err != nil {
@@ -104,8 +105,8 @@ func TestModelsRouteInTheirOwnPools(t *testing.T) {
 	for _, tt := range []struct{ model, want string }{{"alpha", a.url()}, {"beta", b.url()}, {"test-model", d.url()}, {"", d.url()}} {
 		for i := 0; i < 3; i++ { // whatever the policy's state, never another pool's worker
 			resp, body := g.post(t, `{"model":"`+tt.model+`","prompt":"`+strings.Repeat("p", 40)+`"}`)
-			if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderWorker) != tt.want {
-				t.Fatalf("model %q: got %d from %q, want 200 from %s: %s", tt.model, resp.StatusCode, resp.Header.Get(HeaderWorker), tt.want, body)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get(pipeline.HeaderWorker) != tt.want {
+				t.Fatalf("model %q: got %d from %q, want 200 from %s: %s", tt.model, resp.StatusCode, resp.Header.Get(pipeline.HeaderWorker), tt.want, body)
 			}
 		}
 	}
@@ -115,7 +116,7 @@ func TestModelsRouteInTheirOwnPools(t *testing.T) {
 		tokens        int
 	}{{"alpha", "<alpha>hello world!</alpha>", 27}, {"beta", "<beta>hello world!</beta>", 12}} {
 		resp, body := g.do(t, http.MethodPost, "/debug/route", `{"model":"`+tt.model+`","messages":[{"role":"user","content":"hello world!"}]}`, "")
-		var ex routeExplanation
+		var ex pipeline.RouteExplanation
 		if err := json.Unmarshal([]byte(body), &ex); err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("debug route %s: %d %s", tt.model, resp.StatusCode, body)
 		}
@@ -243,7 +244,7 @@ func TestSyncWorkersDrains(t *testing.T) {
 			return
 		}
 		r.Body.Close()
-		done <- r.Header.Get(HeaderWorker)
+		done <- r.Header.Get(pipeline.HeaderWorker)
 	}()
 	// Let both streams finish: a's drain ends with its request.
 	for i := 0; i < 2; i++ {

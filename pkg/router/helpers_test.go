@@ -23,6 +23,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -176,8 +177,8 @@ type testGateway struct {
 // own. newTestGateway turns it into a Config.
 type testConfig struct {
 	Model                                                string
-	Tokenizer                                            Tokenizer
-	Chat                                                 ChatRenderer
+	Tokenizer                                            pipeline.Tokenizer
+	Chat                                                 pipeline.ChatRenderer
 	ChatParsers                                          *parse.Parsers
 	ReasoningField                                       string
 	Policy                                               policy.Policy
@@ -185,7 +186,7 @@ type testConfig struct {
 	Index                                                *indexer.Index
 	Tree                                                 *indexer.Tree
 	Pending                                              *indexer.Pending
-	PD                                                   PD
+	PD                                                   pipeline.PD
 	Models                                               []Model
 	KVIndex                                              string
 	KVListen                                             string
@@ -202,7 +203,7 @@ type testConfig struct {
 	ForwardTokenIDs                                         bool
 	MaxPromptTokens, MaxN, MaxPrompts, MaxInFlightPerWorker int
 	MaxBodyBytes                                            int64
-	Queue                                                   QueueConfig
+	Queue                                                   pipeline.QueueConfig
 	Logger                                                  *zap.Logger
 	Tracing                                                 trace.TracerProvider
 }
@@ -339,6 +340,29 @@ func (g *testGateway) index() *indexer.Index {
 // (name, value, ...) in g's registry, 0 when it has no such series.
 func (g *testGateway) metricValue(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
+	v := g.metricValues(t, name, labels...)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}
+
+// metricSum returns the sum of the series of the counter or gauge name with the given label
+// pairs.
+func (g *testGateway) metricSum(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	var sum float64
+	for _, v := range g.metricValues(t, name, labels...) {
+		sum += v
+	}
+	return sum
+}
+
+// metricValues returns the values of the series of the counter or gauge name with the given
+// label pairs.
+func (g *testGateway) metricValues(t *testing.T, name string, labels ...string) []float64 {
+	t.Helper()
+	var out []float64
 	mfs, err := g.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -359,12 +383,13 @@ func (g *testGateway) metricValue(t *testing.T, name string, labels ...string) f
 				}
 			}
 			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
+				out = append(out, c.GetValue())
+				continue
 			}
-			return m.GetGauge().GetValue()
+			out = append(out, m.GetGauge().GetValue())
 		}
 	}
-	return 0
+	return out
 }
 
 func mustPolicy(t *testing.T, name string) policy.Policy {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 )
 
@@ -65,13 +66,13 @@ func TestLoRARequestsUseTheAdapterNamespace(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("adapter request: status %d %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get(HeaderWorker); got != b.url() {
+	if got := resp.Header.Get(pipeline.HeaderWorker); got != b.url() {
 		t.Errorf("adapter request worker: got %q, want %q", got, b.url())
 	}
-	if got, want := resp.Header.Get(HeaderReason), string(policy.ReasonCacheHit); got != want {
+	if got, want := resp.Header.Get(pipeline.HeaderReason), string(policy.ReasonCacheHit); got != want {
 		t.Errorf("adapter request reason: got %q, want %q", got, want)
 	}
-	if got := resp.Header.Get(HeaderMatchedBlocks); got != "8" {
+	if got := resp.Header.Get(pipeline.HeaderMatchedBlocks); got != "8" {
 		t.Errorf("adapter request matched blocks: got %q, want 8", got)
 	}
 	if got := b.nextReq(t)["model"]; got != "sql-lora" {
@@ -87,7 +88,7 @@ func TestLoRARequestsUseTheAdapterNamespace(t *testing.T) {
 	// The same prompt for the base model matches nothing: neither the adapter's stored blocks
 	// nor the pending entry the adapter request just left.
 	_, dbg := g.do(t, http.MethodGet, "/debug/route?tokens="+tokenList(bytesOf(prefix+"tail")), "", "")
-	var ex routeExplanation
+	var ex pipeline.RouteExplanation
 	if err := json.Unmarshal([]byte(dbg), &ex); err != nil {
 		t.Fatalf("/debug/route: %v: %s", err, dbg)
 	}
@@ -103,13 +104,13 @@ func TestLoRARequestsUseTheAdapterNamespace(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("base request: status %d %s", resp.StatusCode, body)
 	}
-	if got, want := resp.Header.Get(HeaderReason), string(policy.ReasonNoMatch); got != want {
+	if got, want := resp.Header.Get(pipeline.HeaderReason), string(policy.ReasonNoMatch); got != want {
 		t.Errorf("base request reason: got %q, want %q", got, want)
 	}
 
 	// Adapter requests are explained under the namespace and consider only a and b.
 	_, dbg = g.do(t, http.MethodGet, "/debug/route?model=sql-lora&tokens="+tokenList(bytesOf(prefix+"tail")), "", "")
-	ex = routeExplanation{}
+	ex = pipeline.RouteExplanation{}
 	if err := json.Unmarshal([]byte(dbg), &ex); err != nil {
 		t.Fatalf("/debug/route: %v: %s", err, dbg)
 	}

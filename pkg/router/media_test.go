@@ -16,6 +16,7 @@ import (
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/internal/testutil"
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
 )
 
@@ -93,11 +94,11 @@ func TestChatMediaHTTP(t *testing.T) {
 	if !bytes.Equal(gm, sm) {
 		t.Fatalf("the worker got other messages:\n%s\nwant\n%s", gm, sm)
 	}
-	w1 := resp.Header.Get(HeaderWorker)
+	w1 := resp.Header.Get(pipeline.HeaderWorker)
 	var prompt, exact int
 	{
 		_, dbg := g.do(t, http.MethodPost, "/debug/route", first, "")
-		var e routeExplanation
+		var e pipeline.RouteExplanation
 		if err := json.Unmarshal([]byte(dbg), &e); err != nil || e.Media == nil {
 			t.Fatalf("/debug/route: %s", dbg)
 		}
@@ -106,18 +107,18 @@ func TestChatMediaHTTP(t *testing.T) {
 		}
 		prompt, exact = e.PromptTokens, e.Media.ExactTokens
 	}
-	blocks := func(r *http.Response) int { n, _ := strconv.Atoi(r.Header.Get(HeaderMatchedBlocks)); return n }
+	blocks := func(r *http.Response) int { n, _ := strconv.Atoi(r.Header.Get(pipeline.HeaderMatchedBlocks)); return n }
 	resp, out = g.postChat(t, first)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderWorker) != w1 || blocks(resp) != prompt/16 {
-		t.Fatalf("repeat: %d to %s with %s blocks (want %s, %d): %s", resp.StatusCode, resp.Header.Get(HeaderWorker), resp.Header.Get(HeaderMatchedBlocks), w1, prompt/16, out)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(pipeline.HeaderWorker) != w1 || blocks(resp) != prompt/16 {
+		t.Fatalf("repeat: %d to %s with %s blocks (want %s, %d): %s", resp.StatusCode, resp.Header.Get(pipeline.HeaderWorker), resp.Header.Get(pipeline.HeaderMatchedBlocks), w1, prompt/16, out)
 	}
 	resp, _ = g.postChat(t, imageChat(img1, "A red square on white.", "Which shade of red?"))
-	if resp.Header.Get(HeaderWorker) != w1 || blocks(resp) < prompt/16 {
-		t.Fatalf("next turn: to %s with %s blocks, want %s with at least %d", resp.Header.Get(HeaderWorker), resp.Header.Get(HeaderMatchedBlocks), w1, prompt/16)
+	if resp.Header.Get(pipeline.HeaderWorker) != w1 || blocks(resp) < prompt/16 {
+		t.Fatalf("next turn: to %s with %s blocks, want %s with at least %d", resp.Header.Get(pipeline.HeaderWorker), resp.Header.Get(pipeline.HeaderMatchedBlocks), w1, prompt/16)
 	}
 	resp, _ = g.postChat(t, imageChat(img2))
 	if blocks(resp) != exact/16 {
-		t.Fatalf("another image: %s blocks matched, want the exact prefix's %d", resp.Header.Get(HeaderMatchedBlocks), exact/16)
+		t.Fatalf("another image: %s blocks matched, want the exact prefix's %d", resp.Header.Get(pipeline.HeaderMatchedBlocks), exact/16)
 	}
 	// Bad media is the engine's 400, never forwarded.
 	before := len(a.reqs) + len(b.reqs)
@@ -146,8 +147,8 @@ func TestChatMediaGRPC(t *testing.T) {
 	g2 := newTestGateway(t, testConfig{Chat: r, Policy: &fixedPolicy{}}, "url=grpc://"+addr+",runtime=vllm", hw.url())
 	for range 3 {
 		resp, out = g2.postChat(t, imageChat(pngURL(t, 1)))
-		if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderWorker) != hw.url() {
-			t.Fatalf("mixed pool: %d from %s: %s", resp.StatusCode, resp.Header.Get(HeaderWorker), out)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get(pipeline.HeaderWorker) != hw.url() {
+			t.Fatalf("mixed pool: %d from %s: %s", resp.StatusCode, resp.Header.Get(pipeline.HeaderWorker), out)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kvgate/kvgate/api/vllm"
 	"github.com/kvgate/kvgate/pkg/anthropic"
 	"github.com/kvgate/kvgate/pkg/clientauth"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // messagesBody is a Messages body with a long system prompt and the given user/assistant turns.
@@ -66,15 +67,15 @@ func TestMessagesHTTPWorkers(t *testing.T) {
 		got["temperature"] != 0.2 || !cmp.Equal(got["stop"], []any{"END"}) || msgs[0].(map[string]any)["role"] != "system" {
 		t.Errorf("worker got %v: want the converted chat body at /v1/chat/completions, model renamed", got)
 	}
-	w1 := resp.Header.Get(HeaderWorker)
+	w1 := resp.Header.Get(pipeline.HeaderWorker)
 	next := messagesBody("", "Refactor the parser, please, and keep the tests passing.", "Done: three functions split.", "Now the writer.")
 	for try := range 3 {
 		resp, body = g.do(t, http.MethodPost, "/v1/messages", next, "")
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("turn 2: %d %s", resp.StatusCode, body)
 		}
-		if w := resp.Header.Get(HeaderWorker); w != w1 || resp.Header.Get(HeaderReason) != "tree_hit" {
-			t.Errorf("turn 2 (try %d): went to %s (%s), want %s by tree_hit", try, w, resp.Header.Get(HeaderReason), w1)
+		if w := resp.Header.Get(pipeline.HeaderWorker); w != w1 || resp.Header.Get(pipeline.HeaderReason) != "tree_hit" {
+			t.Errorf("turn 2 (try %d): went to %s (%s), want %s by tree_hit", try, w, resp.Header.Get(pipeline.HeaderReason), w1)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package router
 import (
 	"net/http"
 	"sort"
+
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // modelList is the GET /v1/models body.
@@ -32,7 +34,7 @@ func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
 			return
 		}
 		seen[name] = true
-		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate"})
+		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: rt.cfg.Now().Unix(), OwnedBy: "kvgate"})
 	}
 	for _, p := range s.Pools()[1:] {
 		card(p.Name())
@@ -53,9 +55,9 @@ func (rt *Router) handleModels(w http.ResponseWriter, _ *http.Request) {
 				continue
 			}
 			seen[a] = true
-			list.Data = append(list.Data, modelCard{ID: a, Object: "model", Created: rt.now().Unix(), OwnedBy: "kvgate", Parent: parent})
+			list.Data = append(list.Data, modelCard{ID: a, Object: "model", Created: rt.cfg.Now().Unix(), OwnedBy: "kvgate", Parent: parent})
 		}
 	}
 	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
-	writeJSON(w, http.StatusOK, list)
+	pipeline.WriteJSON(w, http.StatusOK, list)
 }

@@ -1,117 +1,37 @@
 package router
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"sync"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/conversation"
-	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/endpoint"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
-
-// This file builds and runs a Router: it stands above every file of the package (New wires
-// the pools, the admission queues, the Responses service and the metrics the others use).
 
 // New validates cfg and returns a Router with no workers. It starts no goroutines.
 func New(cfg Config) (*Router, error) {
-	if len(cfg.Models) == 0 {
-		return nil, errors.New("router: new: a model is required")
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if cfg.MaxN == 0 {
-		cfg.MaxN = DefaultMaxN
-	}
-	if cfg.MaxPrompts == 0 {
-		cfg.MaxPrompts = DefaultMaxPrompts
-	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPrompts < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 || cfg.UpstreamTimeout < 0 ||
-		cfg.Queue.Max < 0 || cfg.Queue.Timeout < 0 || cfg.Queue.MaxWait < 0 || cfg.Queue.LookAhead < 0 {
-		return nil, errors.New("router: new: limits and timeouts must not be negative")
-	}
-	if cfg.Queue.Max > 0 && cfg.MaxInFlightPerWorker == 0 {
-		return nil, errors.New("router: new: an admission queue needs a per-worker in-flight limit to wait for")
-	}
-	if cfg.Queue.Timeout == 0 {
-		cfg.Queue.Timeout = DefaultQueueTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	cfg.Fleet.Logger, cfg.Fleet.Registerer, cfg.Fleet.Now = cfg.Logger, cfg.Registerer, cfg.Now
-	pools := make([]fleet.PoolConfig, len(cfg.Models))
-	for i, m := range cfg.Models {
-		pc, err := poolConfig(m, cfg)
-		if err != nil {
-			return nil, err
-		}
-		pools[i] = pc
-	}
-	fl, err := fleet.New(cfg.Fleet, pools)
+	pl, err := pipeline.New(cfg.pipeline())
 	if err != nil {
 		return nil, err
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, now: cfg.Now, fleet: fl, rand: rand.Uint64, loadMaxAge: 3 * cfg.Fleet.EngineMetricsInterval}
-	rt.aborted, rt.abort = context.WithCancelCause(context.Background())
-	if cfg.Tracing != nil {
-		rt.tracer = cfg.Tracing.Tracer(tracerName)
-	}
+	pc := pl.Config()
+	cfg.MaxBodyBytes, cfg.MaxN, cfg.MaxPrompts, cfg.Logger, cfg.Now = pc.MaxBodyBytes, pc.MaxN, pc.MaxPrompts, pc.Logger, pc.Now
+	rt := &Router{cfg: cfg, pl: pl, fleet: pl.Fleet()}
 	if rt.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
-	if rt.responses, err = responsesService(cfg); err != nil {
+	svc, err := responsesService(cfg)
+	if err != nil {
 		return nil, err
 	}
+	rt.api = endpoint.NewAPI(pl, svc)
 	if cfg.AdminToken != "" {
 		if rt.adminKeys, err = clientauth.NewKeySet([]clientauth.APIKey{{Name: "admin", Key: cfg.AdminToken}}); err != nil {
 			return nil, errors.New("router: new: the admin token must be 1-4096 printable ASCII characters without spaces")
 		}
 	}
 	return rt, nil
-}
-
-// Run runs the fleet's background work (health checks, event streams, engine-load scrapes)
-// and, with a queue configured, the periodic offer of free slots to the admission queues,
-// until ctx is done, and returns when it has stopped. Run must be called at most once.
-func (rt *Router) Run(ctx context.Context) error {
-	rt.log.Info("router running", zap.Int("workers", len(rt.fleet.Snapshot().Members())), zap.String("policy", policyName(rt.defaultModel().policy)),
-		zap.String("kv_index", rt.fleet.KVIndex()), zap.Strings("models", rt.ModelNames()))
-	if rt.cfg.Queue.Max == 0 {
-		return rt.fleet.Run(ctx)
-	}
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		rt.kickLoop(ctx)
-	}()
-	err := rt.fleet.Run(ctx)
-	cancel()
-	wg.Wait()
-	return err
-}
-
-// SetModel adds a model while serving, or replaces the one of that name: the new pool starts
-// with an empty index, and the workers of the old one, like those whose spec names the model
-// and were served by the default pool, drain and start again in it. It fails, changing nothing,
-// for an invalid model, the default model's name, or a worker that cannot be rebuilt.
-func (rt *Router) SetModel(m Model) error {
-	pc, err := poolConfig(m, rt.cfg)
-	if err != nil {
-		return err
-	}
-	return rt.fleet.SetPool(pc)
 }
 
 // responsesService returns cfg.Responses, or the default service over a memory store.
@@ -124,22 +44,4 @@ func responsesService(cfg Config) (*conversation.Service, error) {
 		return nil, err
 	}
 	return conversation.New(conversation.Config{Store: st, Registerer: cfg.Registerer, Now: cfg.Now})
-}
-
-// poolConfig validates m and returns its pool's configuration, the router's state inside, with
-// its admission queue as cfg configures it.
-func poolConfig(m Model, cfg Config) (fleet.PoolConfig, error) {
-	if m.Policy == nil {
-		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: a policy is required", m.Name)
-	}
-	pd, err := newPDState(m.PD, m.Policy)
-	if err != nil {
-		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
-	}
-	q, err := newQueue(cfg)
-	if err != nil {
-		return fleet.PoolConfig{}, fmt.Errorf("router: model %q: %w", m.Name, err)
-	}
-	return fleet.PoolConfig{Name: m.Name, BlockSize: m.BlockSize, Index: m.Index, Tree: m.Tree, Pending: m.Pending, Decoder: m.Tokenizer,
-		Routing: &model{tok: m.Tokenizer, chat: m.Chat, parsers: m.ChatParsers, reasoningField: m.ReasoningField, policy: m.Policy, pd: pd, queue: q}}, nil
 }

@@ -11,6 +11,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kvgate/kvgate/pkg/pipeline"
+)
+
+// The split outcomes of X-Kvgate-Pd and kvgate_pd_requests_total (docs/operations.md).
+const (
+	pdPair          = "pair"
+	pdShortPrompt   = "short_prompt"
+	pdDecodeCached  = "decode_cached"
+	pdMultiple      = "multiple_outputs"
+	pdPrefillFailed = "prefill_failed"
 )
 
 // The prefill/decode pair flows (pd.go, pd_legs.go; wire/pd.md) against a fake engine pair.
@@ -47,7 +58,7 @@ func decodeAnswer(fw *fakeWorker) {
 	}
 }
 
-func pdGateway(t *testing.T, pd PD, p, d *fakeWorker, extra ...string) *testGateway {
+func pdGateway(t *testing.T, pd pipeline.PD, p, d *fakeWorker, extra ...string) *testGateway {
 	t.Helper()
 	return newTestGateway(t, testConfig{PD: pd}, append([]string{"url=" + p.url() + ",role=prefill", "url=" + d.url() + ",role=decode"}, extra...)...)
 }
@@ -66,7 +77,7 @@ func TestPDNIXLPair(t *testing.T) {
 			p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
 			nixlPrefill(p, nixlParams)
 			decodeAnswer(d)
-			g := pdGateway(t, PD{MinUncachedTokens: -1}, p, d)
+			g := pdGateway(t, pipeline.PD{MinUncachedTokens: -1}, p, d)
 			resp, body := g.post(t, fmt.Sprintf(tt.body, longPrompt))
 			if resp.StatusCode != http.StatusOK || !strings.Contains(body, "decoded") {
 				t.Fatalf("got %d %s, want 200 with the decode answer", resp.StatusCode, body)
@@ -93,11 +104,11 @@ func TestPDNIXLPair(t *testing.T) {
 			if id := ph.Get("X-Request-Id"); id == "" || dh.Get("X-Request-Id") != id {
 				t.Errorf("X-Request-Id: prefill %q, decode %q, want one value on both", id, dh.Get("X-Request-Id"))
 			}
-			if got := resp.Header.Get(HeaderPrefillWorker); got != p.url() {
-				t.Errorf("%s = %q, want %q", HeaderPrefillWorker, got, p.url())
+			if got := resp.Header.Get(pipeline.HeaderPrefillWorker); got != p.url() {
+				t.Errorf("%s = %q, want %q", pipeline.HeaderPrefillWorker, got, p.url())
 			}
-			if got := resp.Header.Get(HeaderWorker); got != d.url() {
-				t.Errorf("%s = %q, want the decode worker %q", HeaderWorker, got, d.url())
+			if got := resp.Header.Get(pipeline.HeaderWorker); got != d.url() {
+				t.Errorf("%s = %q, want the decode worker %q", pipeline.HeaderWorker, got, d.url())
 			}
 			if got := g.metricValue(t, "kvgate_pd_requests_total", "outcome", "pair"); got != 1 {
 				t.Errorf("pair count %v, want 1", got)
@@ -124,7 +135,7 @@ func TestPDNIXLRelaysRawParams(t *testing.T) {
 	})
 	d := &fakeWorker{srv: httptest.NewServer(mux)}
 	t.Cleanup(d.srv.Close)
-	g := pdGateway(t, PD{MinUncachedTokens: -1}, p, d)
+	g := pdGateway(t, pipeline.PD{MinUncachedTokens: -1}, p, d)
 	if resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("got %d %s", resp.StatusCode, body)
 	}
@@ -137,7 +148,7 @@ func TestPDNIXLWithoutParams(t *testing.T) {
 	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
 	nixlPrefill(p, "")
 	decodeAnswer(d)
-	g := pdGateway(t, PD{MinUncachedTokens: -1}, p, d)
+	g := pdGateway(t, pipeline.PD{MinUncachedTokens: -1}, p, d)
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"kv_transfer_params":{"do_remote_prefill":true}}`, longPrompt))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("got %d %s", resp.StatusCode, body)
@@ -161,7 +172,7 @@ func TestPDNIXLPrefillFailure(t *testing.T) {
 			http.Error(w, "boom", http.StatusInternalServerError)
 		}
 		decodeAnswer(d)
-		g := pdGateway(t, PD{MinUncachedTokens: -1}, p, d)
+		g := pdGateway(t, pipeline.PD{MinUncachedTokens: -1}, p, d)
 		resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"max_tokens":7}`, longPrompt))
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "decoded") {
 			t.Fatalf("got %d %s, want the decode worker's whole answer", resp.StatusCode, body)
@@ -169,11 +180,11 @@ func TestPDNIXLPrefillFailure(t *testing.T) {
 		if db := d.nextReq(t); db["kv_transfer_params"] != nil || db["max_tokens"] != 7.0 {
 			t.Errorf("decode leg %v, want the client's request without params", db)
 		}
-		if got := resp.Header.Get(HeaderPD); got != pdPrefillFailed {
-			t.Errorf("%s = %q, want %q", HeaderPD, got, pdPrefillFailed)
+		if got := resp.Header.Get(pipeline.HeaderPD); got != pdPrefillFailed {
+			t.Errorf("%s = %q, want %q", pipeline.HeaderPD, got, pdPrefillFailed)
 		}
-		if got := resp.Header.Get(HeaderPrefillWorker); got != "" {
-			t.Errorf("%s = %q, want none", HeaderPrefillWorker, got)
+		if got := resp.Header.Get(pipeline.HeaderPrefillWorker); got != "" {
+			t.Errorf("%s = %q, want none", pipeline.HeaderPrefillWorker, got)
 		}
 	})
 	t.Run("4xx is the client's answer", func(t *testing.T) {
@@ -184,7 +195,7 @@ func TestPDNIXLPrefillFailure(t *testing.T) {
 			io.WriteString(w, `{"error":{"message":"too long","type":"BadRequestError"}}`)
 		}
 		decodeAnswer(d)
-		g := pdGateway(t, PD{MinUncachedTokens: -1}, p, d)
+		g := pdGateway(t, pipeline.PD{MinUncachedTokens: -1}, p, d)
 		resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
 		if resp.StatusCode != http.StatusBadRequest || openAIError(t, body).Message != "too long" {
 			t.Fatalf("got %d %s, want the prefill worker's 400", resp.StatusCode, body)
@@ -197,36 +208,17 @@ func TestPDNIXLPrefillFailure(t *testing.T) {
 	})
 }
 
-func TestPDSplitReason(t *testing.T) {
-	tests := []struct {
-		tokens, cached, min int
-		want                string
-	}{
-		{300, 0, 256, pdPair},
-		{200, 0, 256, pdShortPrompt},
-		{1000, 800, 256, pdDecodeCached},
-		{1000, 744, 256, pdPair},
-		{1000, 745, 256, pdDecodeCached},
-		{10, 10, -1, pdPair},
-	}
-	for _, tt := range tests {
-		if got := splitReason(tt.tokens, tt.cached, tt.min); got != tt.want {
-			t.Errorf("splitReason(%d, %d, %d) = %q, want %q", tt.tokens, tt.cached, tt.min, got, tt.want)
-		}
-	}
-}
-
 func TestPDShortPromptRunsWhole(t *testing.T) {
 	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
 	nixlPrefill(p, nixlParams)
 	decodeAnswer(d)
-	g := pdGateway(t, PD{}, p, d)
+	g := pdGateway(t, pipeline.PD{}, p, d)
 	resp, body := g.post(t, `{"prompt":"short prompt","max_tokens":3}`)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "decoded") {
 		t.Fatalf("got %d %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get(HeaderPD); got != pdShortPrompt {
-		t.Errorf("%s = %q, want %q", HeaderPD, got, pdShortPrompt)
+	if got := resp.Header.Get(pipeline.HeaderPD); got != pdShortPrompt {
+		t.Errorf("%s = %q, want %q", pipeline.HeaderPD, got, pdShortPrompt)
 	}
 	d.nextReq(t)
 	select {
@@ -243,10 +235,10 @@ func TestPDNIXLMultipleOutputsRunWhole(t *testing.T) {
 	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
 	nixlPrefill(p, nixlParams)
 	decodeAnswer(d)
-	g := pdGateway(t, PD{MinUncachedTokens: -1}, p, d)
+	g := pdGateway(t, pipeline.PD{MinUncachedTokens: -1}, p, d)
 	resp, _ := g.post(t, fmt.Sprintf(`{"prompt":%q,"n":2}`, longPrompt))
-	if got := resp.Header.Get(HeaderPD); got != pdMultiple {
-		t.Errorf("%s = %q, want %q", HeaderPD, got, pdMultiple)
+	if got := resp.Header.Get(pipeline.HeaderPD); got != pdMultiple {
+		t.Errorf("%s = %q, want %q", pipeline.HeaderPD, got, pdMultiple)
 	}
 }
 
@@ -274,7 +266,7 @@ func TestPDSGLangPair(t *testing.T) {
 				<-transferred // as an SGLang decode worker waits for the KV
 				answer(w, r, body)
 			}
-			g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1, Transfer: PDTransferSGLang}},
+			g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1, Transfer: pipeline.PDTransferSGLang}},
 				"url="+p.url()+",role=prefill,bootstrap_port=9123", "url="+d.url()+",role=decode")
 			resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"max_tokens":20,"stream":%v,"bootstrap_room":5}`, longPrompt, stream))
 			if resp.StatusCode != http.StatusOK || !strings.Contains(body, "decoded") {
@@ -313,7 +305,7 @@ func TestPDSGLangFailedPrefillEndsDecode(t *testing.T) {
 				<-r.Context().Done()               // waiting for KV that never comes, until the gateway ends the leg
 				dEnded <- struct{}{}
 			}
-			g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1, Transfer: PDTransferSGLang}},
+			g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1, Transfer: pipeline.PDTransferSGLang}},
 				"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
 			start := time.Now()
 			resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"stream":%v}`, longPrompt, stream))
@@ -346,7 +338,7 @@ func TestPDSGLangPrefillTimeout(t *testing.T) {
 		<-r.Context().Done()
 		dEnded <- struct{}{}
 	}
-	g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1, Transfer: PDTransferSGLang, Timeout: 200 * time.Millisecond}},
+	g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1, Transfer: pipeline.PDTransferSGLang, Timeout: 200 * time.Millisecond}},
 		"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "prefill worker") {
@@ -373,7 +365,7 @@ func TestPDClientTransferFieldsStripped(t *testing.T) {
 }
 
 // An SGLang decode-mode worker serves only pairs: a short prompt is paired too, and the
-// transfer style comes from the workers' runtime when PD.Transfer is empty.
+// transfer style comes from the workers' runtime when pipeline.PD.Transfer is empty.
 func TestPDSGLangDecodeWorkersOnlyPair(t *testing.T) {
 	p, d, _ := sglangPair(t)
 	transferred := make(chan struct{})
@@ -386,8 +378,8 @@ func TestPDSGLangDecodeWorkersOnlyPair(t *testing.T) {
 	d.handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) { <-transferred; answer(w, r, body) }
 	g := newTestGateway(t, testConfig{}, "url="+p.url()+",role=prefill,runtime=sglang", "url="+d.url()+",role=decode,runtime=sglang")
 	resp, body := g.post(t, `{"prompt":"short","max_tokens":2}`)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderPD) != pdPair {
-		t.Fatalf("got %d %s %s=%q, want a pair", resp.StatusCode, body, HeaderPD, resp.Header.Get(HeaderPD))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(pipeline.HeaderPD) != pdPair {
+		t.Fatalf("got %d %s %s=%q, want a pair", resp.StatusCode, body, pipeline.HeaderPD, resp.Header.Get(pipeline.HeaderPD))
 	}
 	if db := d.nextReq(t); db["bootstrap_room"] == nil {
 		t.Errorf("decode leg %v has no bootstrap_room", db)
@@ -396,7 +388,7 @@ func TestPDSGLangDecodeWorkersOnlyPair(t *testing.T) {
 
 func TestPDDebugRoute(t *testing.T) {
 	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
-	g := pdGateway(t, PD{DecodePolicy: mustPolicy(t, "least_load")}, p, d)
+	g := pdGateway(t, pipeline.PD{DecodePolicy: mustPolicy(t, "least_load")}, p, d)
 	tests := []struct {
 		prompt, split, prefill string
 	}{
@@ -405,11 +397,11 @@ func TestPDDebugRoute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		resp, body := g.do(t, http.MethodGet, "/debug/route?prompt="+tt.prompt, "", "")
-		var r routeExplanation
+		var r pipeline.RouteExplanation
 		if err := json.Unmarshal([]byte(body), &r); err != nil || resp.StatusCode != http.StatusOK || r.PD == nil || r.Decision == nil {
 			t.Fatalf("got %d %s, want an explanation with pd", resp.StatusCode, body)
 		}
-		if r.Decision.Worker != d.url() || r.Policy != "least_load" || r.PD.Split != tt.split || r.PD.MinUncachedTokens != DefaultPDMinUncachedTokens {
+		if r.Decision.Worker != d.url() || r.Policy != "least_load" || r.PD.Split != tt.split || r.PD.MinUncachedTokens != pipeline.DefaultPDMinUncachedTokens {
 			t.Errorf("prompt %.10q: decode %s policy %s split %q, want %s least_load %q", tt.prompt, r.Decision.Worker, r.Policy, r.PD.Split, d.url(), tt.split)
 		}
 		if got := ""; r.PD.Prefill != nil {
@@ -438,7 +430,7 @@ func TestPDSGLangFailedDecodeEndsPrefill(t *testing.T) {
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, `{"error":{"message":"bad request","type":"BadRequestError"}}`)
 	}
-	g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1, Transfer: PDTransferSGLang}},
+	g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1, Transfer: pipeline.PDTransferSGLang}},
 		"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
 	start := time.Now()
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
@@ -462,10 +454,10 @@ func TestPDNIXLPrefillTimeoutRunsWhole(t *testing.T) {
 		<-r.Context().Done()
 	}
 	decodeAnswer(d)
-	g := pdGateway(t, PD{MinUncachedTokens: -1, Timeout: 100 * time.Millisecond}, p, d)
+	g := pdGateway(t, pipeline.PD{MinUncachedTokens: -1, Timeout: 100 * time.Millisecond}, p, d)
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderPD) != pdPrefillFailed || !strings.Contains(body, "decoded") {
-		t.Errorf("got %d %s=%q %s, want the decode worker's whole answer after the prefill timeout", resp.StatusCode, HeaderPD, resp.Header.Get(HeaderPD), body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(pipeline.HeaderPD) != pdPrefillFailed || !strings.Contains(body, "decoded") {
+		t.Errorf("got %d %s=%q %s, want the decode worker's whole answer after the prefill timeout", resp.StatusCode, pipeline.HeaderPD, resp.Header.Get(pipeline.HeaderPD), body)
 	}
 	if got := g.metricValue(t, "kvgate_pd_requests_total", "outcome", pdPrefillFailed); got != 1 {
 		t.Errorf("prefill_failed count %v, want 1", got)
@@ -489,7 +481,7 @@ func TestPDSGLangDecodeFailsBeforePrefillVerdict(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, `{"error":{"message":"KV transfer failed: connection refused","type":"InternalServerError"}}`)
 	}
-	g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1, Transfer: PDTransferSGLang}},
+	g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1, Transfer: pipeline.PDTransferSGLang}},
 		"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
 	if resp.StatusCode < 500 || !strings.Contains(body, "prefill worker "+p.url()+" failed") {

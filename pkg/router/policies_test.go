@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 )
 
@@ -62,8 +63,8 @@ func TestPoliciesThroughRouter(t *testing.T) {
 		var got []string
 		for i := 0; i < 4; i++ {
 			r, _ := g.post(t, `{"prompt":"same prompt every time"}`)
-			got = append(got, r.Header.Get(HeaderWorker))
-			if reason := r.Header.Get(HeaderReason); reason != "round_robin" {
+			got = append(got, r.Header.Get(pipeline.HeaderWorker))
+			if reason := r.Header.Get(pipeline.HeaderReason); reason != "round_robin" {
 				t.Errorf("reason: got %q, want round_robin", reason)
 			}
 		}
@@ -78,7 +79,7 @@ func TestPoliciesThroughRouter(t *testing.T) {
 		for i := 0; i < 6; i++ {
 			prefix := strings.Repeat(string(rune('a'+i%3)), 32)
 			r, _ := g.post(t, `{"prompt":"`+prefix+`suffix`+string(rune('0'+i))+`"}`)
-			w := r.Header.Get(HeaderWorker)
+			w := r.Header.Get(pipeline.HeaderWorker)
 			if prev, ok := seen[prefix]; ok && prev != w {
 				t.Errorf("prefix %q: went to %q then %q", prefix[:4], prev, w)
 			}
@@ -96,7 +97,7 @@ func TestPoliciesThroughRouter(t *testing.T) {
 		occupy(t, g, busy, `{"prompt":"busy"}`, 2, done) // the fixed policy sends both to the first worker
 		sp.set(newPolicy(t, policy.NameLeastLoad, policy.DefaultConfig()))
 		r, _ := g.post(t, `{"prompt":"x"}`)
-		if got := r.Header.Get(HeaderWorker); got != idle.url() {
+		if got := r.Header.Get(pipeline.HeaderWorker); got != idle.url() {
 			t.Errorf("least_load: got %q, want the idle worker", got)
 		}
 		close(release)
@@ -127,7 +128,7 @@ func TestPoliciesThroughRouter(t *testing.T) {
 			occupy(t, g, warm, prompt, 2, done)
 			sp.set(newPolicy(t, policy.NameCacheAware, cfg))
 			r, _ := g.post(t, prompt)
-			if got, reason := r.Header.Get(HeaderWorker), r.Header.Get(HeaderReason); got != cold.url() || reason != "imbalance" {
+			if got, reason := r.Header.Get(pipeline.HeaderWorker), r.Header.Get(pipeline.HeaderReason); got != cold.url() || reason != "imbalance" {
 				t.Errorf("got %q (%s), want the cold worker by imbalance", got, reason)
 			}
 			close(release)

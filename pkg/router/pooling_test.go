@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvgate/kvgate/api/vllm"
+	"github.com/kvgate/kvgate/pkg/endpoint"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // poolingWorker is an HTTP worker serving the pooling endpoints: each answers its path and the
@@ -24,7 +26,7 @@ func poolingWorker(t *testing.T, model string) (*httptest.Server, chan map[strin
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, model)
 	})
-	for _, p := range poolingPaths {
+	for _, p := range endpoint.PoolingPaths {
 		mux.HandleFunc("POST "+p, func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
 			var body map[string]any
@@ -55,12 +57,12 @@ func TestPoolingForwarded(t *testing.T) {
 		ms := g.members()
 		return len(ms) == 2 && ms[0].Worker().Healthy() && ms[1].Worker().Healthy()
 	})
-	for _, p := range poolingPaths {
+	for _, p := range endpoint.PoolingPaths {
 		for try := range 3 { // a policy that ignored the worker kind would pick the gRPC one
 			body := `{"model":"test-model","input":["a b c","d"],"encoding_format":"float","extra":{"k":[1,2]}}`
 			resp, out := g.do(t, http.MethodPost, p, body, "")
-			if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderWorker) != srv.URL {
-				t.Fatalf("%s (try %d): %d from %s: %s", p, try, resp.StatusCode, resp.Header.Get(HeaderWorker), out)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get(pipeline.HeaderWorker) != srv.URL {
+				t.Fatalf("%s (try %d): %d from %s: %s", p, try, resp.StatusCode, resp.Header.Get(pipeline.HeaderWorker), out)
 			}
 			if !strings.Contains(out, `"model":"test-model"`) || !strings.Contains(out, `"path":"`+p+`"`) {
 				t.Errorf("%s: answer %s, want the worker's with the client's model name", p, out)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/kvgate/kvgate/pkg/anthropic"
 	"github.com/kvgate/kvgate/pkg/clientauth"
+	"github.com/kvgate/kvgate/pkg/endpoint"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // Handler returns the gateway's public API: POST /v1/completions, POST /v1/chat/completions,
@@ -19,19 +21,19 @@ import (
 // (Config.Registerer).
 func (rt *Router) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.traced("/v1/completions", rt.handle(completions))))
-	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.traced("/v1/chat/completions", rt.handle(chatCompletions))))
+	mux.Handle("POST /v1/completions", rt.instrument("/v1/completions", rt.pl.Traced("/v1/completions", rt.pl.Handle(endpoint.Completions))))
+	mux.Handle("POST /v1/chat/completions", rt.instrument("/v1/chat/completions", rt.pl.Traced("/v1/chat/completions", rt.pl.Handle(endpoint.Chat))))
 	mux.Handle("GET /v1/models", rt.instrument("/v1/models", rt.handleModels))
 	mux.Handle("GET /health", rt.instrument("/health", rt.handleHealth))
 	mux.Handle("GET /readiness", rt.instrument("/readiness", rt.handleReadiness))
 	known := map[string]bool{"/v1/completions": true, "/v1/chat/completions": true, "/v1/models": true, "/health": true, "/readiness": true}
 	rt.responsesRoutes(mux, known) // POST /v1/responses and the stored-state calls (responses.go)
-	mux.Handle("POST /v1/messages", rt.instrument("/v1/messages", rt.traced("/v1/messages", rt.handleMessages)))
-	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.handleCountTokens))
+	mux.Handle("POST /v1/messages", rt.instrument("/v1/messages", rt.pl.Traced("/v1/messages", rt.api.Messages)))
+	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.api.CountTokens))
 	known["/v1/messages"], known["/v1/messages/count_tokens"] = true, true
 	rt.poolingRoutes(mux, known) // embeddings, pooling, classify, score, rerank (pooling.go)
-	mux.Handle("POST /tokenize", rt.instrument("/tokenize", rt.handleTokenize))
-	mux.Handle("POST /detokenize", rt.instrument("/detokenize", rt.handleDetokenize))
+	mux.Handle("POST /tokenize", rt.instrument("/tokenize", rt.api.Tokenize))
+	mux.Handle("POST /detokenize", rt.instrument("/detokenize", rt.api.Detokenize))
 	mux.Handle("GET /version", rt.instrument("/version", handleVersion))
 	mux.Handle("GET /ping", rt.instrument("/ping", rt.handleHealth))
 	mux.Handle("POST /ping", rt.instrument("/ping", rt.handleHealth))
@@ -74,9 +76,9 @@ func notFound(known map[string]bool) http.HandlerFunc {
 func (rt *Router) instrument(route string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &pipeline.StatusWriter{ResponseWriter: w}
 		defer func() {
-			code := sw.code
+			code := sw.Code
 			if code == 0 {
 				code = http.StatusOK
 			}
@@ -142,12 +144,12 @@ func (rt *Router) admin(h http.HandlerFunc) http.HandlerFunc {
 // poolingRoutes adds the pooling and audio endpoints to the public mux and their paths to
 // known.
 func (rt *Router) poolingRoutes(mux *http.ServeMux, known map[string]bool) {
-	for _, p := range poolingPaths {
-		mux.Handle("POST "+p, rt.instrument(p, rt.traced(p, rt.handle(passEndpoint(p)))))
+	for _, p := range endpoint.PoolingPaths {
+		mux.Handle("POST "+p, rt.instrument(p, rt.pl.Traced(p, rt.pl.Handle(endpoint.Pass(p)))))
 		known[p] = true
 	}
-	for _, p := range audioPaths {
-		mux.Handle("POST "+p, rt.instrument(p, rt.traced(p, rt.handle(formEndpoint(p)))))
+	for _, p := range endpoint.AudioPaths {
+		mux.Handle("POST "+p, rt.instrument(p, rt.pl.Traced(p, rt.pl.Handle(endpoint.Form(p)))))
 		known[p] = true
 	}
 }
@@ -155,20 +157,7 @@ func (rt *Router) poolingRoutes(mux *http.ServeMux, known map[string]bool) {
 // responsesRoutes adds the Responses and Conversations API routes to the public mux and their
 // paths to known (405 for other methods).
 func (rt *Router) responsesRoutes(mux *http.ServeMux, known map[string]bool) {
-	routes := map[string]http.HandlerFunc{
-		"POST /v1/responses":                            rt.traced("/v1/responses", rt.handleResponses),
-		"GET /v1/responses/{id}":                        rt.handleGetResponse,
-		"DELETE /v1/responses/{id}":                     rt.handleDeleteResponse,
-		"GET /v1/responses/{id}/input_items":            rt.handleInputItems,
-		"POST /v1/conversations":                        rt.handleCreateConversation,
-		"GET /v1/conversations/{id}":                    rt.handleGetConversation,
-		"POST /v1/conversations/{id}":                   rt.handleUpdateConversation,
-		"DELETE /v1/conversations/{id}":                 rt.handleDeleteConversation,
-		"GET /v1/conversations/{id}/items":              rt.handleListItems,
-		"POST /v1/conversations/{id}/items":             rt.handleAddItems,
-		"GET /v1/conversations/{id}/items/{item_id}":    rt.handleGetItem,
-		"DELETE /v1/conversations/{id}/items/{item_id}": rt.handleDeleteItem,
-	}
+	routes := rt.api.ResponsesRoutes()
 	patterns := make([]string, 0, len(routes))
 	for p := range routes {
 		patterns = append(patterns, p)

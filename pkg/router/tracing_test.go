@@ -14,7 +14,30 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kvgate/kvgate/api/vllm"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
+)
+
+// The span names and attributes operators see (docs/operations.md, "Tracing"), spelled out so
+// that renaming one in the pipeline fails here.
+const (
+	spanParse      = "kvgate.parse"
+	spanPrompt     = "kvgate.prompt"
+	spanRoute      = "kvgate.route"
+	spanUpstream   = "kvgate.upstream"
+	legNamePrefill = "prefill"
+	legNameDecode  = "decode"
+)
+
+const (
+	attrWorker       = attribute.Key("kvgate.worker")
+	attrPolicy       = attribute.Key("kvgate.policy")
+	attrReason       = attribute.Key("kvgate.route.reason")
+	attrMatched      = attribute.Key("kvgate.matched_blocks")
+	attrCandidates   = attribute.Key("kvgate.candidates")
+	attrPromptTokens = attribute.Key("kvgate.prompt_tokens")
+	attrLeg          = attribute.Key("kvgate.pd.leg")
+	attrStatus       = attribute.Key("http.response.status_code")
 )
 
 // clientTraceparent is the W3C trace context a client sends (sampled).
@@ -231,7 +254,7 @@ func TestTracingPDLegs(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
-	g := newTestGateway(t, testConfig{PD: PD{MinUncachedTokens: -1}, Tracing: tp}, "url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
+	g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1}, Tracing: tp}, "url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
 	body, _ := json.Marshal(map[string]any{"prompt": longPrompt, "max_tokens": 5})
 	if resp := postTraced(t, g, clientTraceparent, string(body)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)

@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -22,71 +22,71 @@ import (
 // endpoint value whose parse and prompt adapt its request to an engine.Request, and its
 // writer; docs/architecture.md walks through it.
 
-// handle returns the HTTP handler that runs ep through the pipeline.
-func (rt *Router) handle(ep *endpoint) http.HandlerFunc {
+// Handle returns the HTTP handler that runs ep through the pipeline.
+func (pl *Pipeline) Handle(ep *Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
-		rt.startTrace(r, c)
-		body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+		c := &Call{Arrival: time.Now(), Req: engine.Request{Header: r.Header}}
+		pl.StartTrace(r, c)
+		body, release, aerr := openai.ReadBody(w, r, pl.cfg.MaxBodyBytes)
 		defer release() // the parsed request refers into body until the handler returns
 		if aerr == nil {
-			_, aerr = rt.prepare(ep, body, c, true)
+			_, aerr = pl.Prepare(ep, body, c, true)
 		}
 		if aerr != nil {
 			ep.writeError(w, aerr)
 			return
 		}
-		rt.serve(w, r, c, ep)
+		pl.Serve(w, r, c, ep)
 	}
 }
 
-// prepare runs the steps before routing: parse, resolve the model's pool (a model the gateway
+// Prepare runs the steps before routing: parse, resolve the model's pool (a model the gateway
 // does not serve is a 404 when known is required; the message names only what the client
 // asked for) and make the prompt's token ids. It returns the rendered prompt, if any.
-func (rt *Router) prepare(ep *endpoint, body []byte, c *call, requireKnown bool) (string, *openai.Error) {
-	span := rt.stageSpan(c, spanParse)
-	name, aerr := ep.parse(body, openai.Limits{MaxN: rt.cfg.MaxN}, &c.req)
-	if aerr == nil && !rt.resolve(c, name) && requireKnown {
-		aerr = routeError(c.target.Model, false, false)
+func (pl *Pipeline) Prepare(ep *Endpoint, body []byte, c *Call, requireKnown bool) (string, *openai.Error) {
+	span := pl.stageSpan(c, spanParse)
+	name, aerr := ep.Parse(body, openai.Limits{MaxN: pl.cfg.MaxN}, &c.Req)
+	if aerr == nil && !pl.Resolve(c, name) && requireKnown {
+		aerr = RouteError(c.Target.Model, false, false)
 	}
 	if span != nil {
-		span.SetAttributes(attrModel.String(c.req.Model))
+		span.SetAttributes(attrModel.String(c.Req.Model))
 	}
 	endSpan(span, aerr)
 	if aerr != nil {
 		return "", aerr
 	}
-	span = rt.stageSpan(c, spanPrompt)
-	prompt, aerr := ep.prompt(rt, c)
+	span = pl.stageSpan(c, spanPrompt)
+	prompt, aerr := ep.Prompt(pl, c)
 	tracePrompt(span, c, aerr)
 	return prompt, aerr
 }
 
-// resolve points c at the pool of the model named ("" for the default) and reports whether the
+// Resolve points c at the pool of the model named ("" for the default) and reports whether the
 // gateway serves that model.
-func (rt *Router) resolve(c *call, name string) (known bool) {
-	t, known := rt.fleet.Snapshot().Resolve(name)
-	c.req.Model, c.target, c.model = t.Model, t, modelOf(t.Pool)
+func (pl *Pipeline) Resolve(c *Call, name string) (known bool) {
+	t, known := pl.fleet.Snapshot().Resolve(name)
+	c.Req.Model, c.Target, c.Served = t.Model, t, modelOf(t.Pool)
 	return known
 }
 
-// serve routes a prepared call and sends it: admit and route (taking the worker's load), record
+// Serve routes a prepared call and sends it: admit and route (taking the worker's load), record
 // the decision, send, and on a failure before the first byte retry once on the next-best
 // worker.
-func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *endpoint) {
-	s := rt.takeScratch()
-	defer rt.scratch.Put(s)
+func (pl *Pipeline) Serve(w http.ResponseWriter, r *http.Request, c *Call, ep *Endpoint) {
+	s := pl.takeScratch()
+	defer pl.scratch.Put(s)
 	dec := &s.dec // in the pooled scratch: passed to the endpoint's writer, a local would escape
 	// The request also ends when AbortInFlight is called (a shutdown past its drain deadline).
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	defer context.AfterFunc(rt.aborted, func() { cancel(errShutdown) })()
-	if rt.aborted.Err() != nil {
-		// AfterFunc runs its function in a goroutine of its own, even when rt.aborted has
+	defer context.AfterFunc(pl.aborted, func() { cancel(errShutdown) })()
+	if pl.aborted.Err() != nil {
+		// AfterFunc runs its function in a goroutine of its own, even when pl.aborted has
 		// already ended: a request arriving after the abort must not race it to the worker.
 		cancel(errShutdown)
 	}
-	if aerr := rt.admit(ctx, w.Header(), r, s, dec, c); aerr != nil {
+	if aerr := pl.admit(ctx, w.Header(), r, s, dec, c); aerr != nil {
 		if ctx.Err() != nil && !shuttingDown(ctx) {
 			w.WriteHeader(statusClientClosed) // left while queued
 			return
@@ -94,20 +94,20 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, c *call, ep *end
 		ep.writeError(w, aerr)
 		return
 	}
-	rt.stripTransferFields(c)
-	if s.disagg && rt.servePair(ctx, w, c, ep, s, dec) {
+	pl.stripTransferFields(c)
+	if s.disagg && pl.servePair(ctx, w, c, ep, s, dec) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		dec.record(c.routeTokens())
-		started, err := rt.send(ctx, w, dec, c, ep, attempt)
+		dec.record(c.RouteTokens())
+		started, err := pl.send(ctx, w, dec, c, ep, attempt)
 		dec.pick.Done()
-		rt.handOff(c.model, dec.m)
-		if err == nil || started || !rt.sendFailed(ctx, w, ep, dec, err) {
+		pl.handOff(c.Served, dec.m)
+		if err == nil || started || !pl.sendFailed(ctx, w, ep, dec, err) {
 			return
 		}
 		if attempt == 0 && retryable(err) {
-			if rerr := rt.route(s, dec, c, dec.m, legWhole); rerr == nil {
+			if rerr := pl.route(s, dec, c, dec.m, legWhole); rerr == nil {
 				continue
 			}
 		}

@@ -1,4 +1,4 @@
-package router
+package endpoint
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/anthropic"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // POST /v1/messages (Anthropic's Messages API) on the pipeline: the body is parsed and
@@ -29,13 +30,13 @@ import (
 type messagesTurn struct {
 	req *anthropic.Request
 	out anthropic.Output
-	ep  *endpoint
+	ep  *pipeline.Endpoint
 }
 
-// newMessagesTurn returns the turn of one request, its endpoint parsing the Messages body.
-func newMessagesTurn() *messagesTurn {
+// newMessages returns the turn of one request, its endpoint parsing the Messages body.
+func newMessages() *messagesTurn {
 	tn := &messagesTurn{}
-	tn.ep = &endpoint{parse: tn.parse, prompt: tn.prompt, write: tn.write, fail: anthropic.WriteError}
+	tn.ep = &pipeline.Endpoint{Parse: tn.parse, Prompt: tn.prompt, Write: tn.write, Fail: anthropic.WriteError}
 	return tn
 }
 
@@ -47,46 +48,46 @@ func (tn *messagesTurn) parse(body []byte, lim openai.Limits, req *engine.Reques
 	}
 	tn.req = ar
 	tn.out.StopSequences = ar.StopSequences
-	return chatCompletions.parse(ar.ChatBody(), lim, req)
+	return Chat.Parse(ar.ChatBody(), lim, req)
 }
 
 // prompt renders the chat request as the chat endpoint does. A prompt over
 // --max-prompt-tokens is Anthropic's 400 "prompt is too long: N tokens > M maximum", the
 // words agents (Claude Code) look for to compact their history.
-func (tn *messagesTurn) prompt(rt *Router, c *call) (string, *openai.Error) {
-	p, aerr := chatCompletions.prompt(rt, c)
-	if aerr != nil && aerr.Code == "context_length_exceeded" && len(c.req.Tokens) == 0 {
-		aerr = promptTooLong(rt, c)
+func (tn *messagesTurn) prompt(pl *pipeline.Pipeline, c *pipeline.Call) (string, *openai.Error) {
+	p, aerr := Chat.Prompt(pl, c)
+	if aerr != nil && aerr.Code == "context_length_exceeded" && len(c.Req.Tokens) == 0 {
+		aerr = promptTooLong(pl, c)
 	}
-	tn.out.Model = c.req.Model
-	if len(c.req.Tokens) == 1 {
-		tn.out.PromptTokens = len(c.req.Tokens[0])
+	tn.out.Model = c.Req.Model
+	if len(c.Req.Tokens) == 1 {
+		tn.out.PromptTokens = len(c.Req.Tokens[0])
 	}
 	return p, aerr
 }
 
 // promptTooLong is Anthropic's answer to a prompt over --max-prompt-tokens.
-func promptTooLong(rt *Router, c *call) *openai.Error {
-	res, _ := c.model.chat.Render(c.req.Chat)
+func promptTooLong(pl *pipeline.Pipeline, c *pipeline.Call) *openai.Error {
+	res, _ := c.Served.Chat.Render(c.Req.Chat)
 	return &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "context_length_exceeded",
-		Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", len(res.TokenIDs), rt.cfg.MaxPromptTokens)}
+		Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", len(res.TokenIDs), pl.Config().MaxPromptTokens)}
 }
 
-// handleMessages serves POST /v1/messages.
-func (rt *Router) handleMessages(w http.ResponseWriter, r *http.Request) {
-	rt.handle(newMessagesTurn().ep)(w, r)
+// Messages serves POST /v1/messages.
+func (a *API) Messages(w http.ResponseWriter, r *http.Request) {
+	a.pl.Handle(newMessages().ep)(w, r)
 }
 
-// handleCountTokens serves POST /v1/messages/count_tokens: {"input_tokens": N}, N the token
+// CountTokens serves POST /v1/messages/count_tokens: {"input_tokens": N}, N the token
 // ids of the prompt the request renders to, as routing computes them; no worker is called.
-func (rt *Router) handleCountTokens(w http.ResponseWriter, r *http.Request) {
-	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+func (a *API) CountTokens(w http.ResponseWriter, r *http.Request) {
+	body, release, aerr := openai.ReadBody(w, r, a.pl.Config().MaxBodyBytes)
 	defer release()
 	if aerr != nil {
 		anthropic.WriteError(w, aerr)
 		return
 	}
-	n, aerr := rt.countMessageTokens(body)
+	n, aerr := a.countMessageTokens(body)
 	if aerr != nil {
 		anthropic.WriteError(w, aerr)
 		return
@@ -98,24 +99,24 @@ func (rt *Router) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 // countMessageTokens renders a count_tokens body with its model's renderer.
-func (rt *Router) countMessageTokens(body []byte) (int, *openai.Error) {
+func (a *API) countMessageTokens(body []byte) (int, *openai.Error) {
 	ar, aerr := anthropic.Parse(body, true)
 	if aerr != nil {
 		return 0, aerr
 	}
-	c := &call{arrival: time.Now()}
-	name, aerr := chatCompletions.parse(ar.ChatBody(), openai.Limits{MaxN: rt.cfg.MaxN}, &c.req)
+	c := &pipeline.Call{Arrival: time.Now()}
+	name, aerr := Chat.Parse(ar.ChatBody(), openai.Limits{MaxN: a.pl.Config().MaxN}, &c.Req)
 	if aerr != nil {
 		return 0, aerr
 	}
-	if !rt.resolve(c, name) {
-		return 0, routeError(c.target.Model, false, false)
+	if !a.pl.Resolve(c, name) {
+		return 0, pipeline.RouteError(c.Target.Model, false, false)
 	}
-	if c.model.chat == nil {
+	if c.Served.Chat == nil {
 		return 0, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeServer, Code: "no_renderer",
-			Message: "count_tokens needs the model's chat template and tokenizer; the gateway has none for " + c.target.Model}
+			Message: "count_tokens needs the model's chat template and tokenizer; the gateway has none for " + c.Target.Model}
 	}
-	ids, _, aerr := rt.renderChat(c, c.req.Chat)
+	ids, _, aerr := a.pl.RenderChat(c, c.Req.Chat)
 	if aerr != nil {
 		return 0, aerr
 	}
@@ -123,9 +124,9 @@ func (rt *Router) countMessageTokens(body []byte) (int, *openai.Error) {
 }
 
 // write converts the worker's chat answer (the endpoint's writer, same contract as relay).
-func (tn *messagesTurn) write(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (bool, *openai.Error) {
+func (tn *messagesTurn) write(pl *pipeline.Pipeline, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *pipeline.Decision, c *pipeline.Call) (bool, *openai.Error) {
 	defer resp.Body.Close()
-	piece, err, aerr := firstPiece(ctx, resp, dec)
+	piece, err, aerr := pipeline.FirstPiece(ctx, resp, dec)
 	if aerr != nil {
 		return false, aerr
 	}
@@ -136,18 +137,18 @@ func (tn *messagesTurn) write(rt *Router, ctx context.Context, w http.ResponseWr
 		// before its first byte.
 		if body, rerr = readRest(resp, piece, err); rerr != nil {
 			if ctx.Err() != nil {
-				return false, ctxError(ctx)
+				return false, pipeline.CtxError(ctx)
 			}
 			return false, engine.Classify(rerr)
 		}
 	}
 	switch {
 	case resp.Status != http.StatusOK:
-		rt.observeTTFT(c)
+		pl.ObserveTTFT(c)
 		anthropic.WriteError(w, engineError(resp.Status, body))
 		return true, nil
 	case resp.SSE:
-		tn.stream(rt, ctx, w, resp, piece, err, dec, c)
+		tn.stream(pl, ctx, w, resp, piece, err, dec, c)
 		return true, nil
 	}
 	msg, aerr := tn.out.Message(body)
@@ -155,7 +156,7 @@ func (tn *messagesTurn) write(rt *Router, ctx context.Context, w http.ResponseWr
 		anthropic.WriteError(w, aerr)
 		return true, nil
 	}
-	rt.observeTTFT(c)
+	pl.ObserveTTFT(c)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(msg, '\n'))
@@ -204,10 +205,10 @@ func engineError(status int, body []byte) *openai.Error {
 // stream answers a streaming request: each piece of the worker's chunk stream becomes the
 // Messages events it implies, written and flushed at once. A failure after the first event is
 // one error event.
-func (tn *messagesTurn) stream(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *decision, c *call) {
+func (tn *messagesTurn) stream(pl *pipeline.Pipeline, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *pipeline.Decision, c *pipeline.Call) {
 	st := tn.out.NewStream()
 	sse := openai.NewSSE(w)
-	rt.observeTTFT(c)
+	pl.ObserveTTFT(c)
 	sse.Start(http.StatusOK)
 	buf := make([]byte, 0, 4096)
 	for {
@@ -226,10 +227,14 @@ func (tn *messagesTurn) stream(rt *Router, ctx context.Context, w http.ResponseW
 		piece, err = resp.Body.Next()
 	}
 	if !errors.Is(err, io.EOF) {
-		if ae := rt.midStreamFailure(ctx, err, dec); ae != nil {
+		if ae := pl.MidStreamFailure(ctx, err, dec); ae != nil {
 			_ = sse.Write(anthropic.AppendErrorEvent(buf, ae))
 		}
 		return
 	}
 	_ = sse.Write(st.End(buf))
 }
+
+// MessagesEndpoint returns the endpoint of one POST /v1/messages (for /debug/route: a Messages
+// body converted and rendered as the endpoint does).
+func MessagesEndpoint() *pipeline.Endpoint { return newMessages().ep }

@@ -1,8 +1,9 @@
-package router
+package endpoint
 
 import (
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // The pooling endpoints vLLM serves (embeddings, pooling, classify, score, rerank) on the
@@ -13,13 +14,13 @@ import (
 // workers are never chosen for them; a model with only gRPC workers answers a 400 naming the
 // endpoint (engine.PassOnGRPC).
 
-// poolingPaths are the pooling endpoints, each served at the same path by the worker.
-var poolingPaths = []string{"/v1/embeddings", "/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"}
+// PoolingPaths are the pooling endpoints, each served at the same path by the worker.
+var PoolingPaths = []string{"/v1/embeddings", "/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"}
 
-// passEndpoint returns the endpoint forwarding POST path.
-func passEndpoint(path string) *endpoint {
-	return &endpoint{
-		parse: func(body []byte, _ openai.Limits, req *engine.Request) (string, *openai.Error) {
+// Pass returns the endpoint forwarding POST path.
+func Pass(path string) *pipeline.Endpoint {
+	return &pipeline.Endpoint{
+		Parse: func(body []byte, _ openai.Limits, req *engine.Request) (string, *openai.Error) {
 			pr, aerr := openai.ParsePass(body, path, openai.Limits{})
 			if aerr != nil {
 				return "", aerr
@@ -27,23 +28,23 @@ func passEndpoint(path string) *endpoint {
 			req.Pass = pr
 			return pr.Model, nil
 		},
-		prompt: func(_ *Router, c *call) (string, *openai.Error) {
-			c.req.Tokens = [][]uint32{nil} // routed on no tokens
+		Prompt: func(_ *pipeline.Pipeline, c *pipeline.Call) (string, *openai.Error) {
+			c.Req.Tokens = [][]uint32{nil} // routed on no tokens
 			return "", nil
 		},
-		write: (*Router).relay,
+		Write: (*pipeline.Pipeline).Relay,
 	}
 }
 
-// audioPaths are vLLM's audio endpoints: multipart uploads forwarded the same way, their
+// AudioPaths are vLLM's audio endpoints: multipart uploads forwarded the same way, their
 // streamed answers (stream=true) relayed event by event. Uploads are bounded by
 // --max-body-bytes (413).
-var audioPaths = []string{"/v1/audio/transcriptions", "/v1/audio/translations"}
+var AudioPaths = []string{"/v1/audio/transcriptions", "/v1/audio/translations"}
 
-// formEndpoint returns the endpoint forwarding the multipart POST path.
-func formEndpoint(path string) *endpoint {
-	ep := *passEndpoint(path)
-	ep.parse = func(body []byte, _ openai.Limits, req *engine.Request) (string, *openai.Error) {
+// Form returns the endpoint forwarding the multipart POST path.
+func Form(path string) *pipeline.Endpoint {
+	ep := *Pass(path)
+	ep.Parse = func(body []byte, _ openai.Limits, req *engine.Request) (string, *openai.Error) {
 		pr, aerr := openai.ParseForm(body, req.Header.Get("Content-Type"), path)
 		if aerr != nil {
 			return "", aerr

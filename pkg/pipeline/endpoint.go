@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -11,27 +11,27 @@ import (
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
-// endpoint is one request kind of the pipeline.
-type endpoint struct {
-	// parse reads a request body into req (its Completion or Chat) and returns the model the
+// Endpoint is one request kind of the pipeline.
+type Endpoint struct {
+	// Parse reads a request body into req (its Completion or Chat) and returns the model the
 	// client named ("" for the default).
-	parse func(body []byte, lim openai.Limits, req *engine.Request) (string, *openai.Error)
-	// prompt fills c.req.Tokens (and what else the engines need of the rendered prompt) with
-	// the model's tokenizer or renderer, and returns the rendered prompt text when there is
+	Parse func(body []byte, lim openai.Limits, req *engine.Request) (string, *openai.Error)
+	// Prompt fills c.req.Tokens (and what else the engines need of the rendered Prompt) with
+	// the model's tokenizer or renderer, and returns the rendered Prompt text when there is
 	// one (for /debug/route).
-	prompt func(rt *Router, c *call) (string, *openai.Error)
-	// write sends the worker's response to the client: started reports whether anything was
+	Prompt func(pl *Pipeline, c *Call) (string, *openai.Error)
+	// Write sends the worker's response to the client: started reports whether anything was
 	// written; when false, the error was not written and the request may be retried.
-	write func(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error)
-	// fail writes an error before anything else was written, in the API's error shape; nil:
+	Write func(pl *Pipeline, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *Decision, c *Call) (started bool, aerr *openai.Error)
+	// Fail writes an error before anything else was written, in the API's error shape; nil:
 	// openai.WriteError.
-	fail func(w http.ResponseWriter, e *openai.Error)
+	Fail func(w http.ResponseWriter, e *openai.Error)
 }
 
 // writeError writes e in the endpoint's error shape.
-func (ep *endpoint) writeError(w http.ResponseWriter, e *openai.Error) {
-	if ep.fail != nil {
-		ep.fail(w, e)
+func (ep *Endpoint) writeError(w http.ResponseWriter, e *openai.Error) {
+	if ep.Fail != nil {
+		ep.Fail(w, e)
 		return
 	}
 	openai.WriteError(w, e)
@@ -51,9 +51,9 @@ const statusClientClosed = 499
 // after the client left it answers (or not) and returns false; otherwise it counts the
 // worker's failure (marking it down after a transport error) and returns true, the error still
 // to be written or retried.
-func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, ep *endpoint, dec *decision, err *openai.Error) bool {
+func (pl *Pipeline) sendFailed(ctx context.Context, w http.ResponseWriter, ep *Endpoint, dec *Decision, err *openai.Error) bool {
 	if shuttingDown(ctx) {
-		ep.writeError(w, ctxError(ctx))
+		ep.writeError(w, CtxError(ctx))
 		return false
 	}
 	if ctx.Err() != nil {
@@ -62,7 +62,7 @@ func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, ep *end
 		w.WriteHeader(statusClientClosed)
 		return false
 	}
-	rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "before_first_byte").Inc()
+	pl.met.upstream.WithLabelValues(dec.m.Worker().URL(), "before_first_byte").Inc()
 	var te *engine.TransportError
 	if errors.As(err, &te) {
 		dec.m.MarkDown("request failed: " + te.Error())
@@ -73,22 +73,22 @@ func (rt *Router) sendFailed(ctx context.Context, w http.ResponseWriter, ep *end
 // send runs the call on the decision's worker. started reports whether anything was written to
 // the client; when false, the returned error has not been written and the caller may retry.
 // attempt counts from 0 (the retry is 1), for the trace.
-func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision, c *call, ep *endpoint, attempt int) (started bool, err *openai.Error) {
-	if rt.cfg.UpstreamTimeout > 0 {
+func (pl *Pipeline) send(ctx context.Context, w http.ResponseWriter, dec *Decision, c *Call, ep *Endpoint, attempt int) (started bool, err *openai.Error) {
+	if pl.cfg.UpstreamTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, rt.cfg.UpstreamTimeout)
+		ctx, cancel = context.WithTimeout(ctx, pl.cfg.UpstreamTimeout)
 		defer cancel()
 	}
 	h := w.Header()
 	h.Set(HeaderWorker, dec.m.Worker().URL())
 	h.Set(HeaderMatchedBlocks, strconv.Itoa(dec.matched))
 	h.Set(HeaderReason, string(dec.reason))
-	ctx = rt.startUpstream(ctx, c, dec, attempt)
-	resp, gerr := dec.m.Engine().Generate(ctx, &c.req)
+	ctx = pl.startUpstream(ctx, c, dec, attempt)
+	resp, gerr := dec.m.Engine().Generate(ctx, &c.Req)
 	if gerr != nil {
 		err = engine.Classify(gerr)
 		if ctx.Err() != nil {
-			err = ctxError(ctx)
+			err = CtxError(ctx)
 		}
 		endUpstream(c, 0, err)
 		return false, err
@@ -96,14 +96,14 @@ func (rt *Router) send(ctx context.Context, w http.ResponseWriter, dec *decision
 	if c.up != nil {
 		c.up.AddEvent("response")
 	}
-	started, err = ep.write(rt, ctx, w, resp, dec, c)
+	started, err = ep.Write(pl, ctx, w, resp, dec, c)
 	endUpstream(c, resp.Status, err)
 	return started, err
 }
 
-// observeTTFT records the time to the first byte sent to the client.
-func (rt *Router) observeTTFT(c *call) {
-	rt.met.ttft.Observe(time.Since(c.arrival).Seconds())
+// ObserveTTFT records the time to the first byte sent to the client.
+func (pl *Pipeline) ObserveTTFT(c *Call) {
+	pl.met.ttft.Observe(time.Since(c.Arrival).Seconds())
 	if c.up != nil {
 		c.up.AddEvent("first_token")
 	}

@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -20,7 +20,8 @@ import (
 // its stages (parse, prompt, admission, route, upstream) and the upstream span's context sent to
 // the worker (pkg/engine injects it as the traceparent header or gRPC metadata).
 
-// tracerName names the router's instrumentation scope.
+// tracerName names the gateway's instrumentation scope (the import path the pipeline had when
+// tracing was added, kept so that traces keep their scope).
 const tracerName = "github.com/kvgate/kvgate/pkg/router"
 
 // Span names.
@@ -56,24 +57,24 @@ const (
 // traceContext is the W3C propagator the server span extracts with.
 var traceContext = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// traced wraps a generating endpoint's handler with its server span when tracing is on; off, it
+// Traced wraps a generating endpoint's handler with its server span when tracing is on; off, it
 // returns h itself. The span's context becomes the request's, so every stage's span and the
 // upstream call descend from it.
-func (rt *Router) traced(route string, h http.HandlerFunc) http.HandlerFunc {
-	if rt.tracer == nil {
+func (pl *Pipeline) Traced(route string, h http.HandlerFunc) http.HandlerFunc {
+	if pl.tracer == nil {
 		return h
 	}
 	name := http.MethodPost + " " + route
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := rt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := pl.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
-		sw, ok := w.(*statusWriter)
+		sw, ok := w.(*StatusWriter)
 		if !ok {
-			sw = &statusWriter{ResponseWriter: w}
+			sw = &StatusWriter{ResponseWriter: w}
 		}
 		defer func() {
-			code := sw.code
+			code := sw.Code
 			if code == 0 {
 				code = http.StatusOK
 			}
@@ -87,19 +88,19 @@ func (rt *Router) traced(route string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// startTrace points c at the request's trace, when tracing is on and r carries a span.
-func (rt *Router) startTrace(r *http.Request, c *call) {
-	if rt.tracer != nil {
+// StartTrace points c at the request's trace, when tracing is on and r carries a span.
+func (pl *Pipeline) StartTrace(r *http.Request, c *Call) {
+	if pl.tracer != nil {
 		c.tctx = r.Context()
 	}
 }
 
 // stageSpan starts a child span of c's request span, or returns nil when c is not traced.
-func (rt *Router) stageSpan(c *call, name string, opts ...trace.SpanStartOption) trace.Span {
+func (pl *Pipeline) stageSpan(c *Call, name string, opts ...trace.SpanStartOption) trace.Span {
 	if c.tctx == nil {
 		return nil
 	}
-	_, span := rt.tracer.Start(c.tctx, name, opts...)
+	_, span := pl.tracer.Start(c.tctx, name, opts...)
 	return span
 }
 
@@ -116,23 +117,23 @@ func endSpan(span trace.Span, aerr *openai.Error) {
 }
 
 // tracePrompt ends the prompt span with what the prompt became.
-func tracePrompt(span trace.Span, c *call, aerr *openai.Error) {
+func tracePrompt(span trace.Span, c *Call, aerr *openai.Error) {
 	if span == nil {
 		return
 	}
-	if aerr == nil && len(c.req.Tokens) > 0 {
-		span.SetAttributes(attrPrompts.Int(len(c.req.Tokens)), attrPromptTokens.Int(len(c.routeTokens())))
+	if aerr == nil && len(c.Req.Tokens) > 0 {
+		span.SetAttributes(attrPrompts.Int(len(c.Req.Tokens)), attrPromptTokens.Int(len(c.RouteTokens())))
 	}
 	endSpan(span, aerr)
 }
 
 // traceRoute records a routing decision as a span from start to now.
-func (rt *Router) traceRoute(c *call, dec *decision, requestBlocks, candidates int, start time.Time) {
+func (pl *Pipeline) traceRoute(c *Call, dec *Decision, requestBlocks, candidates int, start time.Time) {
 	if c.tctx == nil {
 		return
 	}
-	_, span := rt.tracer.Start(c.tctx, spanRoute, trace.WithTimestamp(start))
-	span.SetAttributes(attrWorker.String(dec.m.Worker().URL()), attrPolicy.String(policyName(c.model.policy)),
+	_, span := pl.tracer.Start(c.tctx, spanRoute, trace.WithTimestamp(start))
+	span.SetAttributes(attrWorker.String(dec.m.Worker().URL()), attrPolicy.String(policyName(c.Served.policy)),
 		attrReason.String(string(dec.reason)), attrMatched.Int(dec.matched), attrRequestBlocks.Int(requestBlocks),
 		attrSource.String(sourceName(dec.source)), attrCandidates.Int(candidates))
 	span.End()
@@ -152,11 +153,11 @@ func sourceName(s indexer.Source) string {
 }
 
 // traceQueue records a request's wait in the admission queue as a span from enqueued to now.
-func (rt *Router) traceQueue(c *call, prio int, outcome string, enqueued time.Time) {
+func (pl *Pipeline) traceQueue(c *Call, prio int, outcome string, enqueued time.Time) {
 	if c.tctx == nil {
 		return
 	}
-	_, span := rt.tracer.Start(c.tctx, spanAdmission, trace.WithTimestamp(enqueued))
+	_, span := pl.tracer.Start(c.tctx, spanAdmission, trace.WithTimestamp(enqueued))
 	span.SetAttributes(attrPriority.Int(prio), attrQueueOutcome.String(outcome),
 		attrQueueWait.Float64(float64(time.Since(enqueued).Microseconds())/1000))
 	if outcome != "admitted" {
@@ -168,12 +169,12 @@ func (rt *Router) traceQueue(c *call, prio int, outcome string, enqueued time.Ti
 // startUpstream starts the upstream call's client span under ctx (the request's) when c is
 // traced, returning the context the engine is called with: it carries the span, whose context
 // the engine passes on to the worker.
-func (rt *Router) startUpstream(ctx context.Context, c *call, dec *decision, attempt int) context.Context {
+func (pl *Pipeline) startUpstream(ctx context.Context, c *Call, dec *Decision, attempt int) context.Context {
 	if c.tctx == nil {
 		return ctx
 	}
-	ctx, c.up = rt.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrAttempt.Int(attempt), attrModel.String(c.req.Model)))
+	ctx, c.up = pl.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrAttempt.Int(attempt), attrModel.String(c.Req.Model)))
 	if c.leg != "" {
 		c.up.SetAttributes(attrLeg.String(c.leg))
 	}
@@ -189,16 +190,16 @@ const (
 // prefillSpan starts a prefill leg's upstream span under ctx when c is traced (nil
 // otherwise); the returned context carries it to the prefill worker. It is the call's own span,
 // not c.up: an SGLang pair runs its legs at once.
-func (rt *Router) prefillSpan(ctx context.Context, c *call, dec *decision) (context.Context, trace.Span) {
+func (pl *Pipeline) prefillSpan(ctx context.Context, c *Call, dec *Decision) (context.Context, trace.Span) {
 	if c.tctx == nil {
 		return ctx, nil
 	}
-	return rt.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrLeg.String(legNamePrefill), attrModel.String(c.req.Model)))
+	return pl.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrLeg.String(legNamePrefill), attrModel.String(c.Req.Model)))
 }
 
 // endUpstream ends the upstream span (if any) with the worker's status and the call's error.
-func endUpstream(c *call, status int, aerr *openai.Error) {
+func endUpstream(c *Call, status int, aerr *openai.Error) {
 	if c.up == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -13,15 +13,15 @@ import (
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
-// relay copies a worker's response to the client (STYLE.md rule 13): headers go out with the
+// Relay copies a worker's response to the client (STYLE.md rule 13): headers go out with the
 // first piece, event streams and bodies of unknown length are flushed piece by piece. A failure
 // before the first piece is returned unwritten (started false), so the caller may retry it on
 // another worker. After it, an event stream ends with one OpenAI error event; any other body is
 // aborted, since a half-written JSON body cannot carry an error. A client that went away ends
-// the relay quietly; Body.Close then cancels (and aborts) the upstream call.
-func (rt *Router) relay(ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (started bool, aerr *openai.Error) {
+// the Relay quietly; Body.Close then cancels (and aborts) the upstream call.
+func (pl *Pipeline) Relay(ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *Decision, c *Call) (started bool, aerr *openai.Error) {
 	defer resp.Body.Close()
-	piece, err, aerr := firstPiece(ctx, resp, dec)
+	piece, err, aerr := FirstPiece(ctx, resp, dec)
 	if aerr != nil {
 		return false, aerr
 	}
@@ -29,11 +29,11 @@ func (rt *Router) relay(ctx context.Context, w http.ResponseWriter, resp *engine
 	for k, v := range resp.Header {
 		h[k] = v
 	}
-	rt.observeTTFT(c)
+	pl.ObserveTTFT(c)
 	if resp.SSE {
 		sse := openai.NewSSE(w)
 		sse.Start(resp.Status)
-		rt.copyBody(ctx, resp, piece, err, sse.Write, func(e *openai.Error) { sse.Fail(e) }, dec)
+		pl.CopyBody(ctx, resp, piece, err, sse.Write, func(e *openai.Error) { sse.Fail(e) }, dec)
 		return true, nil
 	}
 	flush := h.Get("Content-Length") == ""
@@ -48,20 +48,20 @@ func (rt *Router) relay(ctx context.Context, w http.ResponseWriter, resp *engine
 		}
 		return nil
 	}
-	rt.copyBody(ctx, resp, piece, err, write, func(*openai.Error) { panic(http.ErrAbortHandler) }, dec)
+	pl.CopyBody(ctx, resp, piece, err, write, func(*openai.Error) { panic(http.ErrAbortHandler) }, dec)
 	return true, nil
 }
 
-// firstPiece reads the first piece of a worker's answer. A failure there is returned as aerr
+// FirstPiece reads the first piece of a worker's answer. A failure there is returned as aerr
 // (nothing was written: the request may be retried elsewhere); otherwise piece and err are the
 // body's first Next. The first piece means the worker has computed the prompt (for a stream, it
 // is the first token): its prefill no longer queues ahead of other requests (policy cost), and
 // the worker is seen serving (worker.MarkServed: fleet weighs a failed health check against it).
-func firstPiece(ctx context.Context, resp *engine.Response, dec *decision) (piece []byte, err error, aerr *openai.Error) {
+func FirstPiece(ctx context.Context, resp *engine.Response, dec *Decision) (piece []byte, err error, aerr *openai.Error) {
 	piece, err = resp.Body.Next()
 	if err != nil && !errors.Is(err, io.EOF) {
 		if ctx.Err() != nil {
-			return nil, nil, ctxError(ctx)
+			return nil, nil, CtxError(ctx)
 		}
 		return nil, nil, engine.Classify(err)
 	}
@@ -70,10 +70,10 @@ func firstPiece(ctx context.Context, resp *engine.Response, dec *decision) (piec
 	return piece, err, nil
 }
 
-// copyBody writes piece and the rest of resp's body with write until the body ends, the client
+// CopyBody writes piece and the rest of resp's body with write until the body ends, the client
 // goes away (write fails) or the worker fails; a failure is reported with fail, except when the
 // client itself left.
-func (rt *Router) copyBody(ctx context.Context, resp *engine.Response, piece []byte, err error, write func([]byte) error, fail func(*openai.Error), dec *decision) {
+func (pl *Pipeline) CopyBody(ctx context.Context, resp *engine.Response, piece []byte, err error, write func([]byte) error, fail func(*openai.Error), dec *Decision) {
 	for {
 		if len(piece) > 0 && write(piece) != nil {
 			return // client gone
@@ -91,28 +91,28 @@ func (rt *Router) copyBody(ctx context.Context, resp *engine.Response, piece []b
 	}
 	ae := engine.Classify(err)
 	if ctx.Err() != nil {
-		ae = ctxError(ctx)
+		ae = CtxError(ctx)
 	}
 	if !shuttingDown(ctx) { // the gateway's own shutdown is not the worker's failure
-		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
-		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
+		pl.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
+		pl.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
 	}
 	fail(ae)
 }
 
-// midStreamFailure classifies a worker failure after the stream started, as copyBody does;
+// MidStreamFailure classifies a worker failure after the stream started, as copyBody does;
 // nil when the client itself went away.
-func (rt *Router) midStreamFailure(ctx context.Context, err error, dec *decision) *openai.Error {
+func (pl *Pipeline) MidStreamFailure(ctx context.Context, err error, dec *Decision) *openai.Error {
 	if ctx.Err() != nil && !isTimeout(ctx) && !shuttingDown(ctx) {
 		return nil
 	}
 	ae := engine.Classify(err)
 	if ctx.Err() != nil {
-		ae = ctxError(ctx)
+		ae = CtxError(ctx)
 	}
 	if !shuttingDown(ctx) {
-		rt.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
-		rt.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
+		pl.met.upstream.WithLabelValues(dec.m.Worker().URL(), "mid_stream").Inc()
+		pl.log.Warn("worker stream failed", zap.String("worker", dec.m.Worker().URL()), zap.String("error", ae.Message))
 	}
 	return ae
 }

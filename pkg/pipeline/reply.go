@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -16,9 +16,9 @@ func retryable(e *openai.Error) bool {
 	return e.Status >= 500
 }
 
-// ctxError is the answer for a request whose context ended: 503 during a shutdown, otherwise
+// CtxError is the answer for a request whose context ended: 503 during a shutdown, otherwise
 // the upstream classification (504 for UpstreamTimeout).
-func ctxError(ctx context.Context) *openai.Error {
+func CtxError(ctx context.Context) *openai.Error {
 	if e := legCause(ctx); e != nil {
 		return e
 	}
@@ -39,8 +39,8 @@ var errShutdown = errors.New("router: gateway shutting down")
 // shuttingDown reports whether ctx ended because of AbortInFlight.
 func shuttingDown(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errShutdown) }
 
-// writeJSON writes v as the JSON body of a response with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON writes v as the JSON body of a response with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		openai.WriteError(w, &openai.Error{Status: http.StatusInternalServerError, Message: "encode response", Type: openai.TypeServer})
@@ -66,25 +66,25 @@ func legCause(ctx context.Context) *openai.Error {
 	return nil
 }
 
-// statusWriter records the status code for metrics. It unwraps for http.ResponseController,
+// StatusWriter records the status code for metrics. It unwraps for http.ResponseController,
 // so flushing streams still reaches the real writer.
-type statusWriter struct {
+type StatusWriter struct {
 	http.ResponseWriter
-	code int
+	Code int
 }
 
-func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
+func (s *StatusWriter) WriteHeader(code int) {
+	if s.Code == 0 {
+		s.Code = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
+func (s *StatusWriter) Write(b []byte) (int, error) {
+	if s.Code == 0 {
+		s.Code = http.StatusOK
 	}
 	return s.ResponseWriter.Write(b)
 }
 
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *StatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"flag"
@@ -45,7 +45,7 @@ func fleetRouteSizeList(b *testing.B) []int {
 }
 
 type fleetRouteFixture struct {
-	rt       *Router
+	pl       *Pipeline
 	ms       []kvbridge.Consumer // each worker's events, as the --kv-listen collector delivers them
 	f        *fleetsim.Fleet
 	requests [][]uint32
@@ -85,12 +85,12 @@ func fleetRouteSetup(b *testing.B, n int) *fleetRouteFixture {
 	idx, _ := indexer.New(indexer.Config{})
 	tree, _ := indexer.NewTree(indexer.TreeConfig{})
 	pend, _ := indexer.NewPending(indexer.PendingConfig{})
-	rt, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend}}, Logger: zap.NewNop()})
+	pl, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend}}, Logger: zap.NewNop()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range n {
-		w, err := rt.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(10000+i)})
+		w, err := pl.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(10000+i)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -102,10 +102,10 @@ func fleetRouteSetup(b *testing.B, n int) *fleetRouteFixture {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fx := &fleetRouteFixture{rt: rt, f: f}
-	for _, m := range rt.Fleet().Snapshot().Members() {
+	fx := &fleetRouteFixture{pl: pl, f: f}
+	for _, m := range pl.Fleet().Snapshot().Members() {
 		// Fed as the --kv-listen collector feeds a worker: it is then scored from the index.
-		fx.ms = append(fx.ms, rt.Fleet().TopicConsumer(strings.TrimPrefix(m.Worker().URL(), "http://")))
+		fx.ms = append(fx.ms, pl.Fleet().TopicConsumer(strings.TrimPrefix(m.Worker().URL(), "http://")))
 	}
 	for w := range n {
 		f.Fill(w, func(bt *indexer.Batch) { fx.feed(b, w, bt) })
@@ -139,16 +139,16 @@ func BenchmarkFleetRoute(b *testing.B) {
 				applied, applyWall = fx.paceApply(b, n, stop)
 			}()
 			s := new(routeScratch)
-			var dec decision
-			c := &call{req: engine.Request{Tokens: make([][]uint32, 1)}}
+			var dec Decision
+			c := &Call{Req: engine.Request{Tokens: make([][]uint32, 1)}}
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				c.req.Tokens[0] = fx.requests[i%len(fx.requests)]
-				fx.rt.resolve(c, "m")
-				if aerr := fx.rt.route(s, &dec, c, nil, legWhole); aerr != nil {
+				c.Req.Tokens[0] = fx.requests[i%len(fx.requests)]
+				fx.pl.Resolve(c, "m")
+				if aerr := fx.pl.route(s, &dec, c, nil, legWhole); aerr != nil {
 					b.Fatal(aerr)
 				}
 				lat = append(lat, time.Since(t0))

@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -63,71 +63,71 @@ func requestPriority(r *http.Request) (int, *openai.Error) {
 
 // admit routes c (route), through its pool's queue when one is configured and the pool is
 // full or has requests waiting. On success dec holds the worker's load, as route leaves it.
-func (rt *Router) admit(ctx context.Context, h http.Header, r *http.Request, s *routeScratch, dec *decision, c *call) *openai.Error {
-	q := c.model.queue
+func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s *routeScratch, dec *Decision, c *Call) *openai.Error {
+	q := c.Served.queue
 	if q == nil || q.Len() == 0 {
-		aerr := rt.route(s, dec, c, nil, legWhole)
+		aerr := pl.route(s, dec, c, nil, legWhole)
 		if aerr == nil || q == nil || !s.sel.Full {
 			return aerr
 		}
 	} else {
-		rt.fleet.Snapshot().Select(&s.sel, c.target, nil, rt.cfg.MaxInFlightPerWorker)
+		pl.fleet.Snapshot().Select(&s.sel, c.Target, nil, pl.cfg.MaxInFlightPerWorker)
 		s.disagg = keepRole(&s.sel, legWhole)
 		if len(s.sel.Candidates) == 0 && !s.sel.Full {
-			return routeError(c.target.Model, s.sel.Known, false)
+			return RouteError(c.Target.Model, s.sel.Known, false)
 		}
 	}
 	prio, aerr := requestPriority(r)
 	if aerr != nil {
 		return aerr
 	}
-	m, aerr := rt.wait(ctx, h, q, c, prio, clientauth.KeyName(r.Context()))
+	m, aerr := pl.wait(ctx, h, q, c, prio, clientauth.KeyName(r.Context()))
 	if aerr != nil {
 		return aerr
 	}
 	s.sel.Candidates = append(s.sel.Candidates[:0], m)
-	rt.pick(s, dec, c, false, time.Now(), rt.legPolicy(c, legWhole, s.disagg))
+	pl.pick(s, dec, c, false, time.Now(), pl.legPolicy(c, legWhole, s.disagg))
 	m.Worker().Release(worker.Hold{}) // the hand-off's reservation, now the request's own load
 	return nil
 }
 
 // wait queues c and returns the worker a hand-off gave it, holding the hand-off's reservation.
-func (rt *Router) wait(ctx context.Context, h http.Header, q *admission.Queue[*fleet.Member], c *call, prio int, key string) (*fleet.Member, *openai.Error) {
-	label := poolLabel(c.target.Pool)
+func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[*fleet.Member], c *Call, prio int, key string) (*fleet.Member, *openai.Error) {
+	label := poolLabel(c.Target.Pool)
 	band := strconv.Itoa(prio)
-	t, err := q.Enqueue(admission.Request[*fleet.Member]{Priority: prio, Key: key, Cost: int64(len(c.routeTokens())), Score: rt.scorer(c)})
+	t, err := q.Enqueue(admission.Request[*fleet.Member]{Priority: prio, Key: key, Cost: int64(len(c.RouteTokens())), Score: pl.scorer(c)})
 	if err != nil {
-		rt.met.queued.WithLabelValues(label, band, "full").Inc()
-		rt.traceQueue(c, prio, "full", time.Now())
-		return nil, queueError(ctx, h, err, c.target.Model, rt.cfg.Queue)
+		pl.met.queued.WithLabelValues(label, band, "full").Inc()
+		pl.traceQueue(c, prio, "full", time.Now())
+		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue)
 	}
-	depth := rt.met.queueDepth.WithLabelValues(label, band)
+	depth := pl.met.queueDepth.WithLabelValues(label, band)
 	depth.Inc()
-	rt.kick(c.model, c.target.Pool) // slots that freed before the request joined the queue
-	m, err := q.Wait(ctx, t, rt.cfg.Queue.Timeout)
+	pl.kick(c.Served, c.Target.Pool) // slots that freed before the request joined the queue
+	m, err := q.Wait(ctx, t, pl.cfg.Queue.Timeout)
 	depth.Dec()
-	rt.met.queueWait.WithLabelValues(label, band).Observe(time.Since(t.Enqueued()).Seconds())
+	pl.met.queueWait.WithLabelValues(label, band).Observe(time.Since(t.Enqueued()).Seconds())
 	if err != nil {
 		if t.Granted() {
 			// A grant raced the cancellation: give the slot to the next request.
 			m.Worker().Release(worker.Hold{})
-			rt.handOff(c.model, m)
+			pl.handOff(c.Served, m)
 		}
 		outcome := queueOutcome(ctx, err)
-		rt.met.queued.WithLabelValues(label, band, outcome).Inc()
-		rt.traceQueue(c, prio, outcome, t.Enqueued())
-		return nil, queueError(ctx, h, err, c.target.Model, rt.cfg.Queue)
+		pl.met.queued.WithLabelValues(label, band, outcome).Inc()
+		pl.traceQueue(c, prio, outcome, t.Enqueued())
+		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue)
 	}
-	rt.met.queued.WithLabelValues(label, band, "admitted").Inc()
-	rt.traceQueue(c, prio, "admitted", t.Enqueued())
+	pl.met.queued.WithLabelValues(label, band, "admitted").Inc()
+	pl.traceQueue(c, prio, "admitted", t.Enqueued())
 	return m, nil
 }
 
 // scorer returns the queue's Score for c: whether a worker may serve it (its pool, model and
 // adapter) and the leading blocks of c's prompt the worker holds, as route scores them. It
 // takes its own scratch: hand-offs on several workers may score c at once.
-func (rt *Router) scorer(c *call) func(*fleet.Member) (int, bool) {
-	tokens, t := c.routeTokens(), c.target
+func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) (int, bool) {
+	tokens, t := c.RouteTokens(), c.Target
 	return func(m *fleet.Member) (int, bool) {
 		if m.Pool() != t.Pool || !m.Serves(t) || !m.Worker().Role().Decodes() {
 			return 0, false // a role=prefill worker never takes a request whole
@@ -135,8 +135,8 @@ func (rt *Router) scorer(c *call) func(*fleet.Member) (int, bool) {
 		if len(tokens) == 0 {
 			return 0, true
 		}
-		s := rt.takeScratch()
-		defer rt.scratch.Put(s)
+		s := pl.takeScratch()
+		defer pl.scratch.Put(s)
 		s.workers = append(s.workers[:0], m.LookupWorker())
 		s.scores = t.Pool.Lookup().Score(&s.lookup, tokens, t.Namespace, s.workers, s.scores, false)
 		return s.scores[0].Matched, true
@@ -146,7 +146,7 @@ func (rt *Router) scorer(c *call) func(*fleet.Member) (int, bool) {
 // handOff offers a free slot of m, if it has one, to md's queue, and reports whether a waiting
 // request took it. The slot is reserved first (Acquire, then the bound checked), so two
 // hand-offs racing for the last slot cannot both grant it.
-func (rt *Router) handOff(md *model, m *fleet.Member) bool {
+func (pl *Pipeline) handOff(md *Served, m *fleet.Member) bool {
 	q := md.queue
 	if q == nil || q.Len() == 0 {
 		return false
@@ -156,7 +156,7 @@ func (rt *Router) handOff(md *model, m *fleet.Member) bool {
 		return false
 	}
 	w.Acquire(worker.Hold{})
-	if w.InFlight() > int64(rt.cfg.MaxInFlightPerWorker) {
+	if w.InFlight() > int64(pl.cfg.MaxInFlightPerWorker) {
 		w.Release(worker.Hold{})
 		return false
 	}
@@ -168,18 +168,18 @@ func (rt *Router) handOff(md *model, m *fleet.Member) bool {
 }
 
 // kick offers every free slot of pool p's workers to md's queue.
-func (rt *Router) kick(md *model, p *fleet.Pool) {
-	for _, m := range rt.fleet.Snapshot().Members() {
+func (pl *Pipeline) kick(md *Served, p *fleet.Pool) {
+	for _, m := range pl.fleet.Snapshot().Members() {
 		if m.Pool() != p {
 			continue
 		}
-		for i := 0; i < rt.cfg.MaxInFlightPerWorker && rt.handOff(md, m); i++ {
+		for i := 0; i < pl.cfg.MaxInFlightPerWorker && pl.handOff(md, m); i++ {
 		}
 	}
 }
 
 // kickLoop kicks every pool with waiting requests each kickInterval until ctx ends.
-func (rt *Router) kickLoop(ctx context.Context) {
+func (pl *Pipeline) kickLoop(ctx context.Context) {
 	tick := time.NewTicker(kickInterval)
 	defer tick.Stop()
 	for {
@@ -188,9 +188,9 @@ func (rt *Router) kickLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for _, p := range rt.fleet.Snapshot().Pools() {
+		for _, p := range pl.fleet.Snapshot().Pools() {
 			if md := modelOf(p); md.queue != nil && md.queue.Len() > 0 {
-				rt.kick(md, p)
+				pl.kick(md, p)
 			}
 		}
 	}
@@ -232,7 +232,7 @@ func queueError(ctx context.Context, h http.Header, err error, model string, qc 
 		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "model_reconfigured",
 			Message: fmt.Sprintf("the model %q was reconfigured while the request waited", model)}
 	}
-	return ctxError(ctx)
+	return CtxError(ctx)
 }
 
 // poolLabel names a pool in metrics: its model, "default" for an unnamed default pool.

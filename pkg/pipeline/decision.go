@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
-// decision is the outcome of routing one request. It holds the worker's load from the pick
+// Decision is the outcome of routing one request. It holds the worker's load from the pick
 // (pick.Done releases it) and so must not be copied.
-type decision struct {
+type Decision struct {
 	pick    policy.Result
 	m       *fleet.Member
 	reason  policy.Reason
@@ -27,14 +27,14 @@ type decision struct {
 
 // record notes the decision in the worker's pool (indexer.Lookup.Record: the pending overlay
 // for an event-fed worker, else the approximate tree) as the request is sent.
-func (d *decision) record(tokens []uint32) {
+func (d *Decision) record(tokens []uint32) {
 	d.m.Pool().Lookup().Record(d.lw, d.keys, tokens, d.ns)
 }
 
-// routeScratch holds the per-request buffers of route; taken from Router.scratch so that the
+// routeScratch holds the per-request buffers of route; taken from Pipeline.scratch so that the
 // hot path does not allocate.
 type routeScratch struct {
-	dec     decision // the request's decision (serve)
+	dec     Decision // the request's decision (serve)
 	sel     fleet.Selection
 	workers []indexer.LookupWorker
 	scores  []indexer.Score
@@ -46,8 +46,8 @@ type routeScratch struct {
 	disagg bool
 }
 
-// routeError classifies why no worker could be chosen.
-func routeError(model string, known, full bool) *openai.Error {
+// RouteError classifies why no worker could be chosen.
+func RouteError(model string, known, full bool) *openai.Error {
 	switch {
 	case !known:
 		return &openai.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist", model), Type: openai.TypeNotFound, Param: "model", Code: "model_not_found"}

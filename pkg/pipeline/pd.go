@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"errors"
@@ -48,7 +48,7 @@ type PD struct {
 	Timeout time.Duration
 }
 
-// pdState is the router's resolved PD of a model.
+// pdState is the pipeline's resolved PD of a model.
 type pdState struct {
 	prefill, decode policy.Policy
 	transfer        string

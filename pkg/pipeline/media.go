@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"github.com/zeebo/xxh3"

@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -28,7 +28,7 @@ var nixlPrefillParams = json.RawMessage(`{"do_remote_decode":true,"do_remote_pre
 
 // nixlPrefillEdits returns the edits of a NIXL prefill leg of c, after base (the stripped
 // client fields): one token, not streamed, one sample, no minimum, do_remote_decode.
-func nixlPrefillEdits(c *call, base openai.Edits) openai.Edits {
+func nixlPrefillEdits(c *Call, base openai.Edits) openai.Edits {
 	one := json.RawMessage(`1`)
 	e := append(slices.Clip(base),
 		openai.Edit{Key: "kv_transfer_params", Value: nixlPrefillParams},
@@ -40,10 +40,10 @@ func nixlPrefillEdits(c *call, base openai.Edits) openai.Edits {
 	)
 	has := func(string) bool { return false }
 	switch {
-	case c.req.Completion != nil:
-		has = c.req.Completion.Has
-	case c.req.Chat != nil:
-		has = c.req.Chat.Has
+	case c.Req.Completion != nil:
+		has = c.Req.Completion.Has
+	case c.Req.Chat != nil:
+		has = c.Req.Chat.Has
 	}
 	for _, k := range []string{"max_completion_tokens", "n"} {
 		if has(k) {
@@ -69,20 +69,20 @@ func kvParams(body []byte) json.RawMessage {
 // then the decode leg with the params the prefill answer returned. It reports false, having
 // released the prefill worker, when every prefill try failed and the request is to run whole
 // on the decode worker.
-func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, ep *endpoint, s *routeScratch, ddec, pdec *decision, hdr http.Header) bool {
-	tokens := c.routeTokens()
-	p := c.req
-	p.Header, p.Edits = hdr, nixlPrefillEdits(c, c.req.Edits)
+func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, s *routeScratch, ddec, pdec *Decision, hdr http.Header) bool {
+	tokens := c.RouteTokens()
+	p := c.Req
+	p.Header, p.Edits = hdr, nixlPrefillEdits(c, c.Req.Edits)
 	var params json.RawMessage
 	for attempt := 0; ; attempt++ {
 		pdec.record(tokens)
-		pctx, cancel := context.WithTimeout(ctx, c.model.pd.timeout)
-		body, other, aerr := rt.callPrefill(pctx, c, pdec, &p)
+		pctx, cancel := context.WithTimeout(ctx, c.Served.pd.timeout)
+		body, other, aerr := pl.callPrefill(pctx, c, pdec, &p)
 		cancel()
-		rt.done(c, pdec)
+		pl.done(c, pdec)
 		if other != nil { // the engine's verdict on the request: the client's answer
-			rt.done(c, ddec)
-			rt.countPD(w, pdPair)
+			pl.done(c, ddec)
+			pl.countPD(w, pdPair)
 			writePrefillAnswer(w, pdec, other)
 			return true
 		}
@@ -90,37 +90,37 @@ func (rt *Router) pairNIXL(ctx context.Context, w http.ResponseWriter, c *call, 
 			params = kvParams(body)
 			break
 		}
-		if !rt.sendFailed(ctx, w, ep, pdec, aerr) {
-			rt.done(c, ddec)
+		if !pl.sendFailed(ctx, w, ep, pdec, aerr) {
+			pl.done(c, ddec)
 			return true
 		}
 		failed := pdec.m
-		if attempt == 0 && retryable(aerr) && rt.route(s, pdec, c, failed, legPrefill) == nil {
+		if attempt == 0 && retryable(aerr) && pl.route(s, pdec, c, failed, legPrefill) == nil {
 			if pdec.m != ddec.m && !pairBlocked(c, pdec.m) {
 				continue
 			}
-			rt.done(c, pdec)
+			pl.done(c, pdec)
 		}
-		rt.countPD(w, pdPrefillFailed)
+		pl.countPD(w, pdPrefillFailed)
 		return false
 	}
-	rt.countPD(w, pdPair)
+	pl.countPD(w, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
 	d := *c
-	d.req.Header = hdr
+	d.Req.Header = hdr
 	if params != nil {
-		d.req.Edits = append(slices.Clip(c.req.Edits), openai.Edit{Key: "kv_transfer_params", Value: params})
+		d.Req.Edits = append(slices.Clip(c.Req.Edits), openai.Edit{Key: "kv_transfer_params", Value: params})
 	} else {
 		// EOS at the first token, or an engine without the connector: the decode worker
 		// prefills itself (SMG's behaviour), and the metric says so.
-		rt.met.pdNoParams.Inc()
+		pl.met.pdNoParams.Inc()
 	}
-	rt.sendDecode(ctx, w, ddec, &d, ep, nil)
+	pl.sendDecode(ctx, w, ddec, &d, ep, nil)
 	return true
 }
 
 // writePrefillAnswer gives the client a prefill leg's non-2xx answer as the engine wrote it.
-func writePrefillAnswer(w http.ResponseWriter, pdec *decision, a *prefillAnswer) {
+func writePrefillAnswer(w http.ResponseWriter, pdec *Decision, a *prefillAnswer) {
 	h := w.Header()
 	h.Set(HeaderPrefillWorker, pdec.m.Worker().URL())
 	if ct := a.header.Get("Content-Type"); ct != "" {
@@ -135,11 +135,11 @@ func writePrefillAnswer(w http.ResponseWriter, pdec *decision, a *prefillAnswer)
 // answering (SGLang: it ends the prefill leg, and returns the prefill leg's own failure, if
 // any, for the client). A decode leg that a failed prefill leg ended (legCause) answers with
 // the prefill failure.
-func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *decision, d *call, ep *endpoint, ended func(failed bool) *openai.Error) {
-	ddec.record(d.routeTokens())
+func (pl *Pipeline) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *Decision, d *Call, ep *Endpoint, ended func(failed bool) *openai.Error) {
+	ddec.record(d.RouteTokens())
 	d.leg = legNameDecode
-	started, err := rt.send(ctx, w, ddec, d, ep, 0)
-	rt.done(d, ddec)
+	started, err := pl.send(ctx, w, ddec, d, ep, 0)
+	pl.done(d, ddec)
 	var pe *openai.Error
 	if ended != nil {
 		pe = ended(err != nil && !started)
@@ -154,7 +154,7 @@ func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *d
 		ep.writeError(w, pe)
 		return
 	}
-	if rt.sendFailed(ctx, w, ep, ddec, err) {
+	if pl.sendFailed(ctx, w, ep, ddec, err) {
 		out := *err
 		out.Message = "decode worker " + ddec.m.Worker().URL() + " failed: " + err.Message
 		ep.writeError(w, &out)
@@ -163,13 +163,13 @@ func (rt *Router) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *d
 
 // bootstrapEdits returns the SGLang bootstrap fields of a pair whose prefill worker is pw,
 // after base: one random 63-bit room per output (arrays for several: wire/pd.md §4.1).
-func bootstrapEdits(c *call, pw *worker.Worker, rand func() uint64, base openai.Edits) openai.Edits {
+func bootstrapEdits(c *Call, pw *worker.Worker, rand func() uint64, base openai.Edits) openai.Edits {
 	items := 1
 	switch {
-	case c.req.Chat != nil:
-		items = c.req.Chat.N
-	case c.req.Completion != nil:
-		items = len(c.req.Completion.Prompts)
+	case c.Req.Chat != nil:
+		items = c.Req.Chat.N
+	case c.Req.Completion != nil:
+		items = len(c.Req.Completion.Prompts)
 	}
 	host, port := bootstrapHost(pw), pw.Spec().BootstrapPort
 	if port == 0 {
@@ -193,22 +193,22 @@ func bootstrapEdits(c *call, pw *worker.Worker, rand func() uint64, base openai.
 // decode answer relayed. Either leg failing ends the other: a failed prefill cancels the
 // decode leg at once (which would otherwise wait for the KV for minutes), a failed decode
 // cancels the prefill leg; the prefill leg is bounded by the PD timeout.
-func (rt *Router) pairSGLang(ctx context.Context, w http.ResponseWriter, c *call, ep *endpoint, ddec, pdec *decision, hdr http.Header) {
-	rt.countPD(w, pdPair)
+func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) {
+	pl.countPD(w, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
-	edits := bootstrapEdits(c, pdec.m.Worker(), rt.rand, c.req.Edits)
-	p := c.req
+	edits := bootstrapEdits(c, pdec.m.Worker(), pl.rand, c.Req.Edits)
+	p := c.Req
 	p.Header, p.Edits = hdr, edits
 	d := *c
-	d.req.Header, d.req.Edits = hdr, edits
-	pdec.record(c.routeTokens())
+	d.Req.Header, d.Req.Edits = hdr, edits
+	pdec.record(c.RouteTokens())
 	dctx, dcancel := context.WithCancelCause(ctx)
 	defer dcancel(nil)
-	pctx, pcancel := context.WithTimeout(ctx, c.model.pd.timeout)
+	pctx, pcancel := context.WithTimeout(ctx, c.Served.pd.timeout)
 	defer pcancel()
 	perr := make(chan *openai.Error, 1)
 	go func() {
-		_, other, aerr := rt.callPrefill(pctx, c, pdec, &p)
+		_, other, aerr := pl.callPrefill(pctx, c, pdec, &p)
 		if other != nil {
 			aerr = statusError(other)
 		}
@@ -223,7 +223,7 @@ func (rt *Router) pairSGLang(ctx context.Context, w http.ResponseWriter, c *call
 	// decode leg that failed before answering may have failed because the prefill worker did
 	// (a decode engine whose KV fetch was refused): the prefill leg's verdict, if it comes
 	// within prefillVerdictGrace, is the client's error, since it names the cause.
-	rt.sendDecode(dctx, w, ddec, &d, ep, func(failed bool) *openai.Error {
+	pl.sendDecode(dctx, w, ddec, &d, ep, func(failed bool) *openai.Error {
 		if failed {
 			t := time.NewTimer(prefillVerdictGrace)
 			defer t.Stop()
@@ -240,7 +240,7 @@ func (rt *Router) pairSGLang(ctx context.Context, w http.ResponseWriter, c *call
 		return nil
 	})
 	<-perr
-	rt.done(c, pdec)
+	pl.done(c, pdec)
 }
 
 // prefillVerdictGrace is how long a pair whose decode leg failed before answering waits for
@@ -261,9 +261,9 @@ func statusError(a *prefillAnswer) *openai.Error {
 // servePair runs c as a prefill/decode pair when it pays, with ddec its decode worker (held).
 // It reports whether it answered the client; when false, the caller runs the request whole on
 // ddec (the reason is in the X-Kvgate-Pd header).
-func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call, ep *endpoint, s *routeScratch, ddec *decision) bool {
-	pd := &c.model.pd
-	tokens := c.routeTokens()
+func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, s *routeScratch, ddec *Decision) bool {
+	pd := &c.Served.pd
+	tokens := c.RouteTokens()
 	reason := splitReason(len(tokens), ddec.matched*ddec.bs, pd.minUncached)
 	// An SGLang decode-mode server serves nothing without a bootstrap room: with one, every
 	// request is a pair (only a both worker may run one whole).
@@ -274,53 +274,53 @@ func (rt *Router) servePair(ctx context.Context, w http.ResponseWriter, c *call,
 	if reason == pdPair && pairBlocked(c, ddec.m) {
 		reason = pdGRPC
 	}
-	var pdec decision
+	var pdec Decision
 	if reason == pdPair {
 		ddec.keys = slices.Clone(ddec.keys) // routing the prefill leg reuses the scratch they alias
-		if rt.route(s, &pdec, c, ddec.m, legPrefill) != nil || pairBlocked(c, pdec.m) {
-			rt.done(c, &pdec)
+		if pl.route(s, &pdec, c, ddec.m, legPrefill) != nil || pairBlocked(c, pdec.m) {
+			pl.done(c, &pdec)
 			reason = pdNoPrefill
 		}
 	}
 	if reason == pdPair && pd.transferOf(pdec.m.Worker()) == PDTransferNIXL && multipleOutputs(c) {
-		rt.done(c, &pdec)
+		pl.done(c, &pdec)
 		reason = pdMultiple
 	}
 	if reason != pdPair && mustPair {
-		rt.countPD(w, reason)
-		rt.done(c, ddec)
+		pl.countPD(w, reason)
+		pl.done(c, ddec)
 		ep.writeError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
 			Message: "prefill stage: no healthy prefill worker for the model's SGLang decode workers"})
 		return true
 	}
 	if reason != pdPair {
-		rt.countPD(w, reason)
+		pl.countPD(w, reason)
 		return false
 	}
-	hdr := c.req.Header.Clone()
+	hdr := c.Req.Header.Clone()
 	if hdr == nil {
 		hdr = http.Header{}
 	}
 	if hdr.Get("X-Request-Id") == "" {
-		hdr.Set("X-Request-Id", rt.newRequestID())
+		hdr.Set("X-Request-Id", pl.newRequestID())
 	}
 	if pd.transferOf(pdec.m.Worker()) == PDTransferSGLang {
-		rt.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
+		pl.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
 		return true
 	}
-	return rt.pairNIXL(ctx, w, c, ep, s, ddec, &pdec, hdr)
+	return pl.pairNIXL(ctx, w, c, ep, s, ddec, &pdec, hdr)
 }
 
 // countPD counts a disaggregated pool's request by outcome and names it in the response.
-func (rt *Router) countPD(w http.ResponseWriter, outcome string) {
-	rt.met.pd.WithLabelValues(outcome).Inc()
+func (pl *Pipeline) countPD(w http.ResponseWriter, outcome string) {
+	pl.met.pd.WithLabelValues(outcome).Inc()
 	w.Header().Set(HeaderPD, outcome)
 }
 
 // newRequestID returns a fresh X-Request-Id for a pair's legs (both carry the same one:
 // wire/pd.md §2.5).
-func (rt *Router) newRequestID() string {
-	return strconv.FormatUint(rt.rand(), 16) + strconv.FormatUint(rt.rand(), 16)
+func (pl *Pipeline) newRequestID() string {
+	return strconv.FormatUint(pl.rand(), 16) + strconv.FormatUint(pl.rand(), 16)
 }
 
 // maxPrefillAnswer bounds the prefill answer read whole (one token and kv_transfer_params).
@@ -337,13 +337,13 @@ type prefillAnswer struct {
 // callPrefill sends the prefill leg p to pdec's worker and reads its answer whole. It returns
 // the body on a 2xx, the answer to relay on another status, or the failure.
 // c is the pair's call, for the leg's span.
-func (rt *Router) callPrefill(ctx context.Context, c *call, pdec *decision, p *engine.Request) (body []byte, other *prefillAnswer, aerr *openai.Error) {
-	ctx, span := rt.prefillSpan(ctx, c, pdec)
+func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p *engine.Request) (body []byte, other *prefillAnswer, aerr *openai.Error) {
+	ctx, span := pl.prefillSpan(ctx, c, pdec)
 	defer func() { endSpan(span, aerr) }()
 	resp, err := pdec.m.Engine().Generate(ctx, p)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, ctxError(ctx)
+			return nil, nil, CtxError(ctx)
 		}
 		return nil, nil, engine.Classify(err)
 	}
@@ -356,7 +356,7 @@ func (rt *Router) callPrefill(ctx context.Context, c *call, pdec *decision, p *e
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, nil, ctxError(ctx)
+				return nil, nil, CtxError(ctx)
 			}
 			return nil, nil, engine.Classify(err)
 		}
@@ -400,10 +400,10 @@ func rawJSON(v any) json.RawMessage {
 }
 
 // done releases a leg's load and offers the freed slot to the pool's admission queue.
-func (rt *Router) done(c *call, d *decision) {
+func (pl *Pipeline) done(c *Call, d *Decision) {
 	d.pick.Done()
 	if d.m != nil {
-		rt.handOff(c.model, d.m)
+		pl.handOff(c.Served, d.m)
 	}
 }
 
@@ -414,37 +414,37 @@ var transferFields = []string{"kv_transfer_params", "bootstrap_host", "bootstrap
 
 // stripTransferFields removes a client's transfer fields from the bodies its request's legs
 // get, and counts the request.
-func (rt *Router) stripTransferFields(c *call) {
+func (pl *Pipeline) stripTransferFields(c *Call) {
 	has := func(string) bool { return false }
 	switch {
-	case c.req.Completion != nil:
-		has = c.req.Completion.Has
-	case c.req.Chat != nil:
-		has = c.req.Chat.Has
+	case c.Req.Completion != nil:
+		has = c.Req.Completion.Has
+	case c.Req.Chat != nil:
+		has = c.Req.Chat.Has
 	}
 	for _, k := range transferFields {
 		if has(k) {
-			c.req.Edits = append(c.req.Edits, openai.Edit{Key: k})
+			c.Req.Edits = append(c.Req.Edits, openai.Edit{Key: k})
 		}
 	}
-	if len(c.req.Edits) > 0 {
-		rt.met.pdStripped.Inc()
+	if len(c.Req.Edits) > 0 {
+		pl.met.pdStripped.Inc()
 	}
 }
 
 // pairBlocked reports whether m cannot serve a leg of c's pair: grpc:// workers get token ids
 // through Generate, where the pair's fields are not carried yet.
-func pairBlocked(c *call, m *fleet.Member) bool { return m.Worker().Kind() != worker.KindHTTP }
+func pairBlocked(c *Call, m *fleet.Member) bool { return m.Worker().Kind() != worker.KindHTTP }
 
 // multipleOutputs reports whether c asks for several outputs (n > 1, or several prompts): a
 // NIXL prefill answer carries one kv_transfer_params, so SMG sends such requests to the
 // decode worker alone (wire/pd.md §2.1), and so does kvgate.
-func multipleOutputs(c *call) bool {
+func multipleOutputs(c *Call) bool {
 	switch {
-	case c.req.Completion != nil:
-		return c.req.Completion.N > 1 || len(c.req.Completion.Prompts) > 1
-	case c.req.Chat != nil:
-		return c.req.Chat.N > 1
+	case c.Req.Completion != nil:
+		return c.Req.Completion.N > 1 || len(c.Req.Completion.Prompts) > 1
+	case c.Req.Chat != nil:
+		return c.Req.Chat.N > 1
 	}
 	return false
 }

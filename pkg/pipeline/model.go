@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"fmt"
@@ -49,20 +49,21 @@ type Model struct {
 	PD PD
 }
 
-// model is the router's own state of a served model, kept in its fleet pool (Pool.Routing).
-type model struct {
-	tok            Tokenizer
-	chat           ChatRenderer
-	parsers        *parse.Parsers
-	reasoningField string
+// Served is the pipeline's own state of a served model, kept in its fleet pool (Pool.Routing):
+// what endpoints render and tokenize with (its exported fields) and how it is routed.
+type Served struct {
+	Tok            Tokenizer
+	Chat           ChatRenderer
+	Parsers        *parse.Parsers
+	ReasoningField string
 	policy         policy.Policy
 	pd             pdState
 	// queue is the pool's admission queue (admission.go; nil: none configured).
 	queue *admission.Queue[*fleet.Member]
 }
 
-// modelOf returns the router's state of the model a pool serves.
-func modelOf(p *fleet.Pool) *model { return p.Routing().(*model) }
+// modelOf returns the pipeline's state of the model a pool serves.
+func modelOf(p *fleet.Pool) *Served { return p.Routing().(*Served) }
 
 // ChatRenderer renders a chat request into the prompt and token ids the engine computes for it
 // (pkg/chat, wire/vllm-chat.md); *chat.Renderer implements it.
@@ -70,7 +71,7 @@ type ChatRenderer interface {
 	Render(req *openai.ChatRequest) (chat.Result, *openai.Error)
 }
 
-// Tokenizer is what the router needs of a tokenizer: encoding prompts it routes on (and sends
+// Tokenizer is what the pipeline needs of a tokenizer: encoding prompts it routes on (and sends
 // to grpc:// workers), the vocabulary size that bounds token-id prompts, and incremental
 // decoders for gRPC output. FromTokenizer adapts *tokenizer.Tokenizer.
 type Tokenizer interface {
@@ -83,7 +84,7 @@ type Tokenizer interface {
 	engine.Detokenizer
 }
 
-// FromTokenizer adapts a loaded HF tokenizer to the router's Tokenizer.
+// FromTokenizer adapts a loaded HF tokenizer to the pipeline's Tokenizer.
 func FromTokenizer(t *tokenizer.Tokenizer) Tokenizer { return hfTokenizer{t} }
 
 type hfTokenizer struct{ t *tokenizer.Tokenizer }
@@ -110,3 +111,6 @@ func policyName(p policy.Policy) string {
 	}
 	return fmt.Sprintf("%T", p)
 }
+
+// Token returns the vocabulary string of id (/tokenize's return_token_strs).
+func (h hfTokenizer) Token(id uint32) (string, bool) { return h.t.Token(id) }

@@ -1,10 +1,11 @@
-package router
+package endpoint
 
 import (
 	"encoding/json"
 	"net/http"
 
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // POST /tokenize and /detokenize, answered by the gateway from the model's tokenizer and
@@ -23,9 +24,6 @@ type tokenStrings interface {
 	Token(id uint32) (string, bool)
 }
 
-// Token implements tokenStrings.
-func (h hfTokenizer) Token(id uint32) (string, bool) { return h.t.Token(id) }
-
 // tokenizeRequest is what /tokenize reads of its body besides the chat members.
 type tokenizeRequest struct {
 	Model            string          `json:"model"`
@@ -35,13 +33,13 @@ type tokenizeRequest struct {
 	ReturnTokenStrs  bool            `json:"return_token_strs"`
 }
 
-// handleTokenize serves POST /tokenize.
-func (rt *Router) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+// Tokenize serves POST /tokenize.
+func (a *API) Tokenize(w http.ResponseWriter, r *http.Request) {
+	body, release, aerr := openai.ReadBody(w, r, a.pl.Config().MaxBodyBytes)
 	defer release()
 	if aerr == nil {
 		var out []byte
-		if out, aerr = rt.tokenize(body); aerr == nil {
+		if out, aerr = a.tokenize(body); aerr == nil {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(out)
 			return
@@ -51,36 +49,36 @@ func (rt *Router) handleTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 // tokenize answers a /tokenize body.
-func (rt *Router) tokenize(body []byte) ([]byte, *openai.Error) {
+func (a *API) tokenize(body []byte) ([]byte, *openai.Error) {
 	var req tokenizeRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, openai.BadRequest("", "invalid JSON body: "+err.Error())
 	}
-	c := &call{}
-	if !rt.resolve(c, req.Model) {
-		return nil, routeError(c.target.Model, false, false)
+	c := &pipeline.Call{}
+	if !a.pl.Resolve(c, req.Model) {
+		return nil, pipeline.RouteError(c.Target.Model, false, false)
 	}
 	var ids []uint32
 	switch {
 	case req.Messages != nil && req.Prompt != nil:
 		return nil, openai.BadRequest("", "give either prompt or messages, not both")
 	case req.Messages != nil:
-		cr, aerr := openai.ParseChat(body, openai.Limits{MaxN: rt.cfg.MaxN})
+		cr, aerr := openai.ParseChat(body, openai.Limits{MaxN: a.pl.Config().MaxN})
 		if aerr != nil {
 			return nil, aerr
 		}
-		if c.model.chat == nil {
-			return nil, noTokenizer("the model's chat template", c.target.Model)
+		if c.Served.Chat == nil {
+			return nil, noTokenizer("the model's chat template", c.Target.Model)
 		}
-		if ids, _, aerr = rt.renderChat(c, cr); aerr != nil {
+		if ids, _, aerr = a.pl.RenderChat(c, cr); aerr != nil {
 			return nil, aerr
 		}
 	case req.Prompt != nil:
-		if c.model.tok == nil {
-			return nil, noTokenizer("the model's tokenizer", c.target.Model)
+		if c.Served.Tok == nil {
+			return nil, noTokenizer("the model's tokenizer", c.Target.Model)
 		}
 		var err error
-		if ids, err = c.model.tok.Encode(nil, *req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens); err != nil {
+		if ids, err = c.Served.Tok.Encode(nil, *req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens); err != nil {
 			return nil, openai.BadRequest("prompt", "prompt could not be tokenized: "+err.Error())
 		}
 	default:
@@ -90,13 +88,13 @@ func (rt *Router) tokenize(body []byte) ([]byte, *openai.Error) {
 	if ids == nil {
 		resp["tokens"] = []uint32{}
 	}
-	if rt.cfg.MaxPromptTokens > 0 {
-		resp["max_model_len"] = rt.cfg.MaxPromptTokens
+	if a.pl.Config().MaxPromptTokens > 0 {
+		resp["max_model_len"] = a.pl.Config().MaxPromptTokens
 	}
 	if req.ReturnTokenStrs {
-		ts, ok := c.model.tok.(tokenStrings)
+		ts, ok := c.Served.Tok.(tokenStrings)
 		if !ok {
-			return nil, noTokenizer("the vocabulary of the model's tokenizer", c.target.Model)
+			return nil, noTokenizer("the vocabulary of the model's tokenizer", c.Target.Model)
 		}
 		strs := make([]string, len(ids))
 		for i, id := range ids {
@@ -117,13 +115,13 @@ func noTokenizer(what, model string) *openai.Error {
 		Message: "this needs " + what + "; the gateway has none for " + model + " (--model-path or --tokenizer)"}
 }
 
-// handleDetokenize serves POST /detokenize.
-func (rt *Router) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+// Detokenize serves POST /detokenize.
+func (a *API) Detokenize(w http.ResponseWriter, r *http.Request) {
+	body, release, aerr := openai.ReadBody(w, r, a.pl.Config().MaxBodyBytes)
 	defer release()
 	if aerr == nil {
 		var out []byte
-		if out, aerr = rt.detokenize(body); aerr == nil {
+		if out, aerr = a.detokenize(body); aerr == nil {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(out)
 			return
@@ -133,7 +131,7 @@ func (rt *Router) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 // detokenize answers a /detokenize body.
-func (rt *Router) detokenize(body []byte) ([]byte, *openai.Error) {
+func (a *API) detokenize(body []byte) ([]byte, *openai.Error) {
 	var req struct {
 		Model  string   `json:"model"`
 		Tokens []uint32 `json:"tokens"`
@@ -141,13 +139,13 @@ func (rt *Router) detokenize(body []byte) ([]byte, *openai.Error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, openai.BadRequest("tokens", "tokens must be an array of token ids: "+err.Error())
 	}
-	c := &call{}
-	if !rt.resolve(c, req.Model) {
-		return nil, routeError(c.target.Model, false, false)
+	c := &pipeline.Call{}
+	if !a.pl.Resolve(c, req.Model) {
+		return nil, pipeline.RouteError(c.Target.Model, false, false)
 	}
-	tok := c.model.tok
+	tok := c.Served.Tok
 	if tok == nil {
-		return nil, noTokenizer("the model's tokenizer", c.target.Model)
+		return nil, noTokenizer("the model's tokenizer", c.Target.Model)
 	}
 	d := tok.NewDecoder(false)
 	text := make([]byte, 0, 4*len(req.Tokens))

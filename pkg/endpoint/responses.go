@@ -1,4 +1,4 @@
-package router
+package endpoint
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/conversation"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
+	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
 // POST /v1/responses on the pipeline (DESIGN.md §13): the body is parsed
@@ -26,60 +27,61 @@ import (
 // responsesTurn is one POST /v1/responses in flight: its turn and its endpoint value (the
 // chat endpoint's parse, the turn's prompt and writer).
 type responsesTurn struct {
-	t  *conversation.Turn
-	ep *endpoint
+	t   *conversation.Turn
+	svc *conversation.Service
+	ep  *pipeline.Endpoint
 }
 
-// handleResponses serves POST /v1/responses.
-func (rt *Router) handleResponses(w http.ResponseWriter, r *http.Request) {
-	c := &call{arrival: time.Now(), req: engine.Request{Header: r.Header}}
-	rt.startTrace(r, c)
-	body, release, aerr := openai.ReadBody(w, r, rt.cfg.MaxBodyBytes)
+// Responses serves POST /v1/responses.
+func (a *API) Responses(w http.ResponseWriter, r *http.Request) {
+	c := &pipeline.Call{Arrival: time.Now(), Req: engine.Request{Header: r.Header}}
+	a.pl.StartTrace(r, c)
+	body, release, aerr := openai.ReadBody(w, r, a.pl.Config().MaxBodyBytes)
 	defer release()
 	var tn *responsesTurn
 	if aerr == nil {
-		tn, _, aerr = rt.beginTurn(r.Context(), clientauth.KeyName(r.Context()), body, c, true)
+		tn, _, aerr = a.beginTurn(r.Context(), clientauth.KeyName(r.Context()), body, c, true)
 	}
 	if aerr != nil {
 		openai.WriteError(w, aerr)
 		return
 	}
-	rt.serve(w, r, c, tn.ep)
+	a.pl.Serve(w, r, c, tn.ep)
 }
 
 // beginTurn parses and expands a Responses body and prepares its chat request on c (the
 // pipeline's prepare: parse, resolve, render). It returns the rendered prompt.
-func (rt *Router) beginTurn(ctx context.Context, scope string, body []byte, c *call, requireKnown bool) (*responsesTurn, string, *openai.Error) {
+func (a *API) beginTurn(ctx context.Context, scope string, body []byte, c *pipeline.Call, requireKnown bool) (*responsesTurn, string, *openai.Error) {
 	req, aerr := openai.ParseResponses(body, openai.Limits{})
 	if aerr != nil {
 		return nil, "", aerr
 	}
-	t, aerr := rt.responses.Begin(ctx, scope, req)
+	t, aerr := a.responses.Begin(ctx, scope, req)
 	if aerr != nil {
 		return nil, "", aerr
 	}
-	tn := &responsesTurn{t: t}
-	tn.ep = &endpoint{parse: chatCompletions.parse, prompt: tn.prompt, write: tn.write}
-	prompt, aerr := rt.prepare(tn.ep, t.ChatBody(make([]byte, 0, len(body)+1024), 0), c, requireKnown)
-	t.Model = c.req.Model
+	tn := &responsesTurn{t: t, svc: a.responses}
+	tn.ep = &pipeline.Endpoint{Parse: Chat.Parse, Prompt: tn.prompt, Write: tn.write}
+	prompt, aerr := a.pl.Prepare(tn.ep, t.ChatBody(make([]byte, 0, len(body)+1024), 0), c, requireKnown)
+	t.Model = c.Req.Model
 	return tn, prompt, aerr
 }
 
 // prompt renders the turn's chat request as the chat endpoint does; with truncation "auto",
 // a conversation over --max-prompt-tokens loses its oldest messages (after the instructions)
 // until it fits, the fewest that do, found by bisection over re-renders.
-func (tn *responsesTurn) prompt(rt *Router, c *call) (string, *openai.Error) {
-	p, aerr := chatCompletions.prompt(rt, c)
+func (tn *responsesTurn) prompt(pl *pipeline.Pipeline, c *pipeline.Call) (string, *openai.Error) {
+	p, aerr := Chat.Prompt(pl, c)
 	if aerr == nil || tn.t.Req.Truncation != "auto" || aerr.Code != "context_length_exceeded" {
 		return p, aerr
 	}
 	fits := func(drop int) (string, *openai.Error) {
-		cr, perr := openai.ParseChat(tn.t.ChatBody(nil, drop), openai.Limits{MaxN: rt.cfg.MaxN})
+		cr, perr := openai.ParseChat(tn.t.ChatBody(nil, drop), openai.Limits{MaxN: pl.Config().MaxN})
 		if perr != nil {
 			return "", perr
 		}
-		c.req.Chat = cr
-		return chatCompletions.prompt(rt, c)
+		c.Req.Chat = cr
+		return Chat.Prompt(pl, c)
 	}
 	n := tn.t.Droppable()
 	if p, aerr = fits(n); aerr != nil {
@@ -101,8 +103,8 @@ func (tn *responsesTurn) prompt(rt *Router, c *call) (string, *openai.Error) {
 }
 
 // countTokens returns a counter of text tokens with the model's tokenizer (nil without one).
-func countTokens(c *call) func(string) int {
-	tok := c.model.tok
+func countTokens(c *pipeline.Call) func(string) int {
+	tok := c.Served.Tok
 	if tok == nil {
 		return nil
 	}
@@ -116,39 +118,39 @@ func countTokens(c *call) func(string) int {
 }
 
 // write converts the worker's chat answer (the endpoint's writer, same contract as relay).
-func (tn *responsesTurn) write(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *decision, c *call) (bool, *openai.Error) {
+func (tn *responsesTurn) write(pl *pipeline.Pipeline, ctx context.Context, w http.ResponseWriter, resp *engine.Response, dec *pipeline.Decision, c *pipeline.Call) (bool, *openai.Error) {
 	defer resp.Body.Close()
-	piece, err, aerr := firstPiece(ctx, resp, dec)
+	piece, err, aerr := pipeline.FirstPiece(ctx, resp, dec)
 	if aerr != nil {
 		return false, aerr
 	}
 	switch {
 	case resp.Status != http.StatusOK:
 		// The engine's own answer to the request (a 4xx an HTTP engine passes through).
-		return rt.passThrough(ctx, w, resp, piece, err, dec, c)
+		return passThrough(pl, ctx, w, resp, piece, err, dec, c)
 	case resp.SSE:
-		tn.stream(rt, ctx, w, resp, piece, err, dec, c)
+		tn.stream(pl, ctx, w, resp, piece, err, dec, c)
 		return true, nil
 	}
-	return tn.whole(rt, ctx, w, resp, piece, err, c)
+	return tn.whole(pl, ctx, w, resp, piece, err, c)
 }
 
 // passThrough relays an engine's non-200 answer as it is.
-func (rt *Router) passThrough(ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *decision, c *call) (bool, *openai.Error) {
+func passThrough(pl *pipeline.Pipeline, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *pipeline.Decision, c *pipeline.Call) (bool, *openai.Error) {
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v
 	}
-	rt.observeTTFT(c)
+	pl.ObserveTTFT(c)
 	w.WriteHeader(resp.Status)
-	rt.copyBody(ctx, resp, piece, err, func(p []byte) error { _, werr := w.Write(p); return werr }, func(*openai.Error) { panic(http.ErrAbortHandler) }, dec)
+	pl.CopyBody(ctx, resp, piece, err, func(p []byte) error { _, werr := w.Write(p); return werr }, func(*openai.Error) { panic(http.ErrAbortHandler) }, dec)
 	return true, nil
 }
 
 // whole answers a non-streaming turn: the worker's chat.completion, read whole, becomes the
 // response object, stored before it is sent. Nothing is written before the body is complete,
 // so a worker failing mid-body is retried like one failing before its first byte.
-func (tn *responsesTurn) whole(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, c *call) (bool, *openai.Error) {
+func (tn *responsesTurn) whole(pl *pipeline.Pipeline, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, c *pipeline.Call) (bool, *openai.Error) {
 	body := append([]byte(nil), piece...)
 	for err == nil {
 		piece, err = resp.Body.Next()
@@ -156,19 +158,19 @@ func (tn *responsesTurn) whole(rt *Router, ctx context.Context, w http.ResponseW
 	}
 	if !errors.Is(err, io.EOF) {
 		if ctx.Err() != nil {
-			return false, ctxError(ctx)
+			return false, pipeline.CtxError(ctx)
 		}
 		return false, engine.Classify(err)
 	}
 	res, aerr := tn.t.FromCompletion(body, countTokens(c))
 	if aerr == nil {
-		body, aerr = rt.responses.Finish(ctx, tn.t, res)
+		body, aerr = tn.svc.Finish(ctx, tn.t, res)
 	}
 	if aerr != nil {
 		openai.WriteError(w, aerr)
 		return true, nil
 	}
-	rt.observeTTFT(c)
+	pl.ObserveTTFT(c)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -179,10 +181,10 @@ func (tn *responsesTurn) whole(rt *Router, ctx context.Context, w http.ResponseW
 // stream answers a streaming turn: each piece of the worker's chunk stream becomes the
 // Responses events it implies, written and flushed at once; at the end the response is stored
 // and the terminal event carries it. A failure after the first event is one error event.
-func (tn *responsesTurn) stream(rt *Router, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *decision, c *call) {
+func (tn *responsesTurn) stream(pl *pipeline.Pipeline, ctx context.Context, w http.ResponseWriter, resp *engine.Response, piece []byte, err error, dec *pipeline.Decision, c *pipeline.Call) {
 	st := tn.t.NewStream()
 	sse := openai.NewSSE(w)
-	rt.observeTTFT(c)
+	pl.ObserveTTFT(c)
 	sse.Start(http.StatusOK)
 	buf := st.Begin(make([]byte, 0, 4096))
 	for {
@@ -201,16 +203,28 @@ func (tn *responsesTurn) stream(rt *Router, ctx context.Context, w http.Response
 		piece, err = resp.Body.Next()
 	}
 	if !errors.Is(err, io.EOF) {
-		if ae := rt.midStreamFailure(ctx, err, dec); ae != nil {
+		if ae := pl.MidStreamFailure(ctx, err, dec); ae != nil {
 			_ = sse.Write(st.Error(buf, ae))
 		}
 		return
 	}
 	buf, res := st.End(buf, countTokens(c))
-	out, aerr := rt.responses.Finish(ctx, tn.t, res)
+	out, aerr := tn.svc.Finish(ctx, tn.t, res)
 	if aerr != nil {
 		_ = sse.Write(st.Error(buf, aerr))
 		return
 	}
 	_ = sse.Write(st.Terminal(buf, res.Status, out))
+}
+
+// ExplainTurn expands a Responses body for /debug/route as POST /v1/responses would, in the
+// client key scope's: its chain read, its chat request prepared on c (parsed, resolved,
+// rendered; a model the gateway does not serve is not an error). It returns the turn and the
+// rendered prompt; nothing is stored.
+func (a *API) ExplainTurn(ctx context.Context, scope string, body []byte, c *pipeline.Call) (*conversation.Turn, string, *openai.Error) {
+	tn, prompt, aerr := a.beginTurn(ctx, scope, body, c, false)
+	if aerr != nil {
+		return nil, "", aerr
+	}
+	return tn.t, prompt, nil
 }

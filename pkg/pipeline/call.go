@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 	"github.com/kvgate/kvgate/pkg/fleet"
 )
 
-// call is one request in flight through the pipeline.
-type call struct {
-	// req is what the engines get (the parsed request, its tokens, the client's headers).
-	req     engine.Request
-	arrival time.Time
-	// target is the model's pool the request was resolved to, model the router's state of
+// Call is one request in flight through the pipeline.
+type Call struct {
+	// Req is what the engines get (the parsed request, its tokens, the client's headers).
+	Req     engine.Request
+	Arrival time.Time
+	// Target is the model's pool the request was resolved to, Served the pipeline's state of
 	// that model: its tokenizer and chat renderer make the tokens route uses, its policy
 	// picks.
-	target fleet.Target
-	model  *model
+	Target fleet.Target
+	Served *Served
 	// route, when set, are the ids routed on instead of the prompt's (a request with media,
 	// mediaRouteTokens); media describes that request's routing for /debug/route.
 	route []uint32
@@ -32,10 +32,14 @@ type call struct {
 	leg string
 }
 
-// routeTokens returns the tokens the request is routed on: its first prompt's, or route.
-func (c *call) routeTokens() []uint32 {
+// RouteTokens returns the tokens the request is routed on: its first prompt's, or route.
+func (c *Call) RouteTokens() []uint32 {
 	if c.route != nil {
 		return c.route
 	}
-	return c.req.Tokens[0]
+	return c.Req.Tokens[0]
 }
+
+// HasMedia reports whether c's chat request carried media (RenderChat routes it on ids of its
+// own, and /debug/route explains them without prompt tokens).
+func (c *Call) HasMedia() bool { return c.media != nil }

@@ -1,4 +1,4 @@
-package router
+package pipeline
 
 import (
 	"time"
@@ -18,51 +18,51 @@ import (
 // one in-flight request on it: dec is overwritten only on success, and the caller must call
 // dec.pick.Done once the request has ended. It fills s; the decision's keys alias s and are
 // valid until s is reused.
-func (rt *Router) route(s *routeScratch, dec *decision, c *call, exclude *fleet.Member, k legKind) *openai.Error {
+func (pl *Pipeline) route(s *routeScratch, dec *Decision, c *Call, exclude *fleet.Member, k legKind) *openai.Error {
 	start := time.Now()
-	rt.fleet.Snapshot().Select(&s.sel, c.target, exclude, rt.cfg.MaxInFlightPerWorker)
+	pl.fleet.Snapshot().Select(&s.sel, c.Target, exclude, pl.cfg.MaxInFlightPerWorker)
 	s.disagg = keepRole(&s.sel, k)
-	if c.req.Pass != nil && !httpOnly(&s.sel) {
-		return engine.PassOnGRPC(c.req.Pass.Path)
+	if c.Req.Pass != nil && !httpOnly(&s.sel) {
+		return engine.PassOnGRPC(c.Req.Pass.Path)
 	}
-	if c.req.Media > 0 {
+	if c.Req.Media > 0 {
 		if aerr := mediaCandidates(&s.sel); aerr != nil {
 			return aerr
 		}
 	}
 	if len(s.sel.Candidates) == 0 {
-		return routeError(c.target.Model, s.sel.Known, s.sel.Full)
+		return RouteError(c.Target.Model, s.sel.Known, s.sel.Full)
 	}
-	rt.pick(s, dec, c, exclude != nil, start, rt.legPolicy(c, k, s.disagg))
+	pl.pick(s, dec, c, exclude != nil, start, pl.legPolicy(c, k, s.disagg))
 	return nil
 }
 
 // legPolicy returns the policy that picks a leg of kind k of c: a prefill leg's, a
 // disaggregated pool's decode policy for the decode leg or a whole request, else the model's.
-func (rt *Router) legPolicy(c *call, k legKind, disagg bool) policy.Policy {
+func (pl *Pipeline) legPolicy(c *Call, k legKind, disagg bool) policy.Policy {
 	switch {
 	case k == legPrefill:
-		return c.model.pd.prefill
+		return c.Served.pd.prefill
 	case disagg:
-		return c.model.pd.decode
+		return c.Served.pd.decode
 	}
-	return c.model.policy
+	return c.Served.policy
 }
 
 // pick scores s.sel.Candidates for c, asks pol and takes the request's load on the chosen
 // worker into dec (see route); retry marks the decision as a retry's. start is when routing
 // began, for the lookup metric.
-func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, start time.Time, pol policy.Policy) {
-	tokens := c.routeTokens()
-	p := c.target.Pool
-	rt.score(s, p, tokens, c.target.Namespace, false)
+func (pl *Pipeline) pick(s *routeScratch, dec *Decision, c *Call, retry bool, start time.Time, pol policy.Policy) {
+	tokens := c.RouteTokens()
+	p := c.Target.Pool
+	pl.score(s, p, tokens, c.Target.Namespace, false)
 	defBS := p.BlockSize()
 	// The request lives in the scratch: passed through the Policy interface it would escape.
 	s.req = policy.Request{Blocks: len(tokens) / defBS, Tokens: len(tokens)}
 	if keys := s.lookup.Keys(defBS); len(keys) > 0 {
 		s.req.FirstBlock = keys[0]
 	}
-	*dec = decision{pick: policy.Take(pol, &s.req, s.cands), ns: c.target.Namespace}
+	*dec = Decision{pick: policy.Take(pol, &s.req, s.cands), ns: c.Target.Namespace}
 	i := dec.pick.Index
 	m, sc := s.sel.Candidates[i], &s.scores[i]
 	dec.m, dec.lw, dec.reason, dec.source, dec.keys, dec.bs = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize), sc.BlockSize
@@ -77,11 +77,11 @@ func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, star
 	case indexer.SourcePending:
 		dec.matched = sc.Pending
 	}
-	rt.met.lookup.Observe(time.Since(start).Seconds())
-	rt.traceRoute(c, dec, len(tokens)/sc.BlockSize, len(s.sel.Candidates), start)
-	rt.met.countDecision(dec.reason)
-	rt.met.matched.Observe(float64(dec.matched))
-	if ce := rt.log.Check(zap.DebugLevel, "route"); ce != nil {
+	pl.met.lookup.Observe(time.Since(start).Seconds())
+	pl.traceRoute(c, dec, len(tokens)/sc.BlockSize, len(s.sel.Candidates), start)
+	pl.met.countDecision(dec.reason)
+	pl.met.matched.Observe(float64(dec.matched))
+	if ce := pl.log.Check(zap.DebugLevel, "route"); ce != nil {
 		ce.Write(zap.String("worker", m.Worker().URL()), zap.String("reason", string(dec.reason)),
 			zap.Int("matched_blocks", dec.matched), zap.Int("request_blocks", len(tokens)/sc.BlockSize),
 			zap.Int64("load", s.cands[i].Load), zap.Int("candidates", len(s.sel.Candidates)))
@@ -95,18 +95,18 @@ func (rt *Router) pick(s *routeScratch, dec *decision, c *call, retry bool, star
 //
 // Members and workers are read in one pass (a fleet of a thousand does not fit the caches
 // twice), the matches then filled in from the contiguous scores.
-func (rt *Router) score(s *routeScratch, p *fleet.Pool, tokens []uint32, ns string, explain bool) {
+func (pl *Pipeline) score(s *routeScratch, p *fleet.Pool, tokens []uint32, ns string, explain bool) {
 	ms := s.sel.Candidates
 	s.workers = s.workers[:0]
 	if cap(s.cands) < len(ms) {
 		s.cands = make([]policy.Candidate, len(ms))
 	}
 	s.cands = s.cands[:len(ms)]
-	now := rt.now()
+	now := pl.now()
 	for i, m := range ms {
 		w := m.Worker()
 		s.workers = append(s.workers, m.LookupWorker())
-		s.cands[i] = policy.Candidate{Worker: w, Key: w.Key(), Load: w.Load(now, rt.loadMaxAge),
+		s.cands[i] = policy.Candidate{Worker: w, Key: w.Key(), Load: w.Load(now, pl.loadMaxAge),
 			Prefill: w.PendingPrefill(), Active: w.ActiveBlocks()}
 	}
 	s.scores = p.Lookup().Score(&s.lookup, tokens, ns, s.workers, s.scores, explain)
@@ -129,9 +129,9 @@ func httpOnly(sel *fleet.Selection) bool {
 	return len(kept) > 0 || !had
 }
 
-// takeScratch returns a routeScratch from the router's pool (return it with rt.scratch.Put).
-func (rt *Router) takeScratch() *routeScratch {
-	if s, ok := rt.scratch.Get().(*routeScratch); ok {
+// takeScratch returns a routeScratch from the pipeline's pool (return it with pl.scratch.Put).
+func (pl *Pipeline) takeScratch() *routeScratch {
+	if s, ok := pl.scratch.Get().(*routeScratch); ok {
 		return s
 	}
 	return new(routeScratch)

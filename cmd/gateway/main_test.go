@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +83,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"prefill workers without decode", []string{"--worker", "url=http://a:1,role=prefill", "--worker", "url=http://b:1,role=prefill"}},
 		{"decode workers without prefill", []string{"--worker", "url=http://a:1,role=decode"}},
 		{"sample ratio", []string{"--otlp-traces-sample-ratio", "1.5"}},
+		{"access log", []string{"--access-log", "yes"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,7 +140,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts",
 		"chat-template", "chat-template-content-format", "default-chat-template-kwargs", "trust-request-chat-template", "reasoning-parser",
 		"tool-call-parser", "reasoning-field", "prefill-policy", "decode-policy", "pd-transfer", "pd-min-uncached-tokens", "pd-timeout",
-		"otlp-traces-endpoint", "otlp-traces-sample-ratio"} {
+		"otlp-traces-endpoint", "otlp-traces-sample-ratio", "access-log"} {
 		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 			t.Errorf("--help does not document --%s", f)
 		}
@@ -172,12 +175,18 @@ func testOptions(t *testing.T, args ...string) options {
 // startGatewayOptions is startGateway with options already parsed.
 func startGatewayOptions(t *testing.T, o options) *testGW {
 	t.Helper()
+	return startGatewayStderr(t, o, io.Discard)
+}
+
+// startGatewayStderr is startGatewayOptions logging to stderr.
+func startGatewayStderr(t *testing.T, o options, stderr io.Writer) *testGW {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan boundAddrs, 1)
 	done := make(chan error, 1)
 	gw := &testGW{reload: make(chan os.Signal)} // unbuffered: a send returns once serve took it
 	go func() {
-		done <- serve(ctx, o, io.Discard, hooks{up: func(a boundAddrs) { addrs <- a }, reload: gw.reload})
+		done <- serve(ctx, o, stderr, hooks{up: func(a boundAddrs) { addrs <- a }, reload: gw.reload})
 	}()
 	var a boundAddrs
 	select {
@@ -326,4 +335,62 @@ func TestServeMetricsAndModels(t *testing.T) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
+}
+
+// TestAccessLogFlag checks that --access-log on writes one "access" line per public API
+// request on stderr, with --log-level warn hiding the other info lines.
+func TestAccessLogFlag(t *testing.T) {
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	close(release)
+	w := slowSSEWorker(t, started, release)
+	var logs syncBuffer
+	gw := startGatewayStderr(t, testOptions(t, "--worker", w.URL, "--access-log", "on", "--log-level", "warn"), &logs)
+	waitReady(t, gw.api)
+	resp, err := http.Post(gw.api+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := gw.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var found int
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if rec["logger"] == "access" && rec["route"] == "/v1/completions" {
+			found++
+			if rec["status"] != float64(200) || rec["worker"] != w.URL || rec["request_id"] == "" {
+				t.Errorf("access line %v: want status 200, the worker and a request id", rec)
+			}
+		}
+		if rec["level"] == "info" && rec["logger"] != "access" {
+			t.Errorf("info line %q under --log-level warn", line)
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d access lines for the completion, want 1; log:\n%s", found, logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the gateway's loggers and the test at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

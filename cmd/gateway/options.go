@@ -102,7 +102,8 @@ type options struct {
 	OTLPTracesEndpoint    string  `yaml:"otlp_traces_endpoint"`
 	OTLPTracesSampleRatio float64 `yaml:"otlp_traces_sample_ratio"`
 
-	LogLevel string `yaml:"log_level"`
+	LogLevel  string `yaml:"log_level"`
+	AccessLog string `yaml:"access_log"`
 
 	// workerErr is the first invalid --worker or --discover: the flag package would quote the
 	// raw value in its message, and a spec may carry a password, so Set keeps the error here.
@@ -199,6 +200,7 @@ func defaultOptions() options {
 		DrainTimeout:        fleet.DefaultDrainTimeout,
 		DiscoverInterval:    discovery.DefaultInterval,
 		LogLevel:            "info",
+		AccessLog:           "off",
 		// -1: the sampler of OTEL_TRACES_SAMPLER (default parentbased_always_on).
 		OTLPTracesSampleRatio: -1,
 	}
@@ -356,6 +358,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.OTLPTracesEndpoint, "otlp-traces-endpoint", o.OTLPTracesEndpoint, "OTLP `URL` to export request traces to (default OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; unset: no tracing); the protocol and the rest from the standard OTEL_* variables (grpc by default, or http/protobuf)")
 	fs.Float64Var(&o.OTLPTracesSampleRatio, "otlp-traces-sample-ratio", o.OTLPTracesSampleRatio, "fraction of new traces sampled, a client's sampled traceparent always followed (-1: OTEL_TRACES_SAMPLER and _ARG, default all)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error (debug logs one line per routing decision)")
+	fs.StringVar(&o.AccessLog, "access-log", o.AccessLog, "off or on: one JSON line per public API request on stderr (logger \"access\": request id, model, worker, routing reason, prompt and cached tokens, status, TTFT, duration)")
 	return fs
 }
 
@@ -428,6 +431,8 @@ func (o *options) validate() error {
 		return errors.New("gateway: --chat-template needs --model-path (the model's tokenizer_config.json gives the special tokens)")
 	case o.DrainTimeout < 0:
 		return errors.New("gateway: --drain-timeout must not be negative")
+	case o.AccessLog != "off" && o.AccessLog != "on":
+		return fmt.Errorf("gateway: --access-log %q: want off or on", o.AccessLog)
 	case o.DiscoverInterval <= 0:
 		return errors.New("gateway: --discover-interval must be positive")
 	}

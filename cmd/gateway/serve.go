@@ -148,6 +148,14 @@ func build(o options, stderr io.Writer) (*gateway, error) {
 		return nil, err
 	}
 	rcfg.Clients, g.defaultModel = g.clients, rcfg.Models[0].Name
+	if o.AccessLog == "on" {
+		// Its own core at info, whatever --log-level says: the access log is not a debug aid.
+		access, err := newLogger("info", stderr)
+		if err != nil {
+			return nil, err
+		}
+		rcfg.AccessLog = access.Named("access")
+	}
 	tp, stopTracing, err := newTracing(&o, log)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/conversation"
@@ -34,8 +33,7 @@ type responsesTurn struct {
 
 // Responses serves POST /v1/responses.
 func (a *API) Responses(w http.ResponseWriter, r *http.Request) {
-	c := &pipeline.Call{Arrival: time.Now(), Req: engine.Request{Header: r.Header}}
-	a.pl.StartTrace(r, c)
+	c := a.pl.NewCall(r)
 	body, release, aerr := openai.ReadBody(w, r, a.pl.Config().MaxBodyBytes)
 	defer release()
 	var tn *responsesTurn

@@ -30,6 +30,8 @@ type Call struct {
 	up   trace.Span
 	// leg names the pair leg this call is (legNameDecode), "" for a whole request.
 	leg string
+	// rec is the request's access-log record (access.go), nil when the log is off.
+	rec *Record
 }
 
 // RouteTokens returns the tokens the request is routed on: its first prompt's, or route.

@@ -83,6 +83,7 @@ func (pl *Pipeline) send(ctx context.Context, w http.ResponseWriter, dec *Decisi
 	h.Set(HeaderWorker, dec.m.Worker().URL())
 	h.Set(HeaderMatchedBlocks, strconv.Itoa(dec.matched))
 	h.Set(HeaderReason, string(dec.reason))
+	c.recordSend(dec)
 	ctx = pl.startUpstream(ctx, c, dec, attempt)
 	resp, gerr := dec.m.Engine().Generate(ctx, &c.Req)
 	if gerr != nil {
@@ -103,7 +104,11 @@ func (pl *Pipeline) send(ctx context.Context, w http.ResponseWriter, dec *Decisi
 
 // ObserveTTFT records the time to the first byte sent to the client.
 func (pl *Pipeline) ObserveTTFT(c *Call) {
-	pl.met.ttft.Observe(time.Since(c.Arrival).Seconds())
+	ttft := time.Since(c.Arrival)
+	pl.met.ttft.Observe(ttft.Seconds())
+	if c.rec != nil {
+		c.rec.TTFT = ttft
+	}
 	if c.up != nil {
 		c.up.AddEvent("first_token")
 	}

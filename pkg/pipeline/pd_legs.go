@@ -82,7 +82,7 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 		pl.done(c, pdec)
 		if other != nil { // the engine's verdict on the request: the client's answer
 			pl.done(c, ddec)
-			pl.countPD(w, pdPair)
+			pl.countPD(w, c, pdPair)
 			writePrefillAnswer(w, pdec, other)
 			return true
 		}
@@ -101,10 +101,10 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 			}
 			pl.done(c, pdec)
 		}
-		pl.countPD(w, pdPrefillFailed)
+		pl.countPD(w, c, pdPrefillFailed)
 		return false
 	}
-	pl.countPD(w, pdPair)
+	pl.countPD(w, c, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
 	d := *c
 	d.Req.Header = hdr
@@ -194,7 +194,7 @@ func bootstrapEdits(c *Call, pw *worker.Worker, rand func() uint64, base openai.
 // decode leg at once (which would otherwise wait for the KV for minutes), a failed decode
 // cancels the prefill leg; the prefill leg is bounded by the PD timeout.
 func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) {
-	pl.countPD(w, pdPair)
+	pl.countPD(w, c, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
 	edits := bootstrapEdits(c, pdec.m.Worker(), pl.rand, c.Req.Edits)
 	p := c.Req
@@ -287,14 +287,14 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 		reason = pdMultiple
 	}
 	if reason != pdPair && mustPair {
-		pl.countPD(w, reason)
+		pl.countPD(w, c, reason)
 		pl.done(c, ddec)
 		ep.writeError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "no_prefill_worker",
 			Message: "prefill stage: no healthy prefill worker for the model's SGLang decode workers"})
 		return true
 	}
 	if reason != pdPair {
-		pl.countPD(w, reason)
+		pl.countPD(w, c, reason)
 		return false
 	}
 	hdr := c.Req.Header.Clone()
@@ -312,9 +312,12 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 }
 
 // countPD counts a disaggregated pool's request by outcome and names it in the response.
-func (pl *Pipeline) countPD(w http.ResponseWriter, outcome string) {
+func (pl *Pipeline) countPD(w http.ResponseWriter, c *Call, outcome string) {
 	pl.met.pd.WithLabelValues(outcome).Inc()
 	w.Header().Set(HeaderPD, outcome)
+	if c.rec != nil {
+		c.rec.PD = outcome
+	}
 }
 
 // newRequestID returns a fresh X-Request-Id for a pair's legs (both carry the same one:

@@ -3,9 +3,7 @@ package pipeline
 import (
 	"context"
 	"net/http"
-	"time"
 
-	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
@@ -25,8 +23,7 @@ import (
 // Handle returns the HTTP handler that runs ep through the pipeline.
 func (pl *Pipeline) Handle(ep *Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := &Call{Arrival: time.Now(), Req: engine.Request{Header: r.Header}}
-		pl.StartTrace(r, c)
+		c := pl.NewCall(r)
 		body, release, aerr := openai.ReadBody(w, r, pl.cfg.MaxBodyBytes)
 		defer release() // the parsed request refers into body until the handler returns
 		if aerr == nil {
@@ -59,6 +56,9 @@ func (pl *Pipeline) Prepare(ep *Endpoint, body []byte, c *Call, requireKnown boo
 	span = pl.stageSpan(c, spanPrompt)
 	prompt, aerr := ep.Prompt(pl, c)
 	tracePrompt(span, c, aerr)
+	if aerr == nil {
+		c.recordPrompt()
+	}
 	return prompt, aerr
 }
 

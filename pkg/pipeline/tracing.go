@@ -88,8 +88,8 @@ func (pl *Pipeline) Traced(route string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// StartTrace points c at the request's trace, when tracing is on and r carries a span.
-func (pl *Pipeline) StartTrace(r *http.Request, c *Call) {
+// startTrace points c at the request's trace, when tracing is on and r carries a span.
+func (pl *Pipeline) startTrace(r *http.Request, c *Call) {
 	if pl.tracer != nil {
 		c.tctx = r.Context()
 	}

@@ -205,6 +205,7 @@ type testConfig struct {
 	MaxBodyBytes                                            int64
 	Queue                                                   pipeline.QueueConfig
 	Logger                                                  *zap.Logger
+	AccessLog                                               *zap.Logger
 	Tracing                                                 trace.TracerProvider
 }
 
@@ -273,6 +274,7 @@ func (tc testConfig) config(t *testing.T, reg prometheus.Registerer) (Config, *c
 		Clients: guard, AdminToken: tc.AdminToken, ForwardTokenIDs: tc.ForwardTokenIDs, MaxPromptTokens: tc.MaxPromptTokens,
 		MaxN: tc.MaxN, MaxPrompts: tc.MaxPrompts, MaxInFlightPerWorker: tc.MaxInFlightPerWorker, MaxBodyBytes: tc.MaxBodyBytes,
 		UpstreamTimeout: tc.UpstreamTimeout, Queue: tc.Queue, Logger: tc.Logger, Registerer: reg, Now: tc.Now, Tracing: tc.Tracing,
+		AccessLog: tc.AccessLog,
 	}, guard
 }
 

@@ -45,6 +45,10 @@ type Config struct {
 	Clients *clientauth.Guard
 	// AdminToken, when set, is required as "Authorization: Bearer <token>" by AdminHandler.
 	AdminToken string
+	// AccessLog, when set, receives one info line per public API request as it ends
+	// (access.go): request id, route, client key, model, worker, routing reason, prompt and
+	// cached tokens, status, TTFT and duration. nil: no access log.
+	AccessLog *zap.Logger
 }
 
 // pipeline returns the pipeline's part of c.

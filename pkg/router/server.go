@@ -50,13 +50,13 @@ func (rt *Router) Handler() http.Handler {
 // loopback unless a token is set (cmd/gateway enforces this).
 func (rt *Router) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /workers", rt.instrument("/workers", rt.admin(rt.handleListWorkers)))
-	mux.Handle("POST /workers", rt.instrument("/workers", rt.admin(rt.handleAddWorker)))
-	mux.Handle("DELETE /workers", rt.instrument("/workers", rt.admin(rt.handleRemoveWorker)))
-	mux.Handle("GET /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRoute)))
-	mux.Handle("POST /debug/route", rt.instrument("/debug/route", rt.admin(rt.handleDebugRouteBody)))
+	mux.Handle("GET /workers", rt.instrumentAdmin("/workers", rt.admin(rt.handleListWorkers)))
+	mux.Handle("POST /workers", rt.instrumentAdmin("/workers", rt.admin(rt.handleAddWorker)))
+	mux.Handle("DELETE /workers", rt.instrumentAdmin("/workers", rt.admin(rt.handleRemoveWorker)))
+	mux.Handle("GET /debug/route", rt.instrumentAdmin("/debug/route", rt.admin(rt.handleDebugRoute)))
+	mux.Handle("POST /debug/route", rt.instrumentAdmin("/debug/route", rt.admin(rt.handleDebugRouteBody)))
 	known := map[string]bool{"/workers": true, "/debug/route": true}
-	mux.Handle("/", rt.instrument("other", rt.admin(notFound(known))))
+	mux.Handle("/", rt.instrumentAdmin("other", rt.admin(notFound(known))))
 	return mux
 }
 
@@ -72,8 +72,20 @@ func notFound(known map[string]bool) http.HandlerFunc {
 	}
 }
 
-// instrument counts requests by route and code and observes their duration.
+// instrument counts a public API route's requests by code, observes their duration and, with
+// the access log on, logs each (access.go).
 func (rt *Router) instrument(route string, h http.HandlerFunc) http.Handler {
+	return rt.count(route, h, rt.cfg.AccessLog != nil)
+}
+
+// instrumentAdmin counts an admin route's requests as instrument does; the access log is the
+// public API's.
+func (rt *Router) instrumentAdmin(route string, h http.HandlerFunc) http.Handler {
+	return rt.count(route, h, false)
+}
+
+// count counts requests by route and code and observes their duration, logging each when log.
+func (rt *Router) count(route string, h http.HandlerFunc, log bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &pipeline.StatusWriter{ResponseWriter: w}
@@ -85,6 +97,10 @@ func (rt *Router) instrument(route string, h http.HandlerFunc) http.Handler {
 			rt.met.requests.WithLabelValues(route, statusText(code)).Inc()
 			rt.met.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
+		if log {
+			rt.logged(route, sw, r, h, start)
+			return
+		}
 		h(sw, r)
 	})
 }

@@ -140,7 +140,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		"admin-host", "admin-port", "api-key", "api-key-file", "rate-limit", "rate-burst", "max-concurrent-per-key", "max-prompts",
 		"chat-template", "chat-template-content-format", "default-chat-template-kwargs", "trust-request-chat-template", "reasoning-parser",
 		"tool-call-parser", "reasoning-field", "prefill-policy", "decode-policy", "pd-transfer", "pd-min-uncached-tokens", "pd-timeout",
-		"otlp-traces-endpoint", "otlp-traces-sample-ratio", "access-log"} {
+		"otlp-traces-endpoint", "otlp-traces-sample-ratio", "access-log", "forward-priority"} {
 		if !strings.Contains(out.String(), "-"+f+" ") && !strings.Contains(out.String(), "-"+f+"\n") {
 			t.Errorf("--help does not document --%s", f)
 		}

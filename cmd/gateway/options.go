@@ -81,6 +81,7 @@ type options struct {
 	PendingTTL          time.Duration `yaml:"pending_ttl"`
 
 	ForwardTokenIDs      bool   `yaml:"forward_token_ids"`
+	ForwardPriority      bool   `yaml:"forward_priority"`
 	AdminToken           string `yaml:"admin_token"`
 	MaxPromptTokens      int    `yaml:"max_prompt_tokens"`
 	MaxBodyBytes         int64  `yaml:"max_body_bytes"`
@@ -340,6 +341,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.TreeTTL, "tree-ttl", o.TreeTTL, "approximate tree: a routed prefix not seen again for this long stops matching")
 	fs.DurationVar(&o.PendingTTL, "pending-ttl", o.PendingTTL, "pending overlay: how long blocks just routed to an event-fed worker count as held before its events confirm them")
 	fs.BoolVar(&o.ForwardTokenIDs, "forward-token-ids", o.ForwardTokenIDs, "send the gateway's token ids as the prompt to http:// workers")
+	fs.BoolVar(&o.ForwardPriority, "forward-priority", o.ForwardPriority, "pass a request's priority field on to http:// workers, held to the client key's grant (engines running priority scheduling: vLLM --scheduling-policy priority); off, it is stripped. Either way it is the admission band when no x-kvgate-priority header gives one")
 	fs.Var(secretFlag{&o.AdminToken}, "admin-token", "bearer `TOKEN` required by the admin listener (default: $KVGATE_ADMIN_TOKEN; empty: open, allowed on loopback only)")
 	fs.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", o.MaxPromptTokens, "reject prompts longer than this with 413 (0: no limit)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "reject request bodies larger than this with 413")

@@ -413,6 +413,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		Fleet: fleet.Config{KVIndex: o.KVIndex, HealthInterval: o.HealthInterval, HealthTimeout: o.HealthTimeout,
 			EngineMetricsInterval: o.EngineMetricsInterval, DrainTimeout: o.DrainTimeout, KVListen: o.KVListen},
 		ForwardTokenIDs:      o.ForwardTokenIDs,
+		ForwardPriority:      o.ForwardPriority,
 		AdminToken:           o.AdminToken,
 		MaxPrompts:           o.MaxPrompts,
 		MaxPromptTokens:      o.MaxPromptTokens,

@@ -30,6 +30,9 @@ type Sampling struct {
 	// vLLM extensions the gRPC path maps onto sampling parameters.
 	IgnoreEOS    bool
 	StopTokenIDs []uint32
+	// Priority is vLLM's priority (lower runs first; nil: not given), the gateway's admission
+	// band when no x-kvgate-priority header names one.
+	Priority *int64
 }
 
 // samplingFields parse the Sampling fields in this order (stream before stream_options, which
@@ -49,6 +52,7 @@ var samplingFields = []struct {
 	{"user", (*Sampling).parseUser},
 	{"ignore_eos", (*Sampling).parseIgnoreEOS},
 	{"stop_token_ids", (*Sampling).parseStopTokenIDs},
+	{"priority", (*Sampling).parsePriority},
 }
 
 // parse fills s from the raw fields; absent and null fields keep their defaults.
@@ -125,6 +129,15 @@ func (s *Sampling) parseSeed(v []byte, _ Limits) *Error {
 		return BadRequest("seed", "seed must be an integer")
 	}
 	s.Seed = &n
+	return nil
+}
+
+func (s *Sampling) parsePriority(v []byte, _ Limits) *Error {
+	n, err := parseInt(v)
+	if err != nil {
+		return BadRequest("priority", "priority must be an integer")
+	}
+	s.Priority = &n
 	return nil
 }
 

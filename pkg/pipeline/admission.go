@@ -43,22 +43,51 @@ func newQueue(cfg Config) (*admission.Queue[*fleet.Member], error) {
 	return admission.New[*fleet.Member](admission.Config{MaxLen: cfg.Queue.Max, MaxWait: cfg.Queue.MaxWait, LookAhead: cfg.Queue.LookAhead, Now: cfg.Now})
 }
 
-// requestPriority returns the band of r: x-kvgate-priority, bounded by the client key's grant,
-// else the key's default (0 without keys). A malformed header is a 400.
-func requestPriority(r *http.Request) (int, *openai.Error) {
+// requestPriority returns the band of c's request r: x-kvgate-priority, else the body's vLLM
+// priority field (held to ±clientauth.MaxPriority: any integer is a valid vLLM priority), each
+// bounded by the client key's grant, else the key's default (0 without keys). A malformed
+// header is a 400.
+func requestPriority(r *http.Request, c *Call) (int, *openai.Error) {
 	g, keyed := clientauth.KeyGrant(r.Context())
 	v := r.Header.Get(HeaderPriority)
-	if v == "" {
+	var p int
+	switch bp := c.bodyPriority(); {
+	case v != "":
+		var err error
+		p, err = strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || p < -clientauth.MaxPriority || p > clientauth.MaxPriority {
+			return 0, openai.BadRequest("x-kvgate-priority", fmt.Sprintf("x-kvgate-priority must be an integer in [-%d, %d]", clientauth.MaxPriority, clientauth.MaxPriority))
+		}
+	case bp != nil:
+		p = int(min(max(*bp, -clientauth.MaxPriority), clientauth.MaxPriority))
+	default:
 		return g.Priority, nil
-	}
-	p, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || p < -clientauth.MaxPriority || p > clientauth.MaxPriority {
-		return 0, openai.BadRequest("x-kvgate-priority", fmt.Sprintf("x-kvgate-priority must be an integer in [-%d, %d]", clientauth.MaxPriority, clientauth.MaxPriority))
 	}
 	if keyed {
 		p = max(p, g.BestPriority)
 	}
 	return p, nil
+}
+
+// priorityEdits settles the body's own priority field for the engines: stripped unless
+// Config.ForwardPriority (a vLLM not running priority scheduling refuses a request with a
+// non-zero priority), and when forwarded held to the client key's grant, so that a key gets
+// no engine priority above the band it may ask for.
+func (pl *Pipeline) priorityEdits(r *http.Request, c *Call) {
+	bp := c.bodyPriority()
+	if bp == nil {
+		if c.bodyHas("priority") && !pl.cfg.ForwardPriority {
+			c.Req.Edits = append(c.Req.Edits, openai.Edit{Key: "priority"}) // an explicit null
+		}
+		return
+	}
+	if !pl.cfg.ForwardPriority {
+		c.Req.Edits = append(c.Req.Edits, openai.Edit{Key: "priority"})
+		return
+	}
+	if g, keyed := clientauth.KeyGrant(r.Context()); keyed && *bp < int64(g.BestPriority) {
+		c.Req.Edits = append(c.Req.Edits, openai.Edit{Key: "priority", Value: strconv.AppendInt(nil, int64(g.BestPriority), 10)})
+	}
 }
 
 // admit routes c (route), through its pool's queue when one is configured and the pool is
@@ -77,7 +106,7 @@ func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s
 			return RouteError(c.Target.Model, s.sel.Known, false)
 		}
 	}
-	prio, aerr := requestPriority(r)
+	prio, aerr := requestPriority(r, c)
 	if aerr != nil {
 		return aerr
 	}

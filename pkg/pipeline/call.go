@@ -42,6 +42,28 @@ func (c *Call) RouteTokens() []uint32 {
 	return c.Req.Tokens[0]
 }
 
+// bodyPriority returns the priority field of c's completion or chat body (nil: none).
+func (c *Call) bodyPriority() *int64 {
+	switch {
+	case c.Req.Completion != nil:
+		return c.Req.Completion.Priority
+	case c.Req.Chat != nil:
+		return c.Req.Chat.Priority
+	}
+	return nil
+}
+
+// bodyHas reports whether c's completion or chat body has the top-level field key.
+func (c *Call) bodyHas(key string) bool {
+	switch {
+	case c.Req.Completion != nil:
+		return c.Req.Completion.Has(key)
+	case c.Req.Chat != nil:
+		return c.Req.Chat.Has(key)
+	}
+	return false
+}
+
 // HasMedia reports whether c's chat request carried media (RenderChat routes it on ids of its
 // own, and /debug/route explains them without prompt tokens).
 func (c *Call) HasMedia() bool { return c.media != nil }

@@ -38,6 +38,11 @@ type Config struct {
 	// ForwardTokenIDs sends the gateway's token ids as the prompt to http:// workers, so the
 	// engine caches exactly what was indexed.
 	ForwardTokenIDs bool
+	// ForwardPriority passes a request's own priority field on to http:// workers (held to the
+	// client key's grant), for engines that run priority scheduling (vLLM
+	// --scheduling-policy priority); false strips it. Either way it is the request's admission
+	// band when no x-kvgate-priority header gives one.
+	ForwardPriority bool
 	// MaxPrompts is the most prompts one completion request may batch (default 256); more is a
 	// 400. Each prompt is tokenized, routed and, on gRPC workers, generated separately.
 	MaxPrompts int

@@ -418,15 +418,8 @@ var transferFields = []string{"kv_transfer_params", "bootstrap_host", "bootstrap
 // stripTransferFields removes a client's transfer fields from the bodies its request's legs
 // get, and counts the request.
 func (pl *Pipeline) stripTransferFields(c *Call) {
-	has := func(string) bool { return false }
-	switch {
-	case c.Req.Completion != nil:
-		has = c.Req.Completion.Has
-	case c.Req.Chat != nil:
-		has = c.Req.Chat.Has
-	}
 	for _, k := range transferFields {
-		if has(k) {
+		if c.bodyHas(k) {
 			c.Req.Edits = append(c.Req.Edits, openai.Edit{Key: k})
 		}
 	}

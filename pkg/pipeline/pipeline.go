@@ -95,6 +95,7 @@ func (pl *Pipeline) Serve(w http.ResponseWriter, r *http.Request, c *Call, ep *E
 		return
 	}
 	pl.stripTransferFields(c)
+	pl.priorityEdits(r, c)
 	if s.disagg && pl.servePair(ctx, w, c, ep, s, dec) {
 		return
 	}

@@ -26,7 +26,11 @@ func newGatedWorker(t *testing.T) *gatedWorker {
 	gw := &gatedWorker{fakeWorker: newFakeWorker(t, "m"), arrived: make(chan string, 64), release: make(chan struct{}, 64)}
 	done := make(chan struct{})
 	gw.handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) {
-		gw.arrived <- fmt.Sprint(body["prompt"])
+		seen := fmt.Sprint(body["prompt"])
+		if p, ok := body["priority"]; ok {
+			seen += fmt.Sprintf("|priority=%v", p)
+		}
+		gw.arrived <- seen
 		select {
 		case <-gw.release:
 		case <-done:
@@ -39,7 +43,8 @@ func newGatedWorker(t *testing.T) *gatedWorker {
 	return gw
 }
 
-// next waits for the next prompt the worker receives.
+// next waits for the next prompt the worker receives ("|priority=P" appended when its body
+// has a priority field).
 func (gw *gatedWorker) next(t *testing.T) string {
 	t.Helper()
 	select {
@@ -61,9 +66,14 @@ type result struct {
 // sendAsync posts a completion of prompt with headers h and delivers the answer on the
 // returned channel (status -1: the request failed).
 func (g *testGateway) sendAsync(ctx context.Context, prompt string, h map[string]string) <-chan result {
+	return g.sendBodyAsync(ctx, fmt.Sprintf(`{"prompt":%q}`, prompt), h)
+}
+
+// sendBodyAsync is sendAsync of a whole completion body.
+func (g *testGateway) sendBodyAsync(ctx context.Context, body string, h map[string]string) <-chan result {
 	out := make(chan result, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(fmt.Sprintf(`{"prompt":%q}`, prompt)))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.srv.URL+"/v1/completions", strings.NewReader(body))
 		for k, v := range h {
 			req.Header.Set(k, v)
 		}
@@ -278,4 +288,43 @@ func TestQueueShutdown(t *testing.T) {
 	}
 	await(t, hold)
 	g.queued(t, 0)
+}
+
+// TestQueueBodyPriority: without x-kvgate-priority the body's vLLM priority field is the band
+// (lower runs first, held to the key's grant); the worker gets it only with ForwardPriority,
+// then held to the grant too, and stripped otherwise.
+func TestQueueBodyPriority(t *testing.T) {
+	for _, forward := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) {
+			gw := newGatedWorker(t)
+			keys := mustKeySet(t, clientauth.APIKey{Name: "k", Key: "kk", Priority: 0, BestPriority: -2})
+			g := newTestGateway(t, testConfig{APIKeys: keys, ForwardPriority: forward, MaxInFlightPerWorker: 1, Queue: pipeline.QueueConfig{Max: 8}}, gw.url())
+			ctx, auth := t.Context(), map[string]string{"Authorization": "Bearer kk"}
+			hold := g.sendBodyAsync(ctx, `{"prompt":"hold"}`, auth)
+			gw.next(t)
+			low := g.sendBodyAsync(ctx, `{"prompt":"low","priority":7}`, auth)
+			g.queued(t, 1)
+			high := g.sendBodyAsync(ctx, `{"prompt":"high","priority":-9}`, auth) // held to -2
+			g.queued(t, 2)
+			want := []string{"high", "low"}
+			if forward {
+				want = []string{"high|priority=-2", "low|priority=7"}
+			}
+			for _, w := range want {
+				gw.release <- struct{}{}
+				if got := gw.next(t); got != w {
+					t.Errorf("worker got %q, want %q", got, w)
+				}
+			}
+			gw.release <- struct{}{}
+			for _, c := range []<-chan result{hold, low, high} {
+				if r := await(t, c); r.status != http.StatusOK {
+					t.Errorf("answer %d %s, want 200", r.status, r.body)
+				}
+			}
+			if got := g.metricValue(t, "kvgate_queue_requests_total", "priority", "-2", "outcome", "admitted"); got != 1 {
+				t.Errorf("admitted in band -2: %v, want 1", got)
+			}
+		})
+	}
 }

@@ -24,6 +24,7 @@ type Config struct {
 	Models               []Model
 	Fleet                fleet.Config
 	ForwardTokenIDs      bool
+	ForwardPriority      bool
 	MaxPrompts           int
 	MaxPromptTokens      int
 	MaxBodyBytes         int64
@@ -53,7 +54,7 @@ type Config struct {
 
 // pipeline returns the pipeline's part of c.
 func (c *Config) pipeline() pipeline.Config {
-	return pipeline.Config{Models: c.Models, Fleet: c.Fleet, ForwardTokenIDs: c.ForwardTokenIDs, MaxPrompts: c.MaxPrompts,
+	return pipeline.Config{Models: c.Models, Fleet: c.Fleet, ForwardTokenIDs: c.ForwardTokenIDs, ForwardPriority: c.ForwardPriority, MaxPrompts: c.MaxPrompts,
 		MaxPromptTokens: c.MaxPromptTokens, MaxBodyBytes: c.MaxBodyBytes, MaxN: c.MaxN, MaxInFlightPerWorker: c.MaxInFlightPerWorker,
 		Queue: c.Queue, UpstreamTimeout: c.UpstreamTimeout, Tracing: c.Tracing, Logger: c.Logger, Registerer: c.Registerer, Now: c.Now}
 }

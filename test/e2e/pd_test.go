@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,15 +20,16 @@ import (
 // simulator caches the transferred blocks (and publishes them, so a follow-up whose history
 // it holds runs whole there), and a prefill failure is bounded.
 
-// pdFleet starts a prefill and a decode simulator of one transfer style, an aggregated one
-// to compare answers with, and a gateway over the pair.
-func pdFleet(t *testing.T, transfer string) (gw *harness.Gateway, p, d, agg *harness.Sim) {
+// pdFleet starts a prefill and a decode simulator of one transfer style (the prefill one with
+// extra flags prefillArgs), an aggregated one to compare answers with, and a gateway over the
+// pair.
+func pdFleet(t *testing.T, transfer string, prefillArgs ...string) (gw *harness.Gateway, p, d, agg *harness.Sim) {
 	l := newLauncher(t)
 	ports, err := harness.FreeTCPPorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pArgs := []string{"--pd-role", "prefill", "--pd-transfer", transfer, "--pd-bootstrap-port", fmt.Sprint(ports[0]), "--pd-wait", "5s"}
+	pArgs := append([]string{"--pd-role", "prefill", "--pd-transfer", transfer, "--pd-bootstrap-port", fmt.Sprint(ports[0]), "--pd-wait", "5s"}, prefillArgs...)
 	p = startSim(t, l, harness.SimOptions{Name: "prefill", Events: true, Args: pArgs})
 	d = startSim(t, l, harness.SimOptions{Name: "decode", Events: true, Args: []string{"--pd-role", "decode", "--pd-transfer", transfer, "--pd-wait", "5s"}})
 	agg = startSim(t, l, harness.SimOptions{Name: "aggregated"})
@@ -176,6 +179,70 @@ func TestPDPairs(t *testing.T) {
 			mustf(t, time.Since(start) < 10*time.Second, "took %v after the prefill simulator stopped", time.Since(start))
 			mustf(t, k.Status == http.StatusOK || k.Status >= 500 && strings.Contains(string(k.Body), "prefill"),
 				"after the prefill simulator stopped: %d %s", k.Status, k.Body)
+		})
+	}
+}
+
+// TestPDPrefillKilledMidRequest kills the prefill simulator while it computes the prefill legs
+// of concurrent requests, plain and streamed: every client gets an answer (the request run
+// whole on the decode worker) or a clear error naming the prefill stage, within the
+// --pd-timeout bound, and no request is left in flight at the gateway.
+func TestPDPrefillKilledMidRequest(t *testing.T) {
+	for _, transfer := range []string{"nixl", "sglang"} {
+		t.Run(transfer, func(t *testing.T) {
+			// 400 prompt tokens at 10 ms each: every prefill leg takes about 4 s.
+			gw, p, _, _ := pdFleet(t, transfer, "--prefill-per-token", "10ms")
+			type answer struct {
+				status int
+				body   string
+				took   time.Duration
+			}
+			const n = 4
+			answers := make(chan answer, n)
+			for i := range n {
+				body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": text(fmt.Sprintf("pd-kill-%s-%d", transfer, i), 400),
+					"max_tokens": 4, "stream": i%2 == 1})
+				go func() {
+					start := time.Now()
+					resp, err := httpClient.Post(gw.URL+"/v1/completions", "application/json", bytes.NewReader(body))
+					if err != nil {
+						answers <- answer{status: -1, body: err.Error(), took: time.Since(start)}
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					answers <- answer{status: resp.StatusCode, body: string(b), took: time.Since(start)}
+				}()
+			}
+			running := func() float64 {
+				if f := scrape(t, p.MetricsURL())["vllm:num_requests_running"]; f != nil {
+					return f.sum(nil)
+				}
+				return 0
+			}
+			mustf(t, harness.Eventually(10*time.Second, func() bool { return running() >= 1 }), "the prefill simulator never started a leg")
+			p.Kill()
+			for range n {
+				var a answer
+				select {
+				case a = <-answers:
+				case <-time.After(30 * time.Second):
+					t.Fatal("a client got no answer 30 s after the prefill simulator was killed")
+				}
+				t.Logf("answer after %v: %d %.160s", a.took, a.status, a.body)
+				mustf(t, a.took < 15*time.Second, "answered after %v, past the 5 s prefill bound", a.took)
+				ok := a.status == http.StatusOK && (strings.Contains(a.body, `"text"`) || strings.Contains(a.body, "data: [DONE]")) && !strings.Contains(a.body, `"error"`)
+				failed := a.status >= 500 && strings.Contains(a.body, "prefill") ||
+					a.status == http.StatusOK && strings.Contains(a.body, `"error"`) && strings.Contains(a.body, "prefill")
+				mustf(t, ok || failed, "after the prefill simulator was killed: %d %s", a.status, a.body)
+			}
+			inflight := func() float64 {
+				if f := scrape(t, gw.MetricsURL())["kvgate_worker_in_flight"]; f != nil {
+					return f.sum(nil)
+				}
+				return 0
+			}
+			mustf(t, harness.Eventually(10*time.Second, func() bool { return inflight() == 0 }), "%v requests still in flight at the gateway", inflight())
 		})
 	}
 }

@@ -90,3 +90,16 @@ func jsonDiff(t testing.TB, want, got []byte) string {
 	}
 	return cmp.Diff(w, g)
 }
+
+// beginConfirmed is Begin then, for a turn begun from a replica's copies, the store's answer
+// on its chain (Turn.Confirm), as the router runs them.
+func beginConfirmed(ctx context.Context, s *Service, scope string, req *openai.ResponsesRequest) (*Turn, *openai.Error) {
+	t, aerr := s.Begin(ctx, scope, req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := t.Confirm(); aerr != nil {
+		return nil, aerr
+	}
+	return t, nil
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -36,7 +37,8 @@ const DefaultCacheBytes = 64 << 20
 // key (resp:SCOPE:ID, the encoding of record.go) with a TTL renewed by reads (GETEX); a
 // conversation is its metadata key (conv:SCOPE:ID) and a list of its items (items:SCOPE:ID).
 // A turn's record is written by one SET, which has returned before the client sees the
-// response, so any replica finds it; its chain is read in one round trip (or two, GetChain).
+// response, so any replica finds it; its chain is read in one round trip (or two, GetChain),
+// which on the replica holding the chain overlaps the caller's work (StartChain).
 // Redis itself bounds the memory: give it a maxmemory and a maxmemory-policy such as
 // volatile-lru (docs/responses.md).
 //
@@ -183,6 +185,67 @@ func (r *Redis) GetChain(ctx context.Context, scope, id string) ([]*Record, erro
 	}
 	if out[len(out)-1] == nil {
 		return nil, nil // the head was deleted or expired in Redis
+	}
+	return out, nil
+}
+
+// StartChain is GetChain begun from this replica's copies, for a caller with other work to do
+// meanwhile: when the replica holds every record of the chain (it wrote or read them), it
+// returns them at once and sends Redis the renewals (PEXPIRE) in the background; confirm waits
+// for Redis's answer and returns the chain as GetChain would (nil where a record was deleted
+// or expired meanwhile, nil when the head was): the copies are a guess until confirmed. When a
+// record is not held here, local is nil and the caller uses GetChain.
+func (r *Redis) StartChain(ctx context.Context, scope, id string) (local []*Record, confirm func() ([]*Record, error)) {
+	head := r.cache.get(scope, id)
+	if head == nil {
+		return nil, nil
+	}
+	local = make([]*Record, len(head.Ancestors)+1)
+	local[len(local)-1] = head
+	for i, a := range head.Ancestors {
+		if local[i] = r.cache.get(scope, a); local[i] == nil {
+			return nil, nil
+		}
+	}
+	ids := append(head.Ancestors[:len(head.Ancestors):len(head.Ancestors)], id)
+	done := make(chan struct{})
+	var out []*Record
+	var err error
+	go func() {
+		defer close(done)
+		out, err = r.renewChain(ctx, scope, ids, local)
+	}()
+	// Let the renewal send its commands now: on a busy machine the new goroutine would
+	// otherwise wait for this one to block, after the rendering it is meant to overlap.
+	runtime.Gosched()
+	return local, func() ([]*Record, error) {
+		<-done
+		return out, err
+	}
+}
+
+// renewChain renews the records of ids, held here as recs, in one pipeline and returns recs
+// with nil where a record is gone from Redis (dropping it from the cache), nil when the last
+// (the head) is.
+func (r *Redis) renewChain(ctx context.Context, scope string, ids []string, recs []*Record) ([]*Record, error) {
+	exps := make([]*redis.BoolCmd, len(ids))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, a := range ids {
+			exps[i] = p.PExpire(ctx, r.respKey(scope, a), r.ttl)
+		}
+		return nil
+	})
+	if err := unavailable(err); err != nil {
+		return nil, err
+	}
+	out := append([]*Record(nil), recs...)
+	for i, a := range ids {
+		if err := r.chainRecord(scope, a, out, i, nil, exps[i]); err != nil {
+			return nil, err
+		}
+	}
+	if out[len(out)-1] == nil {
+		return nil, nil
 	}
 	return out, nil
 }

@@ -11,9 +11,10 @@ import (
 )
 
 // TestConfirmAcrossReplicas: a follow-up on the replica holding its chain is expanded from the
-// copies at once and confirmed by Redis later (Turn.Confirm); a record deleted on another
-// replica or gone from Redis by its own means is missing all the same, at Confirm and at
-// Finish (nothing is stored on an unconfirmed chain).
+// copies at once; Redis confirms them later, for a streamed turn at Turn.Confirm (before it
+// goes upstream), for another at Finish, in the round trip of its write. A record deleted on
+// another replica or gone from Redis by its own means is missing all the same, and a turn on
+// a cut chain leaves nothing stored.
 func TestConfirmAcrossReplicas(t *testing.T) {
 	rs := testutil.StartRedis(t, 0)
 	ctx := context.Background()
@@ -28,63 +29,67 @@ func TestConfirmAcrossReplicas(t *testing.T) {
 		reps[i], svcs[i] = r, newService(t, r)
 	}
 	a, b := svcs[0], svcs[1]
-	_, r1 := turn(t, a, "k", `{"input":"q1"}`, completion("a1", "", nil, "stop"))
-	_, r2 := turn(t, a, "k", fmt.Sprintf(`{"input":"q2","previous_response_id":%q}`, r1["id"]), completion("a2", "", nil, "stop"))
-	follow := func(prev any) string { return fmt.Sprintf(`{"input":"q3","previous_response_id":%q}`, prev) }
+	stored := func(id string) bool {
+		recs, err := reps[1].GetResponses(ctx, "k", []string{id})
+		return err == nil && recs[0] != nil
+	}
+	for _, stream := range []bool{false, true} {
+		follow := func(prev any) string {
+			return fmt.Sprintf(`{"input":"q3","previous_response_id":%q,"stream":%v}`, prev, stream)
+		}
+		chain := func() [2]any { // a 2-turn chain written by a: its first and last ids
+			_, r1 := turn(t, a, "k", `{"input":"q1"}`, completion("a1", "", nil, "stop"))
+			_, r2 := turn(t, a, "k", fmt.Sprintf(`{"input":"q2","previous_response_id":%q}`, r1["id"]), completion("a2", "", nil, "stop"))
+			return [2]any{r1["id"], r2["id"]}
+		}
+		ids := chain()
+		tn, aerr := a.Begin(ctx, "k", mustParse(t, follow(ids[1])))
+		if aerr != nil || (tn.confirm == nil) != !stream || (tn.unconfirmed == nil) != stream {
+			t.Fatalf("stream %v: a follow-up on the replica that wrote the chain was not begun from its copies (%v)", stream, aerr)
+		}
+		if !strings.Contains(string(tn.ChatBody(nil, 0)), `"a1"`) {
+			t.Errorf("chat body from the copies misses the chain: %s", tn.ChatBody(nil, 0))
+		}
+		if tn, aerr = runTurn(ctx, a, "k", mustParse(t, follow(ids[1]))); aerr != nil || !stored(tn.ID) {
+			t.Fatalf("stream %v: follow-up of a live chain: %v", stream, aerr)
+		}
+		if tn, aerr = b.Begin(ctx, "k", mustParse(t, follow(ids[1]))); aerr != nil || tn.confirm != nil || tn.unconfirmed != nil {
+			t.Fatalf("stream %v: follow-up on the other replica: %v; want read from Redis", stream, aerr)
+		}
 
-	tn, aerr := a.Begin(ctx, "k", mustParse(t, follow(r2["id"])))
-	if aerr != nil {
-		t.Fatal(aerr.Message)
-	}
-	if tn.confirm == nil {
-		t.Fatal("a follow-up on the replica that wrote the chain was not begun from its copies")
-	}
-	if !strings.Contains(string(tn.ChatBody(nil, 0)), `"a1"`) {
-		t.Errorf("chat body from the copies misses the chain: %s", tn.ChatBody(nil, 0))
-	}
-	if aerr := tn.Confirm(); aerr != nil {
-		t.Fatalf("confirm of a live chain: %v", aerr.Message)
-	}
-	if tn, aerr = b.Begin(ctx, "k", mustParse(t, follow(r2["id"]))); aerr != nil || tn.confirm != nil {
-		t.Fatalf("follow-up on the other replica: %v, pending %v; want read from Redis", aerr, tn != nil && tn.confirm != nil)
-	}
+		// The first turn deleted through the other replica: a's copy must not count.
+		if _, aerr := b.DeleteResponse(ctx, "k", ids[0].(string)); aerr != nil {
+			t.Fatal(aerr.Message)
+		}
+		tn, _ = a.Begin(ctx, "k", mustParse(t, follow(ids[1])))
+		if aerr := tn.Confirm(); stream && (aerr == nil || aerr.Status != 404 || !strings.Contains(aerr.Message, "expired or was deleted")) {
+			t.Errorf("confirm of a streamed turn on a chain another replica cut: got %v, want 404", aerr)
+		}
+		res, _ := tn.FromCompletion(completion("a3", "", nil, "stop"), nil)
+		if _, aerr := a.Finish(ctx, tn, res); aerr == nil || aerr.Status != 404 || !strings.Contains(aerr.Message, "expired or was deleted") {
+			t.Errorf("stream %v: finish on a chain another replica cut: got %v, want 404", stream, aerr)
+		}
+		if stored(tn.ID) {
+			t.Errorf("stream %v: a turn on a cut chain was stored", stream)
+		}
+		if _, aerr := a.Begin(ctx, "k", mustParse(t, follow(ids[1]))); aerr == nil || aerr.Status != 404 {
+			t.Errorf("stream %v: the next follow-up of the cut chain: got %v, want 404 (the copy dropped)", stream, aerr)
+		}
 
-	// r1 deleted through the other replica: a's copy must not count, whether the turn is
-	// confirmed (the router) or goes straight to Finish.
-	if _, aerr := b.DeleteResponse(ctx, "k", r1["id"].(string)); aerr != nil {
-		t.Fatal(aerr.Message)
-	}
-	tn, aerr = a.Begin(ctx, "k", mustParse(t, follow(r2["id"])))
-	if aerr != nil || tn.confirm == nil {
-		t.Fatalf("begin from copies: %v", aerr)
-	}
-	res, _ := tn.FromCompletion(completion("a3", "", nil, "stop"), nil)
-	if _, aerr := a.Finish(ctx, tn, res); aerr == nil || aerr.Status != 404 || !strings.Contains(aerr.Message, "expired or was deleted") {
-		t.Errorf("finish without confirm on a chain another replica cut: got %v, want 404", aerr)
-	}
-	if recs, _ := reps[0].GetResponses(ctx, "k", []string{tn.ID}); recs[0] != nil {
-		t.Error("a turn on a deleted chain was stored")
-	}
-	_, r5 := turn(t, a, "k", `{"input":"q5"}`, completion("a5", "", nil, "stop"))
-	_, r6 := turn(t, a, "k", fmt.Sprintf(`{"input":"q6","previous_response_id":%q}`, r5["id"]), completion("a6", "", nil, "stop"))
-	if _, aerr := b.DeleteResponse(ctx, "k", r5["id"].(string)); aerr != nil {
-		t.Fatal(aerr.Message)
-	}
-	if tn, aerr = a.Begin(ctx, "k", mustParse(t, follow(r6["id"]))); aerr != nil || tn.confirm == nil {
-		t.Fatalf("begin from copies: %v", aerr)
-	}
-	if aerr := tn.Confirm(); aerr == nil || aerr.Status != 404 || !strings.Contains(aerr.Message, "expired or was deleted") {
-		t.Errorf("confirm of a chain whose first turn another replica deleted: got %v, want 404", aerr)
-	}
-	if _, aerr := a.Begin(ctx, "k", mustParse(t, follow(r6["id"]))); aerr == nil || aerr.Status != 404 {
-		t.Errorf("the next follow-up of the cut chain: got %v, want 404 (the copy dropped)", aerr)
-	}
-
-	// The head gone by Redis's own means (expiry, eviction).
-	_, r4 := turn(t, a, "k", `{"input":"q4"}`, completion("a4", "", nil, "stop"))
-	reps[1].c.Del(ctx, reps[1].respKey("k", r4["id"].(string)))
-	if _, aerr := beginConfirmed(ctx, a, "k", mustParse(t, follow(r4["id"]))); aerr == nil || aerr.Status != 404 || !strings.Contains(aerr.Message, "not found") {
-		t.Errorf("follow-up of a head gone from Redis: got %v, want 404", aerr)
+		// The head gone by Redis's own means (expiry, eviction).
+		ids = chain()
+		reps[1].c.Del(ctx, reps[1].respKey("k", ids[1].(string)))
+		if _, aerr := runTurn(ctx, a, "k", mustParse(t, follow(ids[1]))); aerr == nil || aerr.Status != 404 || !strings.Contains(aerr.Message, "not found") {
+			t.Errorf("stream %v: follow-up of a head gone from Redis: got %v, want 404", stream, aerr)
+		}
+		// store: false confirms alone.
+		ids = chain()
+		_, _ = b.DeleteResponse(ctx, "k", ids[0].(string))
+		req := mustParse(t, follow(ids[1]))
+		req.Store = false
+		if _, aerr := runTurn(ctx, a, "k", req); aerr == nil || aerr.Status != 404 {
+			t.Errorf("stream %v: store: false follow-up on a cut chain: got %v, want 404", stream, aerr)
+		}
 	}
 }
 
@@ -97,8 +102,8 @@ func TestItemMemo(t *testing.T) {
 	_, r1 := turn(t, s, "k", `{"input":"q1"}`, completion("a1", "", nil, "stop"))
 	_, r2 := turn(t, s, "k", fmt.Sprintf(`{"input":"q2","previous_response_id":%q}`, r1["id"]), completion("a2", "", nil, "stop"))
 	follow := fmt.Sprintf(`{"input":"q3","previous_response_id":%q}`, r2["id"])
-	t1, _ := beginConfirmed(ctx, s, "k", mustParse(t, follow))
-	t2, _ := beginConfirmed(ctx, s, "k", mustParse(t, follow))
+	t1, _ := s.Begin(ctx, "k", mustParse(t, follow))
+	t2, _ := s.Begin(ctx, "k", mustParse(t, follow))
 	if len(t1.History) != 4 || len(t2.History) != 4 {
 		t.Fatalf("history: got %d and %d items, want 4", len(t1.History), len(t2.History))
 	}

@@ -38,7 +38,8 @@ const DefaultCacheBytes = 64 << 20
 // conversation is its metadata key (conv:SCOPE:ID) and a list of its items (items:SCOPE:ID).
 // A turn's record is written by one SET, which has returned before the client sees the
 // response, so any replica finds it; its chain is read in one round trip (or two, GetChain),
-// which on the replica holding the chain overlaps the caller's work (StartChain).
+// which on the replica holding the chain overlaps the caller's work or joins the write
+// (LocalChain).
 // Redis itself bounds the memory: give it a maxmemory and a maxmemory-policy such as
 // volatile-lru (docs/responses.md).
 //
@@ -189,60 +190,90 @@ func (r *Redis) GetChain(ctx context.Context, scope, id string) ([]*Record, erro
 	return out, nil
 }
 
-// StartChain is GetChain begun from this replica's copies, for a caller with other work to do
-// meanwhile: when the replica holds every record of the chain (it wrote or read them), it
-// returns them at once and sends Redis the renewals (PEXPIRE) in the background; confirm waits
-// for Redis's answer and returns the chain as GetChain would (nil where a record was deleted
-// or expired meanwhile, nil when the head was): the copies are a guess until confirmed. When a
-// record is not held here, local is nil and the caller uses GetChain.
-func (r *Redis) StartChain(ctx context.Context, scope, id string) (local []*Record, confirm func() ([]*Record, error)) {
+// The chain of a follow-up on the replica that holds it, in the caller's order of work: the
+// copies at once (LocalChain), then Redis's word that they are all still there, renewing them
+// (PEXPIRE), either in the background while the caller renders (StartRenew), or in the same
+// round trip as the turn's own record (PutRenewing) or alone (RenewChain) when the caller can
+// wait to the end. Each returns the chain as GetChain would: nil where a record was deleted
+// or expired in Redis (on any replica), nil when the head was; the copies are a guess until
+// then.
+
+// LocalChain returns the chain ending with id from this replica's copies, nil unless it holds
+// every record of it.
+func (r *Redis) LocalChain(scope, id string) []*Record {
 	head := r.cache.get(scope, id)
 	if head == nil {
-		return nil, nil
+		return nil
 	}
-	local = make([]*Record, len(head.Ancestors)+1)
+	local := make([]*Record, len(head.Ancestors)+1)
 	local[len(local)-1] = head
 	for i, a := range head.Ancestors {
 		if local[i] = r.cache.get(scope, a); local[i] == nil {
-			return nil, nil
+			return nil
 		}
 	}
-	ids := append(head.Ancestors[:len(head.Ancestors):len(head.Ancestors)], id)
+	return local
+}
+
+// StartRenew sends the renewal of a chain from LocalChain now and returns the wait for its
+// answer.
+func (r *Redis) StartRenew(ctx context.Context, scope string, chain []*Record) (wait func() ([]*Record, error)) {
 	done := make(chan struct{})
 	var out []*Record
 	var err error
 	go func() {
 		defer close(done)
-		out, err = r.renewChain(ctx, scope, ids, local)
+		out, err = r.RenewChain(ctx, scope, chain)
 	}()
 	// Let the renewal send its commands now: on a busy machine the new goroutine would
 	// otherwise wait for this one to block, after the rendering it is meant to overlap.
 	runtime.Gosched()
-	return local, func() ([]*Record, error) {
+	return func() ([]*Record, error) {
 		<-done
 		return out, err
 	}
 }
 
-// renewChain renews the records of ids, held here as recs, in one pipeline and returns recs
-// with nil where a record is gone from Redis (dropping it from the cache), nil when the last
-// (the head) is.
-func (r *Redis) renewChain(ctx context.Context, scope string, ids []string, recs []*Record) ([]*Record, error) {
-	exps := make([]*redis.BoolCmd, len(ids))
+// RenewChain renews a chain from LocalChain in one pipeline.
+func (r *Redis) RenewChain(ctx context.Context, scope string, chain []*Record) ([]*Record, error) {
+	return r.renewPut(ctx, scope, chain, nil)
+}
+
+// PutResponseRenewing is PutResponse and RenewChain of the chain rec continues, in one
+// pipeline. When the chain turns out cut, rec is removed again (its id was never given to
+// anyone) and the chain is returned as it is.
+func (r *Redis) PutResponseRenewing(ctx context.Context, scope string, rec *Record, chain []*Record) ([]*Record, error) {
+	return r.renewPut(ctx, scope, chain, rec)
+}
+
+func (r *Redis) renewPut(ctx context.Context, scope string, chain []*Record, rec *Record) ([]*Record, error) {
+	exps := make([]*redis.BoolCmd, len(chain))
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, a := range ids {
-			exps[i] = p.PExpire(ctx, r.respKey(scope, a), r.ttl)
+		for i, c := range chain {
+			exps[i] = p.PExpire(ctx, r.respKey(scope, c.ID), r.ttl)
+		}
+		if rec != nil {
+			p.Set(ctx, r.respKey(scope, rec.ID), encodeRecord(rec), r.ttl)
 		}
 		return nil
 	})
 	if err := unavailable(err); err != nil {
 		return nil, err
 	}
-	out := append([]*Record(nil), recs...)
-	for i, a := range ids {
-		if err := r.chainRecord(scope, a, out, i, nil, exps[i]); err != nil {
+	out := append([]*Record(nil), chain...)
+	cut := false
+	for i, c := range chain {
+		if !exps[i].Val() {
+			out[i], cut = nil, true
+			r.cache.remove(scope, c.ID)
+		}
+	}
+	if cut && rec != nil {
+		if err := unavailable(r.c.Del(ctx, r.respKey(scope, rec.ID)).Err()); err != nil {
 			return nil, err
 		}
+	} else if rec != nil {
+		r.cache.put(scope, rec)
 	}
 	if out[len(out)-1] == nil {
 		return nil, nil

@@ -133,6 +133,9 @@ type Turn struct {
 	// confirm waits for the store's answer on the chain (loadChain); confirmed is its result.
 	confirm   func() *openai.Error
 	confirmed *openai.Error
+	// unconfirmed is the chain expanded from copies that Finish confirms, through copies.
+	unconfirmed []*Record
+	copies      chainCopies
 }
 
 // nextID returns the id of the turn's next item of type typ.
@@ -205,25 +208,32 @@ func (s *Service) Begin(ctx context.Context, scope string, req *openai.Responses
 	return t, nil
 }
 
-// chainStarter is a store that can begin a chain read from local copies and confirm it
-// while the caller works (Redis.StartChain).
-type chainStarter interface {
-	StartChain(ctx context.Context, scope, id string) ([]*Record, func() ([]*Record, error))
+// chainCopies is a store whose replica keeps copies of the records it wrote or read (Redis):
+// a follow-up's chain can be expanded from them at once and confirmed while the turn runs.
+type chainCopies interface {
+	LocalChain(scope, id string) []*Record
+	StartRenew(ctx context.Context, scope string, chain []*Record) func() ([]*Record, error)
+	RenewChain(ctx context.Context, scope string, chain []*Record) ([]*Record, error)
+	PutResponseRenewing(ctx context.Context, scope string, rec *Record, chain []*Record) ([]*Record, error)
 }
 
 // loadChain reads the previous response and its ancestors, in one store read. From a store
-// that holds them locally (chainStarter) it expands the copies at once and leaves the store's
-// answer to Turn.Confirm, so the round trip overlaps rendering and tokenizing.
+// that holds them locally (chainCopies) it expands the copies at once and leaves the store's
+// answer for later: a streamed turn's to Turn.Confirm (the round trip overlaps rendering and
+// tokenizing; the stream's first event must not come before it), another's to Finish, in the
+// round trip of its own write (nothing reaches the client before Finish).
 func (s *Service) loadChain(ctx context.Context, t *Turn) *openai.Error {
 	prev := t.Req.PreviousResponseID
-	if cs, ok := s.store.(chainStarter); ok {
-		if local, confirm := cs.StartChain(ctx, t.Scope, prev); local != nil {
+	if cc, ok := s.store.(chainCopies); ok {
+		if local := cc.LocalChain(t.Scope, prev); local != nil {
+			if !t.Req.Stream {
+				t.copies, t.unconfirmed = cc, local
+				return s.expandChain(t, prev, local)
+			}
+			wait := cc.StartRenew(ctx, t.Scope, local)
 			t.confirm = func() *openai.Error {
-				chain, err := confirm()
-				if err != nil {
-					return s.storeError("read", err)
-				}
-				return s.checkChain(prev, chain)
+				chain, err := wait()
+				return s.chainAnswer("read", prev, chain, err)
 			}
 			return s.expandChain(t, prev, local)
 		}
@@ -233,6 +243,15 @@ func (s *Service) loadChain(ctx context.Context, t *Turn) *openai.Error {
 		return s.storeError("read", err)
 	}
 	return s.expandChain(t, prev, chain)
+}
+
+// chainAnswer is the answer for a chain confirmed by the store (op is the store call's
+// metric label).
+func (s *Service) chainAnswer(op, prev string, chain []*Record, err error) *openai.Error {
+	if err != nil {
+		return s.storeError(op, err)
+	}
+	return s.checkChain(prev, chain)
 }
 
 // checkChain answers for a chain as GetChain returned it: 404 when the previous response or
@@ -271,11 +290,12 @@ func (s *Service) expandChain(t *Turn, prev string, chain []*Record) *openai.Err
 	return nil
 }
 
-// Confirm waits for the store's answer on a chain Begin expanded from a replica's copies
-// (Redis): a 404 when a record of it was deleted or expired meanwhile on any replica, a 503
-// when the store failed. Call it after the work that does not need the answer (rendering,
-// tokenizing) and before the turn is sent upstream; without a pending answer it returns at
-// once. Finish confirms too, so nothing is stored on an unconfirmed chain.
+// Confirm waits for the store's answer on the chain of a streamed turn Begin expanded from a
+// replica's copies (Redis): a 404 when a record of it was deleted or expired meanwhile on any
+// replica, a 503 when the store failed. Call it after the work that does not need the answer
+// (rendering, tokenizing) and before the turn is sent upstream; without a pending answer it
+// returns at once (a turn not streamed has its chain confirmed by Finish, in the round trip
+// of its write). Finish confirms too, so nothing is stored on an unconfirmed chain.
 func (t *Turn) Confirm() *openai.Error {
 	if t.confirm != nil {
 		t.confirmed, t.confirm = t.confirm(), nil
@@ -393,12 +413,18 @@ func (s *Service) Finish(ctx context.Context, t *Turn, res *Result) ([]byte, *op
 	}
 	resp := t.AppendResponse(nil, res)
 	if !t.Req.Store {
+		if t.unconfirmed != nil {
+			chain, err := t.copies.RenewChain(ctx, t.Scope, t.unconfirmed)
+			if aerr := s.chainAnswer("read", t.Req.PreviousResponseID, chain, err); aerr != nil {
+				return nil, aerr
+			}
+		}
 		return resp, nil
 	}
 	rec := &Record{ID: t.ID, Previous: t.Req.PreviousResponseID, Ancestors: t.Ancestors, Conversation: t.Req.Conversation,
 		CreatedAt: t.CreatedAt, Response: resp, Input: openai.AppendItems(nil, t.Input), Output: openai.AppendItems(nil, res.Items)}
-	if err := s.store.PutResponse(ctx, t.Scope, rec); err != nil {
-		return nil, s.storeError("write", err)
+	if aerr := s.putRecord(ctx, t, rec); aerr != nil {
+		return nil, aerr
 	}
 	if t.Req.Conversation != "" {
 		raws := make([][]byte, 0, len(t.Input)+len(res.Items))
@@ -417,4 +443,17 @@ func (s *Service) Finish(ctx context.Context, t *Turn, res *Result) ([]byte, *op
 		}
 	}
 	return resp, nil
+}
+
+// putRecord stores the turn's record, in the round trip that confirms its chain when that is
+// still to do (a chain cut meanwhile is the 404 and leaves nothing stored).
+func (s *Service) putRecord(ctx context.Context, t *Turn, rec *Record) *openai.Error {
+	if t.unconfirmed == nil {
+		if err := s.store.PutResponse(ctx, t.Scope, rec); err != nil {
+			return s.storeError("write", err)
+		}
+		return nil
+	}
+	chain, err := t.copies.PutResponseRenewing(ctx, t.Scope, rec, t.unconfirmed)
+	return s.chainAnswer("write", t.Req.PreviousResponseID, chain, err)
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // BenchmarkStoreOps times the store's part of a turn, with the memory store and with Redis (a
-// redis-server on loopback): begin, a follow-up on a stored 10-turn chain expanded into its
-// turn (read, parse, convert; with Redis, on the replica that wrote the chain, its copies
-// confirmed by one round trip); put, a turn's record written; and with Redis ping, one bare
-// round trip for scale.
+// redis-server on loopback): turn, a follow-up on a stored 10-turn chain from its request to
+// its stored record (Begin: read, parse, convert; Confirm; the answer converted; Finish:
+// stored; with Redis on the replica that wrote the chain), turn-stream the same streamed
+// (its chain confirmed before Finish); put, a record written alone; and with Redis ping, one
+// bare round trip for scale.
 func BenchmarkStoreOps(b *testing.B) {
 	ctx := context.Background()
 	for _, kind := range []string{"memory", "redis"} {
@@ -34,18 +35,17 @@ func BenchmarkStoreOps(b *testing.B) {
 			}
 			svc, _ := New(Config{Store: st})
 			prev := benchChain(b, svc)
-			b.Run("begin", func(b *testing.B) {
-				for b.Loop() {
-					req := &openai.ResponsesRequest{Model: "m", Store: true, PreviousResponseID: prev, Input: []openai.Item{userItem("and then?")}}
-					t, aerr := svc.Begin(ctx, "k", req)
-					if aerr == nil {
-						aerr = t.Confirm()
+			for _, stream := range []bool{false, true} {
+				name := map[bool]string{false: "turn", true: "turn-stream"}[stream]
+				b.Run(name, func(b *testing.B) {
+					for b.Loop() {
+						req := &openai.ResponsesRequest{Model: "m", Store: true, Stream: stream, PreviousResponseID: prev, Input: []openai.Item{userItem("and then?")}}
+						if _, aerr := runTurn(ctx, svc, "k", req); aerr != nil {
+							b.Fatal(aerr.Message)
+						}
 					}
-					if aerr != nil {
-						b.Fatal(aerr.Message)
-					}
-				}
-			})
+				})
+			}
 			b.Run("put", func(b *testing.B) {
 				rec := &Record{ID: "resp_x", Previous: prev, Ancestors: make([]string, 10), Response: make([]byte, 1500), Input: make([]byte, 1600), Output: make([]byte, 100)}
 				for b.Loop() {

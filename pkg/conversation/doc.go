@@ -10,6 +10,12 @@
 //     first, read in one store call: each record lists its ancestors) or the items of its
 //     conversation, then its input, item_references resolved (an item id names its response,
 //     ids.go), in the scope of the client key (pkg/clientauth.KeyName);
+//   - on the Redis replica that wrote or read a chain, Begin expands it from the replica's
+//     copies and Redis confirms them later: a streamed turn's at Turn.Confirm, which the
+//     caller calls after rendering and tokenizing and before sending the turn upstream,
+//     another's at Finish, in the round trip of its record's write; a record deleted or
+//     expired elsewhere is missing all the same (a 404). Parsed stored items are kept per
+//     record while it lives (memo.go), so a chain is parsed once, not on each follow-up;
 //   - Turn.ChatBody writes the chat completion request the turn runs as (chat.go: vLLM's
 //     conversion rules, and where kvgate departs from them);
 //   - the worker's chat answer becomes response items: Turn.FromCompletion for a

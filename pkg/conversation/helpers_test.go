@@ -90,3 +90,24 @@ func jsonDiff(t testing.TB, want, got []byte) string {
 	}
 	return cmp.Diff(w, g)
 }
+
+// runTurn runs req to its end as the router does (Begin; Confirm, the store's answer on a
+// streamed turn's chain begun from a replica's copies; a chat answer; Finish, which confirms
+// the others') and returns the turn or the first error.
+func runTurn(ctx context.Context, s *Service, scope string, req *openai.ResponsesRequest) (*Turn, *openai.Error) {
+	t, aerr := s.Begin(ctx, scope, req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := t.Confirm(); aerr != nil {
+		return nil, aerr
+	}
+	res, aerr := t.FromCompletion(completion("ok", "", nil, "stop"), nil)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if _, aerr := s.Finish(ctx, t, res); aerr != nil {
+		return nil, aerr
+	}
+	return t, nil
+}

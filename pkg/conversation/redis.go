@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -36,7 +37,9 @@ const DefaultCacheBytes = 64 << 20
 // key (resp:SCOPE:ID, the encoding of record.go) with a TTL renewed by reads (GETEX); a
 // conversation is its metadata key (conv:SCOPE:ID) and a list of its items (items:SCOPE:ID).
 // A turn's record is written by one SET, which has returned before the client sees the
-// response, so any replica finds it; its chain is read in one round trip (or two, GetChain).
+// response, so any replica finds it; its chain is read in one round trip (or two, GetChain),
+// which on the replica holding the chain overlaps the caller's work or joins the write
+// (LocalChain).
 // Redis itself bounds the memory: give it a maxmemory and a maxmemory-policy such as
 // volatile-lru (docs/responses.md).
 //
@@ -183,6 +186,97 @@ func (r *Redis) GetChain(ctx context.Context, scope, id string) ([]*Record, erro
 	}
 	if out[len(out)-1] == nil {
 		return nil, nil // the head was deleted or expired in Redis
+	}
+	return out, nil
+}
+
+// The chain of a follow-up on the replica that holds it, in the caller's order of work: the
+// copies at once (LocalChain), then Redis's word that they are all still there, renewing them
+// (PEXPIRE), either in the background while the caller renders (StartRenew), or in the same
+// round trip as the turn's own record (PutRenewing) or alone (RenewChain) when the caller can
+// wait to the end. Each returns the chain as GetChain would: nil where a record was deleted
+// or expired in Redis (on any replica), nil when the head was; the copies are a guess until
+// then.
+
+// LocalChain returns the chain ending with id from this replica's copies, nil unless it holds
+// every record of it.
+func (r *Redis) LocalChain(scope, id string) []*Record {
+	head := r.cache.get(scope, id)
+	if head == nil {
+		return nil
+	}
+	local := make([]*Record, len(head.Ancestors)+1)
+	local[len(local)-1] = head
+	for i, a := range head.Ancestors {
+		if local[i] = r.cache.get(scope, a); local[i] == nil {
+			return nil
+		}
+	}
+	return local
+}
+
+// StartRenew sends the renewal of a chain from LocalChain now and returns the wait for its
+// answer.
+func (r *Redis) StartRenew(ctx context.Context, scope string, chain []*Record) (wait func() ([]*Record, error)) {
+	done := make(chan struct{})
+	var out []*Record
+	var err error
+	go func() {
+		defer close(done)
+		out, err = r.RenewChain(ctx, scope, chain)
+	}()
+	// Let the renewal send its commands now: on a busy machine the new goroutine would
+	// otherwise wait for this one to block, after the rendering it is meant to overlap.
+	runtime.Gosched()
+	return func() ([]*Record, error) {
+		<-done
+		return out, err
+	}
+}
+
+// RenewChain renews a chain from LocalChain in one pipeline.
+func (r *Redis) RenewChain(ctx context.Context, scope string, chain []*Record) ([]*Record, error) {
+	return r.renewPut(ctx, scope, chain, nil)
+}
+
+// PutResponseRenewing is PutResponse and RenewChain of the chain rec continues, in one
+// pipeline. When the chain turns out cut, rec is removed again (its id was never given to
+// anyone) and the chain is returned as it is.
+func (r *Redis) PutResponseRenewing(ctx context.Context, scope string, rec *Record, chain []*Record) ([]*Record, error) {
+	return r.renewPut(ctx, scope, chain, rec)
+}
+
+func (r *Redis) renewPut(ctx context.Context, scope string, chain []*Record, rec *Record) ([]*Record, error) {
+	exps := make([]*redis.BoolCmd, len(chain))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range chain {
+			exps[i] = p.PExpire(ctx, r.respKey(scope, c.ID), r.ttl)
+		}
+		if rec != nil {
+			p.Set(ctx, r.respKey(scope, rec.ID), encodeRecord(rec), r.ttl)
+		}
+		return nil
+	})
+	if err := unavailable(err); err != nil {
+		return nil, err
+	}
+	out := append([]*Record(nil), chain...)
+	cut := false
+	for i, c := range chain {
+		if !exps[i].Val() {
+			out[i], cut = nil, true
+			r.cache.remove(scope, c.ID)
+		}
+	}
+	if cut && rec != nil {
+		if err := unavailable(r.c.Del(ctx, r.respKey(scope, rec.ID)).Err()); err != nil {
+			return nil, err
+		}
+	} else if rec != nil {
+		r.cache.put(scope, rec)
+	}
+	if out[len(out)-1] == nil {
+		return nil, nil
 	}
 	return out, nil
 }

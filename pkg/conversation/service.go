@@ -48,6 +48,7 @@ type Service struct {
 	maxItems int
 	now      func() time.Time
 	met      *serviceMetrics
+	memo     *itemMemo
 	// downUntil is when the store may be tried again after a failure (unix nanoseconds).
 	downUntil atomic.Int64
 }
@@ -73,7 +74,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{store: cfg.Store, maxChain: cfg.MaxChain, maxItems: cfg.MaxItems, now: cfg.Now, met: met}, nil
+	return &Service{store: cfg.Store, maxChain: cfg.MaxChain, maxItems: cfg.MaxItems, now: cfg.Now, met: met, memo: newItemMemo()}, nil
 }
 
 // Outage window after a store failure.
@@ -129,6 +130,12 @@ type Turn struct {
 
 	next int // index of the next item id
 	chat *chatConversation
+	// confirm waits for the store's answer on the chain (loadChain); confirmed is its result.
+	confirm   func() *openai.Error
+	confirmed *openai.Error
+	// unconfirmed is the chain expanded from copies that Finish confirms, through copies.
+	unconfirmed []*Record
+	copies      chainCopies
 }
 
 // nextID returns the id of the turn's next item of type typ.
@@ -201,13 +208,55 @@ func (s *Service) Begin(ctx context.Context, scope string, req *openai.Responses
 	return t, nil
 }
 
-// loadChain reads the previous response and its ancestors, in one store read.
+// chainCopies is a store whose replica keeps copies of the records it wrote or read (Redis):
+// a follow-up's chain can be expanded from them at once and confirmed while the turn runs.
+type chainCopies interface {
+	LocalChain(scope, id string) []*Record
+	StartRenew(ctx context.Context, scope string, chain []*Record) func() ([]*Record, error)
+	RenewChain(ctx context.Context, scope string, chain []*Record) ([]*Record, error)
+	PutResponseRenewing(ctx context.Context, scope string, rec *Record, chain []*Record) ([]*Record, error)
+}
+
+// loadChain reads the previous response and its ancestors, in one store read. From a store
+// that holds them locally (chainCopies) it expands the copies at once and leaves the store's
+// answer for later: a streamed turn's to Turn.Confirm (the round trip overlaps rendering and
+// tokenizing; the stream's first event must not come before it), another's to Finish, in the
+// round trip of its own write (nothing reaches the client before Finish).
 func (s *Service) loadChain(ctx context.Context, t *Turn) *openai.Error {
 	prev := t.Req.PreviousResponseID
+	if cc, ok := s.store.(chainCopies); ok {
+		if local := cc.LocalChain(t.Scope, prev); local != nil {
+			if !t.Req.Stream {
+				t.copies, t.unconfirmed = cc, local
+				return s.expandChain(t, prev, local)
+			}
+			wait := cc.StartRenew(ctx, t.Scope, local)
+			t.confirm = func() *openai.Error {
+				chain, err := wait()
+				return s.chainAnswer("read", prev, chain, err)
+			}
+			return s.expandChain(t, prev, local)
+		}
+	}
 	chain, err := s.store.GetChain(ctx, t.Scope, prev)
 	if err != nil {
 		return s.storeError("read", err)
 	}
+	return s.expandChain(t, prev, chain)
+}
+
+// chainAnswer is the answer for a chain confirmed by the store (op is the store call's
+// metric label).
+func (s *Service) chainAnswer(op, prev string, chain []*Record, err error) *openai.Error {
+	if err != nil {
+		return s.storeError(op, err)
+	}
+	return s.checkChain(prev, chain)
+}
+
+// checkChain answers for a chain as GetChain returned it: 404 when the previous response or
+// one of its ancestors is missing, 400 when it is too long.
+func (s *Service) checkChain(prev string, chain []*Record) *openai.Error {
 	if len(chain) == 0 {
 		return notFound("previous_response_id", fmt.Sprintf("Previous response with id '%s' not found.", prev))
 	}
@@ -215,21 +264,43 @@ func (s *Service) loadChain(ctx context.Context, t *Turn) *openai.Error {
 	if len(head.Ancestors)+1 > s.maxChain-1 {
 		return openai.BadRequest("previous_response_id", fmt.Sprintf("the chain of previous_response_id already holds %d responses; at most %d are allowed", len(head.Ancestors)+1, s.maxChain))
 	}
-	t.Ancestors = append(append(make([]string, 0, len(head.Ancestors)+1), head.Ancestors...), prev)
-	for i, r := range chain {
+	for i, r := range chain[:len(chain)-1] {
 		if r == nil {
-			return notFound("previous_response_id", fmt.Sprintf("response '%s' in the chain of previous_response_id '%s' has expired or was deleted", t.Ancestors[i], prev))
+			return notFound("previous_response_id", fmt.Sprintf("response '%s' in the chain of previous_response_id '%s' has expired or was deleted", head.Ancestors[i], prev))
 		}
-		for _, raw := range [][]byte{r.Input, r.Output} {
-			items, aerr := openai.ParseItems(raw, "stored", 1<<30)
-			if aerr != nil {
-				return &openai.Error{Status: http.StatusInternalServerError, Type: openai.TypeServer, Message: "a stored response could not be read: " + aerr.Message}
-			}
-			t.History = append(t.History, items...)
+	}
+	return nil
+}
+
+// expandChain checks the chain and sets the turn's ancestors, history and chain from it.
+func (s *Service) expandChain(t *Turn, prev string, chain []*Record) *openai.Error {
+	if aerr := s.checkChain(prev, chain); aerr != nil {
+		return aerr
+	}
+	head := chain[len(chain)-1]
+	t.Ancestors = append(append(make([]string, 0, len(head.Ancestors)+1), head.Ancestors...), prev)
+	for _, r := range chain {
+		items, aerr := s.memo.items(r)
+		if aerr != nil {
+			return &openai.Error{Status: http.StatusInternalServerError, Type: openai.TypeServer, Message: "a stored response could not be read: " + aerr.Message}
 		}
+		t.History = append(t.History, items...)
 		t.Chain = append(t.Chain, r.ID)
 	}
 	return nil
+}
+
+// Confirm waits for the store's answer on the chain of a streamed turn Begin expanded from a
+// replica's copies (Redis): a 404 when a record of it was deleted or expired meanwhile on any
+// replica, a 503 when the store failed. Call it after the work that does not need the answer
+// (rendering, tokenizing) and before the turn is sent upstream; without a pending answer it
+// returns at once (a turn not streamed has its chain confirmed by Finish, in the round trip
+// of its write). Finish confirms too, so nothing is stored on an unconfirmed chain.
+func (t *Turn) Confirm() *openai.Error {
+	if t.confirm != nil {
+		t.confirmed, t.confirm = t.confirm(), nil
+	}
+	return t.confirmed
 }
 
 // loadConversation reads the conversation's items.
@@ -337,14 +408,23 @@ func notFound(param, msg string) *openai.Error {
 // record, and its input and output items appended to its conversation. It returns the
 // response object to send.
 func (s *Service) Finish(ctx context.Context, t *Turn, res *Result) ([]byte, *openai.Error) {
+	if aerr := t.Confirm(); aerr != nil {
+		return nil, aerr
+	}
 	resp := t.AppendResponse(nil, res)
 	if !t.Req.Store {
+		if t.unconfirmed != nil {
+			chain, err := t.copies.RenewChain(ctx, t.Scope, t.unconfirmed)
+			if aerr := s.chainAnswer("read", t.Req.PreviousResponseID, chain, err); aerr != nil {
+				return nil, aerr
+			}
+		}
 		return resp, nil
 	}
 	rec := &Record{ID: t.ID, Previous: t.Req.PreviousResponseID, Ancestors: t.Ancestors, Conversation: t.Req.Conversation,
 		CreatedAt: t.CreatedAt, Response: resp, Input: openai.AppendItems(nil, t.Input), Output: openai.AppendItems(nil, res.Items)}
-	if err := s.store.PutResponse(ctx, t.Scope, rec); err != nil {
-		return nil, s.storeError("write", err)
+	if aerr := s.putRecord(ctx, t, rec); aerr != nil {
+		return nil, aerr
 	}
 	if t.Req.Conversation != "" {
 		raws := make([][]byte, 0, len(t.Input)+len(res.Items))
@@ -363,4 +443,17 @@ func (s *Service) Finish(ctx context.Context, t *Turn, res *Result) ([]byte, *op
 		}
 	}
 	return resp, nil
+}
+
+// putRecord stores the turn's record, in the round trip that confirms its chain when that is
+// still to do (a chain cut meanwhile is the 404 and leaves nothing stored).
+func (s *Service) putRecord(ctx context.Context, t *Turn, rec *Record) *openai.Error {
+	if t.unconfirmed == nil {
+		if err := s.store.PutResponse(ctx, t.Scope, rec); err != nil {
+			return s.storeError("write", err)
+		}
+		return nil
+	}
+	chain, err := t.copies.PutResponseRenewing(ctx, t.Scope, rec, t.unconfirmed)
+	return s.chainAnswer("write", t.Req.PreviousResponseID, chain, err)
 }

@@ -163,7 +163,7 @@ func TestOutage(t *testing.T) {
 	if err := rs.Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	_, aerr := s.Begin(ctx, "", mustParse(t, fmt.Sprintf(`{"input":"x","previous_response_id":%q}`, r1["id"])))
+	_, aerr := runTurn(ctx, s, "", mustParse(t, fmt.Sprintf(`{"input":"x","previous_response_id":%q}`, r1["id"])))
 	if aerr == nil || aerr.Status != 503 || aerr.Code != "store_unavailable" {
 		t.Fatalf("follow-up with Redis down: got %v, want 503 store_unavailable", aerr)
 	}

@@ -59,9 +59,11 @@ type Record struct {
 	Output       []byte
 }
 
-// size is the bytes a record holds, for the memory store's bound.
+// size is the bytes a record holds, for the memory store's bound: its fields, and as much
+// again for Input and Output, for their parse the Service keeps while the record lives
+// (itemMemo).
 func (r *Record) size() int {
-	n := len(r.ID) + len(r.Previous) + len(r.Conversation) + len(r.Response) + len(r.Input) + len(r.Output) + 64
+	n := len(r.ID) + len(r.Previous) + len(r.Conversation) + len(r.Response) + 2*(len(r.Input)+len(r.Output)) + 64
 	for _, a := range r.Ancestors {
 		n += len(a) + 16
 	}

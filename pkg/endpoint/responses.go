@@ -48,7 +48,8 @@ func (a *API) Responses(w http.ResponseWriter, r *http.Request) {
 }
 
 // beginTurn parses and expands a Responses body and prepares its chat request on c (the
-// pipeline's prepare: parse, resolve, render). It returns the rendered prompt.
+// pipeline's prepare: parse, resolve, render), then waits for the store to confirm a chain
+// expanded from a replica's copies (conversation.Turn.Confirm). It returns the rendered prompt.
 func (a *API) beginTurn(ctx context.Context, scope string, body []byte, c *pipeline.Call, requireKnown bool) (*responsesTurn, string, *openai.Error) {
 	req, aerr := openai.ParseResponses(body, openai.Limits{})
 	if aerr != nil {
@@ -61,6 +62,11 @@ func (a *API) beginTurn(ctx context.Context, scope string, body []byte, c *pipel
 	tn := &responsesTurn{t: t, svc: a.responses}
 	tn.ep = &pipeline.Endpoint{Parse: Chat.Parse, Prompt: tn.prompt, Write: tn.write}
 	prompt, aerr := a.pl.Prepare(tn.ep, t.ChatBody(make([]byte, 0, len(body)+1024), 0), c, requireKnown)
+	// The store's answer on the chain, awaited only now (it overlapped prepare), comes first:
+	// a chain deleted meanwhile is the 404 it would have been before rendering.
+	if cerr := t.Confirm(); cerr != nil {
+		aerr = cerr
+	}
 	t.Model = c.Req.Model
 	return tn, prompt, aerr
 }

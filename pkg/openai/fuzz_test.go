@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -145,4 +146,15 @@ func hasModel(r *PassRequest) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkAppendString writes 16 KB of prompt-like text (ASCII, a quote, a newline and a
+// non-ASCII word in each 500 bytes), as a Responses turn's chat body does.
+func BenchmarkAppendString(b *testing.B) {
+	s := strings.Repeat(strings.Repeat("the night train to marseille saves a hotel ", 11)+"\"they said\"\n café ", 32)
+	b.SetBytes(int64(len(s)))
+	buf := make([]byte, 0, 2*len(s))
+	for b.Loop() {
+		buf = AppendString(buf[:0], s)
+	}
 }

@@ -67,6 +67,8 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 		return ReasoningStep3, "", true
 	case has("granite-4", "granite4", "granitemoehybrid"):
 		return "", ToolHermes, true // Granite 4 writes Hermes <tool_call> JSON
+	case has("granite-3.2", "granite-3.3", "granite3.2", "granite3.3"):
+		return ReasoningGranite, ToolGranite, true // reasoning only when the output opens with its marker
 	case has("granite"):
 		return "", ToolGranite, true
 	case has("magistral"):

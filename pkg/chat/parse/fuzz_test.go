@@ -207,6 +207,9 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 	if (sp == &specQwen3 && strings.Contains(text, toolCallOpen)) || (sp == &specKimi && strings.Contains(text, kimiSectionBegin)) {
 		return "", false
 	}
+	if sp.leading {
+		return leadingModel(t, spec, sp, text, m), true
+	}
 	pre, body, found := "", text, true
 	if !sp.inside {
 		pre, body, found = strings.Cut(text, sp.start)
@@ -229,6 +232,31 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 		after = ""
 	}
 	return pre + after, true
+}
+
+// leadingModel is reasoningModel for a leading start marker with second spellings (granite):
+// reasoning only when the text opens with a start marker, up to the first end marker of
+// either spelling.
+func leadingModel(t *testing.T, spec fuzzSpec, sp *thinkSpec, text string, m Message) string {
+	body, found := strings.CutPrefix(text, sp.start)
+	if !found {
+		body, found = strings.CutPrefix(text, sp.start2)
+	}
+	wantR, after := "", text
+	if found {
+		wantR, after = body, ""
+		i, n := strings.Index(body, sp.end), len(sp.end)
+		if j := strings.Index(body, sp.end2); j >= 0 && (i < 0 || j < i) {
+			i, n = j, len(sp.end2)
+		}
+		if i >= 0 {
+			wantR, after = body[:i], body[i+n:]
+		}
+	}
+	if got := deref(m.Reasoning); got != wantR {
+		t.Fatalf("%s, text %q: got reasoning %q, want %q", spec.reasoning, text, got, wantR)
+	}
+	return after
 }
 
 func xmlTool(name string) bool {
@@ -270,13 +298,14 @@ func FuzzParseQwen3(f *testing.F) {
 // FuzzParseReasoning runs every marker reasoning parser (and append-think) alone, with the
 // thinking switch unset, on and off.
 func FuzzParseReasoning(f *testing.F) {
-	for _, file := range []string{"r_glm45", "r_kimi_k2", "r_mistral", "r_seed_oss", "r_step3", "r_deepseek_v3", "r_minimax_m2_append_think"} {
+	for _, file := range []string{"r_glm45", "r_kimi_k2", "r_mistral", "r_seed_oss", "r_step3", "r_deepseek_v3", "r_minimax_m2_append_think", "r_granite"} {
 		addSeeds(f, file)
 	}
 	f.Add("[/THINK][THINK][THINK]a[/THINK][/THINK]", uint64(9))
 	f.Add("<seed:think><think></seed:think></think>", uint64(10))
+	f.Add("Here's my thought process:Here is my thoughtHere's my responseHere is my response:", uint64(8))
 	names := []string{ReasoningDeepSeekV3, ReasoningGLM45, ReasoningKimiK2, ReasoningMiniMaxM2,
-		ReasoningMiniMaxM2AppendThink, ReasoningMistral, ReasoningStep3, ReasoningSeedOSS}
+		ReasoningMiniMaxM2AppendThink, ReasoningMistral, ReasoningStep3, ReasoningSeedOSS, ReasoningGranite}
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		name := names[seed%uint64(len(names))]
 		th := []Thinking{ThinkingUnset, ThinkingOn, ThinkingOff}[(seed/8)%3]

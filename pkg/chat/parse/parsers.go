@@ -51,6 +51,9 @@ const (
 	ReasoningMistral              = "mistral"
 	ReasoningStep3                = "step3"
 	ReasoningSeedOSS              = "seed_oss"
+	// ReasoningGranite splits Granite 3.2+ output at its plain-text markers ("Here is my
+	// thought process:" ... "Here is my response:").
+	ReasoningGranite = "granite"
 )
 
 // thinkSpecs maps the marker-delimited reasoning parsers to their rules (think.go).
@@ -58,7 +61,7 @@ var thinkSpecs = map[string]*thinkSpec{
 	ReasoningQwen3: &specQwen3, ReasoningDeepSeekR1: &specThink, ReasoningDeepSeekV3: &specThink,
 	ReasoningGLM45: &specThink, ReasoningGLM47: &specThink, ReasoningKimiK2: &specKimi,
 	ReasoningMiniMaxM2: &specThink, ReasoningMistral: &specMistralR, ReasoningStep3: &specStep3,
-	ReasoningSeedOSS: &specSeedOSS,
+	ReasoningSeedOSS: &specSeedOSS, ReasoningGranite: &specGranite,
 }
 
 // Tool-call parser names, as vLLM spells them (vllm/tool_parsers/__init__.py).

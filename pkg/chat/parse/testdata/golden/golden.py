@@ -287,6 +287,46 @@ def think_cases(start, end, inside=True, drop_start=True):
     return out
 
 
+# granite (vllm/reasoning/granite_reasoning_parser.py): plain-text markers, each in two spellings.
+# The first cases are the examples of vLLM's tests/reasoning/test_granite_reasoning_parser.py;
+# where its two paths differ the streaming one is followed (noted per case).
+GS, GS2 = "Here is my thought process:", "Here's my thought process:"
+GR, GR2 = "Here is my response:", "Here's my response:"
+
+
+def granite_think_cases():
+    return [
+        case("simple reasoning", GS + "This is a reasoning section" + GR + "This is the rest",
+             reasoning="This is a reasoning section", content="This is the rest"),
+        case("complete reasoning, no response", GS + "This is a reasoning section" + GR,
+             reasoning="This is a reasoning section"),
+        case("no reasoning", "This is content", content="This is content"),
+        case("multiple lines", GS + "This\nThat" + GR + "This is the rest\nThat", reasoning="This\nThat",
+             content="This is the rest\nThat"),
+        case("spaces around the markers kept", GS + " foo " + GR + " bar", reasoning=" foo ", content=" bar"),
+        case("Here's spellings", GS2 + " a " + UNI + " " + GR2 + " b", reasoning=" a " + UNI + " ", content=" b"),
+        case("mixed spellings", GS2 + "a" + GR + "b", reasoning="a", content="b"),
+        case("no response marker: truncated reasoning", GS + " still thinking", reasoning=" still thinking",
+             note="streaming path; vLLM's non-streaming regex makes it all content"),
+        case("text before the start marker: all content", "Hi " + GS + " a " + GR + " b",
+             content="Hi " + GS + " a " + GR + " b",
+             note="streaming path (the marker must open the output); vLLM's non-streaming regex searches anywhere"),
+        case("broken start marker is content", "Here is my thought failure", content="Here is my thought failure"),
+        case("partial start marker at the end is content", "Here is my", content="Here is my",
+             note="vLLM's streaming path never sends it"),
+        case("start marker only", GS, note="nothing after the marker: reasoning and content null"),
+        case("broken response marker stays reasoning", GS + " foo Here was" + GR + "x", reasoning=" foo Here was",
+             content="x"),
+        case("partial response marker at the end", GS + "a Here is my resp", reasoning="a Here is my resp"),
+        case("start marker inside reasoning is text", GS + "a" + GS + "b" + GR + "c", reasoning="a" + GS + "b",
+             content="c"),
+        case("response marker only once", GS + "a" + GR + "b" + GR + "c", reasoning="a", content="b" + GR + "c"),
+        case("empty reasoning", GS + GR + "c", content="c"),
+        case("prompt ended reasoning", GS + "a" + GR + "b", content=GS + "a" + GR + "b",
+             req={"reasoning_ended": True}),
+    ]
+
+
 reasoning_files = {
     "r_glm45": {"reasoning": "glm45", "tool": "", "cases": think_cases("<think>", "</think>")},
     "r_glm47": {"reasoning": "glm47", "tool": "", "cases": think_cases("<think>", "</think>")},
@@ -324,6 +364,7 @@ reasoning_files = {
         case("prompt ended reasoning", "[THINK]a[/THINK]b", content="[THINK]a[/THINK]b",
              req={"reasoning_ended": True}),
     ]},
+    "r_granite": {"reasoning": "granite", "tool": "", "cases": granite_think_cases()},
     "r_minimax_m2_append_think": {"reasoning": "minimax_m2_append_think", "tool": "", "cases": [
         case("reasoning kept in the content", "plan</think>Answer.", content="<think>plan</think>Answer.",
              note="MiniMaxM2AppendThinkReasoningParser: content is \"<think>\" + output"),

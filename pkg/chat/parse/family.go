@@ -64,7 +64,7 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("seed-oss", "seed_oss"):
 		return ReasoningSeedOSS, ToolSeedOSS, true
 	case has("step3", "step-3"):
-		return ReasoningStep3, "", true
+		return ReasoningStep3, ToolStep3, true
 	case has("granite-4", "granite4", "granitemoehybrid"):
 		return "", ToolHermes, true // Granite 4 writes Hermes <tool_call> JSON
 	case has("granite-3.2", "granite-3.3", "granite3.2", "granite3.3"):

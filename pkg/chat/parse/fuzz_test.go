@@ -174,6 +174,10 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 		if strings.HasPrefix(rest, "[") {
 			return // an array that makes no call ("[]") is consumed
 		}
+	case ToolStep3:
+		if strings.Contains(content, s3CallsBegin) {
+			return // the block's markers and text outside calls are consumed
+		}
 	case ToolMiniMaxM2:
 		if strings.Contains(content, mmBlockOpen) {
 			return // the block's markers and whitespace are consumed
@@ -261,7 +265,8 @@ func leadingModel(t *testing.T, spec fuzzSpec, sp *thinkSpec, text string, m Mes
 
 func xmlTool(name string) bool {
 	switch name {
-	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2, ToolPythonic, ToolLlama4Pythonic:
+	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2, ToolPythonic, ToolLlama4Pythonic,
+		ToolStep3:
 		return true
 	}
 	return false
@@ -367,6 +372,22 @@ func FuzzParseGLM(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolGLM45, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningGLM47, ToolGLM47, req}, text, seed)
+	})
+}
+
+// step3Fuzz types step3's parameters in its fuzzer: every type _cast_arguments reads.
+var step3Fuzz = []openai.ChatTool{{Type: "function", Name: "f", Parameters: json.RawMessage(`{"properties": {
+	"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
+	"z": {"type": "null"}, "o": {"type": "object"}}}`)}}
+
+func FuzzParseStep3(f *testing.F) {
+	addSeeds(f, "step3", s3CallsBegin+s3CallBegin+`<steptml:parameter name="i"> 1_0 </steptml:parameter><steptml:invoke name="f">`+
+		`<steptml:parameter name="n">1e400</steptml:parameter><steptml:parameter name="<steptml:parameter name="b">TrUe</steptml:parameter>`,
+		s3CallsBegin+s3CallBegin+`<steptml:invoke name="<steptml:invoke name="f">`+s3CallEnd+s3CallsEnd+s3CallsBegin)
+	req := RequestInfo{ToolsGiven: true, Tools: step3Fuzz}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolStep3, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningStep3, ToolStep3, req}, text, seed)
 	})
 }
 

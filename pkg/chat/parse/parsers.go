@@ -84,6 +84,8 @@ const (
 	ToolPythonic    = "pythonic"
 	// ToolLlama4Pythonic is pythonic with Llama 4's <|python_start|> tags.
 	ToolLlama4Pythonic = "llama4_pythonic"
+	// ToolStep3 parses Step3's <steptml:invoke> calls.
+	ToolStep3 = "step3"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -97,7 +99,7 @@ var reasoningNames = func() map[string]bool {
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
 	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
 	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true, ToolGranite: true,
-	ToolPythonic: true, ToolLlama4Pythonic: true}
+	ToolPythonic: true, ToolLlama4Pythonic: true, ToolStep3: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }

@@ -255,7 +255,7 @@ func TestNewParsersNames(t *testing.T) {
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
 		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, granite, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
-		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, granite, hermes, kimi_k2, llama3_json, llama4_pythonic, minimax_m2, mistral, openai, pythonic, qwen3_coder, qwen3_xml, seed_oss"},
+		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, granite, hermes, kimi_k2, llama3_json, llama4_pythonic, minimax_m2, mistral, openai, pythonic, qwen3_coder, qwen3_xml, seed_oss, step3"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
 	}
@@ -293,7 +293,7 @@ func TestDefaultParserNames(t *testing.T) {
 		{"moonshotai/Kimi-K2-Instruct-0905", "", "kimi_k2"},
 		{"MiniMaxAI/MiniMax-M2", "minimax_m2_append_think", "minimax_m2"},
 		{"ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", "seed_oss"},
-		{"stepfun-ai/step3", "step3", ""},
+		{"stepfun-ai/step3", "step3", "step3"},
 		{"mistralai/Magistral-Small-2509", "mistral", "mistral"},
 		{"ibm-granite/granite-3.3-8b-instruct", "granite", "granite"},
 		{"ibm-granite/granite-3.2-8b-instruct", "granite", "granite"},
@@ -429,6 +429,8 @@ func TestBoundedHolding(t *testing.T) {
 		{"llama arguments", "", ToolLlama3JSON, toolsReq, `{"name": "f", "parameters": [` + strings.Repeat("1.50, ", 1<<15) + `2]}`, 64, 1},
 		{"harmony", ReasoningGptOss, ToolOpenAI, toolsReq, "<|channel|>analysis<|message|>" + long + "<|end|>", 64, 0},
 		{"deepseek name", "", ToolDeepSeekV3, toolsReq, dsCallsBegin + dsCallBegin + "function" + dsSep + strings.Repeat("n", 4*limit), 2*limit + 2*piece, 0},
+		{"step3 call", "", ToolStep3, toolsReq, s3CallsBegin + s3CallBegin + `<steptml:invoke name="f">` + strings.Repeat("p", 4*limit) + s3CallEnd, limit + 2*piece, 1},
+		{"step3 header", "", ToolStep3, toolsReq, s3CallsBegin + s3CallBegin + `<steptml:invoke name="` + strings.Repeat("n", 4*limit), limit + 2*piece, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ type toolStage struct {
 	ws          []byte
 	wsFlush     bool
 	argsStarted bool
+	s3          step3Call
 }
 
 type toolFormat uint8
@@ -49,6 +50,7 @@ const (
 	fmtMiniMax
 	fmtGranite
 	fmtPythonic
+	fmtStep3
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -91,6 +93,8 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 			t.fmt = fmtMiniMax
 		case ToolPythonic, ToolLlama4Pythonic:
 			t.fmt, t.llama4 = fmtPythonic, p.tool == ToolLlama4Pythonic
+		case ToolStep3:
+			t.fmt = fmtStep3
 		case ToolGranite:
 			t.fmt = fmtGranite
 			t.call.m.envDepth = 2
@@ -156,6 +160,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepGranite(e, b, eof)
 		case fmtPythonic:
 			n = t.stepPythonic(e, b, eof)
+		case fmtStep3:
+			n = t.stepStep3(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -207,6 +213,8 @@ func (t *toolStage) finish(e *emitter) {
 		t.finishGranite(e)
 	case fmtPythonic:
 		t.finishPythonic(e)
+	case fmtStep3:
+		t.finishStep3(e)
 	}
 }
 

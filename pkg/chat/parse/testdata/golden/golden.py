@@ -637,6 +637,74 @@ granite = {"reasoning": "", "tool": "granite", "cases": [
          req={"tools": True, "tool_choice": "none"}),
 ]}
 
+# ---------------------------------------------------------------- step3
+# vllm/tool_parsers/step3_tool_parser.py, its streaming path. The outputs are the examples of
+# vLLM's tests/tool_parsers/test_step3_tool_parser.py; arguments are json.dumps(params,
+# ensure_ascii=False) of the stripped values cast as _cast_arguments casts them.
+S3B, S3E = "<\uff5ctool_calls_begin\uff5c>", "<\uff5ctool_calls_end\uff5c>"
+S3CB, S3CE, S3SEP = "<\uff5ctool_call_begin\uff5c>", "<\uff5ctool_call_end\uff5c>", "<\uff5ctool_sep\uff5c>"
+
+
+def s3call(name, *params, sep=False):
+    return (S3CB + ("function" + S3SEP if sep else "") + '<steptml:invoke name="' + name + '">' +
+            "".join('<steptml:parameter name="' + k + '">' + v + "</steptml:parameter>" for k, v in params) +
+            "</steptml:invoke>" + S3CE)
+
+
+S3TYPES = {"name": "test_function", "parameters": {"type": "object", "properties": {
+    "string_field": {"type": "string"}, "int_field": {"type": "integer"}, "float_field": {"type": "number"},
+    "bool_field": {"type": "boolean"}, "null_field": {"type": "null"}, "array_field": {"type": "array"},
+    "object_field": {"type": "object"}, "whole": {"type": "number"}, "bad_int": {"type": "integer"},
+    "inf": {"type": "number"}, "maybe": {"type": "boolean"}}}}
+S3TOOLS = {"tools": True, "schemas": [S3TYPES]}
+step3 = {"reasoning": "step3", "tool": "step3", "cases": [
+    case("no tool calls", "</think>This is a regular response without any tool calls.",
+         content="This is a regular response without any tool calls.", req=TOOLS),
+    case("single call", "plan</think>" + S3B + s3call("get_weather", ("city", "Tokyo")) + S3E, reasoning="plan",
+         calls=[("get_weather", json.dumps({"city": "Tokyo"}))], finish="tool_calls", req=TOOLS),
+    case("parallel calls", "</think>" + S3B + s3call("get_weather", ("city", "Tokyo")) + S3SEP +
+         s3call("get_time", ("timezone", "Asia/Tokyo")) + S3E,
+         calls=[("get_weather", json.dumps({"city": "Tokyo"})), ("get_time", json.dumps({"timezone": "Asia/Tokyo"}))],
+         finish="tool_calls", req=TOOLS, note="the <｜tool_sep｜> between calls is dropped (vLLM's streaming path stalls there)"),
+    case("various data types", "</think>" + S3B + s3call("test_function", ("string_field", " hello "), ("int_field", "42"),
+         ("float_field", "3.14"), ("bool_field", "TRUE"), ("null_field", "null"), ("array_field", '["a", "b", "c"]'),
+         ("object_field", '{"nested": "value"}'), ("whole", "3"), ("bad_int", "4.5"), ("inf", "inf"), ("maybe", "yes")) + S3E,
+         calls=[("test_function", json.dumps({"string_field": "hello", "int_field": 42, "float_field": 3.14,
+                                              "bool_field": True, "null_field": None, "array_field": '["a", "b", "c"]',
+                                              "object_field": '{"nested": "value"}', "whole": 3.0, "bad_int": "4.5",
+                                              "inf": "inf", "maybe": "yes"}, ensure_ascii=False))],
+         finish="tool_calls", req=S3TOOLS, note="arrays and objects stay strings; float('inf') kept as the string"),
+    case("empty arguments", "</think>" + S3B + S3CB + '<steptml:invoke name="refresh"></steptml:invoke>' + S3CE + S3E,
+         calls=[("refresh", "{}")], finish="tool_calls", req=TOOLS,
+         note="vLLM's streaming path sends no arguments for it"),
+    case("surrounding text", "</think>Let me check the weather for you.\n\n" + S3B + s3call("get_weather", ("city", "Tokyo")) +
+         S3E + "\n\nI'll get that information.", content="Let me check the weather for you.\n\n\n\nI'll get that information.",
+         calls=[("get_weather", json.dumps({"city": "Tokyo"}))], finish="tool_calls", req=TOOLS),
+    case("escaped strings and unicode", "</think>" + S3B + s3call("f", ("quoted", 'He said "hello"'), ("path", "C:\\Users\\file.txt"),
+         ("newline", "line1\nline2"), ("u", "\u3000" + UNI + "\xa0")) + S3E,
+         calls=[("f", json.dumps({"quoted": 'He said "hello"', "path": "C:\\Users\\file.txt", "newline": "line1\nline2",
+                                  "u": UNI}, ensure_ascii=False))], finish="tool_calls", req=TOOLS,
+         note="str.strip() removes Unicode whitespace"),
+    case("type and separator prefix, text between calls dropped", "</think>" + S3B + "\n" + s3call("a", ("x", "1"), sep=True) + "\n junk " +
+         s3call("b", sep=True) + "\n" + S3E, calls=[("a", json.dumps({"x": "1"})), ("b", "{}")], finish="tool_calls", req=TOOLS),
+    case("duplicate parameter replaces in place", "</think>" + S3B + s3call("f", ("a", "1"), ("b", "2"), ("a", "3")) + S3E,
+         calls=[("f", json.dumps({"a": "3", "b": "2"}))], finish="tool_calls", req=TOOLS),
+    case("a value with < is not a parameter", "</think>" + S3B + s3call("f", ("a", "x<y"), ("b", "ok")) + S3E,
+         calls=[("f", json.dumps({"b": "ok"}))], finish="tool_calls", req=TOOLS),
+    case("malformed header: call is content", "</think>" + S3B + S3CB + '<steptml:invoke name="">' + S3CE + S3E,
+         content=S3CB + '<steptml:invoke name="">', req=TOOLS),
+    case("unterminated call keeps its complete parameters", "</think>" + S3B + S3CB + '<steptml:invoke name="func">'
+         '<steptml:parameter name="a">1</steptml:parameter><steptml:parameter name="b">2',
+         calls=[("func", json.dumps({"a": "1"}))], finish="tool_calls", req=TOOLS,
+         note="vLLM's malformed example: its streaming path sends the name only"),
+    case("call cut before its header is content", "</think>x" + S3B + S3CB + '<steptml:inv',
+         content="x" + S3CB + '<steptml:inv', req=TOOLS),
+    case("second block after the end is content", "</think>" + S3B + s3call("f") + S3E + S3B + s3call("g") + S3E,
+         content=S3B + s3call("g") + S3E, calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("tool_choice none: markers are content", "</think>" + S3B + s3call("f") + S3E, content=S3B + s3call("f") + S3E,
+         req={"tools": True, "tool_choice": "none"}),
+]}
+
 # ---------------------------------------------------------------- pythonic / llama4_pythonic
 # vLLM: ast.parse of the stripped output, a list of calls with literal keyword values;
 # arguments json.dumps(kwargs, ensure_ascii=False).
@@ -676,7 +744,7 @@ for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", 
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
         ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
         ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss),
-        ("minimax_m2", minimax_m2), ("granite", granite),
+        ("minimax_m2", minimax_m2), ("granite", granite), ("step3", step3),
         ("pythonic", pythonic), ("llama4_pythonic", llama4_pythonic)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)

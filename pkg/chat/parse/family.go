@@ -34,7 +34,7 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("deepseek-v4", "deepseek_v4"):
 		return "", "", true
 	case has("deepseek-v3.2", "deepseek_v32"):
-		return ReasoningDeepSeekV3, "", true // its DSML calls are not parsed here
+		return ReasoningDeepSeekV3, ToolDeepSeekV32, true
 	case has("deepseek-v3.1", "deepseek_v31"):
 		return ReasoningDeepSeekV3, ToolDeepSeekV31, true
 	case has("deepseek-r1", "deepseek_r1"):

@@ -174,6 +174,10 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 		if strings.HasPrefix(rest, "[") {
 			return // an array that makes no call ("[]") is consumed
 		}
+	case ToolDeepSeekV32:
+		if strings.Contains(content, dsFCStart) {
+			return // the block's markers and text outside calls are consumed
+		}
 	case ToolStep3:
 		if strings.Contains(content, s3CallsBegin) {
 			return // the block's markers and text outside calls are consumed
@@ -266,7 +270,7 @@ func leadingModel(t *testing.T, spec fuzzSpec, sp *thinkSpec, text string, m Mes
 func xmlTool(name string) bool {
 	switch name {
 	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2, ToolPythonic, ToolLlama4Pythonic,
-		ToolStep3:
+		ToolStep3, ToolDeepSeekV32:
 		return true
 	}
 	return false
@@ -388,6 +392,22 @@ func FuzzParseStep3(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolStep3, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningStep3, ToolStep3, req}, text, seed)
+	})
+}
+
+// dsmlFuzz types deepseek_v32's parameters in its fuzzer: every coercion, but no object or
+// array type, whose values vLLM streams raw (so that the arguments are always a JSON object).
+var dsmlFuzz = []openai.ChatTool{{Type: "function", Name: "f", Parameters: json.RawMessage(`{"properties": {
+	"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
+	"u": {"type": ["null", "integer"]}, "x": {"type": "other"}}}`)}}
+
+func FuzzParseDeepSeekV32(f *testing.F) {
+	addSeeds(f, "deepseek_v32", dsFCStart+dsInvokeTag+"\u3000name=\"f\" >"+dsParamTag+` name="arguments" string="false">{"i": 1e999}`+dsParamEnd,
+		dsFCStart+dsInvokeTag+` name="f">`+dsParamTag+` name="s"  string="true" >\xe6\x97`+dsParamEnd+dsParamTag+` name="u" string="false">NaN`)
+	req := RequestInfo{ToolsGiven: true, Tools: dsmlFuzz}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolDeepSeekV32, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningDeepSeekV3, ToolDeepSeekV32, RequestInfo{ToolsGiven: true, Tools: dsmlFuzz, Thinking: ThinkingOn}}, text, seed)
 	})
 }
 

@@ -78,6 +78,8 @@ const (
 	ToolKimiK2     = "kimi_k2"
 	// ToolDeepSeekV31 parses DeepSeek V3.1's calls (and V3.2's when not DSML).
 	ToolDeepSeekV31 = "deepseek_v31"
+	// ToolDeepSeekV32 parses DeepSeek V3.2's DSML calls.
+	ToolDeepSeekV32 = "deepseek_v32"
 	ToolSeedOSS     = "seed_oss"
 	ToolMiniMaxM2   = "minimax_m2"
 	ToolGranite     = "granite"
@@ -99,7 +101,7 @@ var reasoningNames = func() map[string]bool {
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
 	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
 	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true, ToolGranite: true,
-	ToolPythonic: true, ToolLlama4Pythonic: true, ToolStep3: true}
+	ToolPythonic: true, ToolLlama4Pythonic: true, ToolStep3: true, ToolDeepSeekV32: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }
@@ -203,7 +205,8 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 	s := &Stream{p: p, mode: p.toolMode(req)}
 	s.out.rand = p.rand
 	s.out.mistralIDs = p.tool == ToolMistral && s.mode == toolsAuto
-	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML || p.tool == ToolSeedOSS || p.tool == ToolMiniMaxM2) && s.mode == toolsAuto
+	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML || p.tool == ToolSeedOSS || p.tool == ToolMiniMaxM2 ||
+		p.tool == ToolDeepSeekV32) && s.mode == toolsAuto
 	if !p.SkipSpecialTokens(req) && len(p.strip) > 0 {
 		s.strip = newStripStage(p.strip)
 	}

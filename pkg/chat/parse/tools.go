@@ -32,6 +32,7 @@ type toolStage struct {
 	wsFlush     bool
 	argsStarted bool
 	s3          step3Call
+	ds          dsmlCall
 }
 
 type toolFormat uint8
@@ -51,6 +52,7 @@ const (
 	fmtGranite
 	fmtPythonic
 	fmtStep3
+	fmtDSML
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -95,6 +97,8 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 			t.fmt, t.llama4 = fmtPythonic, p.tool == ToolLlama4Pythonic
 		case ToolStep3:
 			t.fmt = fmtStep3
+		case ToolDeepSeekV32:
+			t.fmt = fmtDSML
 		case ToolGranite:
 			t.fmt = fmtGranite
 			t.call.m.envDepth = 2
@@ -109,7 +113,7 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 }
 
 func (t *toolStage) held() int {
-	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + len(t.typ) + t.xml.held() + len(t.ws)
+	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + len(t.typ) + t.xml.held() + len(t.ws) + len(t.ds.val)
 }
 
 func (t *toolStage) run(e *emitter, text string, eof bool) {
@@ -162,6 +166,8 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepPythonic(e, b, eof)
 		case fmtStep3:
 			n = t.stepStep3(e, b, eof)
+		case fmtDSML:
+			n = t.stepDSML(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -215,6 +221,8 @@ func (t *toolStage) finish(e *emitter) {
 		t.finishPythonic(e)
 	case fmtStep3:
 		t.finishStep3(e)
+	case fmtDSML:
+		t.finishDSML(e)
 	}
 }
 

@@ -705,6 +705,107 @@ step3 = {"reasoning": "step3", "tool": "step3", "cases": [
          req={"tools": True, "tool_choice": "none"}),
 ]}
 
+# ---------------------------------------------------------------- deepseek_v32 (DSML)
+# vllm/tool_parsers/deepseekv32_tool_parser.py, the streaming path of its classic parser: entries
+# "{" / "," + json.dumps(key) + ":" + value, no spaces; string="true" values as JSON strings,
+# object/array-typed values raw, others coerced by coerce_to_schema_type and json.dumps'd.
+# The outputs are the examples of vLLM's tests/tool_parsers/test_deepseekv32_tool_parser.py.
+FC, FCE = "<\uff5cDSML\uff5cfunction_calls>", "</\uff5cDSML\uff5cfunction_calls>"
+INV, INVE = '<\uff5cDSML\uff5cinvoke name="', "</\uff5cDSML\uff5cinvoke>"
+PAR, PARE = '<\uff5cDSML\uff5cparameter name="', "</\uff5cDSML\uff5cparameter>"
+
+
+def dsinv(name, *params):
+    """An invoke; params are (key, value) with string="true" or (key, value, "false")."""
+    return INV + name + '">\n' + "".join(
+        PAR + p[0] + '" string="' + (p[2] if len(p) > 2 else "true") + '">' + p[1] + PARE + "\n" for p in params) + INVE + "\n"
+
+
+def dsblock(*invokes):
+    return FC + "\n" + "".join(invokes) + FCE
+
+
+def dsargs(*entries):
+    """Streamed arguments from (key, json text of the value) pairs."""
+    return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + v for k, v in entries) + "}" if entries else "{}"
+
+
+def js(v):
+    return json.dumps(v, ensure_ascii=False)
+
+
+def dstool(name, **props):
+    return {"name": name, "parameters": {"type": "object", "properties": props}}
+
+
+DSTOOLS = {"tools": True, "schemas": [
+    dstool("toggle", enabled={"type": "boolean"}, count={"type": "integer"}),
+    dstool("score", value={"type": "integer"}),
+    dstool("set_timer", wait={"anyOf": [{"type": "object", "properties": {"type": {"const": "for"}}}, {"type": "object"}]},
+           patches={"oneOf": [{"type": "array", "items": {"type": "object"}}, {"type": "null"}]}),
+    dstool("get_weather", location={"type": "string"}, date={"type": "string"}),
+    dstool("measure", ratio={"type": "number"}, whole={"type": "number"}, big={"type": "integer"}, inf={"type": "number"},
+           maybe={"type": ["null", "boolean"]}, other={"type": "other"}),
+    dstool("update", tags={"type": "array"}, meta={"type": "object"}),
+]}
+deepseek_v32 = {"reasoning": "deepseek_v3", "tool": "deepseek_v32", "cases": [
+    case("no tool call", "just some text", content="just some text", req=DSTOOLS),
+    case("single tool, no parameters", FC + "\n" + INV + 'get_time">\n' + INVE + "\n" + FCE, calls=[("get_time", "{}")],
+         finish="tool_calls", req=DSTOOLS),
+    case("single tool with parameters", dsblock(dsinv("get_weather", ("location", "SF"), ("date", "2024-01-16"))),
+         calls=[("get_weather", dsargs(("location", js("SF")), ("date", js("2024-01-16"))))], finish="tool_calls", req=DSTOOLS),
+    case("content before the call, thinking on", "plan</think>Sure, let me check! " + dsblock(dsinv("get_weather", ("location", "NYC"))),
+         reasoning="plan", content="Sure, let me check! ", calls=[("get_weather", dsargs(("location", js("NYC"))))],
+         finish="tool_calls", req=dict(DSTOOLS, thinking="on")),
+    case("multiple tools, unicode", dsblock(dsinv("get_weather", ("location", "\u676d\u5dde")), dsinv("get_weather", ("location", "\u5317\u4eac"))),
+         calls=[("get_weather", dsargs(("location", js("\u676d\u5dde")))), ("get_weather", dsargs(("location", js("\u5317\u4eac"))))],
+         finish="tool_calls", req=DSTOOLS),
+    case("type conversion", dsblock(dsinv("toggle", ("enabled", "true", "false"), ("count", "42", "false"))),
+         calls=[("toggle", dsargs(("enabled", "true"), ("count", "42")))], finish="tool_calls", req=DSTOOLS),
+    case("string=true stays a string", dsblock(dsinv("score", ("value", "42"))), calls=[("score", dsargs(("value", js("42"))))],
+         finish="tool_calls", req=DSTOOLS, note="the classic parser; vLLM's newer engine parser coerces it by the schema"),
+    case("composed schema: object raw, array-or-null coerced",
+         dsblock(dsinv("set_timer", ("wait", '{"type":"for","minutes":2880}', "false"),
+                       ("patches", '[{"op":"replace","path":"/schedule","value":"quiet"}]', "false"))),
+         calls=[("set_timer", dsargs(("wait", '{"type":"for","minutes":2880}'),
+                                     ("patches", js([{"op": "replace", "path": "/schedule", "value": "quiet"}]))))],
+         finish="tool_calls", req=DSTOOLS),
+    case("arguments wrapper repaired", dsblock(dsinv("get_weather", ("arguments", '{"location":"Beijing"}', "false"))),
+         calls=[("get_weather", dsargs(("location", js("Beijing"))))], finish="tool_calls", req=DSTOOLS),
+    case("input wrapper repaired", dsblock(dsinv("get_weather", ("input", '{"location":"Beijing"}'))),
+         calls=[("get_weather", dsargs(("location", js("Beijing"))))], finish="tool_calls", req=DSTOOLS),
+    case("wrapper with unlisted keys kept", dsblock(dsinv("get_weather", ("input", '{"city":"Beijing"}'))),
+         calls=[("get_weather", dsargs(("input", js('{"city":"Beijing"}'))))], finish="tool_calls", req=DSTOOLS),
+    case("object and array parameters", dsblock(dsinv("update", ("tags", '["a", "b"]', "false"), ("meta", '{"k": 1}', "false"))),
+         calls=[("update", dsargs(("tags", '["a", "b"]'), ("meta", '{"k": 1}')))], finish="tool_calls", req=DSTOOLS),
+    case("numbers and fallbacks", dsblock(dsinv("measure", ("ratio", "3.14", "false"), ("whole", "2.0", "false"), ("big", "1_000", "false"),
+                                                ("inf", "inf", "false"), ("maybe", "NULL", "false"), ("other", '{"x": 1.50}', "false"),
+                                                ("unlisted", "7", "false"))),
+         calls=[("measure", dsargs(("ratio", "3.14"), ("whole", "2"), ("big", "1000"), ("inf", js("inf")), ("maybe", "null"),
+                                   ("other", js({"x": 1.5})), ("unlisted", js("7"))))], finish="tool_calls", req=DSTOOLS,
+         note="a float that is not finite stays a string; an unknown type reads JSON; an unlisted parameter is a string"),
+    case("escapes in a string value", dsblock(dsinv("get_weather", ("location", 'He said "hi"\n\\ \t\u00e9'))),
+         calls=[("get_weather", dsargs(("location", js('He said "hi"\n\\ \t\u00e9'))))], finish="tool_calls", req=DSTOOLS),
+    case("text after the block, then a second block", dsblock(dsinv("f")) + " and " + dsblock(dsinv("g")) + " done",
+         content=" and  done", calls=[("f", "{}"), ("g", "{}")], finish="tool_calls", req=DSTOOLS),
+    case("malformed tags and other text in the block are dropped",
+         FC + "\njunk " + INV + '">' + INV + 'f">' + PAR + 'a" string="maybe">x' + PARE + PAR + 'b" string="true">y' + PARE + INVE + FCE,
+         calls=[("f", dsargs(("b", js("y"))))], finish="tool_calls", req=DSTOOLS,
+         note="vLLM's streaming path stops reading at the first of them"),
+    case("missing invoke end closed by the block end", FC + INV + 'f">' + PAR + 'a" string="true">1' + PARE + FCE + "after",
+         content="after", calls=[("f", dsargs(("a", js("1"))))], finish="tool_calls", req=DSTOOLS),
+    case("truncated inside a string value", FC + INV + 'f">' + PAR + 'a" string="true">abc\u00e9',
+         calls=[("f", dsargs(("a", js("abc\u00e9"))))], finish="tool_calls", req=DSTOOLS,
+         note="cut off by the end of output: the value and the call are closed"),
+    case("truncated inside a tag", "x" + FC + INV + 'f">' + PAR + 'a" stri', content="x", calls=[("f", "{}")],
+         finish="tool_calls", req=DSTOOLS),
+    case("raw object value is sent as written", dsblock(dsinv("update", ("meta", '{"a": 1', "false"))),
+         calls=[("update", '{"meta":{"a": 1}')], finish="tool_calls", req=DSTOOLS,
+         note="vLLM streams object/array values raw, so a malformed one stays malformed"),
+    case("tool_choice none: markers are content", dsblock(dsinv("f")), content=dsblock(dsinv("f")),
+         req={"tools": True, "tool_choice": "none"}),
+]}
+
 # ---------------------------------------------------------------- pythonic / llama4_pythonic
 # vLLM: ast.parse of the stripped output, a list of calls with literal keyword values;
 # arguments json.dumps(kwargs, ensure_ascii=False).
@@ -744,7 +845,7 @@ for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", 
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
         ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
         ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss),
-        ("minimax_m2", minimax_m2), ("granite", granite), ("step3", step3),
+        ("minimax_m2", minimax_m2), ("granite", granite), ("step3", step3), ("deepseek_v32", deepseek_v32),
         ("pythonic", pythonic), ("llama4_pythonic", llama4_pythonic)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)

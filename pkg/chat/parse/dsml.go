@@ -37,6 +37,8 @@ import (
 //   - an invoke or parameter tag that cannot match, or is longer than MaxCallBytes, is
 //     dropped with the other text in the block that is neither a tag nor whitespace;
 //   - a held value longer than MaxCallBytes is sent as a string from then on.
+//
+// Calls written outside a block, and other models' blocks, are read as dsmlorphan.go says.
 
 const (
 	dsFCStart    = "<｜DSML｜function_calls>"
@@ -49,16 +51,15 @@ const (
 	dsStringAttr = `string="`
 )
 
-var (
-	dsmlContentEnd = newMarkerSet(dsFCStart)
-	dsmlParamEnds  = newMarkerSet(dsParamEnd)
-)
+var dsmlParamEnds = newMarkerSet(dsParamEnd)
 
 const (
 	dvText uint8 = iota
 	dvBlock
 	dvCall
 	dvParam
+	dvForeign     // another model's block (dsmlorphan.go)
+	dvAfterOrphan // after an orphan call (dsmlorphan.go)
 )
 
 // Parameter modes of a DSML call.
@@ -77,6 +78,7 @@ type dsmlCall struct {
 	name        string
 	props       map[string]json.RawMessage
 	argsStarted bool
+	orphan      bool // written outside a block (dsmlorphan.go)
 	mode        uint8
 	pname       string
 	strAttr     bool
@@ -86,13 +88,11 @@ type dsmlCall struct {
 func (t *toolStage) stepDSML(e *emitter, b []byte, eof bool) int {
 	switch t.st {
 	case dvText:
-		n, m := dsmlContentEnd.next(b, eof)
-		if m == 0 {
-			t.st = dvBlock
-			return len(dsFCStart)
-		}
-		e.addContent(b[:n])
-		return n
+		return t.dsmlContent(e, b, eof)
+	case dvForeign:
+		return t.dsmlForeign(e, b, eof)
+	case dvAfterOrphan:
+		return t.dsmlAfterOrphan(e, b, eof)
 	case dvBlock, dvCall:
 		return t.dsmlTags(e, b, eof)
 	}
@@ -120,8 +120,12 @@ func (t *toolStage) dsmlTags(e *emitter, b []byte, eof bool) int {
 		t.st = dvText
 		return len(dsFCEnd)
 	case t.st == dvCall && markerAt(b, dsInvokeEnd) == fullMatch:
+		orphan := t.ds.orphan
 		t.dsmlClose(e)
 		t.st = dvBlock
+		if orphan {
+			t.st = dvAfterOrphan
+		}
 		return len(dsInvokeEnd)
 	}
 	tag, st := dsmlTag(b, false, t.limit, eof)

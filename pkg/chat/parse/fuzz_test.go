@@ -403,7 +403,8 @@ var dsmlFuzz = []openai.ChatTool{{Type: "function", Name: "f", Parameters: json.
 
 func FuzzParseDeepSeekV32(f *testing.F) {
 	addSeeds(f, "deepseek_v32", dsFCStart+dsInvokeTag+"\u3000name=\"f\" >"+dsParamTag+` name="arguments" string="false">{"i": 1e999}`+dsParamEnd,
-		dsFCStart+dsInvokeTag+` name="f">`+dsParamTag+` name="s"  string="true" >\xe6\x97`+dsParamEnd+dsParamTag+` name="u" string="false">NaN`)
+		dsFCStart+dsInvokeTag+` name="f">`+dsParamTag+` name="s"  string="true" >\xe6\x97`+dsParamEnd+dsParamTag+` name="u" string="false">NaN`,
+		"a"+dsOrphan+`f">`+dsParamTag+` name="i" string="false">2`+dsParamEnd+dsInvokeEnd+" \u3000 "+dsFCEnd+dsOrphan+`f"`+dsForeignStart+dsOrphan+"f\">"+dsForeignEnd)
 	req := RequestInfo{ToolsGiven: true, Tools: dsmlFuzz}
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolDeepSeekV32, req}, text, seed)

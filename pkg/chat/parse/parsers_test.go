@@ -434,6 +434,8 @@ func TestBoundedHolding(t *testing.T) {
 		{"dsml string", "", ToolDeepSeekV32, toolsReq, dsFCStart + dsInvokeTag + ` name="f">` + dsParamTag + ` name="s" string="true">` + strings.Repeat("\u00e9", 4*limit), 64, 1},
 		{"dsml held value", "", ToolDeepSeekV32, toolsReq, dsFCStart + dsInvokeTag + ` name="f">` + dsParamTag + ` name="s" string="false">` + strings.Repeat("1", 4*limit), limit + 2*piece, 1},
 		{"dsml tag", "", ToolDeepSeekV32, toolsReq, dsFCStart + dsInvokeTag + ` name="` + strings.Repeat("n", 4*limit), limit + 2*piece, 0},
+		{"dsml orphan whitespace", "", ToolDeepSeekV32, RequestInfo{ToolsGiven: true, Tools: benchTools},
+			dsOrphan + `get_weather">` + dsInvokeEnd + strings.Repeat(" ", 4*limit) + "x", limit + 2*piece, 1},
 		{"step3 header", "", ToolStep3, toolsReq, s3CallsBegin + s3CallBegin + `<steptml:invoke name="` + strings.Repeat("n", 4*limit), limit + 2*piece, 0},
 	}
 	for _, tt := range tests {

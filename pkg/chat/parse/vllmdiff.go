@@ -124,10 +124,10 @@ package parse
 //     as written, from a parser version not at hand. Whether Step3's markers are special
 //     tokens (and its stop token) was not checked: no Step3 tokenizer at hand.
 //
-// deepseek_v32 (vllm/tool_parsers/deepseekv32_tool_parser.py, the classic parser's streaming
-// path, _process_streaming_buffer; vLLM now maps the name to a parser-engine adapter, and a
-// later classic version added recovery of invokes outside a block and passes
-// "<｜DSML｜tool_calls>" blocks through as content: neither is done here)
+// deepseek_v32 (vllm/tool_parsers/deepseekv32_tool_parser.py, the streaming path of the classic
+// parser's latest version at hand, with its recovery of invokes outside a block and of other
+// models' "<｜DSML｜tool_calls>" blocks; vLLM now maps the name to a parser-engine adapter,
+// which was not followed)
 //   - Arguments are the streamed text: no spaces between entries ({"a":1,"b":"x"}), values of
 //     object/array-only types raw as written (a malformed one stays malformed), where the
 //     non-streaming path writes json.dumps of the whole dict.
@@ -139,6 +139,9 @@ package parse
 //   - A tag longer than MaxCallBytes does not match; a held (coerced) value longer than that is
 //     sent as a string. An unwrapped "arguments"/"input" object with NaN or infinity is kept
 //     wrapped.
+//   - After an orphan call, whitespace before text that starts no call or block is content
+//     (vLLM then sends its whole buffer as content, which depends on how the text was split);
+//     a whitespace run is looked at up to MaxCallBytes.
 //
 // granite reasoning (vllm/reasoning/granite_reasoning_parser.py; its streaming path)
 //   - Reasoning only when the output starts with "Here is my thought process:" (or "Here's");

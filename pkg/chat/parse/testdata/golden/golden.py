@@ -804,6 +804,22 @@ deepseek_v32 = {"reasoning": "deepseek_v3", "tool": "deepseek_v32", "cases": [
          note="vLLM streams object/array values raw, so a malformed one stays malformed"),
     case("tool_choice none: markers are content", dsblock(dsinv("f")), content=dsblock(dsinv("f")),
          req={"tools": True, "tool_choice": "none"}),
+    # The later classic parser's recovery (its _process_content_buffer): invokes outside a block
+    # naming a request's tool, and other models' <｜DSML｜tool_calls> blocks as content.
+    case("orphan invoke with a stray block end", "Let me check. " + dsinv("get_weather", ("location", "Paris")) + FCE + " Done.",
+         content="Let me check.  Done.", calls=[("get_weather", dsargs(("location", js("Paris"))))], finish="tool_calls", req=DSTOOLS),
+    case("orphan invoke then text", dsinv("get_weather", ("location", "Paris"))[:-1] + "\n Thanks",
+         content="\n Thanks", calls=[("get_weather", dsargs(("location", js("Paris"))))], finish="tool_calls", req=DSTOOLS),
+    case("two orphan invokes, whitespace dropped", dsinv("score", ("value", "1", "false")) + "\n" + dsinv("score", ("value", "2", "false")) + "\n",
+         calls=[("score", dsargs(("value", "1"))), ("score", dsargs(("value", "2")))], finish="tool_calls", req=DSTOOLS),
+    case("orphan invoke of an unknown tool is content", "x " + dsinv("nope"), content="x " + dsinv("nope"), req=DSTOOLS),
+    case("orphan invokes need the request's tools", dsinv("f"), content=dsinv("f"), req=TOOLS),
+    case("a block starting inside an orphan name", INV + "get_" + dsblock(dsinv("score")), content=INV + "get_",
+         calls=[("score", "{}")], finish="tool_calls", req=DSTOOLS),
+    case("another model's block is content", "<\uff5cDSML\uff5ctool_calls>" + dsinv("score") + "</\uff5cDSML\uff5ctool_calls>ok",
+         content="<\uff5cDSML\uff5ctool_calls>" + dsinv("score") + "</\uff5cDSML\uff5ctool_calls>ok", req=DSTOOLS),
+    case("a DSML block inside another model's block", "<\uff5cDSML\uff5ctool_calls>a" + dsblock(dsinv("score")),
+         content="<\uff5cDSML\uff5ctool_calls>a", calls=[("score", "{}")], finish="tool_calls", req=DSTOOLS),
 ]}
 
 # ---------------------------------------------------------------- pythonic / llama4_pythonic

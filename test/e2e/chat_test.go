@@ -408,11 +408,16 @@ func TestChatParserFamilies(t *testing.T) {
 		{"mistral", "mistral", "[THINK]" + familyThought + "[/THINK][TOOL_CALLS]get_weather[ARGS]" + jsonArgs, regexp.MustCompile(`^[A-Za-z0-9]{9}$`)},
 		{"step3", "granite", familyThought + "</think><|tool_call|>[{\"name\": \"get_weather\", \"arguments\": " + jsonArgs + "}]", toolID},
 		{"qwen3", "llama4_pythonic", think + "[get_weather(city=\"Paris\", unit='celsius')]", toolID},
+		{"step3", "step3", familyThought + "</think><｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\">" +
+			"<steptml:parameter name=\"city\">Paris</steptml:parameter><steptml:parameter name=\"unit\">celsius</steptml:parameter></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>", toolID},
+		{"deepseek_r1", "deepseek_v32", think + "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n" +
+			"<｜DSML｜parameter name=\"unit\" string=\"true\">celsius</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", callID},
+		{"granite", "granite", "Here is my thought process:\n" + familyThought + "\nHere is my response:\n<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": " + jsonArgs + "}]", toolID},
 	}
 	l := newLauncher(t)
 	ports := testutil.FreePorts(t, len(families))
 	for i, f := range families {
-		t.Run(f.tool, func(t *testing.T) {
+		t.Run(f.reasoning+"+"+f.tool, func(t *testing.T) {
 			name := fmt.Sprintf("family-%d", i)
 			startSim(t, l, harness.SimOptions{Name: name, Args: []string{"--grpc-port", fmt.Sprint(ports[i]), "--runtime", "vllm", "--reply-file", replyFile(t, f.reply)}})
 			gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-" + name, Workers: []string{fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", ports[i])},

@@ -148,6 +148,19 @@ var parserBenchCases = []struct {
 	{"granite", "", ToolGranite, RequestInfo{ToolsGiven: true},
 		"<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris, France\", \"days\": 3}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Tōkyō, Japan\", \"threshold\": 0.50}}]"},
 	{"step3", ReasoningStep3, "", RequestInfo{}, benchThink + "The forecast follows."},
+	{"step3+step3", ReasoningStep3, ToolStep3, RequestInfo{ToolsGiven: true, Tools: benchTools},
+		benchThink + s3CallsBegin + s3CallBegin + "function" + "<｜tool_sep｜>" + `<steptml:invoke name="get_weather"><steptml:parameter name="city">Paris, France</steptml:parameter>` +
+			`<steptml:parameter name="days">3</steptml:parameter></steptml:invoke>` + s3CallEnd + s3CallBegin + "function" + "<｜tool_sep｜>" +
+			`<steptml:invoke name="get_weather"><steptml:parameter name="city">Tōkyō, Japan</steptml:parameter><steptml:parameter name="threshold">0.50</steptml:parameter></steptml:invoke>` +
+			s3CallEnd + s3CallsEnd},
+	{"deepseek_v3+deepseek_v32", ReasoningDeepSeekV3, ToolDeepSeekV32, RequestInfo{ToolsGiven: true, Tools: benchTools, Thinking: ThinkingOn},
+		benchThink + dsFCStart + "\n" + dsInvokeTag + ` name="get_weather">` + "\n" + dsParamTag + ` name="city" string="true">Paris, France` + dsParamEnd + "\n" +
+			dsParamTag + ` name="days" string="false">3` + dsParamEnd + "\n" + dsInvokeEnd + "\n" + dsInvokeTag + ` name="get_weather">` + "\n" +
+			dsParamTag + ` name="city" string="true">Tōkyō, Japan` + dsParamEnd + "\n" + dsParamTag + ` name="threshold" string="false">0.50` + dsParamEnd + "\n" +
+			dsInvokeEnd + "\n" + dsFCEnd},
+	{"granite+granite", ReasoningGranite, ToolGranite, RequestInfo{ToolsGiven: true},
+		"Here is my thought process:" + benchThink[len("<think>"):len(benchThink)-len("</think>\n\nI'll look up the forecast for both cities.\n")] + "Here is my response:" +
+			"<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris, France\", \"days\": 3}}]"},
 }
 
 // benchThink is the reasoning of benchOutput, closed.

@@ -48,10 +48,10 @@
 // text instead, in both modes, as vLLM's streaming path and its newest parser engine send it.
 // deepseek_v3, deepseek_v31, kimi_k2, mistral's name form and a named tool_choice pass
 // arguments verbatim, as vLLM does. The markup formats (qwen3_coder/qwen3_xml, seed_oss, glm45/
-// glm47, minimax_m2; qwen3coder.go, glm.go, minimax.go) build the arguments object from
-// parameters whose values are typed by the request's tool schemas (RequestInfo.Tools,
-// xmlvalue.go), as each vLLM parser does. The reasoning parsers that differ only in markers and
-// a few rules run on one machine (think.go).
+// glm47, minimax_m2, step3, deepseek_v32's DSML; qwen3coder.go, glm.go, minimax.go, step3.go,
+// dsml.go) build the arguments object from parameters whose values are typed by the request's
+// tool schemas (RequestInfo.Tools, xmlvalue.go), as each vLLM parser does. The reasoning parsers that differ only in markers and
+// a few rules run on one machine (think.go), granite's plain-text markers included.
 //
 // Where vLLM's two paths disagree, or vLLM would raise, the choice made here (always one both
 // modes can share) is listed in vllmdiff.go.

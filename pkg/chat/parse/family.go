@@ -34,7 +34,7 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("deepseek-v4", "deepseek_v4"):
 		return "", "", true
 	case has("deepseek-v3.2", "deepseek_v32"):
-		return ReasoningDeepSeekV3, "", true // its DSML calls are not parsed here
+		return ReasoningDeepSeekV3, ToolDeepSeekV32, true
 	case has("deepseek-v3.1", "deepseek_v31"):
 		return ReasoningDeepSeekV3, ToolDeepSeekV31, true
 	case has("deepseek-r1", "deepseek_r1"):
@@ -64,9 +64,11 @@ func familyParsers(family string) (reasoning, tool string, ok bool) {
 	case has("seed-oss", "seed_oss"):
 		return ReasoningSeedOSS, ToolSeedOSS, true
 	case has("step3", "step-3"):
-		return ReasoningStep3, "", true
+		return ReasoningStep3, ToolStep3, true
 	case has("granite-4", "granite4", "granitemoehybrid"):
 		return "", ToolHermes, true // Granite 4 writes Hermes <tool_call> JSON
+	case has("granite-3.2", "granite-3.3", "granite3.2", "granite3.3"):
+		return ReasoningGranite, ToolGranite, true // reasoning only when the output opens with its marker
 	case has("granite"):
 		return "", ToolGranite, true
 	case has("magistral"):

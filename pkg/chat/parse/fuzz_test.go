@@ -174,6 +174,14 @@ func checkNoLoss(t *testing.T, spec fuzzSpec, text string, m Message) {
 		if strings.HasPrefix(rest, "[") {
 			return // an array that makes no call ("[]") is consumed
 		}
+	case ToolDeepSeekV32:
+		if strings.Contains(content, dsFCStart) {
+			return // the block's markers and text outside calls are consumed
+		}
+	case ToolStep3:
+		if strings.Contains(content, s3CallsBegin) {
+			return // the block's markers and text outside calls are consumed
+		}
 	case ToolMiniMaxM2:
 		if strings.Contains(content, mmBlockOpen) {
 			return // the block's markers and whitespace are consumed
@@ -207,6 +215,9 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 	if (sp == &specQwen3 && strings.Contains(text, toolCallOpen)) || (sp == &specKimi && strings.Contains(text, kimiSectionBegin)) {
 		return "", false
 	}
+	if sp.leading {
+		return leadingModel(t, spec, sp, text, m), true
+	}
 	pre, body, found := "", text, true
 	if !sp.inside {
 		pre, body, found = strings.Cut(text, sp.start)
@@ -231,9 +242,35 @@ func reasoningModel(t *testing.T, spec fuzzSpec, text string, m Message) (string
 	return pre + after, true
 }
 
+// leadingModel is reasoningModel for a leading start marker with second spellings (granite):
+// reasoning only when the text opens with a start marker, up to the first end marker of
+// either spelling.
+func leadingModel(t *testing.T, spec fuzzSpec, sp *thinkSpec, text string, m Message) string {
+	body, found := strings.CutPrefix(text, sp.start)
+	if !found {
+		body, found = strings.CutPrefix(text, sp.start2)
+	}
+	wantR, after := "", text
+	if found {
+		wantR, after = body, ""
+		i, n := strings.Index(body, sp.end), len(sp.end)
+		if j := strings.Index(body, sp.end2); j >= 0 && (i < 0 || j < i) {
+			i, n = j, len(sp.end2)
+		}
+		if i >= 0 {
+			wantR, after = body[:i], body[i+n:]
+		}
+	}
+	if got := deref(m.Reasoning); got != wantR {
+		t.Fatalf("%s, text %q: got reasoning %q, want %q", spec.reasoning, text, got, wantR)
+	}
+	return after
+}
+
 func xmlTool(name string) bool {
 	switch name {
-	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2, ToolPythonic, ToolLlama4Pythonic:
+	case ToolQwen3Coder, ToolQwen3XML, ToolGLM45, ToolGLM47, ToolSeedOSS, ToolMiniMaxM2, ToolPythonic, ToolLlama4Pythonic,
+		ToolStep3, ToolDeepSeekV32:
 		return true
 	}
 	return false
@@ -270,13 +307,14 @@ func FuzzParseQwen3(f *testing.F) {
 // FuzzParseReasoning runs every marker reasoning parser (and append-think) alone, with the
 // thinking switch unset, on and off.
 func FuzzParseReasoning(f *testing.F) {
-	for _, file := range []string{"r_glm45", "r_kimi_k2", "r_mistral", "r_seed_oss", "r_step3", "r_deepseek_v3", "r_minimax_m2_append_think"} {
+	for _, file := range []string{"r_glm45", "r_kimi_k2", "r_mistral", "r_seed_oss", "r_step3", "r_deepseek_v3", "r_minimax_m2_append_think", "r_granite"} {
 		addSeeds(f, file)
 	}
 	f.Add("[/THINK][THINK][THINK]a[/THINK][/THINK]", uint64(9))
 	f.Add("<seed:think><think></seed:think></think>", uint64(10))
+	f.Add("Here's my thought process:Here is my thoughtHere's my responseHere is my response:", uint64(8))
 	names := []string{ReasoningDeepSeekV3, ReasoningGLM45, ReasoningKimiK2, ReasoningMiniMaxM2,
-		ReasoningMiniMaxM2AppendThink, ReasoningMistral, ReasoningStep3, ReasoningSeedOSS}
+		ReasoningMiniMaxM2AppendThink, ReasoningMistral, ReasoningStep3, ReasoningSeedOSS, ReasoningGranite}
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		name := names[seed%uint64(len(names))]
 		th := []Thinking{ThinkingUnset, ThinkingOn, ThinkingOff}[(seed/8)%3]
@@ -338,6 +376,39 @@ func FuzzParseGLM(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text string, seed uint64) {
 		checkParser(t, fuzzSpec{"", ToolGLM45, req}, text, seed)
 		checkParser(t, fuzzSpec{ReasoningGLM47, ToolGLM47, req}, text, seed)
+	})
+}
+
+// step3Fuzz types step3's parameters in its fuzzer: every type _cast_arguments reads.
+var step3Fuzz = []openai.ChatTool{{Type: "function", Name: "f", Parameters: json.RawMessage(`{"properties": {
+	"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
+	"z": {"type": "null"}, "o": {"type": "object"}}}`)}}
+
+func FuzzParseStep3(f *testing.F) {
+	addSeeds(f, "step3", s3CallsBegin+s3CallBegin+`<steptml:parameter name="i"> 1_0 </steptml:parameter><steptml:invoke name="f">`+
+		`<steptml:parameter name="n">1e400</steptml:parameter><steptml:parameter name="<steptml:parameter name="b">TrUe</steptml:parameter>`,
+		s3CallsBegin+s3CallBegin+`<steptml:invoke name="<steptml:invoke name="f">`+s3CallEnd+s3CallsEnd+s3CallsBegin)
+	req := RequestInfo{ToolsGiven: true, Tools: step3Fuzz}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolStep3, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningStep3, ToolStep3, req}, text, seed)
+	})
+}
+
+// dsmlFuzz types deepseek_v32's parameters in its fuzzer: every coercion, but no object or
+// array type, whose values vLLM streams raw (so that the arguments are always a JSON object).
+var dsmlFuzz = []openai.ChatTool{{Type: "function", Name: "f", Parameters: json.RawMessage(`{"properties": {
+	"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
+	"u": {"type": ["null", "integer"]}, "x": {"type": "other"}}}`)}}
+
+func FuzzParseDeepSeekV32(f *testing.F) {
+	addSeeds(f, "deepseek_v32", dsFCStart+dsInvokeTag+"\u3000name=\"f\" >"+dsParamTag+` name="arguments" string="false">{"i": 1e999}`+dsParamEnd,
+		dsFCStart+dsInvokeTag+` name="f">`+dsParamTag+` name="s"  string="true" >\xe6\x97`+dsParamEnd+dsParamTag+` name="u" string="false">NaN`,
+		"a"+dsOrphan+`f">`+dsParamTag+` name="i" string="false">2`+dsParamEnd+dsInvokeEnd+" \u3000 "+dsFCEnd+dsOrphan+`f"`+dsForeignStart+dsOrphan+"f\">"+dsForeignEnd)
+	req := RequestInfo{ToolsGiven: true, Tools: dsmlFuzz}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		checkParser(t, fuzzSpec{"", ToolDeepSeekV32, req}, text, seed)
+		checkParser(t, fuzzSpec{ReasoningDeepSeekV3, ToolDeepSeekV32, RequestInfo{ToolsGiven: true, Tools: dsmlFuzz, Thinking: ThinkingOn}}, text, seed)
 	})
 }
 

@@ -192,25 +192,33 @@ func minimaxValue(dst []byte, v string, schema json.RawMessage) []byte {
 }
 
 // minimaxTypes adds the lower-cased type names a parameter schema allows to types, as
-// _extract_types_from_schema finds them: "type" (a name or a list), the JSON types of "enum"
-// values, and the same of every anyOf, oneOf and allOf choice. Nesting is bounded.
+// _extract_types_from_schema finds them (schemaTypes).
 func minimaxTypes(schema json.RawMessage, types map[string]bool) {
-	minimaxTypesDepth(schema, types, 0)
+	schemaTypes(schema, types, true, 0)
 }
 
-func minimaxTypesDepth(schema json.RawMessage, types map[string]bool, depth int) {
+// schemaTypes adds the type names a parameter schema allows to types (lower-cased if lower), as
+// extract_types_from_schema finds them: "type" (a name or a list), the JSON types of "enum"
+// values, and the same of every anyOf, oneOf and allOf choice. Nesting is bounded.
+func schemaTypes(schema json.RawMessage, types map[string]bool, lower bool, depth int) {
 	var s map[string]json.RawMessage
 	if depth > 32 || json.Unmarshal(schema, &s) != nil {
 		return
 	}
+	add := func(ty string) {
+		if lower {
+			ty = strings.ToLower(ty)
+		}
+		types[ty] = true
+	}
 	var one string
 	var many []json.RawMessage
 	if json.Unmarshal(s["type"], &one) == nil {
-		types[strings.ToLower(one)] = true
+		add(one)
 	} else if json.Unmarshal(s["type"], &many) == nil {
 		for _, m := range many {
 			if json.Unmarshal(m, &one) == nil {
-				types[strings.ToLower(one)] = true
+				add(one)
 			}
 		}
 	}
@@ -224,7 +232,7 @@ func minimaxTypesDepth(schema json.RawMessage, types map[string]bool, depth int)
 		var choices []json.RawMessage
 		if json.Unmarshal(s[f], &choices) == nil {
 			for _, c := range choices {
-				minimaxTypesDepth(c, types, depth+1)
+				schemaTypes(c, types, lower, depth+1)
 			}
 		}
 	}

@@ -51,6 +51,9 @@ const (
 	ReasoningMistral              = "mistral"
 	ReasoningStep3                = "step3"
 	ReasoningSeedOSS              = "seed_oss"
+	// ReasoningGranite splits Granite 3.2+ output at its plain-text markers ("Here is my
+	// thought process:" ... "Here is my response:").
+	ReasoningGranite = "granite"
 )
 
 // thinkSpecs maps the marker-delimited reasoning parsers to their rules (think.go).
@@ -58,7 +61,7 @@ var thinkSpecs = map[string]*thinkSpec{
 	ReasoningQwen3: &specQwen3, ReasoningDeepSeekR1: &specThink, ReasoningDeepSeekV3: &specThink,
 	ReasoningGLM45: &specThink, ReasoningGLM47: &specThink, ReasoningKimiK2: &specKimi,
 	ReasoningMiniMaxM2: &specThink, ReasoningMistral: &specMistralR, ReasoningStep3: &specStep3,
-	ReasoningSeedOSS: &specSeedOSS,
+	ReasoningSeedOSS: &specSeedOSS, ReasoningGranite: &specGranite,
 }
 
 // Tool-call parser names, as vLLM spells them (vllm/tool_parsers/__init__.py).
@@ -75,12 +78,16 @@ const (
 	ToolKimiK2     = "kimi_k2"
 	// ToolDeepSeekV31 parses DeepSeek V3.1's calls (and V3.2's when not DSML).
 	ToolDeepSeekV31 = "deepseek_v31"
+	// ToolDeepSeekV32 parses DeepSeek V3.2's DSML calls.
+	ToolDeepSeekV32 = "deepseek_v32"
 	ToolSeedOSS     = "seed_oss"
 	ToolMiniMaxM2   = "minimax_m2"
 	ToolGranite     = "granite"
 	ToolPythonic    = "pythonic"
 	// ToolLlama4Pythonic is pythonic with Llama 4's <|python_start|> tags.
 	ToolLlama4Pythonic = "llama4_pythonic"
+	// ToolStep3 parses Step3's <steptml:invoke> calls.
+	ToolStep3 = "step3"
 )
 
 var reasoningNames = func() map[string]bool {
@@ -94,7 +101,7 @@ var reasoningNames = func() map[string]bool {
 var toolNames = map[string]bool{ToolHermes: true, ToolLlama3JSON: true, ToolDeepSeekV3: true, ToolMistral: true, ToolOpenAI: true,
 	ToolQwen3Coder: true, ToolQwen3XML: true, ToolGLM45: true, ToolGLM47: true,
 	ToolKimiK2: true, ToolDeepSeekV31: true, ToolSeedOSS: true, ToolMiniMaxM2: true, ToolGranite: true,
-	ToolPythonic: true, ToolLlama4Pythonic: true}
+	ToolPythonic: true, ToolLlama4Pythonic: true, ToolStep3: true, ToolDeepSeekV32: true}
 
 // ReasoningParserNames lists the reasoning parsers NewParsers accepts, sorted.
 func ReasoningParserNames() []string { return sortedNames(reasoningNames) }
@@ -198,7 +205,8 @@ func (p *Parsers) NewStream(req RequestInfo) *Stream {
 	s := &Stream{p: p, mode: p.toolMode(req)}
 	s.out.rand = p.rand
 	s.out.mistralIDs = p.tool == ToolMistral && s.mode == toolsAuto
-	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML || p.tool == ToolSeedOSS || p.tool == ToolMiniMaxM2) && s.mode == toolsAuto
+	s.out.callIDs = (p.tool == ToolQwen3Coder || p.tool == ToolQwen3XML || p.tool == ToolSeedOSS || p.tool == ToolMiniMaxM2 ||
+		p.tool == ToolDeepSeekV32) && s.mode == toolsAuto
 	if !p.SkipSpecialTokens(req) && len(p.strip) > 0 {
 		s.strip = newStripStage(p.strip)
 	}

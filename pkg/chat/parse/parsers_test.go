@@ -167,7 +167,8 @@ func TestParseGolden(t *testing.T) {
 				switch {
 				case g.Tool == ToolMistral && auto:
 					idPattern = mistralIDPattern
-				case (g.Tool == ToolQwen3Coder || g.Tool == ToolQwen3XML || g.Tool == ToolSeedOSS || g.Tool == ToolMiniMaxM2) && auto:
+				case (g.Tool == ToolQwen3Coder || g.Tool == ToolQwen3XML || g.Tool == ToolSeedOSS || g.Tool == ToolMiniMaxM2 ||
+					g.Tool == ToolDeepSeekV32) && auto:
 					idPattern = callIDPattern
 				case g.Tool == ToolKimiK2 && auto:
 					idPattern = kimiIDPattern
@@ -254,8 +255,8 @@ func TestNewParsersNames(t *testing.T) {
 		{"openai_gptoss", "", ""},
 		{"", "openai", ""},
 		{"deepseek_r1", "deepseek_v3", ""},
-		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
-		{"", "llama3", "valid: deepseek_v3, deepseek_v31, glm45, glm47, granite, hermes, kimi_k2, llama3_json, llama4_pythonic, minimax_m2, mistral, openai, pythonic, qwen3_coder, qwen3_xml, seed_oss"},
+		{"gptoss", "", "valid: deepseek_r1, deepseek_v3, glm45, glm47, granite, kimi_k2, minimax_m2, minimax_m2_append_think, mistral, openai_gptoss, qwen3, seed_oss, step3"},
+		{"", "llama3", "valid: deepseek_v3, deepseek_v31, deepseek_v32, glm45, glm47, granite, hermes, kimi_k2, llama3_json, llama4_pythonic, minimax_m2, mistral, openai, pythonic, qwen3_coder, qwen3_xml, seed_oss, step3"},
 		{"qwen3", "openai", "do not combine"},
 		{"openai_gptoss", "hermes", "do not combine"},
 	}
@@ -284,7 +285,7 @@ func TestDefaultParserNames(t *testing.T) {
 		{"deepseek-ai/DeepSeek-V3-0324", "", "deepseek_v3"},
 		{"deepseek_v3", "", "deepseek_v3"},
 		{"deepseek-ai/DeepSeek-V3.1", "deepseek_v3", "deepseek_v31"},
-		{"deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3", ""},
+		{"deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v3", "deepseek_v32"},
 		{"deepseek-ai/DeepSeek-V4-Flash", "", ""},
 		{"zai-org/GLM-4.5-Air", "glm45", "glm45"},
 		{"glm4_moe", "glm45", "glm45"},
@@ -293,9 +294,11 @@ func TestDefaultParserNames(t *testing.T) {
 		{"moonshotai/Kimi-K2-Instruct-0905", "", "kimi_k2"},
 		{"MiniMaxAI/MiniMax-M2", "minimax_m2_append_think", "minimax_m2"},
 		{"ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", "seed_oss"},
-		{"stepfun-ai/step3", "step3", ""},
+		{"stepfun-ai/step3", "step3", "step3"},
 		{"mistralai/Magistral-Small-2509", "mistral", "mistral"},
-		{"ibm-granite/granite-3.3-8b-instruct", "", "granite"},
+		{"ibm-granite/granite-3.3-8b-instruct", "granite", "granite"},
+		{"ibm-granite/granite-3.2-8b-instruct", "granite", "granite"},
+		{"ibm-granite/granite-3.1-8b-instruct", "", "granite"},
 		{"ibm-granite/granite-4.0-h-small", "", "hermes"},
 		{"meta-llama/Llama-3.1-8B-Instruct", "", "llama3_json"},
 		{"/models/llama3_3-70b", "", "llama3_json"},
@@ -427,6 +430,13 @@ func TestBoundedHolding(t *testing.T) {
 		{"llama arguments", "", ToolLlama3JSON, toolsReq, `{"name": "f", "parameters": [` + strings.Repeat("1.50, ", 1<<15) + `2]}`, 64, 1},
 		{"harmony", ReasoningGptOss, ToolOpenAI, toolsReq, "<|channel|>analysis<|message|>" + long + "<|end|>", 64, 0},
 		{"deepseek name", "", ToolDeepSeekV3, toolsReq, dsCallsBegin + dsCallBegin + "function" + dsSep + strings.Repeat("n", 4*limit), 2*limit + 2*piece, 0},
+		{"step3 call", "", ToolStep3, toolsReq, s3CallsBegin + s3CallBegin + `<steptml:invoke name="f">` + strings.Repeat("p", 4*limit) + s3CallEnd, limit + 2*piece, 1},
+		{"dsml string", "", ToolDeepSeekV32, toolsReq, dsFCStart + dsInvokeTag + ` name="f">` + dsParamTag + ` name="s" string="true">` + strings.Repeat("\u00e9", 4*limit), 64, 1},
+		{"dsml held value", "", ToolDeepSeekV32, toolsReq, dsFCStart + dsInvokeTag + ` name="f">` + dsParamTag + ` name="s" string="false">` + strings.Repeat("1", 4*limit), limit + 2*piece, 1},
+		{"dsml tag", "", ToolDeepSeekV32, toolsReq, dsFCStart + dsInvokeTag + ` name="` + strings.Repeat("n", 4*limit), limit + 2*piece, 0},
+		{"dsml orphan whitespace", "", ToolDeepSeekV32, RequestInfo{ToolsGiven: true, Tools: benchTools},
+			dsOrphan + `get_weather">` + dsInvokeEnd + strings.Repeat(" ", 4*limit) + "x", limit + 2*piece, 1},
+		{"step3 header", "", ToolStep3, toolsReq, s3CallsBegin + s3CallBegin + `<steptml:invoke name="` + strings.Repeat("n", 4*limit), limit + 2*piece, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,6 +24,12 @@ package parse
 //   - kimi_k2 (vllm/tool_parsers/kimi_k2_tool_parser.py adjust_request): tools given and
 //     tool_choice not "none": skip_special_tokens=False (its section and call markers are
 //     special tokens); its end-of-turn <|im_end|> is stripped then.
+//   - step3 (vllm/tool_parsers/step3_tool_parser.py adjust_request): tools given and tool_choice
+//     not "none": skip_special_tokens=False (its block and call markers are special tokens, it
+//     says). No Step3 tokenizer was at hand, so no stop token is stripped for it.
+//   - deepseek_v32 (vllm/tool_parsers/deepseekv32_tool_parser.py adjust_request): tools given and
+//     tool_choice not "none": skip_special_tokens=False (its DSML markers are not special
+//     tokens, it says, but transformers 5 may skip them); <｜end▁of▁sentence｜> is stripped then.
 //   - deepseek_v31: no adjust_request, so true (V3's tool markers are not special).
 //   - llama3_json (vllm/tool_parsers/llama_tool_parser.py): no adjust_request, so true.
 //     <|python_tag|> is a special token in Llama 3.1, so vLLM's parser normally sees the JSON
@@ -52,7 +58,7 @@ func (p *Parsers) SkipSpecialTokens(req RequestInfo) bool {
 	}
 	toolsOn := req.ToolsGiven && (req.ToolChoice != "none" || req.NamedTool != "")
 	switch p.tool {
-	case ToolHermes, ToolMistral, ToolGLM45, ToolGLM47, ToolKimiK2:
+	case ToolHermes, ToolMistral, ToolGLM45, ToolGLM47, ToolKimiK2, ToolStep3, ToolDeepSeekV32:
 		return !toolsOn
 	}
 	return true
@@ -78,7 +84,7 @@ func defaultStripTokens(reasoning, tool string) []string {
 		return []string{"<seed:eos>"}
 	case tool == ToolKimiK2 || reasoning == ReasoningKimiK2:
 		return []string{"<|im_end|>"}
-	case tool == ToolDeepSeekV3 || tool == ToolDeepSeekV31 || reasoning == ReasoningDeepSeekR1 || reasoning == ReasoningDeepSeekV3:
+	case tool == ToolDeepSeekV3 || tool == ToolDeepSeekV31 || tool == ToolDeepSeekV32 || reasoning == ReasoningDeepSeekR1 || reasoning == ReasoningDeepSeekV3:
 		return []string{"<｜end▁of▁sentence｜>"}
 	}
 	return nil

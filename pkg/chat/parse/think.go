@@ -15,6 +15,10 @@ package parse
 //     step3 keeps it as reasoning text (its parser looks only for </think>).
 //   - implicit: a marker that ends reasoning and starts the content itself (qwen3: a
 //     "<tool_call>" followed by "<function"; kimi_k2: "<|tool_calls_section_begin|>").
+//   - leading (granite): the start marker counts only as the very first bytes of the output;
+//     output that does not begin with it is all content. Granite's markers are plain text
+//     ("Here is my thought process:" ... "Here is my response:"), each with a second spelling
+//     ("Here's ..."), start2/end2.
 //   - RequestInfo.ReasoningEnded (the prompt already closed reasoning, e.g. enable_thinking=
 //     false) or a thinking switch that is off: no reasoning stage at all, everything is content.
 
@@ -30,8 +34,12 @@ const maxImplicitSpace = 64
 // thinkSpec is one reasoning parser's markers and rules (see above).
 type thinkSpec struct {
 	start, end string
-	inside     bool
-	dropStart  bool
+	// start2, end2 are second spellings of the markers ("" for none); each starts with the
+	// same byte as its first spelling.
+	start2, end2 string
+	inside       bool
+	dropStart    bool
+	leading      bool
 	// implicit reports whether b starts with a marker that ends reasoning implicitly
 	// (fullMatch), could still become one (partMatch), or not; nil for none.
 	implicit func(b []byte, eof bool) int
@@ -44,6 +52,9 @@ var (
 	specStep3    = thinkSpec{start: thinkStart, end: thinkEnd, inside: true}
 	specSeedOSS  = thinkSpec{start: "<seed:think>", end: "</seed:think>", inside: true, dropStart: true}
 	specMistralR = thinkSpec{start: "[THINK]", end: "[/THINK]"}
+	// specGranite: vllm/reasoning/granite_reasoning_parser.py.
+	specGranite = thinkSpec{start: "Here is my thought process:", start2: "Here's my thought process:",
+		end: "Here is my response:", end2: "Here's my response:", leading: true}
 )
 
 type thinkStage struct {
@@ -65,6 +76,9 @@ func (t *thinkStage) run(s *Stream, text string, eof bool) {
 		return
 	}
 	t.buf = append(t.buf, text...)
+	if t.spec.leading && !t.started && !t.leadingStart(s, eof) {
+		return
+	}
 	b := t.buf
 	start, i := 0, 0
 	c1, c2 := t.spec.start[0], t.spec.end[0]
@@ -95,29 +109,68 @@ func (t *thinkStage) run(s *Stream, text string, eof bool) {
 	t.buf = t.buf[:n]
 }
 
+// leadingStart decides a leading start marker (granite) at the head of the buffer: it reports
+// whether reasoning started and the buffer is to be scanned. Otherwise the head is still a
+// prefix of the marker (held), or the output did not begin with it and all of it is content.
+func (t *thinkStage) leadingStart(s *Stream, eof bool) bool {
+	m, n := markerAlt(t.buf, t.spec.start, t.spec.start2)
+	switch {
+	case m == fullMatch:
+		t.started = true
+		k := copy(t.buf, t.buf[n:])
+		t.buf = t.buf[:k]
+		return true
+	case m == partMatch && !eof:
+		return false
+	}
+	t.done = true
+	s.content(t.buf)
+	t.buf = t.buf[:0]
+	return false
+}
+
+// markerAlt is markerAt for a marker with an optional second spelling alt: the match and, for
+// a full one, the length of the spelling matched.
+func markerAlt(b []byte, m, alt string) (int, int) {
+	r := markerAt(b, m)
+	if r == fullMatch {
+		return fullMatch, len(m)
+	}
+	if alt != "" {
+		switch markerAt(b, alt) {
+		case fullMatch:
+			return fullMatch, len(alt)
+		case partMatch:
+			r = partMatch
+		}
+	}
+	return r, 0
+}
+
 // marker looks at b[i:], a possible marker, with b[start:i] the undecided text before it. It
 // returns the marker's length when one was consumed (the text before it emitted), and whether
 // b[i:] is a prefix of a marker that more input decides. When reasoning ended, t.done is set
 // and the rest of b went on as content.
 func (t *thinkStage) marker(s *Stream, b []byte, start, i int, eof bool) (int, bool) {
 	rest, sp := b[i:], t.spec
-	endM, startM := markerAt(rest, sp.end), markerAt(rest, sp.start)
+	endM, endN := markerAlt(rest, sp.end, sp.end2)
+	startM, startN := markerAlt(rest, sp.start, sp.start2)
 	switch {
 	case endM == fullMatch && t.started:
 		s.out.addReasoning(b[start:i])
 		t.done = true
-		s.content(b[i+len(sp.end):])
-		return len(sp.end), false
+		s.content(b[i+endN:])
+		return endN, false
 	case endM == fullMatch: // an end marker before any start marker is dropped
 		t.emit(s, b[start:i])
-		return len(sp.end), false
+		return endN, false
 	case startM == fullMatch && !t.started:
 		t.emit(s, b[start:i])
 		t.started = true
-		return len(sp.start), false
+		return startN, false
 	case startM == fullMatch && sp.dropStart:
 		s.out.addReasoning(b[start:i])
-		return len(sp.start), false
+		return startN, false
 	}
 	held := endM == partMatch || startM == partMatch
 	if sp.implicit != nil && t.started {

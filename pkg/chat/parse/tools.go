@@ -31,6 +31,8 @@ type toolStage struct {
 	ws          []byte
 	wsFlush     bool
 	argsStarted bool
+	s3          step3Call
+	ds          dsmlCall
 }
 
 type toolFormat uint8
@@ -49,6 +51,8 @@ const (
 	fmtMiniMax
 	fmtGranite
 	fmtPythonic
+	fmtStep3
+	fmtDSML
 )
 
 func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
@@ -91,6 +95,10 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 			t.fmt = fmtMiniMax
 		case ToolPythonic, ToolLlama4Pythonic:
 			t.fmt, t.llama4 = fmtPythonic, p.tool == ToolLlama4Pythonic
+		case ToolStep3:
+			t.fmt = fmtStep3
+		case ToolDeepSeekV32:
+			t.fmt = fmtDSML
 		case ToolGranite:
 			t.fmt = fmtGranite
 			t.call.m.envDepth = 2
@@ -105,7 +113,7 @@ func newToolStage(p *Parsers, mode toolMode, req RequestInfo) *toolStage {
 }
 
 func (t *toolStage) held() int {
-	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + len(t.typ) + t.xml.held() + len(t.ws)
+	return len(t.buf) + t.call.held() + len(t.region) + len(t.name) + len(t.typ) + t.xml.held() + len(t.ws) + len(t.ds.val)
 }
 
 func (t *toolStage) run(e *emitter, text string, eof bool) {
@@ -156,6 +164,10 @@ func (t *toolStage) process(e *emitter, eof bool) {
 			n = t.stepGranite(e, b, eof)
 		case fmtPythonic:
 			n = t.stepPythonic(e, b, eof)
+		case fmtStep3:
+			n = t.stepStep3(e, b, eof)
+		case fmtDSML:
+			n = t.stepDSML(e, b, eof)
 		}
 		b = b[n:]
 		if n == 0 && st == t.st {
@@ -207,6 +219,10 @@ func (t *toolStage) finish(e *emitter) {
 		t.finishGranite(e)
 	case fmtPythonic:
 		t.finishPythonic(e)
+	case fmtStep3:
+		t.finishStep3(e)
+	case fmtDSML:
+		t.finishDSML(e)
 	}
 }
 

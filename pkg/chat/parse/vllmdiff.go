@@ -109,6 +109,48 @@ package parse
 //   - kimi_k2's name is the header before its ":IDX" less a "functions." prefix.
 //   - Text after the section is content (vLLM non-streaming: only the text before it).
 //
+// step3 (vllm/tool_parsers/step3_tool_parser.py; its streaming path is followed: the name is
+// sent once its invoke header is complete, the arguments once the call ends)
+//   - Text in the block outside calls (a "<｜tool_sep｜>" between calls, stray text) is dropped,
+//     as the non-streaming path drops it; vLLM's streaming path stops reading there, as it does
+//     at a call with no invoke header (made content here).
+//   - A call with no parameter gets "{}" (the streaming path sends no arguments for it); a call
+//     cut off by the end of output keeps its complete parameters (streaming: the name only;
+//     non-streaming: all content without the block's end marker).
+//   - The "function<｜tool_sep｜>" type prefix is not checked, as in the streaming path (the
+//     non-streaming path skips a call without it).
+//   - A number that float() reads as infinite or NaN stays a string (vLLM writes Infinity/NaN).
+//   - Values are stripped as this version does; a later vLLM test expects string values kept
+//     as written, from a parser version not at hand. Whether Step3's markers are special
+//     tokens (and its stop token) was not checked: no Step3 tokenizer at hand.
+//
+// deepseek_v32 (vllm/tool_parsers/deepseekv32_tool_parser.py, the streaming path of the classic
+// parser's latest version at hand, with its recovery of invokes outside a block and of other
+// models' "<｜DSML｜tool_calls>" blocks; vLLM now maps the name to a parser-engine adapter,
+// which was not followed)
+//   - Arguments are the streamed text: no spaces between entries ({"a":1,"b":"x"}), values of
+//     object/array-only types raw as written (a malformed one stays malformed), where the
+//     non-streaming path writes json.dumps of the whole dict.
+//   - A string="true" value is a string whatever the schema says (the engine adapter coerces
+//     it by the schema).
+//   - An invoke or parameter tag that cannot match, and other text in a block, is dropped; a
+//     block's end marker or a new invoke closes an open call; a parameter or call cut off by the
+//     end of output is closed (vLLM's streaming path stops reading at each of these).
+//   - A tag longer than MaxCallBytes does not match; a held (coerced) value longer than that is
+//     sent as a string. An unwrapped "arguments"/"input" object with NaN or infinity is kept
+//     wrapped.
+//   - After an orphan call, whitespace before text that starts no call or block is content
+//     (vLLM then sends its whole buffer as content, which depends on how the text was split);
+//     a whitespace run is looked at up to MaxCallBytes.
+//
+// granite reasoning (vllm/reasoning/granite_reasoning_parser.py; its streaming path)
+//   - Reasoning only when the output starts with "Here is my thought process:" (or "Here's");
+//     the non-streaming regex also finds the markers later in the text and drops what comes
+//     before them. Without "Here is my response:" everything after the start marker is
+//     reasoning (non-streaming: all content).
+//   - A prefix of the start marker at the end of output is content (the streaming path never
+//     sends it); a prefix of the response marker there is reasoning.
+//
 // Other marker reasoning parsers (think.go), against their vLLM files of 2026 (the classic
 // Python parsers; vLLM's newer parser-engine adapters were not readable here)
 //   - glm45 / glm47 start inside reasoning as deepseek_r1 does (vLLM maps both names to its

@@ -354,23 +354,8 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // fraction, else as Python's repr. Infinities and NaN are left as strings (vLLM's int() of them
 // raises).
 func pyFloatValue(dst []byte, v string) ([]byte, bool) {
-	s := strings.TrimSpace(v)
-	if strings.ContainsAny(s, "xXpP") {
-		return nil, false // Go reads hex floats, Python's float() does not
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' {
-			if i == 0 || i+1 == len(s) || !isDigit(s[i-1]) || !isDigit(s[i+1]) {
-				return nil, false
-			}
-			continue
-		}
-		b.WriteByte(c)
-	}
-	f, err := strconv.ParseFloat(b.String(), 64)
-	if err != nil && !isRangeErr(err) || math.IsInf(f, 0) || math.IsNaN(f) {
+	f, ok := pyFloat(v)
+	if !ok {
 		return nil, false
 	}
 	if f == math.Trunc(f) {
@@ -378,6 +363,30 @@ func pyFloatValue(dst []byte, v string) ([]byte, bool) {
 		return i.Append(dst, 10), true
 	}
 	return pyfloat.Append(dst, f), true
+}
+
+// pyFloat is Python's float() of a string, for finite values only.
+func pyFloat(v string) (float64, bool) {
+	s := strings.TrimSpace(v)
+	if strings.ContainsAny(s, "xXpP") {
+		return 0, false // Go reads hex floats, Python's float() does not
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '_' {
+			if i == 0 || i+1 == len(s) || !isDigit(s[i-1]) || !isDigit(s[i+1]) {
+				return 0, false
+			}
+			continue
+		}
+		b.WriteByte(c)
+	}
+	f, err := strconv.ParseFloat(b.String(), 64)
+	if err != nil && !isRangeErr(err) || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
 }
 
 func isRangeErr(err error) bool {

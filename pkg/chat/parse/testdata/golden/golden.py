@@ -287,6 +287,46 @@ def think_cases(start, end, inside=True, drop_start=True):
     return out
 
 
+# granite (vllm/reasoning/granite_reasoning_parser.py): plain-text markers, each in two spellings.
+# The first cases are the examples of vLLM's tests/reasoning/test_granite_reasoning_parser.py;
+# where its two paths differ the streaming one is followed (noted per case).
+GS, GS2 = "Here is my thought process:", "Here's my thought process:"
+GR, GR2 = "Here is my response:", "Here's my response:"
+
+
+def granite_think_cases():
+    return [
+        case("simple reasoning", GS + "This is a reasoning section" + GR + "This is the rest",
+             reasoning="This is a reasoning section", content="This is the rest"),
+        case("complete reasoning, no response", GS + "This is a reasoning section" + GR,
+             reasoning="This is a reasoning section"),
+        case("no reasoning", "This is content", content="This is content"),
+        case("multiple lines", GS + "This\nThat" + GR + "This is the rest\nThat", reasoning="This\nThat",
+             content="This is the rest\nThat"),
+        case("spaces around the markers kept", GS + " foo " + GR + " bar", reasoning=" foo ", content=" bar"),
+        case("Here's spellings", GS2 + " a " + UNI + " " + GR2 + " b", reasoning=" a " + UNI + " ", content=" b"),
+        case("mixed spellings", GS2 + "a" + GR + "b", reasoning="a", content="b"),
+        case("no response marker: truncated reasoning", GS + " still thinking", reasoning=" still thinking",
+             note="streaming path; vLLM's non-streaming regex makes it all content"),
+        case("text before the start marker: all content", "Hi " + GS + " a " + GR + " b",
+             content="Hi " + GS + " a " + GR + " b",
+             note="streaming path (the marker must open the output); vLLM's non-streaming regex searches anywhere"),
+        case("broken start marker is content", "Here is my thought failure", content="Here is my thought failure"),
+        case("partial start marker at the end is content", "Here is my", content="Here is my",
+             note="vLLM's streaming path never sends it"),
+        case("start marker only", GS, note="nothing after the marker: reasoning and content null"),
+        case("broken response marker stays reasoning", GS + " foo Here was" + GR + "x", reasoning=" foo Here was",
+             content="x"),
+        case("partial response marker at the end", GS + "a Here is my resp", reasoning="a Here is my resp"),
+        case("start marker inside reasoning is text", GS + "a" + GS + "b" + GR + "c", reasoning="a" + GS + "b",
+             content="c"),
+        case("response marker only once", GS + "a" + GR + "b" + GR + "c", reasoning="a", content="b" + GR + "c"),
+        case("empty reasoning", GS + GR + "c", content="c"),
+        case("prompt ended reasoning", GS + "a" + GR + "b", content=GS + "a" + GR + "b",
+             req={"reasoning_ended": True}),
+    ]
+
+
 reasoning_files = {
     "r_glm45": {"reasoning": "glm45", "tool": "", "cases": think_cases("<think>", "</think>")},
     "r_glm47": {"reasoning": "glm47", "tool": "", "cases": think_cases("<think>", "</think>")},
@@ -324,6 +364,7 @@ reasoning_files = {
         case("prompt ended reasoning", "[THINK]a[/THINK]b", content="[THINK]a[/THINK]b",
              req={"reasoning_ended": True}),
     ]},
+    "r_granite": {"reasoning": "granite", "tool": "", "cases": granite_think_cases()},
     "r_minimax_m2_append_think": {"reasoning": "minimax_m2_append_think", "tool": "", "cases": [
         case("reasoning kept in the content", "plan</think>Answer.", content="<think>plan</think>Answer.",
              note="MiniMaxM2AppendThinkReasoningParser: content is \"<think>\" + output"),
@@ -596,6 +637,191 @@ granite = {"reasoning": "", "tool": "granite", "cases": [
          req={"tools": True, "tool_choice": "none"}),
 ]}
 
+# ---------------------------------------------------------------- step3
+# vllm/tool_parsers/step3_tool_parser.py, its streaming path. The outputs are the examples of
+# vLLM's tests/tool_parsers/test_step3_tool_parser.py; arguments are json.dumps(params,
+# ensure_ascii=False) of the stripped values cast as _cast_arguments casts them.
+S3B, S3E = "<\uff5ctool_calls_begin\uff5c>", "<\uff5ctool_calls_end\uff5c>"
+S3CB, S3CE, S3SEP = "<\uff5ctool_call_begin\uff5c>", "<\uff5ctool_call_end\uff5c>", "<\uff5ctool_sep\uff5c>"
+
+
+def s3call(name, *params, sep=False):
+    return (S3CB + ("function" + S3SEP if sep else "") + '<steptml:invoke name="' + name + '">' +
+            "".join('<steptml:parameter name="' + k + '">' + v + "</steptml:parameter>" for k, v in params) +
+            "</steptml:invoke>" + S3CE)
+
+
+S3TYPES = {"name": "test_function", "parameters": {"type": "object", "properties": {
+    "string_field": {"type": "string"}, "int_field": {"type": "integer"}, "float_field": {"type": "number"},
+    "bool_field": {"type": "boolean"}, "null_field": {"type": "null"}, "array_field": {"type": "array"},
+    "object_field": {"type": "object"}, "whole": {"type": "number"}, "bad_int": {"type": "integer"},
+    "inf": {"type": "number"}, "maybe": {"type": "boolean"}}}}
+S3TOOLS = {"tools": True, "schemas": [S3TYPES]}
+step3 = {"reasoning": "step3", "tool": "step3", "cases": [
+    case("no tool calls", "</think>This is a regular response without any tool calls.",
+         content="This is a regular response without any tool calls.", req=TOOLS),
+    case("single call", "plan</think>" + S3B + s3call("get_weather", ("city", "Tokyo")) + S3E, reasoning="plan",
+         calls=[("get_weather", json.dumps({"city": "Tokyo"}))], finish="tool_calls", req=TOOLS),
+    case("parallel calls", "</think>" + S3B + s3call("get_weather", ("city", "Tokyo")) + S3SEP +
+         s3call("get_time", ("timezone", "Asia/Tokyo")) + S3E,
+         calls=[("get_weather", json.dumps({"city": "Tokyo"})), ("get_time", json.dumps({"timezone": "Asia/Tokyo"}))],
+         finish="tool_calls", req=TOOLS, note="the <｜tool_sep｜> between calls is dropped (vLLM's streaming path stalls there)"),
+    case("various data types", "</think>" + S3B + s3call("test_function", ("string_field", " hello "), ("int_field", "42"),
+         ("float_field", "3.14"), ("bool_field", "TRUE"), ("null_field", "null"), ("array_field", '["a", "b", "c"]'),
+         ("object_field", '{"nested": "value"}'), ("whole", "3"), ("bad_int", "4.5"), ("inf", "inf"), ("maybe", "yes")) + S3E,
+         calls=[("test_function", json.dumps({"string_field": "hello", "int_field": 42, "float_field": 3.14,
+                                              "bool_field": True, "null_field": None, "array_field": '["a", "b", "c"]',
+                                              "object_field": '{"nested": "value"}', "whole": 3.0, "bad_int": "4.5",
+                                              "inf": "inf", "maybe": "yes"}, ensure_ascii=False))],
+         finish="tool_calls", req=S3TOOLS, note="arrays and objects stay strings; float('inf') kept as the string"),
+    case("empty arguments", "</think>" + S3B + S3CB + '<steptml:invoke name="refresh"></steptml:invoke>' + S3CE + S3E,
+         calls=[("refresh", "{}")], finish="tool_calls", req=TOOLS,
+         note="vLLM's streaming path sends no arguments for it"),
+    case("surrounding text", "</think>Let me check the weather for you.\n\n" + S3B + s3call("get_weather", ("city", "Tokyo")) +
+         S3E + "\n\nI'll get that information.", content="Let me check the weather for you.\n\n\n\nI'll get that information.",
+         calls=[("get_weather", json.dumps({"city": "Tokyo"}))], finish="tool_calls", req=TOOLS),
+    case("escaped strings and unicode", "</think>" + S3B + s3call("f", ("quoted", 'He said "hello"'), ("path", "C:\\Users\\file.txt"),
+         ("newline", "line1\nline2"), ("u", "\u3000" + UNI + "\xa0")) + S3E,
+         calls=[("f", json.dumps({"quoted": 'He said "hello"', "path": "C:\\Users\\file.txt", "newline": "line1\nline2",
+                                  "u": UNI}, ensure_ascii=False))], finish="tool_calls", req=TOOLS,
+         note="str.strip() removes Unicode whitespace"),
+    case("type and separator prefix, text between calls dropped", "</think>" + S3B + "\n" + s3call("a", ("x", "1"), sep=True) + "\n junk " +
+         s3call("b", sep=True) + "\n" + S3E, calls=[("a", json.dumps({"x": "1"})), ("b", "{}")], finish="tool_calls", req=TOOLS),
+    case("duplicate parameter replaces in place", "</think>" + S3B + s3call("f", ("a", "1"), ("b", "2"), ("a", "3")) + S3E,
+         calls=[("f", json.dumps({"a": "3", "b": "2"}))], finish="tool_calls", req=TOOLS),
+    case("a value with < is not a parameter", "</think>" + S3B + s3call("f", ("a", "x<y"), ("b", "ok")) + S3E,
+         calls=[("f", json.dumps({"b": "ok"}))], finish="tool_calls", req=TOOLS),
+    case("malformed header: call is content", "</think>" + S3B + S3CB + '<steptml:invoke name="">' + S3CE + S3E,
+         content=S3CB + '<steptml:invoke name="">', req=TOOLS),
+    case("unterminated call keeps its complete parameters", "</think>" + S3B + S3CB + '<steptml:invoke name="func">'
+         '<steptml:parameter name="a">1</steptml:parameter><steptml:parameter name="b">2',
+         calls=[("func", json.dumps({"a": "1"}))], finish="tool_calls", req=TOOLS,
+         note="vLLM's malformed example: its streaming path sends the name only"),
+    case("call cut before its header is content", "</think>x" + S3B + S3CB + '<steptml:inv',
+         content="x" + S3CB + '<steptml:inv', req=TOOLS),
+    case("second block after the end is content", "</think>" + S3B + s3call("f") + S3E + S3B + s3call("g") + S3E,
+         content=S3B + s3call("g") + S3E, calls=[("f", "{}")], finish="tool_calls", req=TOOLS),
+    case("tool_choice none: markers are content", "</think>" + S3B + s3call("f") + S3E, content=S3B + s3call("f") + S3E,
+         req={"tools": True, "tool_choice": "none"}),
+]}
+
+# ---------------------------------------------------------------- deepseek_v32 (DSML)
+# vllm/tool_parsers/deepseekv32_tool_parser.py, the streaming path of its classic parser: entries
+# "{" / "," + json.dumps(key) + ":" + value, no spaces; string="true" values as JSON strings,
+# object/array-typed values raw, others coerced by coerce_to_schema_type and json.dumps'd.
+# The outputs are the examples of vLLM's tests/tool_parsers/test_deepseekv32_tool_parser.py.
+FC, FCE = "<\uff5cDSML\uff5cfunction_calls>", "</\uff5cDSML\uff5cfunction_calls>"
+INV, INVE = '<\uff5cDSML\uff5cinvoke name="', "</\uff5cDSML\uff5cinvoke>"
+PAR, PARE = '<\uff5cDSML\uff5cparameter name="', "</\uff5cDSML\uff5cparameter>"
+
+
+def dsinv(name, *params):
+    """An invoke; params are (key, value) with string="true" or (key, value, "false")."""
+    return INV + name + '">\n' + "".join(
+        PAR + p[0] + '" string="' + (p[2] if len(p) > 2 else "true") + '">' + p[1] + PARE + "\n" for p in params) + INVE + "\n"
+
+
+def dsblock(*invokes):
+    return FC + "\n" + "".join(invokes) + FCE
+
+
+def dsargs(*entries):
+    """Streamed arguments from (key, json text of the value) pairs."""
+    return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + v for k, v in entries) + "}" if entries else "{}"
+
+
+def js(v):
+    return json.dumps(v, ensure_ascii=False)
+
+
+def dstool(name, **props):
+    return {"name": name, "parameters": {"type": "object", "properties": props}}
+
+
+DSTOOLS = {"tools": True, "schemas": [
+    dstool("toggle", enabled={"type": "boolean"}, count={"type": "integer"}),
+    dstool("score", value={"type": "integer"}),
+    dstool("set_timer", wait={"anyOf": [{"type": "object", "properties": {"type": {"const": "for"}}}, {"type": "object"}]},
+           patches={"oneOf": [{"type": "array", "items": {"type": "object"}}, {"type": "null"}]}),
+    dstool("get_weather", location={"type": "string"}, date={"type": "string"}),
+    dstool("measure", ratio={"type": "number"}, whole={"type": "number"}, big={"type": "integer"}, inf={"type": "number"},
+           maybe={"type": ["null", "boolean"]}, other={"type": "other"}),
+    dstool("update", tags={"type": "array"}, meta={"type": "object"}),
+]}
+deepseek_v32 = {"reasoning": "deepseek_v3", "tool": "deepseek_v32", "cases": [
+    case("no tool call", "just some text", content="just some text", req=DSTOOLS),
+    case("single tool, no parameters", FC + "\n" + INV + 'get_time">\n' + INVE + "\n" + FCE, calls=[("get_time", "{}")],
+         finish="tool_calls", req=DSTOOLS),
+    case("single tool with parameters", dsblock(dsinv("get_weather", ("location", "SF"), ("date", "2024-01-16"))),
+         calls=[("get_weather", dsargs(("location", js("SF")), ("date", js("2024-01-16"))))], finish="tool_calls", req=DSTOOLS),
+    case("content before the call, thinking on", "plan</think>Sure, let me check! " + dsblock(dsinv("get_weather", ("location", "NYC"))),
+         reasoning="plan", content="Sure, let me check! ", calls=[("get_weather", dsargs(("location", js("NYC"))))],
+         finish="tool_calls", req=dict(DSTOOLS, thinking="on")),
+    case("multiple tools, unicode", dsblock(dsinv("get_weather", ("location", "\u676d\u5dde")), dsinv("get_weather", ("location", "\u5317\u4eac"))),
+         calls=[("get_weather", dsargs(("location", js("\u676d\u5dde")))), ("get_weather", dsargs(("location", js("\u5317\u4eac"))))],
+         finish="tool_calls", req=DSTOOLS),
+    case("type conversion", dsblock(dsinv("toggle", ("enabled", "true", "false"), ("count", "42", "false"))),
+         calls=[("toggle", dsargs(("enabled", "true"), ("count", "42")))], finish="tool_calls", req=DSTOOLS),
+    case("string=true stays a string", dsblock(dsinv("score", ("value", "42"))), calls=[("score", dsargs(("value", js("42"))))],
+         finish="tool_calls", req=DSTOOLS, note="the classic parser; vLLM's newer engine parser coerces it by the schema"),
+    case("composed schema: object raw, array-or-null coerced",
+         dsblock(dsinv("set_timer", ("wait", '{"type":"for","minutes":2880}', "false"),
+                       ("patches", '[{"op":"replace","path":"/schedule","value":"quiet"}]', "false"))),
+         calls=[("set_timer", dsargs(("wait", '{"type":"for","minutes":2880}'),
+                                     ("patches", js([{"op": "replace", "path": "/schedule", "value": "quiet"}]))))],
+         finish="tool_calls", req=DSTOOLS),
+    case("arguments wrapper repaired", dsblock(dsinv("get_weather", ("arguments", '{"location":"Beijing"}', "false"))),
+         calls=[("get_weather", dsargs(("location", js("Beijing"))))], finish="tool_calls", req=DSTOOLS),
+    case("input wrapper repaired", dsblock(dsinv("get_weather", ("input", '{"location":"Beijing"}'))),
+         calls=[("get_weather", dsargs(("location", js("Beijing"))))], finish="tool_calls", req=DSTOOLS),
+    case("wrapper with unlisted keys kept", dsblock(dsinv("get_weather", ("input", '{"city":"Beijing"}'))),
+         calls=[("get_weather", dsargs(("input", js('{"city":"Beijing"}'))))], finish="tool_calls", req=DSTOOLS),
+    case("object and array parameters", dsblock(dsinv("update", ("tags", '["a", "b"]', "false"), ("meta", '{"k": 1}', "false"))),
+         calls=[("update", dsargs(("tags", '["a", "b"]'), ("meta", '{"k": 1}')))], finish="tool_calls", req=DSTOOLS),
+    case("numbers and fallbacks", dsblock(dsinv("measure", ("ratio", "3.14", "false"), ("whole", "2.0", "false"), ("big", "1_000", "false"),
+                                                ("inf", "inf", "false"), ("maybe", "NULL", "false"), ("other", '{"x": 1.50}', "false"),
+                                                ("unlisted", "7", "false"))),
+         calls=[("measure", dsargs(("ratio", "3.14"), ("whole", "2"), ("big", "1000"), ("inf", js("inf")), ("maybe", "null"),
+                                   ("other", js({"x": 1.5})), ("unlisted", js("7"))))], finish="tool_calls", req=DSTOOLS,
+         note="a float that is not finite stays a string; an unknown type reads JSON; an unlisted parameter is a string"),
+    case("escapes in a string value", dsblock(dsinv("get_weather", ("location", 'He said "hi"\n\\ \t\u00e9'))),
+         calls=[("get_weather", dsargs(("location", js('He said "hi"\n\\ \t\u00e9'))))], finish="tool_calls", req=DSTOOLS),
+    case("text after the block, then a second block", dsblock(dsinv("f")) + " and " + dsblock(dsinv("g")) + " done",
+         content=" and  done", calls=[("f", "{}"), ("g", "{}")], finish="tool_calls", req=DSTOOLS),
+    case("malformed tags and other text in the block are dropped",
+         FC + "\njunk " + INV + '">' + INV + 'f">' + PAR + 'a" string="maybe">x' + PARE + PAR + 'b" string="true">y' + PARE + INVE + FCE,
+         calls=[("f", dsargs(("b", js("y"))))], finish="tool_calls", req=DSTOOLS,
+         note="vLLM's streaming path stops reading at the first of them"),
+    case("missing invoke end closed by the block end", FC + INV + 'f">' + PAR + 'a" string="true">1' + PARE + FCE + "after",
+         content="after", calls=[("f", dsargs(("a", js("1"))))], finish="tool_calls", req=DSTOOLS),
+    case("truncated inside a string value", FC + INV + 'f">' + PAR + 'a" string="true">abc\u00e9',
+         calls=[("f", dsargs(("a", js("abc\u00e9"))))], finish="tool_calls", req=DSTOOLS,
+         note="cut off by the end of output: the value and the call are closed"),
+    case("truncated inside a tag", "x" + FC + INV + 'f">' + PAR + 'a" stri', content="x", calls=[("f", "{}")],
+         finish="tool_calls", req=DSTOOLS),
+    case("raw object value is sent as written", dsblock(dsinv("update", ("meta", '{"a": 1', "false"))),
+         calls=[("update", '{"meta":{"a": 1}')], finish="tool_calls", req=DSTOOLS,
+         note="vLLM streams object/array values raw, so a malformed one stays malformed"),
+    case("tool_choice none: markers are content", dsblock(dsinv("f")), content=dsblock(dsinv("f")),
+         req={"tools": True, "tool_choice": "none"}),
+    # The later classic parser's recovery (its _process_content_buffer): invokes outside a block
+    # naming a request's tool, and other models' <｜DSML｜tool_calls> blocks as content.
+    case("orphan invoke with a stray block end", "Let me check. " + dsinv("get_weather", ("location", "Paris")) + FCE + " Done.",
+         content="Let me check.  Done.", calls=[("get_weather", dsargs(("location", js("Paris"))))], finish="tool_calls", req=DSTOOLS),
+    case("orphan invoke then text", dsinv("get_weather", ("location", "Paris"))[:-1] + "\n Thanks",
+         content="\n Thanks", calls=[("get_weather", dsargs(("location", js("Paris"))))], finish="tool_calls", req=DSTOOLS),
+    case("two orphan invokes, whitespace dropped", dsinv("score", ("value", "1", "false")) + "\n" + dsinv("score", ("value", "2", "false")) + "\n",
+         calls=[("score", dsargs(("value", "1"))), ("score", dsargs(("value", "2")))], finish="tool_calls", req=DSTOOLS),
+    case("orphan invoke of an unknown tool is content", "x " + dsinv("nope"), content="x " + dsinv("nope"), req=DSTOOLS),
+    case("orphan invokes need the request's tools", dsinv("f"), content=dsinv("f"), req=TOOLS),
+    case("a block starting inside an orphan name", INV + "get_" + dsblock(dsinv("score")), content=INV + "get_",
+         calls=[("score", "{}")], finish="tool_calls", req=DSTOOLS),
+    case("another model's block is content", "<\uff5cDSML\uff5ctool_calls>" + dsinv("score") + "</\uff5cDSML\uff5ctool_calls>ok",
+         content="<\uff5cDSML\uff5ctool_calls>" + dsinv("score") + "</\uff5cDSML\uff5ctool_calls>ok", req=DSTOOLS),
+    case("a DSML block inside another model's block", "<\uff5cDSML\uff5ctool_calls>a" + dsblock(dsinv("score")),
+         content="<\uff5cDSML\uff5ctool_calls>a", calls=[("score", "{}")], finish="tool_calls", req=DSTOOLS),
+]}
+
 # ---------------------------------------------------------------- pythonic / llama4_pythonic
 # vLLM: ast.parse of the stripped output, a list of calls with literal keyword values;
 # arguments json.dumps(kwargs, ensure_ascii=False).
@@ -635,7 +861,7 @@ for fname, data in [("hermes", hermes), ("llama3_json", llama), ("deepseek_v3", 
                     ("mistral", mistral), ("openai", harmony), ("tool_choice", choice)] + list(reasoning_files.items()) + [
         ("qwen3_coder", qwen3_coder), ("qwen3_xml", qwen3_xml), ("glm45", glm45), ("glm47", glm47),
         ("kimi_k2", kimi_k2), ("deepseek_v31", deepseek_v31), ("seed_oss", seed_oss),
-        ("minimax_m2", minimax_m2), ("granite", granite),
+        ("minimax_m2", minimax_m2), ("granite", granite), ("step3", step3), ("deepseek_v32", deepseek_v32),
         ("pythonic", pythonic), ("llama4_pythonic", llama4_pythonic)]:
     with open(fname + ".json", "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=1)

@@ -54,6 +54,9 @@ const (
 	attrStatus        = attribute.Key("http.response.status_code")
 )
 
+// clientKind is the upstream spans' kind option, made once.
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
+
 // traceContext is the W3C propagator the server span extracts with.
 var traceContext = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
@@ -65,10 +68,12 @@ func (pl *Pipeline) Traced(route string, h http.HandlerFunc) http.HandlerFunc {
 		return h
 	}
 	name := http.MethodPost + " " + route
+	// The options are the same for every request of the route: built once, not per request.
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", http.MethodPost), attribute.String("http.route", route))}
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := pl.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
+		ctx, span := pl.tracer.Start(ctx, name, opts...)
 		sw, ok := w.(*StatusWriter)
 		if !ok {
 			sw = &StatusWriter{ResponseWriter: w}
@@ -173,11 +178,12 @@ func (pl *Pipeline) startUpstream(ctx context.Context, c *Call, dec *Decision, a
 	if c.tctx == nil {
 		return ctx
 	}
-	ctx, c.up = pl.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrAttempt.Int(attempt), attrModel.String(c.Req.Model)))
+	attrs := [4]attribute.KeyValue{attrWorker.String(dec.m.Worker().URL()), attrAttempt.Int(attempt), attrModel.String(c.Req.Model)}
+	n := 3
 	if c.leg != "" {
-		c.up.SetAttributes(attrLeg.String(c.leg))
+		attrs[3], n = attrLeg.String(c.leg), 4
 	}
+	ctx, c.up = pl.tracer.Start(ctx, spanUpstream, clientKind, trace.WithAttributes(attrs[:n]...))
 	return ctx
 }
 
@@ -194,7 +200,7 @@ func (pl *Pipeline) prefillSpan(ctx context.Context, c *Call, dec *Decision) (co
 	if c.tctx == nil {
 		return ctx, nil
 	}
-	return pl.tracer.Start(ctx, spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
+	return pl.tracer.Start(ctx, spanUpstream, clientKind,
 		trace.WithAttributes(attrWorker.String(dec.m.Worker().URL()), attrLeg.String(legNamePrefill), attrModel.String(c.Req.Model)))
 }
 

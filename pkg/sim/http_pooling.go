@@ -120,7 +120,7 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		results = results[:req.TopN]
 	}
 	writeJSON(w, map[string]any{"id": "rerank-" + strconv.FormatUint(s.nextID.Add(1), 16), "model": s.cfg.Model,
-		"usage": map[string]any{"total_tokens": total}, "results": results})
+		"usage": map[string]any{"prompt_tokens": total, "total_tokens": total}, "results": results})
 }
 
 // poolingBody reads and decodes a pooling body into req, checks its model, and tokenizes the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -215,6 +216,14 @@ func (s *Server) scoreInputs(l, r json.RawMessage, name string) ([][]uint32, [][
 			out[i] = append(out[i], ids)
 		}
 	}
+	// A cross-encoder reads each pair as one input.
+	for i, d := range out[1] {
+		q := out[0][min(i, len(out[0])-1)]
+		if aerr := s.checkPooled([][]uint32{append(slices.Clip(q), d...)}); aerr != nil {
+			aerr.param = name
+			return nil, nil, aerr
+		}
+	}
 	return out[0], out[1], nil
 }
 
@@ -261,10 +270,12 @@ func (s *Server) taskInputs(r *http.Request, req *taskRequest) ([][]uint32, *api
 	if oerr != nil {
 		return nil, fromOpenAI(oerr)
 	}
-	if len(res.TokenIDs) == 0 {
-		return nil, &apiError{status: http.StatusBadRequest, msg: "the rendered prompt has no tokens", param: "messages"}
+	out := [][]uint32{res.TokenIDs}
+	if aerr := s.checkPooled(out); aerr != nil {
+		aerr.param = "messages"
+		return nil, aerr
 	}
-	return [][]uint32{res.TokenIDs}, nil
+	return out, nil
 }
 
 func removedNormalize() *apiError {

@@ -243,6 +243,8 @@ func mustPost(t *testing.T, s *Server, path, body string) []byte {
 // parameter where vLLM names it.
 func TestTasksBadInput(t *testing.T) {
 	s, _ := tasksServer(t)
+	// The test model's context is 64 tokens: long is over it, a pair of halves too.
+	long, half := strings.Repeat("word ", 70), strings.Repeat("word ", 40)
 	cases := []struct {
 		path, body string
 		code       int
@@ -267,6 +269,12 @@ func TestTasksBadInput(t *testing.T) {
 		{"/v1/score", `{"data_1":{"content":[{"type":"image_url","image_url":{"url":"x"}}]},"data_2":"a"}`, 400, "data_1"},
 		{"/v1/score", `{"queries":"a","documents":"b","normalize":true}`, 400, "normalize"},
 		{"/v1/score", `{"model":"x","queries":"a","documents":"b"}`, 404, "model"},
+		{"/pooling", `{"input":[1,2,999999999]}`, 400, "input"},
+		{"/pooling", `{"input":"` + long + `"}`, 400, "input"},
+		{"/v1/embeddings", `{"input":[[1],[2,999999999]]}`, 400, "input"},
+		{"/classify", `{"input":""}`, 400, "input"},
+		{"/classify", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "messages"},
+		{"/score", `{"queries":"` + half + `","documents":["a","` + half + `"]}`, 400, "queries"},
 	}
 	for _, c := range cases {
 		code, body := postTo(s, c.path, c.body)

@@ -103,6 +103,10 @@ func NewServer(cfg ServerConfig, ranks Ranks, gatherer prometheus.Gatherer) (*Se
 	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
 		s.mux.HandleFunc("POST "+p, s.handleRerank)
 	}
+	s.mux.HandleFunc("POST /pooling", s.handlePooling)
+	s.mux.HandleFunc("POST /classify", s.handleClassify)
+	s.mux.HandleFunc("POST /score", s.handleScore)
+	s.mux.HandleFunc("POST /v1/score", s.handleScore)
 	s.mux.HandleFunc("POST /v1/audio/transcriptions", s.handleAudio)
 	s.mux.HandleFunc("POST /v1/audio/translations", s.handleAudio)
 	s.mux.HandleFunc("GET /health", s.handleHealth)

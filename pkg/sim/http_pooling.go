@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"net/http"
@@ -120,7 +121,7 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		results = results[:req.TopN]
 	}
 	writeJSON(w, map[string]any{"id": "rerank-" + strconv.FormatUint(s.nextID.Add(1), 16), "model": s.cfg.Model,
-		"usage": map[string]any{"total_tokens": total}, "results": results})
+		"usage": map[string]any{"prompt_tokens": total, "total_tokens": total}, "results": results})
 }
 
 // poolingBody reads and decodes a pooling body into req, checks its model, and tokenizes the
@@ -151,9 +152,9 @@ func (s *Server) poolingInputs(v json.RawMessage) ([][]uint32, *apiError) {
 		many = []string{one}
 	case json.Unmarshal(v, &many) == nil && len(many) > 0:
 	case json.Unmarshal(v, &ids) == nil && len(ids) > 0:
-		return [][]uint32{ids}, nil
+		return [][]uint32{ids}, s.checkPooled([][]uint32{ids})
 	case json.Unmarshal(v, &idss) == nil && len(idss) > 0:
-		return idss, nil
+		return idss, s.checkPooled(idss)
 	default:
 		return nil, badRequest("input must be a string, an array of strings or an array of token ids, not empty")
 	}
@@ -168,7 +169,30 @@ func (s *Server) poolingInputs(v json.RawMessage) ([][]uint32, *apiError) {
 		}
 		out[i] = e
 	}
-	return out, nil
+	return out, s.checkPooled(out)
+}
+
+// checkPooled refuses what vLLM refuses before pooling: a token id outside the vocabulary and
+// an input longer than the context (pooling generates nothing, so the whole context is the
+// input's).
+func (s *Server) checkPooled(inputs [][]uint32) *apiError {
+	cfg := s.ranks[0].Config()
+	for _, ids := range inputs {
+		if len(ids) == 0 {
+			return &apiError{status: http.StatusBadRequest, msg: "an input has no tokens", param: "input"}
+		}
+		for _, id := range ids {
+			if int(id) >= cfg.VocabSize {
+				return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("Token id %d is out of vocabulary", id), param: "input"}
+			}
+		}
+		if len(ids) > cfg.MaxModelLen {
+			return &apiError{status: http.StatusBadRequest, param: "input", msg: fmt.Sprintf(
+				"This model's maximum context length is %d tokens. However, you requested %d tokens in the input. Please reduce the length of the input.",
+				cfg.MaxModelLen, len(ids))}
+		}
+	}
+	return nil
 }
 
 // Embedding is the simulator's embedding of ids: a unit vector of dims float32s from a

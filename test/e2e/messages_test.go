@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -183,5 +184,64 @@ func checkMessagesErrors(t *testing.T, base string) {
 		if tt.got.Status != tt.status || tt.got.Class != tt.class || tt.got.Type != tt.typ || !strings.Contains(tt.got.Message, tt.message) {
 			t.Errorf("got %+v, want %d %s %s containing %q", tt.got, tt.status, tt.class, tt.typ, tt.message)
 		}
+	}
+}
+
+// editReply is a scripted Hermes tool call whose arguments nest an array of objects, escapes
+// and non-ASCII text, so the streamed fragments only parse once joined.
+const editReply = "<think>\nThe greeting is wrong; edit the file.\n</think>\n\n" +
+	"<tool_call>\n{\"name\": \"edit_file\", \"arguments\": {\"path\": \"cmd/hello/main.go\", \"edits\": [{\"line\": 7, \"text\": \"\\tfmt.Println(\\\"héllo, wörld\\\")\"}, {\"line\": 9, \"text\": \"}\"}], \"dry_run\": false}}\n</tool_call>"
+
+// TestMessagesToolStream: a streamed tool-use turn with the official @anthropic-ai/sdk client,
+// over a grpc:// and an http:// worker scripted to call a tool: the arguments arrive as
+// input_json_delta events (more than one) whose fragments join to the whole JSON input, and the SDK's final
+// message carries the tool_use block with that input parsed.
+func TestMessagesToolStream(t *testing.T) {
+	want := map[string]any{"path": "cmd/hello/main.go", "edits": []any{map[string]any{"line": 7.0, "text": "\tfmt.Println(\"héllo, wörld\")"},
+		map[string]any{"line": 9.0, "text": "}"}}, "dry_run": false}
+	for _, kind := range []string{"grpc", "http"} {
+		t.Run(kind, func(t *testing.T) {
+			l := newLauncher(t)
+			replies := replyFile(t, editReply)
+			var spec string
+			if kind == "grpc" {
+				port := testutil.FreePorts(t, 1)[0]
+				startSim(t, l, harness.SimOptions{Name: "grpc-edit", Args: []string{"--grpc-port", fmt.Sprint(port), "--runtime", "vllm", "--reply-file", replies}})
+				spec = fmt.Sprintf("url=grpc://127.0.0.1:%d,runtime=vllm", port)
+			} else {
+				s := startSim(t, l, harness.SimOptions{Name: "http-edit", Events: true,
+					Args: []string{"--reply-file", replies, "--reasoning-parser", "qwen3", "--tool-call-parser", "hermes"}})
+				spec = s.WorkerSpec(true)
+			}
+			gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: []string{spec}})
+			var r struct {
+				Stream struct {
+					anthropicMessage
+					Partials []string       `json:"partials"`
+					Snapshot map[string]any `json:"snapshot"`
+				}
+			}
+			runMessages(t, gw.URL, "tool_stream", &r)
+			m := &r.Stream
+			if got := m.types(); !slices.Equal(got, []string{"thinking", "text", "tool_use"}) || m.StopReason != "tool_use" {
+				t.Fatalf("final message %+v, want thinking, text, tool_use and stop_reason tool_use", m.anthropicMessage)
+			}
+			use := m.Content[2]
+			if use.Name != "edit_file" || !strings.HasPrefix(use.ID, "toolu_") || !reflect.DeepEqual(use.Input, want) {
+				t.Errorf("tool_use %+v, want edit_file with input %v", use, want)
+			}
+			deltas := 0
+			for _, e := range m.Events {
+				if e == "content_block_delta:input_json_delta" {
+					deltas++
+				}
+			}
+			var joined map[string]any
+			if err := json.Unmarshal([]byte(strings.Join(m.Partials, "")), &joined); err != nil || deltas < 2 || deltas != len(m.Partials) ||
+				!reflect.DeepEqual(joined, want) || !reflect.DeepEqual(m.Snapshot, want) {
+				t.Errorf("%d input_json_delta events, fragments %q (%v), snapshot %v: want fragments joining to %v", deltas, m.Partials, err, m.Snapshot, want)
+			}
+			t.Logf("%s: the arguments arrived in %d input_json_delta events", kind, deltas)
+		})
 	}
 }

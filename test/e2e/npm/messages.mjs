@@ -7,6 +7,9 @@
 //   cache_control) and a tool; create (the worker calls the tool), countTokens of the
 //   follow-up, then the follow-up with the tool_result streamed with messages.stream (the
 //   worker answers); records the blocks, stop reasons, usage and workers.
+// MODE tool_stream: messages.stream of a turn where the worker calls a tool with nested
+//   arguments; records the events, the input_json_delta fragments (the SDK's inputJson
+//   events), its last parsed snapshot and the final message.
 // MODE errors: a body without max_tokens and a tool_result answering nothing, as the
 //   client's typed errors (status, error.type).
 // The key is KVGATE_KEY when set (sent as x-api-key, as Anthropic clients send it).
@@ -55,6 +58,20 @@ if (mode === "plain") {
     { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: JSON.stringify({ temperature: 21, sky: "sunny" }) }] }];
   out.count = (await client.messages.countTokens({ model, system: sys, tools, messages })).input_tokens;
   out.second = await streamed({ model, max_tokens: 256, system: sys, tools, messages });
+} else if (mode === "tool_stream") {
+  const editTools = [{
+    name: "edit_file", description: "Apply edits to a file",
+    input_schema: { type: "object", properties: { path: { type: "string" }, edits: { type: "array", items: { type: "object" } }, dry_run: { type: "boolean" } }, required: ["path", "edits"] },
+  }];
+  const stream = client.messages.stream({ model, max_tokens: 256, tools: editTools, messages: [{ role: "user", content: "Fix the greeting in main.go." }] });
+  const events = [];
+  const partials = [];
+  let snapshot = null;
+  stream.on("streamEvent", (e) => events.push(e.type === "content_block_delta" ? `${e.type}:${e.delta.type}` : e.type));
+  stream.on("inputJson", (partial, snap) => { partials.push(partial); snapshot = snap; });
+  const { response } = await stream.withResponse();
+  const final = await stream.finalMessage();
+  out.stream = { ...summary(final, response), events, partials, snapshot };
 } else if (mode === "errors") {
   const typed = async (params) => {
     try {

@@ -28,7 +28,7 @@ import (
 // the hits of workers within it stay where they are cached. While the guard holds, the bound
 // of a hit is abs higher: the joiner's load 0 lowers the mean, and the holders, still at the
 // load the fleet carried without the joiner, would all be over the plain bound until their
-// requests finish, and send it their hits. A holder with a long prefill queue (more than abs
+// requests finish, and send it their hits. A holder with a long prefill queue (abs or more
 // prefills of the request's size) gets no such grace: its hits would wait seconds there for
 // their first token, so they go to the joiner and the holder drains.
 //

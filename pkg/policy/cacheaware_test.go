@@ -191,7 +191,7 @@ func TestCacheAwarePick(t *testing.T) {
 		{
 			name: "a joiner at load 0 takes the hits of a holder with a long prefill queue",
 			req:  Request{Blocks: 10},
-			// As above, but the holder has more than 64 prompts of 10 blocks left to prefill:
+			// As above, but the holder has 64 prompts of 10 blocks left to prefill (and one block):
 			// its hit would wait behind them, so only the plain bound (109) counts.
 			cands: []Candidate{cand(120, 0, indexer.SourceNone), {Load: 120, Matched: 10, Source: indexer.SourceEvents, Prefill: 641}, cand(0, 0, indexer.SourceNone)},
 			want:  Decision{Index: 2, Reason: ReasonImbalance},
@@ -306,9 +306,9 @@ func cacheAwareProperties(t *testing.T, factor float64) {
 		abs := cfg.BalanceAbsThreshold
 		joining := factor > 0 && imbalanced(lo, hi, abs, cfg.BalanceRelThreshold)
 		// While imbalanced, a worker over the bound still wins on its cache unless it is abs
-		// beyond the bound or has more than abs prefills of the request's size queued.
+		// beyond the bound or has abs or more prefills of the request's size queued.
 		within := func(c Candidate) bool {
-			return c.Load < bound || (joining && c.Load < bound+abs && c.Prefill <= abs*int64(max(req.Blocks, 1)))
+			return c.Load < bound || (joining && c.Load < bound+abs && c.Prefill < abs*int64(max(req.Blocks, 1)))
 		}
 		bestM, fullM := 0, 0
 		for _, c := range cands {

@@ -268,10 +268,10 @@ func TestCostMinimises(t *testing.T) {
 			lo, hi := minMaxLoad(cands)
 			joining := cfg.BoundedLoadFactor > 0 && imbalanced(lo, hi, abs, rel)
 			// While imbalanced, a worker over the bound stays in unless it is abs beyond it or
-			// has more than abs prefills of the request's size queued; the workers far behind
+			// has abs or more prefills of the request's size queued; the workers far behind
 			// the busiest one compete only when no worker ahead of them without such a queue
 			// holds more of the request.
-			long := func(c Candidate) bool { return c.Prefill > abs*int64(max(req.Blocks, 1)) }
+			long := func(c Candidate) bool { return c.Prefill >= abs*int64(max(req.Blocks, 1)) }
 			within := func(c Candidate) bool {
 				return c.Load < bound || (joining && c.Load < bound+abs && !long(c))
 			}

@@ -98,11 +98,11 @@ func joinBound(bound, abs int64) int64 {
 	return bound + abs
 }
 
-// queued reports whether c has a long prefill queue: more than n prefills of the request's
+// queued reports whether c has a long prefill queue: at least n prefills of the request's
 // size (blocks, at least 1) still to do for this gateway's in-flight requests (c.Prefill).
 // A hit sent there waits behind them for its first token (seconds, at abs = 64 prefills of a
 // prompt), and the engine, its KV full of running requests, may evict the hit's prefix
 // before it runs; such a worker gets no more than the plain bound allows.
 func queued(c *Candidate, blocks int, n int64) bool {
-	return float64(c.Prefill) > float64(n)*float64(max(blocks, 1))
+	return float64(c.Prefill) >= float64(n)*float64(max(blocks, 1))
 }

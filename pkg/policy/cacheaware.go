@@ -9,11 +9,13 @@ import (
 // cacheAware is the default policy, SMG's rule cascade (DESIGN.md §5) with one addition, the
 // bounded-load rule:
 //  1. imbalance guard: max_load − min_load > abs AND max_load > rel × min_load; with the bound
-//     off (factor 0, SMG exactly) → least loaded; with it on, the guard keeps only the workers
-//     under the bound in the running, which rule 2 does anyway, and names the fallback of rule 3;
+//     off (factor 0, SMG exactly) → least loaded; with it on, the guard raises rule 2's bound
+//     by abs for the workers without a long prefill queue (joinBound, queued) and names the
+//     fallback of rule 3;
 //  2. best match ratio (Matched ÷ Blocks) ≥ threshold among the workers under the load bound
-//     (loadBound: below factor × the mean load, counting this request, plus slack) → best match, ties by
-//     lower load, then at random; the reason names where the winner's match came from;
+//     (loadBound: below factor × the mean load, counting this request, plus slack; while
+//     imbalanced, abs more for a worker without a long prefill queue) → best match, ties by lower
+//     load, then at random; the reason names where the winner's match came from;
 //  3. otherwise the least-loaded worker: reason imbalance when rule 1 holds, else overloaded when
 //     a worker above the bound held a match that would have won, else no_match.
 //
@@ -23,7 +25,12 @@ import (
 // request, the repeats whose only cached copy is elsewhere too: their prefixes are computed
 // and cached twice, and the hit rate is lost for the rest of the run. Under the bound, the
 // joiner takes the requests no worker has cached and the hits of workers over the bound, while
-// the hits of workers within it stay where they are cached.
+// the hits of workers within it stay where they are cached. While the guard holds, the bound
+// of a hit is abs higher: the joiner's load 0 lowers the mean, and the holders, still at the
+// load the fleet carried without the joiner, would all be over the plain bound until their
+// requests finish, and send it their hits. A holder with a long prefill queue (abs or more
+// prefills of the request's size) gets no such grace: its hits would wait seconds there for
+// their first token, so they go to the joiner and the holder drains.
 //
 // Rule 2's bound is what keeps a hot prefix from piling onto one worker: once that worker is
 // full, the prefix's requests go to the least-loaded worker, which caches it too; from then on
@@ -70,11 +77,14 @@ func (p *cacheAware) Pick(req *Request, cands []Candidate) Decision {
 
 	// Best match under the bound: most matched blocks, then lowest load; count exact ties for
 	// a fair draw. full remembers the largest match held by a full worker.
-	bound := loadBound(cands, p.factor, p.slack)
+	bound, raised := loadBound(cands, p.factor, p.slack), int64(0)
+	if imbalance {
+		raised = joinBound(bound, p.abs)
+	}
 	best, ties, full := -1, 0, 0
 	for i := range cands {
 		c := &cands[i]
-		if c.Load >= bound {
+		if c.Load >= bound && (c.Load >= raised || queued(c, req.Blocks, p.abs)) {
 			full = max(full, c.Matched)
 			continue
 		}

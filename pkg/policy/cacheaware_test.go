@@ -69,9 +69,25 @@ func TestCacheAwarePick(t *testing.T) {
 			want:  Decision{Index: 1, Reason: ReasonNoMatch},
 		},
 		{
-			name: "imbalance overrides a full match",
+			name: "imbalance overrides a full match beyond the raised bound",
 			req:  Request{Blocks: 10},
-			// max−min = 90 > 64 and 100 > 1.5×10.
+			// max−min = 190 > 64 and 200 > 1.5×10; bound ⌈1.25 × 261 / 3⌉ + 8 = 117, raised by
+			// 64 while imbalanced to 181 ≤ 200.
+			cands: []Candidate{cand(200, 10, indexer.SourceEvents), cand(10, 0, indexer.SourceNone), cand(50, 0, indexer.SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonImbalance},
+		},
+		{
+			name: "imbalanced: a hit over the bound but within abs of it stays",
+			req:  Request{Blocks: 10},
+			// max−min = 90 > 64 and 100 > 1.5×10: bound ⌈1.25 × 161 / 3⌉ + 8 = 76 ≤ 100, but
+			// 100 < 76 + 64: the holder is not abs requests beyond the bound.
+			cands: []Candidate{cand(100, 10, indexer.SourceEvents), cand(10, 0, indexer.SourceNone), cand(50, 0, indexer.SourceNone)},
+			want:  Decision{Index: 0, Reason: ReasonCacheHit},
+		},
+		{
+			name:  "SMG: imbalance overrides a full match",
+			cfg:   smg,
+			req:   Request{Blocks: 10},
 			cands: []Candidate{cand(100, 10, indexer.SourceEvents), cand(10, 0, indexer.SourceNone), cand(50, 0, indexer.SourceNone)},
 			want:  Decision{Index: 1, Reason: ReasonImbalance},
 		},
@@ -160,9 +176,33 @@ func TestCacheAwarePick(t *testing.T) {
 		{
 			name: "imbalance with zero minimum",
 			req:  Request{Blocks: 10},
-			// 65 − 0 > 64 and 65 > 0.
-			cands: []Candidate{cand(65, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
+			// 200 − 0 > 64 and 200 > 0; bound ⌈1.25 × 201 / 2⌉ + 8 = 134, raised to 198 ≤ 200.
+			cands: []Candidate{cand(200, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
 			want:  Decision{Index: 1, Reason: ReasonImbalance},
+		},
+		{
+			name: "a joiner at load 0 behind holders over the bound: their hits stay",
+			req:  Request{Blocks: 10},
+			// Two workers at 120 and one joined at 0: bound ⌈1.25 × 241 / 3⌉ + 8 = 109 ≤ 120,
+			// raised to 173 while imbalanced (the scale-up of issue 21's late scenario).
+			cands: []Candidate{cand(120, 0, indexer.SourceNone), cand(120, 10, indexer.SourceEvents), cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 1, Reason: ReasonCacheHit},
+		},
+		{
+			name: "a joiner at load 0 takes the hits of a holder with a long prefill queue",
+			req:  Request{Blocks: 10},
+			// As above, but the holder has 64 prompts of 10 blocks left to prefill (and one block):
+			// its hit would wait behind them, so only the plain bound (109) counts.
+			cands: []Candidate{cand(120, 0, indexer.SourceNone), {Load: 120, Matched: 10, Source: indexer.SourceEvents, Prefill: 641}, cand(0, 0, indexer.SourceNone)},
+			want:  Decision{Index: 2, Reason: ReasonImbalance},
+		},
+		{
+			name: "the joiner ahead at its peak keeps its hits from the workers behind",
+			req:  Request{Blocks: 10},
+			// The joiner at 150 took the new prefixes; the others fell to 60 and 70: 150 − 60 > 64
+			// and 150 > 90; bound ⌈1.25 × 281 / 3⌉ + 8 = 126, raised to 190.
+			cands: []Candidate{cand(60, 0, indexer.SourceNone), cand(70, 0, indexer.SourceNone), cand(150, 10, indexer.SourceEvents)},
+			want:  Decision{Index: 2, Reason: ReasonCacheHit},
 		},
 		{
 			name:  "equal match: lower load wins",
@@ -229,7 +269,8 @@ func smg(c *Config) { c.BoundedLoadFactor = 0 }
 
 // TestCacheAwareProperties checks the cascade's invariants on random instances, with the
 // bounded-load rule on and off: with it off, an imbalance sends the request to the least
-// loaded; otherwise, when the best ratio among the workers under the load bound reaches the
+// loaded; otherwise, when the best ratio among the workers under the load bound (abs higher
+// while imbalanced) reaches the
 // threshold, the winner has that match and, among those, the lowest load; otherwise the winner
 // is least loaded, with reason imbalance when the fleet is imbalanced.
 func TestCacheAwareProperties(t *testing.T) {
@@ -253,7 +294,8 @@ func cacheAwareProperties(t *testing.T, factor float64) {
 			if req.Blocks > 0 {
 				m = rng.IntN(req.Blocks + 1)
 			}
-			cands = append(cands, Candidate{Load: int64(rng.IntN(150)), Matched: m, Source: indexer.Source(1 + rng.IntN(3))})
+			cands = append(cands, Candidate{Load: int64(rng.IntN(150)), Matched: m, Source: indexer.Source(1 + rng.IntN(3)),
+				Prefill: int64(rng.IntN(64*40)) * int64(rng.IntN(2))})
 		}
 		d := p.Pick(&req, cands)
 		if d.Index < 0 || d.Index >= len(cands) {
@@ -261,9 +303,16 @@ func cacheAwareProperties(t *testing.T, factor float64) {
 		}
 		lo, hi := minMaxLoad(cands)
 		bound := loadBound(cands, factor, cfg.BoundedLoadSlack)
+		abs := cfg.BalanceAbsThreshold
+		joining := factor > 0 && imbalanced(lo, hi, abs, cfg.BalanceRelThreshold)
+		// While imbalanced, a worker over the bound still wins on its cache unless it is abs
+		// beyond the bound or has abs or more prefills of the request's size queued.
+		within := func(c Candidate) bool {
+			return c.Load < bound || (joining && c.Load < bound+abs && c.Prefill < abs*int64(max(req.Blocks, 1)))
+		}
 		bestM, fullM := 0, 0
 		for _, c := range cands {
-			if c.Load < bound {
+			if within(c) {
 				bestM = max(bestM, c.Matched)
 			} else {
 				fullM = max(fullM, c.Matched)
@@ -279,11 +328,11 @@ func cacheAwareProperties(t *testing.T, factor float64) {
 				t.Fatalf("iter %d: imbalanced %v: got %+v (load %d), want least loaded %d with reason imbalance", iter, cands, d, w.Load, lo)
 			}
 		case hit(bestM):
-			if w.Matched != bestM || w.Load >= bound {
+			if w.Matched != bestM || !within(w) {
 				t.Fatalf("iter %d: %v: got worker with match %d, want the best match %d", iter, cands, w.Matched, bestM)
 			}
 			for _, c := range cands {
-				if c.Matched == bestM && c.Load < w.Load && c.Load < bound {
+				if c.Matched == bestM && c.Load < w.Load && within(c) {
 					t.Fatalf("iter %d: %v: got load %d, a best-match worker has load %d", iter, cands, w.Load, c.Load)
 				}
 			}

@@ -79,7 +79,8 @@ func newCost(cfg Config) (*cost, error) {
 		queueWeight:   cfg.QueueWeight,
 		decodeWeight:  cfg.DecodeWeight,
 		temperature:   cfg.Temperature,
-		filters:       []costFilter{boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack}},
+		filters: []costFilter{boundFilter{factor: cfg.BoundedLoadFactor, slack: cfg.BoundedLoadSlack,
+			abs: cfg.BalanceAbsThreshold, rel: cfg.BalanceRelThreshold}},
 		scorers: []costScorer{
 			termScorer{term: uncachedBlocks, weight: cfg.PrefillWeight, max: func(s *costScratch) float64 { return s.maxUncached }},
 			termScorer{term: queuedBlocks, weight: cfg.QueueWeight, max: func(s *costScratch) float64 { return s.maxQueued }},
@@ -172,14 +173,46 @@ func (f balanceFilter) filter(_ *Request, s *costScratch) {
 // boundFilter drops the candidates at or above the bounded-load limit (loadBound), as
 // cache_aware's rule 2 does, so a hot prefix spreads over several workers. The least-loaded
 // candidate always survives.
+//
+// While the fleet is imbalanced by SMG's guard (abs, rel: a worker far behind the others, as
+// one that has just joined), the limit is abs higher for the workers without a long prefill
+// queue (joinBound, queued, as cache_aware's), and the workers that far behind the busiest one
+// do not compete for a request that a worker ahead of them without such a queue holds more of: the
+// cost's decode term, at their load, would beat any hit (60 more requests decoding weigh as
+// much as a whole prefix), and the holders' hits would be computed again on the joiner. They
+// take the requests nobody ahead holds better, and the hits of holders with a queue or over
+// the raised limit.
 type boundFilter struct {
 	factor float64
 	slack  int64
+	abs    int64
+	rel    float64
 }
 
-func (f boundFilter) filter(_ *Request, s *costScratch) {
+func (f boundFilter) filter(req *Request, s *costScratch) {
 	bound := loadBound(s.cands, f.factor, f.slack)
-	s.keep(func(c *Candidate) bool { return c.Load < bound })
+	lo, hi := minMaxLoad(s.cands)
+	if !imbalanced(lo, hi, f.abs, f.rel) {
+		s.keep(func(c *Candidate) bool { return c.Load < bound })
+		return
+	}
+	raised := joinBound(bound, f.abs)
+	s.keep(func(c *Candidate) bool {
+		return c.Load < bound || (c.Load < raised && !queued(c, req.Blocks, f.abs))
+	})
+	behind := func(c *Candidate) bool { return imbalanced(c.Load, hi, f.abs, f.rel) }
+	ahead, back := -1, -1 // the largest match among the workers ahead without a queue, and behind
+	for i := range s.cands {
+		switch c := &s.cands[i]; {
+		case behind(c):
+			back = max(back, c.Matched)
+		case !queued(c, req.Blocks, f.abs):
+			ahead = max(ahead, c.Matched)
+		}
+	}
+	if back >= 0 && ahead > back {
+		s.keep(func(c *Candidate) bool { return !behind(c) })
+	}
 }
 
 // keep compacts s.cands and s.index to the candidates ok accepts, in order.

@@ -139,6 +139,44 @@ func TestCostPick(t *testing.T) {
 			want:  0,
 		},
 		{
+			name: "bound on: a joiner at load 0 does not take the hits of holders within abs of the bound",
+			req:  Request{Blocks: 62},
+			// Two workers at 120 with prefills queued and 120 requests decoding, a joiner at 0:
+			// bound ⌈1.25 × 241 / 3⌉ + 8 = 109 ≤ 120, raised by 64 while imbalanced. On cost
+			// alone the joiner would win (62 vs 0 + 300/4 + 120 × 64/64 = 195).
+			cands: []Candidate{costCand(120, 0, 300, 120*64), costCand(120, 62, 300, 120*64), costCand(0, 0, 0, 0)},
+			want:  1,
+		},
+		{
+			name:  "bound on: the joiner takes what the holders ahead do not hold",
+			req:   Request{Blocks: 62},
+			cands: []Candidate{costCand(120, 0, 300, 120*64), costCand(120, 0, 300, 120*64), costCand(0, 0, 0, 0)},
+			want:  2,
+		},
+		{
+			name: "bound on: the joiner takes the hits of a holder abs beyond the bound",
+			req:  Request{Blocks: 62},
+			// 250 and 120 against 0: bound ⌈1.25 × 371 / 3⌉ + 8 = 163, raised to 227 ≤ 250.
+			cands: []Candidate{costCand(120, 0, 300, 120*64), costCand(250, 62, 300, 250*64), costCand(0, 0, 0, 0)},
+			want:  2,
+		},
+		{
+			name: "bound on: the joiner takes the hits of a holder with a long prefill queue",
+			req:  Request{Blocks: 62},
+			// As above, but the holder has 65 prompts of 62 blocks still to prefill (> 64).
+			cands: []Candidate{costCand(120, 0, 300, 120*64), costCand(120, 62, 65*62, 120*64), costCand(0, 0, 0, 0)},
+			want:  2,
+		},
+		{
+			name: "bound on: a holder with a long prefill queue does not keep the joiner out",
+			req:  Request{Blocks: 62},
+			// Loads 150, 90 and 0: the holder at 90 is under the bound (⌈1.25 × 241 / 3⌉ + 8 =
+			// 109) and not behind (150 − 90 ≤ 64), but 65 prompts wait on it: the joiner
+			// competes, and its cost (62) beats the holder's queue (65 × 62 / 4 + 90).
+			cands: []Candidate{costCand(150, 0, 300, 150*64), costCand(90, 62, 65*62, 90*64), costCand(0, 0, 0, 0)},
+			want:  2,
+		},
+		{
 			name:  "bound off: the same joiner takes it (SMG's imbalance guard)",
 			cfg:   func(c *Config) { c.DecodeWeight = 0; c.BoundedLoadFactor = 0 },
 			req:   Request{Blocks: 10},
@@ -217,21 +255,45 @@ func TestCostMinimises(t *testing.T) {
 			for range 1 + rng.IntN(8) {
 				load := int64(rng.IntN(120))
 				cands = append(cands, Candidate{Load: load, Matched: rng.IntN(req.Blocks + 1),
-					Prefill: int64(rng.IntN(200)), Active: load * int64(rng.IntN(80))})
+					Prefill: int64(rng.IntN(200)) << (3 * rng.IntN(4)), Active: load * int64(rng.IntN(80))})
 			}
 			d := p.Pick(&req, cands)
 			costOf := func(c Candidate) float64 {
 				return cfg.PrefillWeight*float64(req.Blocks-c.Matched) + cfg.QueueWeight*float64(c.Prefill) + cfg.DecodeWeight*float64(c.Active)
 			}
 			// The reference filters: the same rules written out again.
-			lo, _ := minMaxLoad(cands)
 			kept = append(kept[:0], cands...)
 			bound := loadBound(kept, cfg.BoundedLoadFactor, cfg.BoundedLoadSlack)
+			abs, rel := cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold
+			lo, hi := minMaxLoad(cands)
+			joining := cfg.BoundedLoadFactor > 0 && imbalanced(lo, hi, abs, rel)
+			// While imbalanced, a worker over the bound stays in unless it is abs beyond it or
+			// has abs or more prefills of the request's size queued; the workers far behind
+			// the busiest one compete only when no worker ahead of them without such a queue
+			// holds more of the request.
+			long := func(c Candidate) bool { return c.Prefill >= abs*int64(max(req.Blocks, 1)) }
+			within := func(c Candidate) bool {
+				return c.Load < bound || (joining && c.Load < bound+abs && !long(c))
+			}
+			behind := func(c Candidate) bool { return imbalanced(c.Load, hi, abs, rel) }
+			aheadM, behindM := -1, -1
+			for _, c := range cands {
+				switch {
+				case !within(c):
+				case behind(c):
+					behindM = max(behindM, c.Matched)
+				case !long(c):
+					aheadM = max(aheadM, c.Matched)
+				}
+			}
 			passes := func(c Candidate) bool {
 				if cfg.BoundedLoadFactor == 0 {
-					return !imbalanced(lo, c.Load, cfg.BalanceAbsThreshold, cfg.BalanceRelThreshold)
+					return !imbalanced(lo, c.Load, abs, rel)
 				}
-				return c.Load < bound
+				if joining && behind(c) && aheadM > behindM {
+					return false
+				}
+				return within(c)
 			}
 			if !passes(cands[d.Index]) {
 				t.Fatalf("dw %g iter %d: picked %+v, which a filter drops (min load %d, bound %d)", dw, iter, cands[d.Index], lo, bound)

@@ -81,3 +81,28 @@ func loadBound(cands []Candidate, c float64, slack int64) int64 {
 	}
 	return int64(math.Ceil(c*(total+1)/float64(len(cands)))) + slack
 }
+
+// joinBound is the load bound of a cache hit held by a worker without a long prefill queue
+// (see queued) while the fleet is imbalanced by SMG's guard (a worker far behind the others, as one
+// that has just joined at load 0): bound plus abs, saturating. The joiner's low load pulls the
+// mean, and with it the bound, below the load the other workers carried before it came, so at
+// bound itself every holder would be over it and send its hits to the joiner, to be computed
+// and cached a second time (issue 21: the hits lost in the seconds after a join). With abs
+// more, the joiner takes the hits of a holder that is serving its load only once the holder
+// has more than abs requests in flight beyond the bound; the requests nobody holds still go
+// to the joiner first.
+func joinBound(bound, abs int64) int64 {
+	if bound > math.MaxInt64-abs {
+		return math.MaxInt64
+	}
+	return bound + abs
+}
+
+// queued reports whether c has a long prefill queue: at least n prefills of the request's
+// size (blocks, at least 1) still to do for this gateway's in-flight requests (c.Prefill).
+// A hit sent there waits behind them for its first token (seconds, at abs = 64 prefills of a
+// prompt), and the engine, its KV full of running requests, may evict the hit's prefix
+// before it runs; such a worker gets no more than the plain bound allows.
+func queued(c *Candidate, blocks int, n int64) bool {
+	return float64(c.Prefill) >= float64(n)*float64(max(blocks, 1))
+}

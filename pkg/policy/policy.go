@@ -33,9 +33,9 @@ const (
 func (r Reason) Explain() string {
 	switch r {
 	case ReasonCacheHit, ReasonTreeHit, ReasonPendingHit:
-		return "the longest cached prefix (from the event index, the approximate tree or the pending overlay) among the workers under the load bound, ties by lower load"
+		return "the longest cached prefix (from the event index, the approximate tree or the pending overlay) among the workers under the load bound (while the fleet is imbalanced, a joining worker say, the bound is the absolute threshold higher for a worker with fewer than that many prompts queued to prefill), ties by lower load"
 	case ReasonImbalance:
-		return "the least-loaded worker: the fleet is imbalanced (load spread over the absolute and relative thresholds; a joining worker, say) and no worker under the load bound holds the prefix (with --bounded-load-factor 0, SMG's cascade: every request while imbalanced)"
+		return "the least-loaded worker: the fleet is imbalanced (load spread over the absolute and relative thresholds; a joining worker, say) and no worker under the load bound holds the prefix (the bound is then the absolute threshold higher for a worker with fewer than that many prompts queued to prefill; with --bounded-load-factor 0, SMG's cascade: every request while imbalanced)"
 	case ReasonOverloaded:
 		return "the least-loaded worker: the worker holding the prefix is at or above the load bound, so the prefix spills and is cached here too"
 	case ReasonNoMatch:
@@ -43,7 +43,7 @@ func (r Reason) Explain() string {
 	case ReasonRetry:
 		return "the next-best worker, after the first one failed before its first byte"
 	case ReasonCost:
-		return "the lowest cost in blocks: uncached prompt blocks, queued prefill and held KV, among the workers under the load bound"
+		return "the lowest cost in blocks: uncached prompt blocks, queued prefill and held KV, among the workers under the load bound (while the fleet is imbalanced, the bound is the absolute threshold higher for a worker with fewer than that many prompts queued to prefill, and a worker far behind, a joining one say, does not compete for a prompt such a worker ahead of it holds more of)"
 	}
 	return "the " + string(r) + " policy's pick"
 }

@@ -106,7 +106,8 @@ func TestPoliciesThroughRouter(t *testing.T) {
 	})
 	// SMG's cascade (no bound): the imbalance guard beats the cache. With the bound on, the
 	// guard yields to it: the hit is given up only by a holder over the bound (the tight bound
-	// here: ⌈1 × 3 / 2⌉ + 0 = 2), and the fallback is named imbalance.
+	// here: ⌈1 × 3 / 2⌉ + 0 = 2) that also has balance_abs_threshold (1) prompts still to
+	// prefill (no join grace), and the fallback is named imbalance.
 	for _, v := range []struct {
 		name          string
 		factor, slack float64

@@ -109,6 +109,7 @@ type Renderer struct {
 var (
 	rangeValue = jinja.NewCallable("range", rangeGlobal)
 	trimValue  = jinja.NewCallable("trim", trimFilter)
+	spaceValue = jinja.NewCallable("isspace", isspaceFilter)
 )
 
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
@@ -456,6 +457,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
 	vars[trimFilterName] = trimValue
+	vars[isspaceFilterName] = spaceValue
 	vars[tojsonFilterName] = tojsonValue
 	for i := range r.specialVs {
 		vars[r.specialVs[i].name] = r.specialVs[i].renderValue()

@@ -34,9 +34,6 @@ var knownDivergences = map[string]string{
 	"qwen3-coder/tools-bigint":    "integer beyond int64 printed as a float",
 	"granite3.3/tools-bigint":     "integer beyond int64 printed as a float",
 	"granite4/tools-bigint":       "integer beyond int64 printed as a float",
-	// The library's repr of a string in a printed list leaves \u2028 and the other non-ASCII
-	// non-printable characters unescaped.
-	"qwen3-coder/py-repr-tools": "Python repr of strings",
 }
 
 type goldenCase struct {

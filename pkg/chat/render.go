@@ -110,6 +110,8 @@ var (
 	rangeValue = jinja.NewCallable("range", rangeGlobal)
 	trimValue  = jinja.NewCallable("trim", trimFilter)
 	spaceValue = jinja.NewCallable("isspace", isspaceFilter)
+	strValue   = jinja.NewCallable("str", strFilter)
+	stringVal  = jinja.NewCallable("string", stringFilter)
 )
 
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
@@ -458,6 +460,8 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	vars["strftime_now"] = r.strftime
 	vars[trimFilterName] = trimValue
 	vars[isspaceFilterName] = spaceValue
+	vars[strFilterName] = strValue
+	vars[stringFilterName] = stringVal
 	vars[tojsonFilterName] = tojsonValue
 	for i := range r.specialVs {
 		vars[r.specialVs[i].name] = r.specialVs[i].renderValue()

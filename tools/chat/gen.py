@@ -439,6 +439,8 @@ PROBES = [
      "{{ t.function.description|trim }}\n{% endfor %}{% for m in messages %}{% for tc in m.tool_calls or [] %}"
      "{% for k, v in tc.function.arguments.items() %}{{ k }}=[{{ v.strip() if v is string else v }}]{% endfor %}{% endfor %}{% endfor %}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
+    ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
+     "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),
     ("repr-string", "{% for m in messages %}{{ m|string }}{{ m.content|string }}{{ [m.role, m.content] }}{% endfor %}"
      "{{ ['it\\'s', 'a\"b', 'x\\'y\"z', '', '\\\\'] }}{{ {'k\\'': 'v\"'} }}"),
 ]

@@ -301,12 +301,4 @@ func trimFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value,
 
 // softStr is Jinja2's soft_str as the library prints values: strings as they are, an
 // undefined as "", everything else in Python's str() form.
-func softStr(v jinja.Value) string {
-	switch {
-	case v.IsString():
-		return v.AsString()
-	case v.IsUndefined():
-		return ""
-	}
-	return v.String()
-}
+func softStr(v jinja.Value) string { return pyStr(v) }

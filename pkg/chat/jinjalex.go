@@ -35,6 +35,11 @@ func scanStatements(src string) ([][]token, bool) {
 // scanTags calls fn with the tokens of every {% ... %} (statement) and {{ ... }} tag in
 // source order, skipping raw blocks and comments. It fails on an unterminated tag or string.
 func scanTags(src string, fn func(statement bool, toks []token)) bool {
+	return scanTagsAt(src, func(statement bool, toks []token, _ int) { fn(statement, toks) })
+}
+
+// scanTagsAt is scanTags that also gives the end of each tag (after its closer).
+func scanTagsAt(src string, fn func(statement bool, toks []token, end int)) bool {
 	i := 0
 	for {
 		j := strings.IndexByte(src[i:], '{')
@@ -63,7 +68,7 @@ func scanTags(src string, fn func(statement bool, toks []token)) bool {
 			}
 			i = end
 			if closer == "}}" {
-				fn(false, toks)
+				fn(false, toks, end)
 				continue
 			}
 			if len(toks) > 0 && toks[0].kind == tkName && toks[0].val == "raw" {
@@ -75,7 +80,7 @@ func scanTags(src string, fn func(statement bool, toks []token)) bool {
 				i = k
 				continue
 			}
-			fn(true, toks)
+			fn(true, toks, end)
 		default:
 			i++
 		}

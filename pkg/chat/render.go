@@ -109,6 +109,9 @@ type Renderer struct {
 var (
 	rangeValue = jinja.NewCallable("range", rangeGlobal)
 	trimValue  = jinja.NewCallable("trim", trimFilter)
+	spaceValue = jinja.NewCallable("isspace", isspaceFilter)
+	strValue   = jinja.NewCallable("str", strFilter)
+	stringVal  = jinja.NewCallable("string", stringFilter)
 )
 
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
@@ -456,6 +459,9 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
 	vars[trimFilterName] = trimValue
+	vars[isspaceFilterName] = spaceValue
+	vars[strFilterName] = strValue
+	vars[stringFilterName] = stringVal
 	vars[tojsonFilterName] = tojsonValue
 	for i := range r.specialVs {
 		vars[r.specialVs[i].name] = r.specialVs[i].renderValue()

@@ -269,7 +269,7 @@ type compiled struct {
 }
 
 func compileTemplate(src string) (*compiled, error) {
-	rewritten := rewriteConcat(rewriteTojson(rewriteTrim(prepareSource(src))))
+	rewritten := rewriteOutputs(rewriteConcat(rewriteTojson(rewriteIsspace(rewriteString(rewriteTrim(prepareSource(src)))))))
 	t, err := compileRecovered(rewritten)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,9 @@ pkg/chat/testdata/golden/<template>.jsonl:
   {"id", "format", "error", "exact"}                 a request vLLM rejects with a 400;
                                                      exact: the Go side must give this message
 
+and sweep.jsonl (the ollama-utils templates, prompts as hashes) and probes.jsonl (PROBES, small
+templates on Python's string semantics, full prompts).
+
 Token ids come from the reference Hugging Face tokenizers (tools/chat/ids.js, the
 `tokenizers` Rust library through its Node build, as tools/tokenizer/golden.js uses it).
 
@@ -420,6 +423,43 @@ def sweep(convs):
         lines.append({"template": fname[:-len(".jinja")], "format": detect_content_format(src), "cases": cases})
     return lines
 
+# Small templates that hit Python's string semantics the real templates use only in part:
+# str methods and filters with Python whitespace, and Python's repr of strings inside the
+# lists and dicts a template prints. Rendered with the conversations whose id starts with
+# "py-" into pkg/chat/testdata/golden/probes.jsonl (TestProbes).
+PROBES = [
+    ("ws-methods", "{% for m in messages %}[{{ m.content.strip() }}|{{ m.content.lstrip() }}|{{ m.content.rstrip() }}|"
+     "{{ m.content.split()|join('/') }}|{{ m.content.split(None, 1)|length }}|{{ m.content.split(none, 2)|last }}|"
+     "{{ m.content|trim }}|{{ m.content.isspace() }}|{{ m.content.strip().isspace() }}|{{ (m.content ~ ' x').split()|length }}]"
+     "{% for i in range(m.content|length) %}{{ 1 if m.content[i].isspace() else 0 }}{% endfor %}\n{% endfor %}"),
+    ("ws-isspace-forms", "{% for m in messages %}{{ m.content.isspace() and 'S' or 'N' }}{{ not (m.content[:1]).isspace() }}"
+     "{{ m['content'][-1:].isspace() }}{% if m.content and m.content[0].isspace() %}lead{% endif %}|{% endfor %}{{ ' \x1c'.isspace() }}{{ ''.isspace() }}"
+     "{{ '\u200b'.isspace() }}{{ '\ufeff'.isspace() }}{{ '\x85\xa0\u3000'.isspace() }}"),
+    ("ws-tools", "{% for t in tools or [] %}{{ t.function.description.strip() }}|{{ t.function.description.split()|join('+') }}|"
+     "{{ t.function.description|trim }}\n{% endfor %}{% for m in messages %}{% for tc in m.tool_calls or [] %}"
+     "{% for k, v in tc.function.arguments.items() %}{{ k }}=[{{ v.strip() if v is string else v }}]{% endfor %}{% endfor %}{% endfor %}"),
+    ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
+    ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
+     "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),
+    ("repr-string", "{% for m in messages %}{{ m|string }}{{ m.content|string }}{{ [m.role, m.content] }}{% endfor %}"
+     "{{ ['it\\'s', 'a\"b', 'x\\'y\"z', '', '\\\\'] }}{{ {'k\\'': 'v\"'} }}"),
+]
+
+
+def probes(convs):
+    lines = []
+    for pid, src in PROBES:
+        cases = {}
+        for c in convs:
+            if not c["id"].startswith("py-"):
+                continue
+            try:
+                _, cases[c["id"]] = render_request(src, SWEEP_SPECIAL, c["request"])
+            except Exception as exc:
+                cases[c["id"]] = "!" + type(exc).__name__
+        lines.append({"id": pid, "source": src, "cases": cases})
+    return lines
+
 
 def main():
     check = sys.argv[1:] == ["--check"]
@@ -472,6 +512,18 @@ def main():
             for l in lines:
                 f.write(json.dumps(l, ensure_ascii=False) + "\n")
         print("sweep: %d templates -> %s" % (len(lines), os.path.relpath(sweep_path, ROOT)))
+    probes_path = os.path.join(TESTDATA, "golden", "probes.jsonl")
+    lines = probes(convs)
+    if check:
+        with open(probes_path, encoding="utf-8") as f:
+            if [json.loads(l) for l in f if l.strip()] != lines:
+                print("probes: committed golden differs from the reference", file=sys.stderr)
+                failed = True
+    else:
+        with open(probes_path, "w", encoding="utf-8") as f:
+            for l in lines:
+                f.write(json.dumps(l, ensure_ascii=False) + "\n")
+        print("probes: %d templates -> %s" % (len(lines), os.path.relpath(probes_path, ROOT)))
     if failed:
         sys.exit(1)
 

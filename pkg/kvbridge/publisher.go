@@ -94,7 +94,8 @@ type Publisher struct {
 	pubEP     string
 	replayEP  string
 	log       *zap.Logger
-	pub       *zmq.Socket // producer goroutine only
+	pub       *zmq.Socket // producer goroutine only; nil while the link is down
+	bind      bool        // the PUB binds (else connects)
 	router    *zmq.Socket // Run's goroutine only; nil without replay
 	faults    atomic.Pointer[PublisherFaults]
 	published atomic.Uint64 // batches passed to Publish (for DropEvery)
@@ -142,30 +143,18 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if p.replayEP, err = rankEndpoint(cfg.Replay, cfg.Rank); err != nil {
 		return nil, err
 	}
-	if p.pub, err = zmq.NewSocket(zmq.PUB); err != nil {
-		return nil, fmt.Errorf("kvbridge: new publisher: %w", err)
-	}
 	bind := cfg.Mode == PubBind || (cfg.Mode == PubAuto && pubShouldBind(p.pubEP))
-	if err = p.pub.SetLinger(0); err == nil {
-		err = p.pub.SetSndhwm(cfg.HWM)
-	}
-	if err == nil {
-		if bind {
-			err = p.pub.Bind(p.pubEP)
-		} else {
-			err = p.pub.Connect(p.pubEP)
-		}
-	}
-	if err != nil {
-		p.pub.Close()
-		return nil, fmt.Errorf("kvbridge: new publisher %s: %w", p.pubEP, err)
+	if err = p.openPUB(bind); err != nil {
+		return nil, err
 	}
 	if bind {
-		// Report the real address (a ":0" or wildcard port is resolved by the OS).
+		// Report the real address (a ":0" or wildcard port is resolved by the OS), which is also
+		// the one SetLinkDown binds again.
 		if ep, err := p.pub.GetLastEndpoint(); err == nil && ep != "" {
 			p.pubEP = ep
 		}
 	}
+	p.bind = bind
 	if p.replayEP != "" {
 		if p.router, err = zmq.NewSocket(zmq.ROUTER); err == nil {
 			if err = p.router.SetLinger(0); err == nil {
@@ -176,7 +165,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 			if p.router != nil {
 				p.router.Close()
 			}
-			p.pub.Close()
+			_ = p.pub.Close()
 			return nil, fmt.Errorf("kvbridge: new publisher replay %s: %w", p.replayEP, err)
 		}
 		if ep, err := p.router.GetLastEndpoint(); err == nil && ep != "" {
@@ -184,6 +173,50 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		}
 	}
 	return p, nil
+}
+
+// openPUB opens the PUB socket on p.pubEP.
+func (p *Publisher) openPUB(bind bool) error {
+	s, err := zmq.NewSocket(zmq.PUB)
+	if err != nil {
+		return fmt.Errorf("kvbridge: new publisher: %w", err)
+	}
+	if err = s.SetLinger(0); err == nil {
+		err = s.SetSndhwm(p.cfg.HWM)
+	}
+	if err == nil {
+		if bind {
+			err = s.Bind(p.pubEP)
+		} else {
+			err = s.Connect(p.pubEP)
+		}
+	}
+	if err != nil {
+		_ = s.Close()
+		return fmt.Errorf("kvbridge: new publisher %s: %w", p.pubEP, err)
+	}
+	p.pub = s
+	return nil
+}
+
+// SetLinkDown takes the PUB socket away (down) or opens it again on the same endpoint,
+// keeping the sequence counter and the replay history: what an engine's subscribers see when
+// the network between them goes away and comes back. They lose the connection and the
+// batches published meanwhile (still numbered and kept for replay), then reconnect and repair
+// the gap. Opening again can fail for a moment after closing (libzmq releases a bound port on
+// its I/O thread): the link stays down and the caller may try again. Producer goroutine only.
+func (p *Publisher) SetLinkDown(down bool) error {
+	switch {
+	case down && p.pub != nil:
+		err := p.pub.Close()
+		p.pub = nil
+		if err != nil {
+			return fmt.Errorf("kvbridge: publisher link down: %w", err)
+		}
+	case !down && p.pub == nil:
+		return p.openPUB(p.bind)
+	}
+	return nil
 }
 
 // Endpoints returns the PUB and ROUTER endpoints actually in use (after the rank offset and,
@@ -230,22 +263,51 @@ func (p *Publisher) Publish(b *indexer.Batch) (uint64, error) {
 	if drop {
 		return seq, nil
 	}
+	return seq, p.send(seq, payload)
+}
+
+// PublishPayload publishes a batch encoded beforehand (EncodeBatch, with the envelope's rank
+// set): it takes the next sequence number and keeps payload for replay like Publish, and sends
+// it unless hold is set. A held batch is what an engine publishes while its subscribers are
+// cut off: lost in transit, but in the replay history. It lets a load generator publish at a
+// high rate without encoding on the way (fault hooks other than hold do not apply). payload is
+// retained and must not be modified. Producer goroutine only.
+func (p *Publisher) PublishPayload(payload []byte, hold bool) (uint64, error) {
+	p.mu.Lock()
+	seq := p.nextSeq
+	p.nextSeq++
+	p.storeLocked(seq, payload)
+	p.mu.Unlock()
+	if hold {
+		return seq, nil
+	}
+	return seq, p.send(seq, payload)
+}
+
+// send sends [topic, seq, payload] on the PUB. Producer goroutine only.
+func (p *Publisher) send(seq uint64, payload []byte) error {
+	if p.pub == nil {
+		return nil // the link is down (SetLinkDown): lost in transit
+	}
 	AppendSeq(p.seqFrame[:0], seq)
 	if _, err := p.pub.SendBytes([]byte(p.cfg.Topic), zmq.SNDMORE); err != nil {
-		return seq, fmt.Errorf("kvbridge: publish seq %d: %w", seq, err)
+		return fmt.Errorf("kvbridge: publish seq %d: %w", seq, err)
 	}
 	if _, err := p.pub.SendBytes(p.seqFrame[:], zmq.SNDMORE); err != nil {
-		return seq, fmt.Errorf("kvbridge: publish seq %d: %w", seq, err)
+		return fmt.Errorf("kvbridge: publish seq %d: %w", seq, err)
 	}
 	if _, err := p.pub.SendBytes(payload, 0); err != nil {
-		return seq, fmt.Errorf("kvbridge: publish seq %d: %w", seq, err)
+		return fmt.Errorf("kvbridge: publish seq %d: %w", seq, err)
 	}
-	return seq, nil
+	return nil
 }
 
 // SendRaw sends an arbitrary multipart message on the PUB without touching the sequence
 // counter or the history: a fault hook for malformed frames. Producer goroutine only.
 func (p *Publisher) SendRaw(frames ...[]byte) error {
+	if p.pub == nil {
+		return nil // the link is down (SetLinkDown)
+	}
 	for i, f := range frames {
 		flag := zmq.SNDMORE
 		if i == len(frames)-1 {
@@ -372,7 +434,10 @@ func (p *Publisher) sendReply(id, topic, seq, payload []byte) error {
 
 // Close closes the sockets. Call it once, after the last Publish and after Run returned.
 func (p *Publisher) Close() error {
-	err := p.pub.Close()
+	var err error
+	if p.pub != nil {
+		err = p.pub.Close()
+	}
 	if p.router != nil {
 		err = errors.Join(err, p.router.Close())
 	}

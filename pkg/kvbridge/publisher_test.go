@@ -3,6 +3,7 @@ package kvbridge
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	zmq "github.com/pebbe/zmq4"
@@ -267,5 +268,127 @@ func TestRankEndpoint(t *testing.T) {
 	}
 	if !pubShouldBind("tcp://*:1") || !pubShouldBind("inproc://x") || pubShouldBind("tcp://127.0.0.1:1") {
 		t.Error("pubShouldBind disagrees with vLLM's rule")
+	}
+}
+
+// TestPublisherPublishPayload: a pre-encoded payload takes the next seq and the replay history
+// like Publish; a held one is in the history but never sent live.
+func TestPublisherPublishPayload(t *testing.T) {
+	p := startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*", Replay: "tcp://127.0.0.1:*", History: 8})
+	pub, rep := p.Endpoints()
+	sub := zmqtest.Socket(t, zmq.SUB)
+	if err := sub.SetSubscribe(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Connect(pub); err != nil {
+		t.Fatal(err)
+	}
+	last := syncSub(t, p, sub)
+	enc := func(h uint64) []byte {
+		b := storedBatch(h, 0)
+		b.DPRank, b.HasDPRank = 0, true
+		return EncodeBatch(nil, b, EncodeOptions{})
+	}
+	for i, hold := range []bool{false, true, false} {
+		seq, err := p.PublishPayload(enc(uint64(500+i)), hold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := last + 1 + uint64(i); seq != want {
+			t.Errorf("payload %d: seq %d, want %d", i, seq, want)
+		}
+	}
+	var live []uint64
+	for range 2 {
+		m, err := ParseLive(mustRecv(t, sub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, m.Seq)
+	}
+	if diff := cmp.Diff([]uint64{last + 1, last + 3}, live); diff != "" {
+		t.Errorf("live seqs (-want +got):\n%s", diff)
+	}
+	if msg := zmqtest.RecvWithin(t, sub, 50*time.Millisecond); msg != nil {
+		t.Errorf("a further live message: %q", msg)
+	}
+	dealer := zmqtest.Socket(t, zmq.DEALER)
+	if err := dealer.Connect(rep); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := replayFrom(t, dealer, last+1)
+	if diff := cmp.Diff([]uint64{last + 1, last + 2, last + 3, ReplayEndSeq}, seqsOf(msgs)); diff != "" {
+		t.Errorf("replayed seqs (-want +got):\n%s", diff)
+	}
+	var b indexer.Batch
+	if err := DecodeBatch(msgs[1].Payload, &b); err != nil || b.Events[0].Hashes[0] != 501 {
+		t.Errorf("held payload replayed as %+v (%v), want hash 501", b.Events, err)
+	}
+}
+
+// TestPublisherLinkDown: while the link is down nothing is sent but every batch is numbered and
+// kept; once it is up again on the same endpoint, the subscriber reconnects and sees the gap,
+// which the history repairs.
+func TestPublisherLinkDown(t *testing.T) {
+	p := startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*", Replay: "tcp://127.0.0.1:*", History: 1000})
+	pub, rep := p.Endpoints()
+	sub := zmqtest.Socket(t, zmq.SUB)
+	if err := sub.SetSubscribe(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Connect(pub); err != nil {
+		t.Fatal(err)
+	}
+	last := syncSub(t, p, sub)
+	if err := p.SetLinkDown(true); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := p.Publish(storedBatch(uint64(600+i), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if msg := zmqtest.RecvWithin(t, sub, 50*time.Millisecond); msg != nil {
+		t.Fatalf("received %q while the link was down", msg)
+	}
+	deadline := time.Now().Add(defaultTestTimeout)
+	for err := p.SetLinkDown(false); err != nil; err = p.SetLinkDown(false) {
+		if time.Now().After(deadline) {
+			t.Fatalf("link up again: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, _ := p.Endpoints(); got != pub {
+		t.Errorf("endpoint after the link came back: %s, want %s", got, pub)
+	}
+	// The subscriber reconnects by itself; the next batch it sees continues the numbering.
+	var first uint64
+	for time.Now().Before(deadline) {
+		seq, err := p.Publish(storedBatch(999, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := zmqtest.RecvWithin(t, sub, 20*time.Millisecond); msg != nil {
+			m, err := ParseLive(msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first = m.Seq
+			if first > seq {
+				t.Fatalf("received seq %d after publishing %d", first, seq)
+			}
+			break
+		}
+	}
+	if first < last+4 {
+		t.Fatalf("first seq after the link came back: %d, want > %d (the 3 held batches)", first, last+3)
+	}
+	dealer := zmqtest.Socket(t, zmq.DEALER)
+	if err := dealer.Connect(rep); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := replayFrom(t, dealer, last+1)
+	if got := seqsOf(msgs); len(got) < 4 || got[0] != last+1 || got[2] != last+3 {
+		t.Errorf("replay from %d: %v, want the held batches %d..%d first", last+1, got, last+1, last+3)
 	}
 }

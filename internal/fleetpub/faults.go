@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/kvbridge"
@@ -70,9 +72,14 @@ type FaultPhase struct {
 	// kvgate_kv_replay_requests_total and kvgate_kv_worker_resets_total over the phase (a gap
 	// that replay cannot repair resets the worker).
 	Gaps, Replays, Resets float64
+	// ByReason splits Replays by result and Resets by reason ("replays/ok", "resets/gap").
+	ByReason map[string]float64
 	// RecoveredIn is the time from the phase's end (every link up again) until the gateway
 	// reported every stream up.
 	RecoveredIn time.Duration
+	// MembershipsBefore is the index's (worker, block) pairs at the end of the steady state
+	// (Memberships, at the end of the fault phase, after recovery).
+	MembershipsBefore float64
 	// HeapGrowthMiB is the live heap at the end of the phase minus at the end of the steady
 	// state; GoroutineGrowth and FDGrowth the same for go_goroutines and process_open_fds.
 	HeapGrowthMiB             float64
@@ -230,13 +237,20 @@ func runFaults(ctx context.Context, o Options, ph *phaseRun, msgs steadyMsgs, ba
 	}
 	fr := &FaultPhase{Phase: ph.report(o, base, before, end), Flapping: fs.nflap,
 		Downs: fs.downs, Ups: fs.ups, UpRetries: fs.upRetries, MinStreamsUp: minUp,
-		Gaps:            end.sum("kvgate_kv_event_gaps_total") - before.sum("kvgate_kv_event_gaps_total"),
-		Replays:         end.sum("kvgate_kv_replay_requests_total") - before.sum("kvgate_kv_replay_requests_total"),
-		Resets:          end.sum("kvgate_kv_worker_resets_total") - before.sum("kvgate_kv_worker_resets_total"),
-		RecoveredIn:     recovered,
+		Gaps:        end.sum("kvgate_kv_event_gaps_total") - before.sum("kvgate_kv_event_gaps_total"),
+		Replays:     end.sum("kvgate_kv_replay_requests_total") - before.sum("kvgate_kv_replay_requests_total"),
+		Resets:      end.sum("kvgate_kv_worker_resets_total") - before.sum("kvgate_kv_worker_resets_total"),
+		RecoveredIn: recovered, MembershipsBefore: steadyEnd.sum("kvgate_index_blocks"),
+		ByReason:        map[string]float64{},
 		HeapGrowthMiB:   (end.sum("go_gc_heap_live_bytes") - steadyEnd.sum("go_gc_heap_live_bytes")) / (1 << 20),
 		GoroutineGrowth: end.sum("go_goroutines") - steadyEnd.sum("go_goroutines"),
 		FDGrowth:        end.sum("process_open_fds") - steadyEnd.sum("process_open_fds"),
+	}
+	for k, v := range end.by {
+		if d := v - before.by[k]; d > 0 {
+			k = strings.Replace(strings.Replace(k, "kvgate_kv_worker_resets_total", "resets", 1), "kvgate_kv_replay_requests_total", "replays", 1)
+			fr.ByReason[k] = d
+		}
 	}
 	writeFaults(stdout, o, fr)
 	if len(ph.errs) > 0 {
@@ -246,10 +260,19 @@ func runFaults(ctx context.Context, o Options, ph *phaseRun, msgs steadyMsgs, ba
 }
 
 func writeFaults(w io.Writer, o Options, f *FaultPhase) {
+	keys := make([]string, 0, len(f.ByReason))
+	for k := range f.ByReason {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var by strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&by, " %s=%.0f", strings.ReplaceAll(k, "/", "_"), f.ByReason[k])
+	}
 	fmt.Fprintf(w, "fleetpub: fault phase %s: %d engines flapping, %s partition of all: %d links down and up (%d retries); gateway CPU %.2f cores, lookup p50 %.0f µs p99 %.0f µs, completion p99 %.2f ms, %d completions (%d failed); streams up at least %.0f, every stream up %s after the last link came back; %.0f gaps, %.0f replay requests, %.0f resets; live heap %+.0f MiB, goroutines %+.0f, fds %+.0f\n",
 		o.Faults.Duration, f.Flapping, o.Faults.PartitionFor, f.Downs, f.UpRetries, f.Cores, f.LookupP50us, f.LookupP99us, f.CompletionP99ms, f.Completions, f.Failed,
 		f.MinStreamsUp, f.RecoveredIn.Round(time.Millisecond), f.Gaps, f.Replays, f.Resets, f.HeapGrowthMiB, f.GoroutineGrowth, f.FDGrowth)
-	fmt.Fprintf(w, "SCALINGFAULTS workers=%d flapping=%d partition_s=%.1f downs=%d ups=%d gateway_cpu_cores=%.3f lookup_p50_us=%.0f lookup_p99_us=%.0f completion_p99_ms=%.2f completions=%d failed=%d min_streams_up=%.0f recovered_ms=%d gaps=%.0f replays=%.0f resets=%.0f heap_growth_mib=%.1f goroutine_growth=%.0f fd_growth=%.0f\n",
+	fmt.Fprintf(w, "SCALINGFAULTS workers=%d flapping=%d partition_s=%.1f downs=%d ups=%d gateway_cpu_cores=%.3f lookup_p50_us=%.0f lookup_p99_us=%.0f completion_p99_ms=%.2f completions=%d failed=%d min_streams_up=%.0f recovered_ms=%d gaps=%.0f replays=%.0f resets=%.0f memberships_before=%.0f memberships_after=%.0f heap_growth_mib=%.1f goroutine_growth=%.0f fd_growth=%.0f%s\n",
 		o.Workers, f.Flapping, o.Faults.PartitionFor.Seconds(), f.Downs, f.Ups, f.Cores, f.LookupP50us, f.LookupP99us, f.CompletionP99ms, f.Completions, f.Failed,
-		f.MinStreamsUp, f.RecoveredIn.Milliseconds(), f.Gaps, f.Replays, f.Resets, f.HeapGrowthMiB, f.GoroutineGrowth, f.FDGrowth)
+		f.MinStreamsUp, f.RecoveredIn.Milliseconds(), f.Gaps, f.Replays, f.Resets, f.MembershipsBefore, f.Memberships, f.HeapGrowthMiB, f.GoroutineGrowth, f.FDGrowth, by.String())
 }

@@ -472,16 +472,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// metrics is a scrape: family name → summed value, and the lookup histogram's buckets.
+// metrics is a scrape: family name → summed value, the lookup histogram's buckets, and the
+// stream counters summed by their reason or result ("family/reason").
 type metrics struct {
 	sums    map[string]float64
+	by      map[string]float64
 	buckets map[float64]float64 // kvgate_lookup_duration_seconds: le → cumulative count
 }
 
 func (m metrics) sum(name string) float64 { return m.sums[name] }
 
 func scrape(ctx context.Context, client *http.Client, url string) (metrics, error) {
-	m := metrics{sums: map[string]float64{}, buckets: map[float64]float64{}}
+	m := metrics{sums: map[string]float64{}, by: map[string]float64{}, buckets: map[float64]float64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return m, err
@@ -509,6 +511,14 @@ func scrape(ctx context.Context, client *http.Client, url string) (metrics, erro
 		}
 		name, labels, _ := strings.Cut(line[:i], "{")
 		m.sums[name] += v
+		if name == "kvgate_kv_worker_resets_total" || name == "kvgate_kv_replay_requests_total" {
+			for _, key := range []string{`reason="`, `result="`} {
+				if _, r, ok := strings.Cut(labels, key); ok {
+					r, _, _ = strings.Cut(r, `"`)
+					m.by[name+"/"+r] += v
+				}
+			}
+		}
 		if name == "kvgate_lookup_duration_seconds_bucket" {
 			if _, le, ok := strings.Cut(labels, `le="`); ok {
 				le, _, _ = strings.Cut(le, `"`)

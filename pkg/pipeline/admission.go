@@ -94,6 +94,14 @@ func (pl *Pipeline) priorityEdits(r *http.Request, c *Call) {
 // full or has requests waiting. On success dec holds the worker's load, as route leaves it.
 func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s *routeScratch, dec *Decision, c *Call) *openai.Error {
 	q := c.Served.queue
+	prio := 0
+	if q != nil {
+		var aerr *openai.Error
+		if prio, aerr = requestPriority(r, c); aerr != nil {
+			return aerr
+		}
+		c.lowBand = pl.cfg.Queue.Reserve > 0 && prio > 0
+	}
 	if q == nil || q.Len() == 0 {
 		aerr := pl.route(s, dec, c, nil, legWhole)
 		if aerr == nil || q == nil || !s.sel.Full {
@@ -101,15 +109,11 @@ func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s
 		}
 	} else {
 		pl.fleet.Snapshot().Select(&s.sel, c.Target, nil, pl.cfg.MaxInFlightPerWorker)
-		pl.engineBound(&s.sel)
+		pl.engineBound(&s.sel, c)
 		s.disagg = keepRole(&s.sel, legWhole)
 		if len(s.sel.Candidates) == 0 && !s.sel.Full {
 			return RouteError(c.Target.Model, s.sel.Known, false)
 		}
-	}
-	prio, aerr := requestPriority(r, c)
-	if aerr != nil {
-		return aerr
 	}
 	m, aerr := pl.wait(ctx, h, q, c, prio, clientauth.KeyName(r.Context()), queueTimeout(r.Header, pl.cfg.Queue.Timeout))
 	if aerr != nil {
@@ -158,10 +162,15 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 // adapter) and the leading blocks of c's prompt the worker holds, as route scores them. It
 // takes its own scratch: hand-offs on several workers may score c at once.
 func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) (int, bool) {
-	tokens, t := c.RouteTokens(), c.Target
+	tokens, t, low := c.RouteTokens(), c.Target, c.lowBand
 	return func(m *fleet.Member) (int, bool) {
 		if m.Pool() != t.Pool || !m.Serves(t) || !m.Worker().Role().Decodes() {
 			return 0, false // a role=prefill worker never takes a request whole
+		}
+		// The hand-off's reservation is counted in InFlight: without it, is the worker
+		// under a batch request's bound?
+		if low && m.Worker().InFlight()-1 >= int64(pl.cfg.MaxInFlightPerWorker-pl.cfg.Queue.Reserve) {
+			return 0, false
 		}
 		if len(tokens) == 0 {
 			return 0, true
@@ -220,17 +229,18 @@ func (pl *Pipeline) engineFull(w *worker.Worker, inflight int64, now time.Time) 
 	return ok && n >= int64(bound)
 }
 
-// engineBound moves the candidates of sel that are full by engineFull to its rejected ones,
-// setting sel.Full as the in-flight bound does, so that a request finding every worker full
-// either way waits in the queue.
-func (pl *Pipeline) engineBound(sel *fleet.Selection) {
-	if pl.cfg.Queue.MaxWaitingPerWorker == 0 {
+// engineBound moves the candidates of sel that are full for c by the bounds beyond
+// MaxInFlightPerWorker (engineFull; a batch request's reserve, QueueConfig.Reserve) to its
+// rejected ones, setting sel.Full as the in-flight bound does, so that a request finding every
+// worker full either way waits in the queue.
+func (pl *Pipeline) engineBound(sel *fleet.Selection, c *Call) {
+	if pl.cfg.Queue.MaxWaitingPerWorker == 0 && !c.lowBand {
 		return
 	}
-	now := pl.now()
+	now, low := pl.now(), int64(pl.cfg.MaxInFlightPerWorker-pl.cfg.Queue.Reserve)
 	kept := sel.Candidates[:0]
 	for _, m := range sel.Candidates {
-		if w := m.Worker(); pl.engineFull(w, w.InFlight(), now) {
+		if w := m.Worker(); pl.engineFull(w, w.InFlight(), now) || c.lowBand && w.InFlight() >= low {
 			sel.Full = true
 			sel.Rejected = append(sel.Rejected, m)
 			continue

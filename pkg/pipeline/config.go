@@ -104,6 +104,13 @@ type QueueConfig struct {
 	// one request in flight there (admission.go, engineFull). It needs Max and
 	// Fleet.EngineMetricsInterval. 0: only MaxInFlightPerWorker bounds a worker.
 	MaxWaitingPerWorker int
+	// Reserve keeps that many of each worker's MaxInFlightPerWorker slots for requests of
+	// the default band and better (priority ≤ 0): a request of a band > 0 (batch) takes a
+	// worker only while it has fewer than MaxInFlightPerWorker − Reserve requests, so an
+	// interactive request finds a slot free instead of waiting for a batch request to end
+	// (admission.go). Less than MaxInFlightPerWorker; needs Max. 0: every band may fill a
+	// worker.
+	Reserve int
 }
 
 // Pipeline runs requests of every endpoint over a fleet of workers (pkg/fleet): the routing

@@ -32,7 +32,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.MaxPrompts = DefaultMaxPrompts
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPrompts < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 || cfg.UpstreamTimeout < 0 ||
-		cfg.Queue.Max < 0 || cfg.Queue.Timeout < 0 || cfg.Queue.MaxWait < 0 || cfg.Queue.LookAhead < 0 || cfg.Queue.MaxWaitingPerWorker < 0 {
+		cfg.Queue.Max < 0 || cfg.Queue.Timeout < 0 || cfg.Queue.MaxWait < 0 || cfg.Queue.LookAhead < 0 || cfg.Queue.MaxWaitingPerWorker < 0 || cfg.Queue.Reserve < 0 {
 		return nil, errors.New("router: new: limits and timeouts must not be negative")
 	}
 	if cfg.Queue.Max > 0 && cfg.MaxInFlightPerWorker == 0 {
@@ -40,6 +40,9 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	if cfg.Queue.MaxWaitingPerWorker > 0 && (cfg.Queue.Max == 0 || cfg.Fleet.EngineMetricsInterval == 0) {
 		return nil, errors.New("router: new: a per-worker bound on the engine's waiting requests needs the admission queue and engine-load scrapes")
+	}
+	if cfg.Queue.Reserve > 0 && (cfg.Queue.Max == 0 || cfg.Queue.Reserve >= cfg.MaxInFlightPerWorker) {
+		return nil, errors.New("router: new: reserved slots need the admission queue and must be fewer than the per-worker in-flight limit")
 	}
 	if cfg.Queue.Timeout == 0 {
 		cfg.Queue.Timeout = DefaultQueueTimeout

@@ -196,3 +196,68 @@ func TestQueueModelReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueReserve: with a reserved slot per worker, a batch request (band > 0) waits while
+// the worker holds its limit minus the reserve (of any band), and an interactive one (band 0)
+// takes the reserved slot at once; the batch request gets the worker when it is under the
+// batch bound again, the hand-off counting every request still on it.
+func TestQueueReserve(t *testing.T) {
+	gw := newGatedWorker(t)
+	g := newTestGateway(t, testConfig{MaxInFlightPerWorker: 2, Queue: pipeline.QueueConfig{Max: 8, Reserve: 1}}, gw.url())
+	ctx := t.Context()
+	batch := map[string]string{pipeline.HeaderPriority: "5"}
+	b1 := g.sendAsync(ctx, "b1", batch)
+	if got := gw.next(t); got != "b1" {
+		t.Fatalf("first batch request: got %q", got)
+	}
+	b2 := g.sendAsync(ctx, "b2", batch)
+	g.queued(t, 1)
+	i1 := g.sendAsync(ctx, "i1", nil)
+	if got := gw.next(t); got != "i1" {
+		t.Fatalf("with the batch requests at the limit minus the reserve: got %q, want the interactive request", got)
+	}
+	g.queued(t, 1)
+	gw.release <- struct{}{} // b1 or i1 ends; the other keeps the worker at the batch bound
+	first := b1
+	select {
+	case r := <-b1:
+		first = nil
+		if r.status != http.StatusOK {
+			t.Errorf("b1: got %d %s, want 200", r.status, r.body)
+		}
+	case r := <-i1:
+		first = b1
+		i1 = nil
+		if r.status != http.StatusOK {
+			t.Errorf("i1: got %d %s, want 200", r.status, r.body)
+		}
+	case <-time.After(defaultTestTimeout):
+		t.Fatal("no request ended")
+	}
+	gw.release <- struct{}{}
+	if got := gw.next(t); got != "b2" {
+		t.Fatalf("with the worker empty: got %q, want b2", got)
+	}
+	gw.release <- struct{}{}
+	for _, c := range []<-chan result{first, b2, i1} {
+		if c == nil {
+			continue
+		}
+		if r := await(t, c); r.status != http.StatusOK {
+			t.Errorf("answer: got %d %s, want 200", r.status, r.body)
+		}
+	}
+}
+
+// TestQueueReserveBounds: a reserve needs the queue and must leave a batch request a slot.
+func TestQueueReserveBounds(t *testing.T) {
+	for _, tc := range []testConfig{
+		{MaxInFlightPerWorker: 2, Queue: pipeline.QueueConfig{Reserve: 1}},
+		{MaxInFlightPerWorker: 2, Queue: pipeline.QueueConfig{Max: 4, Reserve: 2}},
+	} {
+		cfg, _ := tc.config(t, nil)
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New with %+v: got nil error", tc.Queue)
+		}
+	}
+}

@@ -26,6 +26,11 @@ import (
 // look-ahead. The hand-off reserves the slot (an empty worker.Hold) before it asks the queue,
 // so a request arriving meanwhile cannot take it; the woken request takes its own load on the
 // worker and drops the reservation.
+//
+// Two bounds beyond the in-flight one make a worker full for some requests (engineBound):
+// its engine's own queue (QueueConfig.MaxWaitingPerWorker, engineFull) for every request, and
+// the reserved slots (QueueConfig.Reserve) for requests of a band > 0. A request waits at most
+// --queue-timeout, or the shorter timeout its SDK announces (queueTimeout).
 
 // HeaderPriority carries a request's admission band (vLLM's meaning: lower runs first).
 // With client keys it is bounded by the key's grant; without, taken as sent.

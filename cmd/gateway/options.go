@@ -93,6 +93,10 @@ type options struct {
 	QueueTimeout   time.Duration `yaml:"queue_timeout"`
 	QueueMaxWait   time.Duration `yaml:"queue_max_wait"`
 	QueueLookAhead int           `yaml:"queue_look_ahead"`
+	// MaxWaitingPerWorker: a worker whose engine queues this many requests is full too.
+	MaxWaitingPerWorker int `yaml:"max_waiting_per_worker"`
+	// QueueReserve: slots per worker kept for bands ≤ 0.
+	QueueReserve int `yaml:"queue_reserve"`
 
 	EngineMetricsInterval time.Duration `yaml:"engine_metrics_interval"`
 	HealthInterval        time.Duration `yaml:"health_interval"`
@@ -352,6 +356,8 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.QueueTimeout, "queue-timeout", o.QueueTimeout, "admission queue: the longest a request waits; past it 503 queue_timeout with Retry-After")
 	fs.DurationVar(&o.QueueMaxWait, "queue-max-wait", o.QueueMaxWait, "admission queue: a request waiting this long goes before every later one, whatever its band (0: no age bound)")
 	fs.IntVar(&o.QueueLookAhead, "queue-look-ahead", o.QueueLookAhead, "admission queue: waiting requests of the best band matched against a freed worker for the longest cached prefix (1: plain fair order)")
+	fs.IntVar(&o.MaxWaitingPerWorker, "max-waiting-per-worker", o.MaxWaitingPerWorker, "admission queue: a worker whose engine reports this many waiting requests (vllm:num_requests_waiting, needs --engine-metrics-interval) is full too while this gateway has a request on it (0: off)")
+	fs.IntVar(&o.QueueReserve, "queue-reserve", o.QueueReserve, "admission queue: slots of each worker's --max-inflight-per-worker kept for requests of band 0 and better; a request of a band > 0 (batch) takes a worker only below the limit minus this (0: none)")
 	fs.DurationVar(&o.EngineMetricsInterval, "engine-metrics-interval", o.EngineMetricsInterval, "scrape each http:// worker's /metrics (vllm:num_requests_running+waiting) this often and blend it into the load (0: off)")
 	fs.DurationVar(&o.HealthInterval, "health-interval", o.HealthInterval, "worker health check period (/health or gRPC HealthCheck)")
 	fs.DurationVar(&o.HealthTimeout, "health-timeout", o.HealthTimeout, "timeout of one health check")

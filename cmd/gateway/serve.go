@@ -420,7 +420,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		MaxBodyBytes:         o.MaxBodyBytes,
 		MaxN:                 o.MaxN,
 		MaxInFlightPerWorker: o.MaxInFlightPerWorker,
-		Queue:                pipeline.QueueConfig{Max: o.QueueMax, Timeout: o.QueueTimeout, MaxWait: o.QueueMaxWait, LookAhead: o.QueueLookAhead},
+		Queue:                pipeline.QueueConfig{Max: o.QueueMax, Timeout: o.QueueTimeout, MaxWait: o.QueueMaxWait, LookAhead: o.QueueLookAhead, MaxWaitingPerWorker: o.MaxWaitingPerWorker, Reserve: o.QueueReserve},
 		UpstreamTimeout:      o.UpstreamTimeout,
 		Logger:               log,
 		Registerer:           reg,

@@ -112,8 +112,8 @@ func TestHTTPSWorkerWithKeyAndClientCertificate(t *testing.T) {
 	if m, err := e.Model(ctx); err != nil || m.Name != "m" {
 		t.Fatalf("Model: got %+v, %v", m, err)
 	}
-	if n, err := e.Load(ctx); err != nil || n != 3 {
-		t.Fatalf("Load: got %d, %v", n, err)
+	if n, err := e.Load(ctx); err != nil || n.Total() != 3 {
+		t.Fatalf("Load: got %+v, %v", n, err)
 	}
 	req, aerr := openai.ParseCompletion([]byte(`{"prompt":"hi"}`), openai.Limits{})
 	if aerr != nil {

@@ -26,8 +26,8 @@ type Engine interface {
 	Health(ctx context.Context) error
 	// Model returns the base model the worker reports and the LoRA adapters it lists.
 	Model(ctx context.Context) (Model, error)
-	// Load returns the engine's own running plus waiting requests, summed over its DP ranks.
-	Load(ctx context.Context) (int64, error)
+	// Load returns the engine's own running and waiting requests, summed over its DP ranks.
+	Load(ctx context.Context) (Load, error)
 	// Generate sends req. On success the returned Response must be closed; on failure nothing
 	// was sent to the client and the error (an *openai.Error) may be retried elsewhere.
 	Generate(ctx context.Context, req *Request) (*Response, error)

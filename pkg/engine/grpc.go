@@ -139,10 +139,10 @@ func checkHealthy(ok bool, msg string, err error) error {
 }
 
 // Load implements Engine with GetLoads (running + waiting over DP ranks).
-func (e *grpcEngine) Load(ctx context.Context) (int64, error) {
+func (e *grpcEngine) Load(ctx context.Context) (Load, error) {
 	c := e.client()
 	if c == nil {
-		return 0, errUndetected
+		return Load{}, errUndetected
 	}
 	return c.loads(ctx)
 }

@@ -55,7 +55,7 @@ type runtimeClient interface {
 	health(ctx context.Context) (healthy bool, msg string, err error)
 	modelName(ctx context.Context) (string, error)
 	// loads returns running+waiting requests summed over DP ranks (GetLoads).
-	loads(ctx context.Context) (int64, error)
+	loads(ctx context.Context) (Load, error)
 }
 
 // runtimeClients is the one table of per-runtime engine calls: each runtime's client on a
@@ -128,10 +128,10 @@ func (v *vllmClient) health(ctx context.Context) (bool, string, error) {
 	return r.Healthy, r.Message, nil
 }
 
-func (v *vllmClient) loads(ctx context.Context) (int64, error) {
+func (v *vllmClient) loads(ctx context.Context) (Load, error) {
 	r, err := v.c.GetLoads(ctx, &vllm.GetLoadsRequest{Include: []string{"core"}})
 	if err != nil {
-		return 0, err
+		return Load{}, err
 	}
 	return sumLoads(r.Loads), nil
 }
@@ -198,10 +198,10 @@ func (v *sglangClient) health(ctx context.Context) (bool, string, error) {
 	return r.Healthy, r.Message, nil
 }
 
-func (v *sglangClient) loads(ctx context.Context) (int64, error) {
+func (v *sglangClient) loads(ctx context.Context) (Load, error) {
 	r, err := v.c.GetLoads(ctx, &sglang.GetLoadsRequest{Include: []string{"core"}})
 	if err != nil {
-		return 0, err
+		return Load{}, err
 	}
 	return sumLoads(r.Loads), nil
 }
@@ -280,10 +280,10 @@ func (v *tokenspeedClient) health(ctx context.Context) (bool, string, error) {
 	return r.Healthy, r.Message, nil
 }
 
-func (v *tokenspeedClient) loads(ctx context.Context) (int64, error) {
+func (v *tokenspeedClient) loads(ctx context.Context) (Load, error) {
 	r, err := v.c.GetLoads(ctx, &tokenspeed.GetLoadsRequest{Include: []string{"core"}})
 	if err != nil {
-		return 0, err
+		return Load{}, err
 	}
 	return sumLoads(r.Loads), nil
 }
@@ -353,14 +353,15 @@ func (s engineStream[M, C, D]) Recv() (genMsg, error) {
 	}
 }
 
-// sumLoads is the running plus waiting requests over an engine's GetLoads entries.
+// sumLoads is the running and waiting requests over an engine's GetLoads entries.
 func sumLoads[L interface {
 	GetNumRunningReqs() int32
 	GetNumWaitingReqs() int32
-}](loads []L) int64 {
-	var n int64
+}](loads []L) Load {
+	var n Load
 	for _, l := range loads {
-		n += int64(l.GetNumRunningReqs()) + int64(l.GetNumWaitingReqs())
+		n.Running += max(int64(l.GetNumRunningReqs()), 0)
+		n.Waiting += max(int64(l.GetNumWaitingReqs()), 0)
 	}
 	return n
 }

@@ -125,14 +125,14 @@ func (e *httpEngine) Model(ctx context.Context) (Model, error) {
 }
 
 // Load implements Engine from the engine's Prometheus /metrics (parseEngineLoad).
-func (e *httpEngine) Load(ctx context.Context) (int64, error) {
+func (e *httpEngine) Load(ctx context.Context) (Load, error) {
 	resp, err := e.get(ctx, "/metrics")
 	if err != nil {
-		return 0, err
+		return Load{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("engine: metrics: status %d", resp.StatusCode)
+		return Load{}, fmt.Errorf("engine: metrics: status %d", resp.StatusCode)
 	}
 	return parseEngineLoad(io.LimitReader(resp.Body, 16<<20))
 }

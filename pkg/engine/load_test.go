@@ -9,23 +9,25 @@ import (
 func TestParseEngineLoad(t *testing.T) {
 	tests := []struct {
 		name, in string
-		want     int64
+		want     Load
 		ok       bool
 	}{
-		{"vllm", "vllm:num_requests_running 1\nvllm:num_requests_waiting 2\n", 3, true},
-		{"sglang", "sglang:num_running_reqs{tp_rank=\"0\"} 5\nsglang:num_queue_reqs{tp_rank=\"0\"} 1\n", 6, true},
-		{"labels with spaces", "vllm:num_requests_running{a=\"x y\"} 7 1700000000\n", 7, true},
-		{"brace inside a label value", "vllm:num_requests_running{a=\"x} 9\"} 7\n", 7, true},
+		{"vllm", "vllm:num_requests_running 1\nvllm:num_requests_waiting 2\n", Load{1, 2}, true},
+		{"sglang", "sglang:num_running_reqs{tp_rank=\"0\"} 5\nsglang:num_queue_reqs{tp_rank=\"0\"} 1\n", Load{5, 1}, true},
+		{"labels with spaces", "vllm:num_requests_running{a=\"x y\"} 7 1700000000\n", Load{7, 0}, true},
+		{"brace inside a label value", "vllm:num_requests_running{a=\"x} 9\"} 7\n", Load{7, 0}, true},
 		{"typed gauges over ranks", "# HELP vllm:num_requests_running x\n# TYPE vllm:num_requests_running gauge\n" +
-			"vllm:num_requests_running{engine=\"0\"} 3.0\nvllm:num_requests_running{engine=\"1\"} 2\nvllm:num_requests_running_other 100\n", 5, true},
-		{"none", "other 1\n", 0, false},
-		{"malformed", "vllm:num_requests_running{ 1\n", 0, false},
+			"vllm:num_requests_running{engine=\"0\"} 3.0\nvllm:num_requests_running{engine=\"1\"} 2\nvllm:num_requests_running_other 100\n", Load{5, 0}, true},
+		{"waiting over ranks", "vllm:num_requests_waiting{engine=\"0\"} 4\nvllm:num_requests_waiting{engine=\"1\"} 2\n", Load{0, 6}, true},
+		{"a negative or huge gauge is clamped", "vllm:num_requests_running -3\nvllm:num_requests_waiting 1e300\n", Load{0, 1<<31 - 1}, true},
+		{"none", "other 1\n", Load{}, false},
+		{"malformed", "vllm:num_requests_running{ 1\n", Load{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := parseEngineLoad(strings.NewReader(tt.in))
 			if (err == nil) != tt.ok || got != tt.want {
-				t.Errorf("got %d, %v; want %d, ok=%v", got, err, tt.want, tt.ok)
+				t.Errorf("got %+v, %v; want %+v, ok=%v", got, err, tt.want, tt.ok)
 			}
 		})
 	}
@@ -49,8 +51,8 @@ func FuzzParseEngineLoad(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := parseEngineLoad(strings.NewReader(s))
-		if err != nil && n != 0 {
-			t.Fatalf("error %v with load %d", err, n)
+		if err != nil && n != (Load{}) || n.Running < 0 || n.Waiting < 0 {
+			t.Fatalf("error %v with load %+v", err, n)
 		}
 	})
 }

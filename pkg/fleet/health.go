@@ -142,13 +142,13 @@ func (m *Member) forgetIfLongDown() {
 	}
 }
 
-// scrapeEngineLoad reads the engine's own load, running+waiting requests (an http:// worker's
-// /metrics, a grpc:// worker's GetLoads, summed over DP ranks). A failed scrape marks the load
-// unknown.
+// scrapeEngineLoad reads the engine's own load, running+waiting requests and of those the
+// waiting (an http:// worker's /metrics, a grpc:// worker's GetLoads, summed over DP ranks). A
+// failed scrape marks the load unknown.
 func (m *Member) scrapeEngineLoad(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, m.f.cfg.HealthTimeout)
 	defer cancel()
-	n, err := m.eng.Load(cctx)
+	l, err := m.eng.Load(cctx)
 	if ctx.Err() != nil {
 		return
 	}
@@ -156,5 +156,6 @@ func (m *Member) scrapeEngineLoad(ctx context.Context) {
 		m.w.SetEngineLoad(-1, m.f.cfg.Now())
 		return
 	}
-	m.w.SetEngineLoad(n, m.f.cfg.Now())
+	m.w.SetEngineWaiting(l.Waiting)
+	m.w.SetEngineLoad(l.Total(), m.f.cfg.Now())
 }

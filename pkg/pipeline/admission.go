@@ -26,6 +26,11 @@ import (
 // look-ahead. The hand-off reserves the slot (an empty worker.Hold) before it asks the queue,
 // so a request arriving meanwhile cannot take it; the woken request takes its own load on the
 // worker and drops the reservation.
+//
+// Two bounds beyond the in-flight one make a worker full for some requests (engineBound):
+// its engine's own queue (QueueConfig.MaxWaitingPerWorker, engineFull) for every request, and
+// the reserved slots (QueueConfig.Reserve) for requests of a band > 0. A request waits at most
+// --queue-timeout, or the shorter timeout its SDK announces (queueTimeout).
 
 // HeaderPriority carries a request's admission band (vLLM's meaning: lower runs first).
 // With client keys it is bounded by the key's grant; without, taken as sent.
@@ -94,6 +99,14 @@ func (pl *Pipeline) priorityEdits(r *http.Request, c *Call) {
 // full or has requests waiting. On success dec holds the worker's load, as route leaves it.
 func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s *routeScratch, dec *Decision, c *Call) *openai.Error {
 	q := c.Served.queue
+	prio := 0
+	if q != nil {
+		var aerr *openai.Error
+		if prio, aerr = requestPriority(r, c); aerr != nil {
+			return aerr
+		}
+		c.lowBand = pl.cfg.Queue.Reserve > 0 && prio > 0
+	}
 	if q == nil || q.Len() == 0 {
 		aerr := pl.route(s, dec, c, nil, legWhole)
 		if aerr == nil || q == nil || !s.sel.Full {
@@ -101,16 +114,13 @@ func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s
 		}
 	} else {
 		pl.fleet.Snapshot().Select(&s.sel, c.Target, nil, pl.cfg.MaxInFlightPerWorker)
+		pl.engineBound(&s.sel, c)
 		s.disagg = keepRole(&s.sel, legWhole)
 		if len(s.sel.Candidates) == 0 && !s.sel.Full {
 			return RouteError(c.Target.Model, s.sel.Known, false)
 		}
 	}
-	prio, aerr := requestPriority(r, c)
-	if aerr != nil {
-		return aerr
-	}
-	m, aerr := pl.wait(ctx, h, q, c, prio, clientauth.KeyName(r.Context()))
+	m, aerr := pl.wait(ctx, h, q, c, prio, clientauth.KeyName(r.Context()), queueTimeout(r.Header, pl.cfg.Queue.Timeout))
 	if aerr != nil {
 		return aerr
 	}
@@ -120,20 +130,21 @@ func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s
 	return nil
 }
 
-// wait queues c and returns the worker a hand-off gave it, holding the hand-off's reservation.
-func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[*fleet.Member], c *Call, prio int, key string) (*fleet.Member, *openai.Error) {
+// wait queues c for at most timeout and returns the worker a hand-off gave it, holding the
+// hand-off's reservation.
+func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[*fleet.Member], c *Call, prio int, key string, timeout time.Duration) (*fleet.Member, *openai.Error) {
 	label := poolLabel(c.Target.Pool)
 	band := strconv.Itoa(prio)
 	t, err := q.Enqueue(admission.Request[*fleet.Member]{Priority: prio, Key: key, Cost: int64(len(c.RouteTokens())), Score: pl.scorer(c)})
 	if err != nil {
 		pl.met.queued.WithLabelValues(label, band, "full").Inc()
 		pl.traceQueue(c, prio, "full", time.Now())
-		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue)
+		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue.Max, timeout)
 	}
 	depth := pl.met.queueDepth.WithLabelValues(label, band)
 	depth.Inc()
 	pl.kick(c.Served, c.Target.Pool) // slots that freed before the request joined the queue
-	m, err := q.Wait(ctx, t, pl.cfg.Queue.Timeout)
+	m, err := q.Wait(ctx, t, timeout)
 	depth.Dec()
 	pl.met.queueWait.WithLabelValues(label, band).Observe(time.Since(t.Enqueued()).Seconds())
 	if err != nil {
@@ -145,7 +156,7 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 		outcome := queueOutcome(ctx, err)
 		pl.met.queued.WithLabelValues(label, band, outcome).Inc()
 		pl.traceQueue(c, prio, outcome, t.Enqueued())
-		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue)
+		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue.Max, timeout)
 	}
 	pl.met.queued.WithLabelValues(label, band, "admitted").Inc()
 	pl.traceQueue(c, prio, "admitted", t.Enqueued())
@@ -156,10 +167,15 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 // adapter) and the leading blocks of c's prompt the worker holds, as route scores them. It
 // takes its own scratch: hand-offs on several workers may score c at once.
 func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) (int, bool) {
-	tokens, t := c.RouteTokens(), c.Target
+	tokens, t, low := c.RouteTokens(), c.Target, c.lowBand
 	return func(m *fleet.Member) (int, bool) {
 		if m.Pool() != t.Pool || !m.Serves(t) || !m.Worker().Role().Decodes() {
 			return 0, false // a role=prefill worker never takes a request whole
+		}
+		// The hand-off's reservation is counted in InFlight: without it, is the worker
+		// under a batch request's bound?
+		if low && m.Worker().InFlight()-1 >= int64(pl.cfg.MaxInFlightPerWorker-pl.cfg.Queue.Reserve) {
+			return 0, false
 		}
 		if len(tokens) == 0 {
 			return 0, true
@@ -185,7 +201,7 @@ func (pl *Pipeline) handOff(md *Served, m *fleet.Member) bool {
 		return false
 	}
 	w.Acquire(worker.Hold{})
-	if w.InFlight() > int64(pl.cfg.MaxInFlightPerWorker) {
+	if n := w.InFlight(); n > int64(pl.cfg.MaxInFlightPerWorker) || pl.engineFull(w, n-1, pl.now()) {
 		w.Release(worker.Hold{})
 		return false
 	}
@@ -194,6 +210,49 @@ func (pl *Pipeline) handOff(md *Served, m *fleet.Member) bool {
 		return false
 	}
 	return true
+}
+
+// engineFull reports whether w counts as full for its engine's own queue
+// (QueueConfig.MaxWaitingPerWorker) with inflight requests of this gateway on it: the last
+// engine-load sample, if fresh, shows at least the bound waiting, and inflight ≥ 1.
+//
+// Why the engine's queue: other gateway replicas and direct clients load the same engine, so
+// this gateway's in-flight count can be under its bound while the engine already queues;
+// sending more then only moves the wait from the gateway's queue (ordered by band, fair, cache
+// aware) into the engine's (FCFS). Why only with a request of ours in flight: the queue's
+// wake-ups come from this gateway's requests ending and from the kick loop; with none in
+// flight on w a stale or wrong sample could hold w for ever, so w always takes at least one,
+// and each gateway adds at most one request to an engine already queueing. When a later scrape
+// shows the engine drained, the kick loop hands the slot over within kickInterval: no release
+// of ours has to come.
+func (pl *Pipeline) engineFull(w *worker.Worker, inflight int64, now time.Time) bool {
+	bound := pl.cfg.Queue.MaxWaitingPerWorker
+	if bound == 0 || inflight < 1 {
+		return false
+	}
+	n, ok := w.EngineWaiting(now, pl.loadMaxAge)
+	return ok && n >= int64(bound)
+}
+
+// engineBound moves the candidates of sel that are full for c by the bounds beyond
+// MaxInFlightPerWorker (engineFull; a batch request's reserve, QueueConfig.Reserve) to its
+// rejected ones, setting sel.Full as the in-flight bound does, so that a request finding every
+// worker full either way waits in the queue.
+func (pl *Pipeline) engineBound(sel *fleet.Selection, c *Call) {
+	if pl.cfg.Queue.MaxWaitingPerWorker == 0 && !c.lowBand {
+		return
+	}
+	now, low := pl.now(), int64(pl.cfg.MaxInFlightPerWorker-pl.cfg.Queue.Reserve)
+	kept := sel.Candidates[:0]
+	for _, m := range sel.Candidates {
+		if w := m.Worker(); pl.engineFull(w, w.InFlight(), now) || c.lowBand && w.InFlight() >= low {
+			sel.Full = true
+			sel.Rejected = append(sel.Rejected, m)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	sel.Candidates = kept
 }
 
 // kick offers every free slot of pool p's workers to md's queue.
@@ -242,7 +301,7 @@ func queueOutcome(ctx context.Context, err error) string {
 
 // queueError is the client's answer for a request the queue did not admit, with Retry-After
 // (seconds) and retry-after-ms for the refusals a client should retry.
-func queueError(ctx context.Context, h http.Header, err error, model string, qc QueueConfig) *openai.Error {
+func queueError(ctx context.Context, h http.Header, err error, model string, maxLen int, timeout time.Duration) *openai.Error {
 	retry := func() {
 		h.Set("Retry-After", "1")
 		h.Set("Retry-After-Ms", "1000")
@@ -251,17 +310,50 @@ func queueError(ctx context.Context, h http.Header, err error, model string, qc 
 	case errors.Is(err, admission.ErrFull):
 		retry()
 		return &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit, Code: "rate_limit_exceeded",
-			Message: fmt.Sprintf("every worker of the model %q is at its in-flight limit and its queue is full (%d waiting)", model, qc.Max)}
+			Message: fmt.Sprintf("every worker of the model %q is at its in-flight limit and its queue is full (%d waiting)", model, maxLen)}
 	case errors.Is(err, admission.ErrTimeout):
 		retry()
 		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "queue_timeout",
-			Message: fmt.Sprintf("no worker of the model %q took the request within the queue timeout (%s)", model, qc.Timeout)}
+			Message: fmt.Sprintf("no worker of the model %q took the request within the queue timeout (%s)", model, timeout)}
 	case errors.Is(err, admission.ErrClosed):
 		retry()
 		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: "model_reconfigured",
 			Message: fmt.Sprintf("the model %q was reconfigured while the request waited", model)}
 	}
 	return CtxError(ctx)
+}
+
+// Headers the OpenAI SDKs send with the client's own timeout, in seconds: the Node SDK's
+// X-Stainless-Timeout (the whole request's timeout, truncated to whole seconds; absent
+// without one) and the Python SDK's X-Stainless-Read-Timeout (httpx's read timeout, a decimal:
+// while the request waits in the queue the gateway sends no byte, so the read timeout is what
+// expires first on the client).
+const (
+	headerClientTimeout     = "X-Stainless-Timeout"
+	headerClientReadTimeout = "X-Stainless-Read-Timeout"
+)
+
+// queueTimeout returns a request's queue deadline: the smaller of limit (--queue-timeout) and
+// the timeout the client's SDK says it will wait (headerClientTimeout,
+// headerClientReadTimeout). Waiting past the client's own timeout only answers a client that
+// has already given up, and holds a queue place meanwhile. A value that is not a positive
+// finite number of seconds is ignored: "0" is what the Node SDK sends for a sub-second
+// timeout.
+func queueTimeout(h http.Header, limit time.Duration) time.Duration {
+	d := limit
+	for _, name := range [...]string{headerClientTimeout, headerClientReadTimeout} {
+		v := h.Get(name)
+		if v == "" {
+			continue
+		}
+		sec, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(sec > 0) || sec*float64(time.Second) >= float64(d) {
+			continue // malformed, ≤ 0, NaN, or no shorter (+Inf too)
+		}
+		// At least 1 ms: a zero timeout would mean none to the queue.
+		d = max(time.Duration(sec*float64(time.Second)), time.Millisecond)
+	}
+	return d
 }
 
 // poolLabel names a pool in metrics: its model, "default" for an unnamed default pool.

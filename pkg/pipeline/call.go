@@ -32,6 +32,10 @@ type Call struct {
 	leg string
 	// rec is the request's access-log record (access.go), nil when the log is off.
 	rec *Record
+	// lowBand is set by admission for a request of a band below the default (> 0) when the
+	// queue keeps slots for the others (QueueConfig.Reserve): it may take a worker only
+	// under the lower bound.
+	lowBand bool
 }
 
 // RouteTokens returns the tokens the request is routed on: its first prompt's, or route.

@@ -98,6 +98,19 @@ type QueueConfig struct {
 	// LookAhead is how many waiting requests of the best band a freed worker is matched
 	// against for the longest cached prefix (default admission.DefaultLookAhead).
 	LookAhead int
+	// MaxWaitingPerWorker, when > 0, also counts a worker as full while its engine's own
+	// queue holds that many requests (vllm:num_requests_waiting in the last engine-load
+	// sample, fresher than three Fleet.EngineMetricsInterval) and this gateway has at least
+	// one request in flight there (admission.go, engineFull). It needs Max and
+	// Fleet.EngineMetricsInterval. 0: only MaxInFlightPerWorker bounds a worker.
+	MaxWaitingPerWorker int
+	// Reserve keeps that many of each worker's MaxInFlightPerWorker slots for requests of
+	// the default band and better (priority ≤ 0): a request of a band > 0 (batch) takes a
+	// worker only while it has fewer than MaxInFlightPerWorker − Reserve requests, so an
+	// interactive request finds a slot free instead of waiting for a batch request to end
+	// (admission.go). Less than MaxInFlightPerWorker; needs Max. 0: every band may fill a
+	// worker.
+	Reserve int
 }
 
 // Pipeline runs requests of every endpoint over a fleet of workers (pkg/fleet): the routing
@@ -119,6 +132,9 @@ type Pipeline struct {
 	loadMaxAge time.Duration
 	// tracer is Config.Tracing's tracer, nil when tracing is off.
 	tracer trace.Tracer
+	// poolsMu serializes SetModel and RemoveModel, so that each closes the admission queues
+	// of exactly the pools it replaced.
+	poolsMu sync.Mutex
 
 	// aborted is cancelled (cause errShutdown) by AbortInFlight; every request's context
 	// follows it.

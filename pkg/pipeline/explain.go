@@ -97,6 +97,7 @@ func (pl *Pipeline) Explain(c *Call, prompt string) *RouteExplanation {
 	}
 	s := new(routeScratch)
 	pl.fleet.Snapshot().Select(&s.sel, t, nil, pl.cfg.MaxInFlightPerWorker)
+	pl.engineBound(&s.sel, c)
 	disagg := keepRole(&s.sel, legWhole)
 	pol := c.Served.policy
 	if disagg {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,11 +32,17 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.MaxPrompts = DefaultMaxPrompts
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxN < 0 || cfg.MaxPrompts < 0 || cfg.MaxPromptTokens < 0 || cfg.MaxInFlightPerWorker < 0 || cfg.UpstreamTimeout < 0 ||
-		cfg.Queue.Max < 0 || cfg.Queue.Timeout < 0 || cfg.Queue.MaxWait < 0 || cfg.Queue.LookAhead < 0 {
+		cfg.Queue.Max < 0 || cfg.Queue.Timeout < 0 || cfg.Queue.MaxWait < 0 || cfg.Queue.LookAhead < 0 || cfg.Queue.MaxWaitingPerWorker < 0 || cfg.Queue.Reserve < 0 {
 		return nil, errors.New("router: new: limits and timeouts must not be negative")
 	}
 	if cfg.Queue.Max > 0 && cfg.MaxInFlightPerWorker == 0 {
 		return nil, errors.New("router: new: an admission queue needs a per-worker in-flight limit to wait for")
+	}
+	if cfg.Queue.MaxWaitingPerWorker > 0 && (cfg.Queue.Max == 0 || cfg.Fleet.EngineMetricsInterval == 0) {
+		return nil, errors.New("router: new: a per-worker bound on the engine's waiting requests needs the admission queue and engine-load scrapes")
+	}
+	if cfg.Queue.Reserve > 0 && (cfg.Queue.Max == 0 || cfg.Queue.Reserve >= cfg.MaxInFlightPerWorker) {
+		return nil, errors.New("router: new: reserved slots need the admission queue and must be fewer than the per-worker in-flight limit")
 	}
 	if cfg.Queue.Timeout == 0 {
 		cfg.Queue.Timeout = DefaultQueueTimeout
@@ -94,14 +101,57 @@ func (pl *Pipeline) Run(ctx context.Context) error {
 
 // SetModel adds a model while serving, or replaces the one of that name: the new pool starts
 // with an empty index, and the workers of the old one, like those whose spec names the model
-// and were served by the default pool, drain and start again in it. It fails, changing nothing,
-// for an invalid model, the default model's name, or a worker that cannot be rebuilt.
+// and were served by the default pool, drain and start again in it. Requests waiting in the
+// old pool's admission queue are answered 503 model_reconfigured with Retry-After (see
+// closeReplaced). It fails, changing nothing, for an invalid model, the default model's name,
+// or a worker that cannot be rebuilt.
 func (pl *Pipeline) SetModel(m Model) error {
 	pc, err := poolConfig(m, pl.cfg)
 	if err != nil {
 		return err
 	}
-	return pl.fleet.SetPool(pc)
+	pl.poolsMu.Lock()
+	defer pl.poolsMu.Unlock()
+	before := pl.fleet.Snapshot()
+	if err := pl.fleet.SetPool(pc); err != nil {
+		return err
+	}
+	closeReplaced(before, pl.fleet.Snapshot())
+	return nil
+}
+
+// RemoveModel stops serving a model other than the default: its workers drain, and any whose
+// spec still names it starts again in the default pool; requests waiting in its admission
+// queue are answered 503 model_reconfigured. It fails for a model that is not configured.
+func (pl *Pipeline) RemoveModel(name string) error {
+	pl.poolsMu.Lock()
+	defer pl.poolsMu.Unlock()
+	before := pl.fleet.Snapshot()
+	if err := pl.fleet.RemovePool(name); err != nil {
+		return err
+	}
+	closeReplaced(before, pl.fleet.Snapshot())
+	return nil
+}
+
+// closeReplaced closes the admission queues of before's pools that after no longer has. Their
+// waiting requests were prepared (tokenized, rendered) with the old model's configuration, and
+// their hand-offs would come from the old pool's workers, which drain: moved to the new queue
+// they would route on token ids the new tokenizer or template may not produce, and left in the
+// old one they would wait for their whole timeout. So they are refused at once with a
+// retryable 503 (the SDKs retry it, honouring Retry-After) and the retry is prepared for the
+// new pool. A request that resolved to the old pool and enqueues after this gets the same
+// answer (a closed queue refuses).
+func closeReplaced(before, after *fleet.Snapshot) {
+	kept := after.Pools()
+	for _, p := range before.Pools() {
+		if slices.Contains(kept, p) {
+			continue
+		}
+		if q := modelOf(p).queue; q != nil {
+			q.Close()
+		}
+	}
 }
 
 // AbortInFlight ends every request still running, for a shutdown whose drain deadline has

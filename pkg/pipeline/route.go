@@ -21,6 +21,7 @@ import (
 func (pl *Pipeline) route(s *routeScratch, dec *Decision, c *Call, exclude *fleet.Member, k legKind) *openai.Error {
 	start := time.Now()
 	pl.fleet.Snapshot().Select(&s.sel, c.Target, exclude, pl.cfg.MaxInFlightPerWorker)
+	pl.engineBound(&s.sel, c)
 	s.disagg = keepRole(&s.sel, k)
 	if c.Req.Pass != nil && !httpOnly(&s.sel) {
 		return engine.PassOnGRPC(c.Req.Pass.Path)

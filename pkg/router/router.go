@@ -87,10 +87,10 @@ func (rt *Router) Run(ctx context.Context) error { return rt.pl.Run(ctx) }
 // (pipeline.Pipeline.SetModel).
 func (rt *Router) SetModel(m Model) error { return rt.pl.SetModel(m) }
 
-// RemoveModel stops serving a model other than the default: its workers drain, and any whose
-// spec still names it (a --worker flag's, say) starts again in the default pool. It fails for
-// a model that is not configured.
-func (rt *Router) RemoveModel(name string) error { return rt.fleet.RemovePool(name) }
+// RemoveModel stops serving a model other than the default (pipeline.Pipeline.RemoveModel):
+// its workers drain, and any whose spec still names it (a --worker flag's, say) starts again in
+// the default pool. It fails for a model that is not configured.
+func (rt *Router) RemoveModel(name string) error { return rt.pl.RemoveModel(name) }
 
 // ModelNames returns the names of the models other than the default, in order.
 func (rt *Router) ModelNames() []string { return rt.fleet.PoolNames() }

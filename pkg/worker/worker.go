@@ -28,6 +28,7 @@ type Worker struct {
 	prefill    atomic.Int64 // blocks in-flight requests must still prefill (Hold.Prefill)
 	active     atomic.Int64 // prompt blocks of in-flight requests (Hold.Blocks)
 	engineLoad atomic.Int64 // running+waiting from the engine; -1 = unknown
+	engineWait atomic.Int64 // of which waiting in the engine's own queue
 	engineAt   atomic.Int64 // unix nanos of the last engine-load sample
 	healthy    atomic.Bool
 	checked    atomic.Bool // at least one health check finished
@@ -130,6 +131,19 @@ func (w *Worker) SetEngineLoad(n int64, t time.Time) {
 	}
 	w.engineLoad.Store(n)
 	w.engineAt.Store(t.UnixNano())
+}
+
+// SetEngineWaiting records how many of the engine's requests wait in its own queue, sampled
+// with the next SetEngineLoad (which it must precede: that call stamps the sample's time).
+func (w *Worker) SetEngineWaiting(n int64) { w.engineWait.Store(max(n, 0)) }
+
+// EngineWaiting returns the engine's waiting requests of the last sample when it is known and
+// fresher than maxAge at now (maxAge ≤ 0: never).
+func (w *Worker) EngineWaiting(now time.Time, maxAge time.Duration) (int64, bool) {
+	if maxAge <= 0 || w.engineLoad.Load() < 0 || now.UnixNano()-w.engineAt.Load() > int64(maxAge) {
+		return 0, false
+	}
+	return w.engineWait.Load(), true
 }
 
 // EngineLoad returns the last engine running+waiting sample and when it was taken; ok is false

@@ -210,6 +210,31 @@ func TestWorkerLoadBlend(t *testing.T) {
 	}
 }
 
+// TestEngineWaiting: the waiting count is known only while its sample is fresh, and not after
+// a failed scrape.
+func TestEngineWaiting(t *testing.T) {
+	w := mustWorker(t, "http://h:1")
+	now := time.Unix(1000, 0)
+	if _, ok := w.EngineWaiting(now, time.Second); ok {
+		t.Error("no sample: got known, want unknown")
+	}
+	w.SetEngineWaiting(3)
+	w.SetEngineLoad(5, now)
+	if n, ok := w.EngineWaiting(now.Add(500*time.Millisecond), time.Second); !ok || n != 3 {
+		t.Errorf("fresh sample: got %d %v, want 3 true", n, ok)
+	}
+	if _, ok := w.EngineWaiting(now.Add(2*time.Second), time.Second); ok {
+		t.Error("stale sample: got known, want unknown")
+	}
+	if _, ok := w.EngineWaiting(now, 0); ok {
+		t.Error("no max age: got known, want unknown")
+	}
+	w.SetEngineLoad(-1, now)
+	if _, ok := w.EngineWaiting(now, time.Second); ok {
+		t.Error("failed scrape: got known, want unknown")
+	}
+}
+
 func TestWorkerHealthAndModel(t *testing.T) {
 	w := mustWorker(t, "http://h:1")
 	if w.Healthy() || w.Checked() {

@@ -42,6 +42,8 @@ type Options struct {
 	Bin               string // directory holding the gateway binary (make build)
 	Tokenizer         string // tokenizer.json for the gateway
 	LogDir            string // directory for the gateway's log ("" = a temp dir, removed afterwards)
+	// History is each engine's replay buffer, in batches (publisherHistory by default).
+	History int
 	// Faults, when its Duration is set, adds a fault phase after the steady state (faults.go).
 	Faults Faults
 }
@@ -49,7 +51,7 @@ type Options struct {
 // DefaultOptions are the defaults of tools/fleetpub's flags: no fault phase.
 func DefaultOptions() Options {
 	return Options{Workers: 1024, Blocks: 12500, Rate: 1500, FillRate: 1e6, Duration: 30 * time.Second, Idle: 10 * time.Second,
-		RequestsPerSecond: 20, Bin: "bin", Tokenizer: ".cache/tokenizers/qwen3/tokenizer.json", Faults: DefaultFaults()}
+		RequestsPerSecond: 20, History: publisherHistory, Bin: "bin", Tokenizer: ".cache/tokenizers/qwen3/tokenizer.json", Faults: DefaultFaults()}
 }
 
 // Report is one run's result. CPU is the gateway's own process_cpu_seconds_total, memory its
@@ -81,7 +83,7 @@ type Phase struct {
 // Run measures one gateway fed by o.Workers engines, writes its progress and report to
 // stdout, and returns the report.
 func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
-	if o.Workers < 1 || o.Blocks < 1 || o.Rate <= 0 || o.FillRate <= 0 || o.RequestsPerSecond <= 0 || o.Duration <= 0 || o.Idle <= 0 {
+	if o.Workers < 1 || o.Blocks < 1 || o.History < 1 || o.Rate <= 0 || o.FillRate <= 0 || o.RequestsPerSecond <= 0 || o.Duration <= 0 || o.Idle <= 0 {
 		return nil, fmt.Errorf("fleetpub: workers, blocks, rates and durations must be positive: %+v", o)
 	}
 	if err := o.Faults.validate(); err != nil {
@@ -128,7 +130,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
 	defer func() { _ = srv.Close(); serveWG.Wait() }()
 	for w := range o.Workers {
 		ep, rep := fmt.Sprintf("tcp://127.0.0.1:%d", ports[3*w]), fmt.Sprintf("tcp://127.0.0.1:%d", ports[3*w+2])
-		p, err := kvbridge.NewPublisher(kvbridge.PublisherConfig{Endpoint: ep, Replay: rep, Mode: kvbridge.PubBind, History: publisherHistory})
+		p, err := kvbridge.NewPublisher(kvbridge.PublisherConfig{Endpoint: ep, Replay: rep, Mode: kvbridge.PubBind, History: o.History})
 		if err != nil {
 			return nil, err
 		}
@@ -395,7 +397,7 @@ func writeSteady(w io.Writer, r *Report) {
 		r.Workers, r.Blocks, r.Rate, s.AchievedRate, s.Cores, r.IdleCores, s.HeapMiB, s.Memberships, s.BytesPerMember, s.LookupP50us, s.LookupP99us, s.CompletionP99ms, s.Completions, s.SkippedBatches)
 }
 
-// publisherHistory is each engine's replay buffer, in batches: about 27 s of its steady state
+// publisherHistory is the default of each engine's replay buffer, in batches: about 27 s of its steady state
 // (19 batches a second), more than an H100-class cache takes to turn over (17 s), so that a
 // rebuild from replay is complete. vLLM keeps 10,000 by default. The history shares the
 // pre-encoded payloads, so it costs this process next to nothing.

@@ -53,6 +53,10 @@ type streamTransport[T any] struct {
 	// restarts: a live seq at or below the previous live seq means the publisher restarted (a
 	// ZMQ PUB never resends); otherwise such a batch is a duplicate.
 	restarts bool
+	// same reports whether two items are the same batch (equal payloads); with it a
+	// reconnection resumes from the cursor when the publisher proves it is the same instance
+	// (connected). nil: every reconnection rebuilds from 0.
+	same func(a, b T) bool
 }
 
 // heldBatch is a live batch held while a replay is in flight.
@@ -123,6 +127,15 @@ type streamRules[T any] struct {
 	// lastLive is the last seq received live (restart detection).
 	lastLive    uint64
 	hasLastLive bool
+	// lastItem is the batch at the cursor, kept when the transport can compare batches (same)
+	// so that a reconnection can check the publisher still has it; resuming is set while that
+	// check's replay runs.
+	lastItem    T
+	hasLastItem bool
+	resuming    bool
+	// replayResumed: the running replay continues a reconnection whose check passed, so an
+	// empty rest (nothing was published meanwhile) is complete, not a lost gap.
+	replayResumed bool
 	// lastApplied is the last seq applied, kept when the cursor is cleared, so a jump past
 	// it counts the batches skipped.
 	lastApplied    uint64
@@ -178,7 +191,9 @@ func (s *streamRules[T]) setCursor(seq uint64) {
 }
 
 func (s *streamRules[T]) clearCursor() {
+	var zero T
 	s.cursor, s.hasCursor = 0, false
+	s.lastItem, s.hasLastItem = zero, false
 	s.stats.hasCursor.Store(false)
 }
 
@@ -189,22 +204,56 @@ func (s *streamRules[T]) reset(reason string) {
 	s.t.reset(reason)
 }
 
-// connected handles a (re)connection of a transport that cannot resume (a ZMQ SUB): with a
-// replay endpoint, the caches are rebuilt from the publisher's whole buffer (replay from 0);
-// live batches are held until it ends.
+// connected handles a (re)connection of a transport that cannot resume (a ZMQ SUB). The
+// publisher may have restarted while we were away, or only the network between us failed. A
+// first connection, or one that cannot tell, rebuilds the caches from the publisher's whole
+// buffer (replay from 0). With a cursor and the batch at it kept (transport.same), it asks for
+// the batches from the cursor on instead: when the first one is the very batch we applied
+// there, the publisher is the same instance and the rest repairs the disconnection's gap with
+// nothing dropped (resumeReplay); otherwise it rebuilds from 0. Resuming matters at fleet
+// scale: a rebuild gets only what the buffer still holds, so after a partition heals it would
+// lose every block stored before the buffer's oldest batch (the long-lived system prompts
+// most requests share), and every later chain continuing them. Live batches are held until
+// the replay ends.
 func (s *streamRules[T]) connected() {
 	if s.t.request == nil {
 		return
 	}
+	s.held = s.held[:0]
+	s.hasLastLive = false
+	if s.hasCursor && s.hasLastItem && s.t.same != nil {
+		s.resuming = true
+		s.startReplay(false, s.cursor, true)
+		return
+	}
+	s.rebuild(ResetReplayFromZero)
+}
+
+// rebuild clears the caches (when anything was applied) and replays the publisher's whole
+// buffer.
+func (s *streamRules[T]) rebuild(reason string) {
+	s.resuming = false
 	if s.hasCursor {
-		// The publisher may have restarted or moved on while we were away: rebuild.
-		s.reset(ResetReplayFromZero)
+		s.reset(reason)
 		s.clearCursor()
 	}
-	// The rebuild starts the stream over, possibly from a new publisher instance.
-	s.hasLastLive = false
-	s.held = s.held[:0]
 	s.startReplay(true, 0, true)
+}
+
+// resumeReplay handles the first reply of a reconnection's replay from the cursor: the batch at
+// the cursor, unchanged, proves the same publisher instance; anything else (another seq, other
+// bytes: a restarted publisher, or a buffer that rolled over) rebuilds from 0. It reports
+// whether the replay continues.
+func (s *streamRules[T]) resumeReplay(seq uint64, item T) bool {
+	s.resuming = false
+	if seq == s.cursor && s.t.same(item, s.lastItem) {
+		s.replayStart = s.cursor + 1 // the rest must continue the cursor
+		s.replayN, s.replayResumed = 0, true
+		s.duplicate()
+		return true
+	}
+	s.rebuild(ResetReplayFromZero)
+	return false
 }
 
 // resumed handles a resubscription from the cursor (a rewinding transport after a transient
@@ -312,7 +361,7 @@ func (s *streamRules[T]) duplicate() {
 func (s *streamRules[T]) startReplay(full bool, start uint64, request bool) {
 	s.replayGen++
 	s.replaying, s.replayFull, s.replayStart, s.requested = true, full, start, request
-	s.replayN, s.replayFailed = 0, false
+	s.replayN, s.replayFailed, s.replayResumed = 0, false, false
 	s.replayDL = time.Time{}
 	if !s.t.rewinds {
 		s.replayDL = s.now().Add(s.replayTimeout)
@@ -325,7 +374,7 @@ func (s *streamRules[T]) startReplay(full bool, start uint64, request bool) {
 }
 
 func (s *streamRules[T]) endReplay() {
-	s.replaying = false
+	s.replaying, s.resuming = false, false
 	s.replayFlag.Store(false)
 }
 
@@ -366,10 +415,18 @@ func (s *streamRules[T]) replayMsg(gen, seq uint64, item T, end bool) {
 		return // a late reply to an abandoned request
 	}
 	if end {
+		if s.resuming { // not even the batch at the cursor: the publisher is another instance
+			s.rebuild(ResetReplayFromZero)
+			return
+		}
 		s.finishReplay()
 		return
 	}
 	if s.replayFailed {
+		return
+	}
+	if s.resuming {
+		s.resumeReplay(seq, item)
 		return
 	}
 	s.replayN++
@@ -397,7 +454,7 @@ func (s *streamRules[T]) replayMsg(gen, seq uint64, item T, end bool) {
 func (s *streamRules[T]) finishReplay() {
 	s.endReplay()
 	if !s.replayFailed {
-		if !s.replayFull && s.replayN == 0 {
+		if !s.replayFull && s.replayN == 0 && !s.replayResumed {
 			// Only the terminator: the missed batches are gone.
 			s.unrepaired()
 		} else {
@@ -456,6 +513,9 @@ func (s *streamRules[T]) apply(seq uint64, item T, outcome string) {
 	}
 	s.lastApplied, s.hasLastApplied = seq, true
 	s.setCursor(seq)
+	if s.t.same != nil {
+		s.lastItem, s.hasLastItem = item, true
+	}
 	b := s.scratch
 	rejected, err := s.t.decode(item, b)
 	if err != nil {

@@ -62,6 +62,16 @@ func (h *streamHarness) replay(seqs ...uint64) {
 	h.s.replayMsg(gen, ReplayEndSeq, nil, true)
 }
 
+// replayOther answers the last request like replay, with other payloads at the same seqs (a
+// publisher that restarted).
+func (h *streamHarness) replayOther(seqs ...uint64) {
+	gen := h.reqs[len(h.reqs)-1].gen
+	for _, s := range seqs {
+		h.s.replayMsg(gen, s, payloadFor(s+500), false)
+	}
+	h.s.replayMsg(gen, ReplayEndSeq, nil, true)
+}
+
 func (h *streamHarness) starts() []uint64 {
 	var out []uint64
 	for _, r := range h.reqs {
@@ -161,16 +171,71 @@ func TestStreamRules(t *testing.T) {
 			wantStarts: []uint64{0},
 		},
 		{
-			name:   "reconnect with a cursor clears and rebuilds",
+			name:   "reconnect to the same publisher resumes from the cursor",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.s.connected()
+				h.replay(1, 2)
+				h.s.connected() // the network failed; the publisher went on
+				h.live(5)       // held until the replay ends
+				h.replay(2, 3, 4, 5)
+				h.live(6)
+			},
+			want:       []string{"b1", "b2", "b3", "b4", "b5", "b6"},
+			wantStarts: []uint64{0, 2},
+		},
+		{
+			name:   "reconnect with nothing published meanwhile resumes",
 			replay: true,
 			run: func(h *streamHarness) {
 				h.s.connected()
 				h.replay(1)
 				h.s.connected()
-				h.replay(0, 1) // a restarted publisher
+				h.replay(1)
+				h.live(2)
+			},
+			want:       []string{"b1", "b2"},
+			wantStarts: []uint64{0, 1},
+		},
+		{
+			name:   "reconnect to a restarted publisher fails the check and rebuilds",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.s.connected()
+				h.replay(1)
+				h.s.connected()
+				h.replayOther(1) // a new instance's seq 1: other bytes
+				h.replayOther(0, 1)
 			},
 			want:       []string{"b1", "reset:replay_from_zero", "b0", "b1"},
-			wantStarts: []uint64{0, 0},
+			wantStarts: []uint64{0, 1, 0},
+		},
+		{
+			name:   "reconnect to a restarted publisher that has not reached the cursor rebuilds",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.s.connected()
+				h.replay(4)
+				h.s.connected()
+				h.replay() // nothing at or after 4
+				h.replayOther(0, 1)
+			},
+			want:       []string{"b4", "reset:replay_from_zero", "b0", "b1"},
+			wantStarts: []uint64{0, 4, 0},
+		},
+		{
+			name:   "reconnect after the buffer rolled past the cursor rebuilds",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.s.connected()
+				h.replay(1)
+				h.s.connected()
+				h.replay(3, 4) // 1 and 2 are gone
+				h.replay(3, 4)
+			},
+			want:        []string{"b1", "reset:replay_from_zero", "b3", "b4"},
+			wantStarts:  []uint64{0, 1, 0},
+			wantSkipped: 1, // 2 was lost
 		},
 		{
 			name:   "hole inside the replayed buffer resets at the hole",

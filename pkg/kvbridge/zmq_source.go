@@ -1,6 +1,7 @@
 package kvbridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -677,12 +678,14 @@ func (r *zmqReader) readReplay(ctx context.Context, ss *zmqSessionSockets) error
 // rankTransport is the stream transport of DP rank r of a ZMQ publisher: msgpack payloads
 // (owned: zmq4 allocates each received frame), delivered into c as rank r, restarts detected
 // from live sequence numbers, repairs by ROUTER replay beside the live stream (request is set
-// when the publisher has a replay endpoint).
+// when the publisher has a replay endpoint), and a reconnection resumed when the publisher
+// still has the batch at the cursor, byte for byte.
 func rankTransport(c Consumer, r int) streamTransport[[]byte] {
 	return streamTransport[[]byte]{
 		decode:   decodeBatchRejected,
 		deliver:  func(b *indexer.Batch) (int, bool) { return r, c.Batch(r, b) },
 		reset:    func(reason string) { c.Reset(r, reason) },
 		restarts: true,
+		same:     bytes.Equal,
 	}
 }

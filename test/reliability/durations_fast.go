@@ -13,6 +13,7 @@ const (
 // The fleet-scale fault scenario in the fast variant: a small fleet, short phases.
 const (
 	scaleFaultBlocks   = 2000
+	scaleFaultHistory  = 128
 	scaleFaultWorkers  = 64
 	scaleFaultSteady   = 4 * time.Second
 	scaleFaultDuration = 12 * time.Second

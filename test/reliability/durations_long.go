@@ -14,6 +14,7 @@ const (
 // tools/fleetpub's; on a shared 2-core machine its publisher cannot hold the rate).
 const (
 	scaleFaultBlocks   = 12500
+	scaleFaultHistory  = 512
 	scaleFaultWorkers  = 512
 	scaleFaultSteady   = 10 * time.Second
 	scaleFaultDuration = 20 * time.Second

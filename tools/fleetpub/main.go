@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Float64Var(&o.RequestsPerSecond, "requests", o.RequestsPerSecond, "4096-token completions per second sent to the gateway while events flow")
 	fs.StringVar(&o.Bin, "bin", o.Bin, "directory holding the gateway binary (make build)")
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "tokenizer.json for the gateway")
+	fs.IntVar(&o.History, "history", o.History, "each engine's replay buffer, in batches")
 	fs.StringVar(&o.LogDir, "logs", o.LogDir, "directory for the gateway's log (default: a temp dir)")
 	fs.DurationVar(&o.Faults.Duration, "faults", 0, "a fault phase of this length after the steady state (0: none)")
 	fs.Float64Var(&o.Faults.FlapFraction, "flap-fraction", o.Faults.FlapFraction, "fault phase: share of the engines whose publisher flaps")

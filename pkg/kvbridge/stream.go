@@ -76,6 +76,7 @@ type streamStats struct {
 	skipped    atomic.Uint64
 	resets     atomic.Uint64
 	replays    atomic.Uint64
+	snapshots  atomic.Uint64
 }
 
 // RankStatus is a snapshot of one (worker, DP rank) event stream.
@@ -98,6 +99,8 @@ type RankStatus struct {
 	Skipped uint64 `json:"skipped"`
 	Resets  uint64 `json:"resets"`
 	Replays uint64 `json:"replays"`
+	// Snapshots counts the snapshots a server opened a subscription with (kvbridge serve).
+	Snapshots uint64 `json:"snapshots"`
 }
 
 // streamRules applies the event stream rules of DESIGN.md §6 to one numbered stream of batches:
@@ -138,6 +141,11 @@ type streamRules[T any] struct {
 	replayFailed bool // the first seq did not match: ignore the rest until the terminator
 	replayDL     time.Time
 
+	// snapLast is the last seq of the snapshot being applied, while inSnapshot: a stream
+	// that ends before it leaves an incomplete state, which only a new snapshot repairs.
+	snapLast   uint64
+	inSnapshot bool
+
 	held         []heldBatch[T]
 	lastResync   time.Time
 	everResynced bool
@@ -154,7 +162,7 @@ func (s *streamRules[T]) status() RankStatus {
 		Rank: s.rank, Cursor: st.cursor.Load(), HasCursor: st.hasCursor.Load(), Replaying: s.replayFlag.Load(),
 		Applied: st.applied.Load(), Replayed: st.replayed.Load(), Duplicates: st.duplicates.Load(),
 		Dropped: st.dropped.Load(), Malformed: st.malformed.Load(), Gaps: st.gaps.Load(), Skipped: st.skipped.Load(),
-		Resets: st.resets.Load(), Replays: st.replays.Load(),
+		Resets: st.resets.Load(), Replays: st.replays.Load(), Snapshots: st.snapshots.Load(),
 	}
 }
 
@@ -221,7 +229,31 @@ func (s *streamRules[T]) restart(reason string) {
 	s.reset(reason)
 	s.clearCursor()
 	s.endReplay()
+	s.inSnapshot = false
 }
+
+// snapshot handles a subscription that opens with a snapshot of the server's state, batches
+// first..last (the server said so out of band): whatever was known is replaced (the cursor and
+// its gap accounting included), so its first batch is neither a gap nor a duplicate, and the
+// stream goes on from last+1.
+func (s *streamRules[T]) snapshot(first, last uint64) {
+	s.stats.snapshots.Add(1)
+	s.m.countSnapshot(s.worker)
+	s.log.Info("kvbridge: stream opens with a snapshot", zap.String("worker", s.worker),
+		zap.Uint64("first", first), zap.Uint64("last", last))
+	if s.hasCursor {
+		// A cursor outside the server's history: the old view goes (the snapshot's own
+		// KvCacheCleared events cover only the ranks the server knows).
+		s.reset(ResetSnapshot)
+		s.clearCursor()
+	}
+	s.endReplay()
+	s.hasLastApplied = false
+	s.snapLast, s.inSnapshot = last, true
+}
+
+// snapshotCut reports whether the last subscription ended inside its snapshot.
+func (s *streamRules[T]) snapshotCut() bool { return s.inSnapshot }
 
 // dropped counts a live batch lost before it reached the stream (full queue). The next batch
 // shows the gap and repairs it.
@@ -456,6 +488,9 @@ func (s *streamRules[T]) apply(seq uint64, item T, outcome string) {
 	}
 	s.lastApplied, s.hasLastApplied = seq, true
 	s.setCursor(seq)
+	if s.inSnapshot && seq >= s.snapLast {
+		s.inSnapshot = false
+	}
 	b := s.scratch
 	rejected, err := s.t.decode(item, b)
 	if err != nil {

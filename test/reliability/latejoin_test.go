@@ -136,3 +136,78 @@ func TestLateJoinerBehindBridge(t *testing.T) {
 	report(t, "late_joiner_bridge", "connected_ms", ms(connected), "since_start_ms", ms(time.Since(startedAt)),
 		"prompts_compared", compared, "matched_blocks", matched, "oldest_matched_prompt", oldest, "snapshots", snaps)
 }
+
+// TestLateJoinerZMQConvergence measures what a late replica sees when it reads the engine's
+// ZMQ stream directly (no sidecar): only the engine's replay buffer, then live batches. The
+// traffic after it joins is either all new prompts, or half new and half repeats of a hot set
+// cached before it joined (cache hits publish nothing). After each stretch of traffic it
+// reports the fraction of the early replica's matched blocks, over every prompt sent so far,
+// that the late replica also matches (docs/reliability.md, "Late joiners"). It asserts only
+// that the fraction starts below 1 (the replay buffer does not hold the cache) and never
+// exceeds 1.
+func TestLateJoinerZMQConvergence(t *testing.T) {
+	for _, hot := range []int{0, 8} {
+		t.Run(fmt.Sprintf("hot=%d", hot), func(t *testing.T) { testLateJoinerZMQ(t, hot) })
+	}
+}
+
+func testLateJoinerZMQ(t *testing.T, hot int) {
+	l := newLauncher(t)
+	s := startSim(t, l, harness.SimOptions{Name: "sim", Events: true, TimeScale: simScale, Args: lateSimArgs})
+	early := startGateway(t, l, harness.GatewayOptions{Name: "early", Workers: []string{s.WorkerSpec(true)}})
+	var sent []string
+	for i := range latePrompts {
+		p := latePrompt("zmq", i)
+		warm(t, s, p)
+		sent = append(sent, p)
+	}
+	_, idx, real, ok := indexAgrees(t, early.AdminURL, s, 20*time.Second)
+	mustf(t, ok, "early replica: index %d blocks, engine %d", idx, real)
+	// The hot set is the last prompts warmed: they are the ones still cached.
+	hotSet := sent[len(sent)-hot:]
+
+	late := startGateway(t, l, harness.GatewayOptions{Name: "late", Workers: []string{s.WorkerSpec(true)}})
+	_, ok = poll(20*time.Second, func() bool { return workers(t, late.AdminURL)[s.URL].EventStream == "up" })
+	mustf(t, ok, "late replica's stream never came up")
+
+	// fraction waits until both replicas applied the same batches, then measures.
+	fraction := func() (float64, int) {
+		_, ok := poll(10*time.Second, func() bool { return cursorOf(t, late, s.URL) == cursorOf(t, early, s.URL) })
+		mustf(t, ok, "replicas' cursors did not meet")
+		var both, want int
+		for _, p := range sent {
+			e, g := viewRoute(t, early.AdminURL, p).Matched[s.URL], viewRoute(t, late.AdminURL, p).Matched[s.URL]
+			want += e
+			both += min(e, g)
+		}
+		if want == 0 {
+			return 1, 0
+		}
+		return float64(both) / float64(want), want
+	}
+	var points []any
+	f0, blocks0 := fraction()
+	mustf(t, f0 < 1, "the late replica matched %.2f of the early one's blocks right after joining: the replay buffer held the whole cache", f0)
+	points = append(points, "hot", hot, "f_0ms", fmt.Sprintf("%.2f", f0), "early_blocks", blocks0)
+	traffic := time.Duration(0)
+	next := 0
+	for _, until := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second} {
+		start := time.Now()
+		for traffic+time.Since(start) < until {
+			if hot > 0 && next%2 == 0 {
+				warm(t, s, hotSet[(next/2)%hot])
+			} else {
+				p := latePrompt("zmq-new", next)
+				warm(t, s, p)
+				sent = append(sent, p)
+			}
+			next++
+		}
+		traffic += time.Since(start)
+		f, _ := fraction()
+		mustf(t, f <= 1, "fraction %.2f above 1", f)
+		points = append(points, fmt.Sprintf("f_%dms", until/time.Millisecond), fmt.Sprintf("%.2f", f))
+	}
+	points = append(points, "requests", next, "requests_per_s", fmt.Sprintf("%.0f", float64(next)/traffic.Seconds()))
+	report(t, "late_joiner_zmq", points...)
+}

@@ -8,8 +8,8 @@ import (
 
 // DefaultSnapshotMaxBlocks is the default bound of a BridgeServer's block set per DP rank: at
 // least the GPU block count of most single engines (vLLM's num_gpu_blocks is in the tens of
-// thousands for common models and GPUs), at about 100 bytes per block beside the blocks
-// themselves.
+// thousands for common models and GPUs). A block costs about 50 bytes of node and map entry
+// plus the published block it keeps alive (about 160 bytes at 16 tokens).
 const DefaultSnapshotMaxBlocks = 1 << 18
 
 // noNode is the nil index of blockSet's node links.

@@ -247,6 +247,9 @@ func (s *streamRules[T]) snapshot(first, last uint64) {
 		s.reset(ResetSnapshot)
 		s.clearCursor()
 	}
+	if s.replaying && s.replayFull {
+		s.replayOutcome(ReplayOK) // a resync's rebuild from 0, answered with the state
+	}
 	s.endReplay()
 	s.hasLastApplied = false
 	s.snapLast, s.inSnapshot = last, true

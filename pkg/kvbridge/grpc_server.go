@@ -367,8 +367,11 @@ func (s *BridgeServer) subscribe(req *common.SubscribeKvEventsRequest, stream gr
 		}
 	}
 	if snap != nil {
+		// The set counters go with each snapshot: evicted blocks are what it missed.
+		st := s.SnapshotStats()
 		s.log.Info("kv bridge: snapshot sent", zap.Uint64("cursor", cursor), zap.Int("batches", len(batches)),
-			zap.Uint64("last", last))
+			zap.Uint64("last", last), zap.Int("blocks", st.Blocks), zap.Uint64("evicted_total", st.Evicted),
+			zap.Uint64("orphaned_total", st.Orphaned))
 	}
 	ctx := stream.Context()
 	s.log.Debug("kv bridge: subscriber", zap.Uint64("cursor", cursor), zap.Uint64("from", next))

@@ -212,6 +212,8 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--zmq", "tcp://h:1", "--runtime", "vllm"},
 		{"serve", "--zmq", "tcp://h:1", "--runtime", "mlx", "--listen", "127.0.0.1:0"},
 		{"serve", "--zmq", "tcp://h:1", "--runtime", "vllm", "--listen", "127.0.0.1:0", "--history", "0"},
+		{"serve", "--zmq", "tcp://h:1", "--runtime", "vllm", "--listen", "127.0.0.1:0", "--snapshot-max-blocks", "0"},
+		{"serve", "--zmq", "tcp://h:1", "--runtime", "vllm", "--listen", "127.0.0.1:0", "--snapshot-max-blocks", "-2"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -25,6 +25,7 @@ type serveFlags struct {
 	listen             string
 	runtime            worker.Runtime
 	history            int
+	snapshotMaxBlocks  int
 	tlsCert, tlsKey    string
 	tlsClientCA        string
 	logLevel           string
@@ -41,6 +42,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Var(&f.runtime, "runtime", "engine service to serve: vllm, sglang or tokenspeed")
 	fs.StringVar(&f.listen, "listen", "", "gRPC listen address HOST:PORT (port 0 picks one; the address is printed on stderr)")
 	fs.IntVar(&f.history, "history", kvbridge.DefaultBridgeHistory, "batches kept for clients resuming from a cursor")
+	fs.IntVar(&f.snapshotMaxBlocks, "snapshot-max-blocks", kvbridge.DefaultSnapshotMaxBlocks,
+		"blocks kept per DP rank for late subscribers' snapshots (at least the engine's GPU block count); -1 disables snapshots")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate: serve gRPC over TLS (with --tls-key); gateways then use tls=true")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CAs: require client certificates signed by them (mTLS; needs --tls-cert)")
@@ -48,13 +51,16 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: kvbridge serve --zmq tcp://HOST:PORT [--replay tcp://HOST:PORT] [--topic T] [--dp-size N]
                       --runtime vllm|sglang|tokenspeed --listen HOST:PORT [--history 10000]
+                      [--snapshot-max-blocks 262144]
                       [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
 
 Subscribes to an engine's ZMQ KV-event publisher (every DP rank, with replay) and serves
 SubscribeKvEvents (and HealthCheck) under the runtime's SMG service name. Batches of all ranks
 are renumbered from 1 with dp_rank set; a client resuming from a cursor inside the history gets
-the missed batches, an older cursor gets OUT_OF_RANGE. Prints "kvbridge: listening on ADDR"
-on stderr once it accepts connections.
+the missed batches, an older cursor gets OUT_OF_RANGE. Each rank's current block set is kept
+from its first batch on: once the history has rolled over, a client starting from 0 (and a
+kvgate client with a cursor outside the history) gets a snapshot of those sets and then the
+live batches. Prints "kvbridge: listening on ADDR" on stderr once it accepts connections.
 
 Flags:
 `)
@@ -76,6 +82,8 @@ Flags:
 		return nil, fmt.Errorf("--dp-size %d: must be at least 1", f.dpSize)
 	case f.history < 1:
 		return nil, fmt.Errorf("--history %d: must be at least 1", f.history)
+	case f.snapshotMaxBlocks == 0 || f.snapshotMaxBlocks < -1:
+		return nil, fmt.Errorf("--snapshot-max-blocks %d: must be at least 1, or -1 to disable snapshots", f.snapshotMaxBlocks)
 	case (f.tlsCert == "") != (f.tlsKey == "") || (f.tlsClientCA != "" && f.tlsCert == ""):
 		return nil, errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
 	}
@@ -98,7 +106,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	defer func() { _ = log.Sync() }()
 
-	bridge, err := kvbridge.NewBridgeServer(kvbridge.BridgeConfig{Runtime: f.runtime, History: f.history}, log)
+	bridge, err := kvbridge.NewBridgeServer(kvbridge.BridgeConfig{Runtime: f.runtime, History: f.history, SnapshotMaxBlocks: f.snapshotMaxBlocks}, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
 		return exitUsage
@@ -151,7 +159,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return nil
 	})
 	log.Info("serving SubscribeKvEvents", zap.Stringer("runtime", f.runtime), zap.String("zmq", f.zmq), zap.Bool("tls", f.tlsCert != ""), zap.Bool("mtls", f.tlsClientCA != ""),
-		zap.String("replay", f.replay), zap.Int("dp_size", f.dpSize), zap.Int("history", f.history))
+		zap.String("replay", f.replay), zap.Int("dp_size", f.dpSize), zap.Int("history", f.history), zap.Int("snapshot_max_blocks", f.snapshotMaxBlocks))
 	if err := g.Wait(); err != nil {
 		fmt.Fprintf(stderr, "kvbridge serve: %v\n", err)
 		return exitError

@@ -18,6 +18,18 @@
 //     used by the simulator, `kvbridge serve` tests and component tests.
 //   - The gRPC SubscribeKvEvents client and server (grpc_*.go) for `grpc://` workers and
 //     `kvbridge serve`.
+//   - Snapshots for late subscribers (blockset.go, snapshot.go): BridgeServer keeps each rank's
+//     current block set (stored and not removed, compacted, bounded) from its first batch on.
+//     Once its history has rolled over, a subscription from 0 (or, for a client sending
+//     MDAcceptSnapshot, from a cursor outside the history) opens with that state as ordinary
+//     KvEventBatch messages: per rank a KvCacheCleared, then the blocks as stored chains
+//     (parents first; removed ancestors of live blocks stored and then removed, so every key
+//     replays exactly), numbered to end at the sequence number S the state was taken at, under
+//     the lock that appends to the history; live batches follow from S+1. The wire contract
+//     (wire/smg-grpc.md) has no snapshot message, so the response headers MDSnapshotFirst and
+//     MDSnapshotLast say which batches form it: GRPCSource then counts no gap, duplicate or
+//     skip for it, and starts over from 0 when a stream is cut inside it. An SMG client needs
+//     no header: the batches continue one another like any stream's first batches.
 //
 // Every source delivers into a Consumer (source.go); SinkConsumer adapts an indexer.Sink.
 // Metrics (metrics.go) are injected; a nil *Metrics disables them.

@@ -7,11 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/kvgate/kvgate/api/common"
@@ -62,6 +64,11 @@ type grpcSubscribeFunc func(ctx context.Context, in *common.SubscribeKvEventsReq
 //     most once per ResyncInterval;
 //   - UNIMPLEMENTED: state StreamUnavailable, logged once, Run returns ErrUnimplemented;
 //   - OUT_OF_RANGE or DATA_LOSS: every rank is Reset and the source resubscribes from 0;
+//   - a subscription that opens with a snapshot (kvbridge serve: response headers
+//     MDSnapshotFirst/MDSnapshotLast; the source announces it applies them with
+//     MDAcceptSnapshot): its batches replace what was known (every rank is Reset first when a
+//     cursor was held) and are neither gaps nor duplicates; a stream cut inside its snapshot
+//     resubscribes from 0;
 //   - a clean end or any other error: reconnect after a jittered exponential backoff
 //     (MinBackoff doubling to MaxBackoff, reset once a stream delivers a batch). Reconnects
 //     meant to be immediate (gap, OUT_OF_RANGE, resync) are immediate only once between two
@@ -239,8 +246,14 @@ func (s *GRPCSource) runStream(ctx context.Context) (end grpcStreamEnd, progress
 	defer cancel() // ends the stream when we drop it (repair)
 
 	s.repair = false
+	if s.rules.snapshotCut() {
+		// The cursor points into a snapshot, not into the server's history: resuming from it
+		// would apply history batches to part of a state. Start over.
+		s.rules.restart(ResetSnapshotCut)
+	}
 	s.rules.resumed()
 	delivered := s.rules.delivered()
+	sctx = metadata.AppendToOutgoingContext(sctx, MDAcceptSnapshot, "1")
 	stream, err := s.subscribe(sctx, &common.SubscribeKvEventsRequest{StartSequenceNumber: s.rules.resumeFrom()})
 	if err != nil {
 		return s.classify(err), false, err
@@ -249,6 +262,9 @@ func (s *GRPCSource) runStream(ctx context.Context) (end grpcStreamEnd, progress
 	// status only (e.g. UNIMPLEMENTED), which Recv then reports.
 	if md, _ := stream.Header(); md != nil {
 		s.markUp()
+		if first, last, ok := snapshotHeader(md); ok {
+			s.rules.snapshot(first, last)
+		}
 	}
 	for {
 		if err := stream.RecvMsg(&s.msg); err != nil {
@@ -264,6 +280,21 @@ func (s *GRPCSource) runStream(ctx context.Context) (end grpcStreamEnd, progress
 			return endRepair, s.rules.delivered() > delivered, errors.New("repair: resubscribing from the cursor")
 		}
 	}
+}
+
+// snapshotHeader reads the snapshot headers of a kvbridge serve stream (MDSnapshotFirst,
+// MDSnapshotLast); ok is false without them or when they do not parse as first ≤ last.
+func snapshotHeader(md metadata.MD) (first, last uint64, ok bool) {
+	f, l := md.Get(MDSnapshotFirst), md.Get(MDSnapshotLast)
+	if len(f) != 1 || len(l) != 1 {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseUint(f[0], 10, 64)
+	last, err2 := strconv.ParseUint(l[0], 10, 64)
+	if err1 != nil || err2 != nil || first == 0 || first > last {
+		return 0, 0, false
+	}
+	return first, last, true
 }
 
 // deliver hands the decoded batch to the consumer under its DP rank.

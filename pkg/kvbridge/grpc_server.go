@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,11 @@ type BridgeConfig struct {
 	// cold (default DefaultBridgeHistory). It is also the most a slow client may fall behind
 	// before its stream ends with DATA_LOSS.
 	History int `json:"history" yaml:"history"`
+	// SnapshotMaxBlocks bounds each DP rank's current block set, kept for snapshots (default
+	// DefaultSnapshotMaxBlocks; set it to at least the engine's GPU block count). Past it the
+	// oldest blocks are dropped from the set and counted (SnapshotStats). Negative disables
+	// snapshots: no set is kept, and cursor 0 gets the history alone.
+	SnapshotMaxBlocks int `json:"snapshot_max_blocks" yaml:"snapshot_max_blocks"`
 }
 
 // BridgeServer serves SubscribeKvEvents from batches it is fed as a Consumer: the Go
@@ -46,7 +52,16 @@ type BridgeConfig struct {
 // numbers starting at 1, sets dp_rank on each batch, and keeps the last History batches. A
 // subscription with cursor 0 gets the whole history and then live batches; a cursor inside
 // the history gets the batches after it; a cursor older than the history, or newer than the
-// last batch (the bridge restarted), gets OUT_OF_RANGE. Memory is bounded by the history: a
+// last batch (the bridge restarted), gets OUT_OF_RANGE.
+//
+// Once the history has rolled over (its oldest batch is not the first), it no longer holds the
+// engines' state, so the bridge also keeps each rank's current block set (blockSet) from its
+// first batch on, updated under the lock that appends to the history. Cursor 0 then gets a
+// snapshot of those sets (buildSnapshot), taken under that lock together with the newest
+// sequence number S and numbered to end at S, and the live batches from S+1: no gap and no
+// duplicate. A client that sends MDAcceptSnapshot gets the same for a cursor outside the
+// history instead of OUT_OF_RANGE. The response headers MDSnapshotFirst and MDSnapshotLast
+// name the snapshot's batches (docs/reliability.md, "Late joiners"). Memory is bounded by the history: a
 // subscriber reads from it at its own pace, and one that falls more than History batches
 // behind gets DATA_LOSS, after which a kvgate or SMG client clears the worker and starts over.
 // Reset(rank) publishes a KvCacheCleared batch for that rank.
@@ -74,6 +89,24 @@ type BridgeServer struct {
 	nextEventID uint64
 	// wake is closed and replaced on every publish to wake waiting subscribers.
 	wake chan struct{}
+	// stats counts the snapshots served (the set counters live in the sets).
+	stats SnapshotStats
+	// sets are the ranks' current block sets (nil when snapshots are disabled), updated by
+	// publish in the same critical section that appends to the history.
+	sets map[int]*blockSet
+}
+
+// SnapshotStats are a BridgeServer's block-set counters.
+type SnapshotStats struct {
+	// Blocks is the number of live blocks over every rank's set.
+	Blocks int `json:"blocks"`
+	// Evicted counts blocks dropped from a set by SnapshotMaxBlocks: a snapshot misses them.
+	Evicted uint64 `json:"evicted"`
+	// Orphaned counts stored chains left out because their parent was not in the set, as a
+	// client's index leaves them out.
+	Orphaned uint64 `json:"orphaned"`
+	// Served counts snapshots sent to subscribers.
+	Served uint64 `json:"served"`
 }
 
 // NewBridgeServer builds a bridge for cfg.Runtime. It starts nothing: register it on a
@@ -88,10 +121,18 @@ func NewBridgeServer(cfg BridgeConfig, log *zap.Logger) (*BridgeServer, error) {
 	if cfg.History == 0 {
 		cfg.History = DefaultBridgeHistory
 	}
+	if cfg.SnapshotMaxBlocks == 0 {
+		cfg.SnapshotMaxBlocks = DefaultSnapshotMaxBlocks
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
+	var sets map[int]*blockSet
+	if cfg.SnapshotMaxBlocks > 0 {
+		sets = map[int]*blockSet{}
+	}
 	return &BridgeServer{
+		sets:        sets,
 		cfg:         cfg,
 		log:         log,
 		now:         time.Now,
@@ -187,6 +228,7 @@ func (s *BridgeServer) publish(b *common.KvEventBatch) {
 		ev.EventId = s.nextEventID
 		s.nextEventID++
 	}
+	s.applySetLocked(b)
 	if s.n < len(s.ring) {
 		s.ring[(s.start+s.n)%len(s.ring)] = b
 		s.n++
@@ -198,6 +240,56 @@ func (s *BridgeServer) publish(b *common.KvEventBatch) {
 	s.wake = make(chan struct{})
 	s.mu.Unlock()
 	close(wake)
+}
+
+// applySetLocked applies b to its rank's block set. s.mu must be held: a snapshot must see
+// exactly the batches up to its sequence number.
+func (s *BridgeServer) applySetLocked(b *common.KvEventBatch) {
+	if s.sets == nil {
+		return
+	}
+	rank := int(b.GetDpRank())
+	set := s.sets[rank]
+	if set == nil {
+		set = newBlockSet(s.cfg.SnapshotMaxBlocks)
+		s.sets[rank] = set
+	}
+	for _, ev := range b.Events {
+		switch x := ev.GetData().(type) {
+		case *common.KvCacheEvent_Stored:
+			set.store(x.Stored.ParentBlockHash, x.Stored.GetBlocks())
+		case *common.KvCacheEvent_Removed:
+			for _, h := range x.Removed.GetBlockHashes() {
+				set.remove(h)
+			}
+		case *common.KvCacheEvent_Cleared:
+			set.clear()
+		}
+	}
+}
+
+// SnapshotStats returns the block-set counters; zero when snapshots are disabled.
+func (s *BridgeServer) SnapshotStats() SnapshotStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	for _, set := range s.sets {
+		st.Blocks += set.liveLen()
+		st.Evicted += set.evicted
+		st.Orphaned += set.orphaned
+	}
+	return st
+}
+
+// snapshotLocked freezes every rank's set, in rank order. s.mu must be held.
+func (s *BridgeServer) snapshotLocked() []rankSet {
+	out := make([]rankSet, 0, len(s.sets))
+	for r, set := range s.sets {
+		out = append(out, rankSet{rank: r, set: set.freeze()})
+	}
+	slices.SortFunc(out, func(a, b rankSet) int { return a.rank - b.rank })
+	s.stats.Served++
+	return out
 }
 
 // firstSeqLocked returns the sequence number of the oldest batch in the history (nextSeq when
@@ -221,6 +313,12 @@ func (s *BridgeServer) at(seq uint64) (*common.KvEventBatch, <-chan struct{}, er
 
 var errBridgeBehind = errors.New("kvbridge: subscriber fell behind the history")
 
+// acceptsSnapshot reports whether the client sent MDAcceptSnapshot.
+func acceptsSnapshot(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(MDAcceptSnapshot)) > 0
+}
+
 // SubscribeKvEvents serves one SubscribeKvEvents call with the semantics of BridgeServer. It is
 // what the registered services call, exported so that a server implementing the rest of an
 // engine service (the simulator) can delegate its KV-event stream to a bridge.
@@ -231,10 +329,18 @@ func (s *BridgeServer) SubscribeKvEvents(req *common.SubscribeKvEventsRequest, s
 // subscribe serves one SubscribeKvEvents call.
 func (s *BridgeServer) subscribe(req *common.SubscribeKvEventsRequest, stream grpc.ServerStreamingServer[common.KvEventBatch]) error {
 	cursor := req.GetStartSequenceNumber()
+	accepts := acceptsSnapshot(stream.Context())
+	var snap []rankSet
 	s.mu.Lock()
 	first, last := s.firstSeqLocked(), s.nextSeq-1
+	outside := cursor > last || (cursor != 0 && cursor+1 < first)
+	// The snapshot and its sequence number last are taken in one critical section with the
+	// history appends, so the live stream continues it at exactly last+1.
+	if s.sets != nil && first > 1 && (cursor == 0 || (outside && accepts)) {
+		snap = s.snapshotLocked()
+	}
 	s.mu.Unlock()
-	if cursor > last || (cursor != 0 && cursor+1 < first) {
+	if snap == nil && outside {
 		return status.Errorf(codes.OutOfRange,
 			"kvbridge: cursor %d outside the history (%d..%d): clear and resubscribe from 0", cursor, first, last)
 	}
@@ -242,10 +348,30 @@ func (s *BridgeServer) subscribe(req *common.SubscribeKvEventsRequest, stream gr
 	if cursor == 0 {
 		next = first
 	}
+	md := metadata.MD{}
+	var batches []*common.KvEventBatch
+	if snap != nil {
+		batches = buildSnapshot(snap, last, float64(s.now().UnixNano())/1e9)
+		next = last + 1
+		md.Set(MDSnapshotFirst, strconv.FormatUint(batches[0].GetSequenceNumber(), 10))
+		md.Set(MDSnapshotLast, strconv.FormatUint(last, 10))
+	}
 	// Headers go out at once, as the reference servicers do: the client sees the stream up
 	// before the first batch.
-	if err := stream.SendHeader(metadata.MD{}); err != nil {
+	if err := stream.SendHeader(md); err != nil {
 		return err
+	}
+	for _, b := range batches {
+		if err := stream.Send(b); err != nil {
+			return err
+		}
+	}
+	if snap != nil {
+		// The set counters go with each snapshot: evicted blocks are what it missed.
+		st := s.SnapshotStats()
+		s.log.Info("kv bridge: snapshot sent", zap.Uint64("cursor", cursor), zap.Int("batches", len(batches)),
+			zap.Uint64("last", last), zap.Int("blocks", st.Blocks), zap.Uint64("evicted_total", st.Evicted),
+			zap.Uint64("orphaned_total", st.Orphaned))
 	}
 	ctx := stream.Context()
 	s.log.Debug("kv bridge: subscriber", zap.Uint64("cursor", cursor), zap.Uint64("from", next))

@@ -3,6 +3,7 @@ package kvbridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -383,7 +384,9 @@ func TestGRPCSourceDataLossAndOutOfRange(t *testing.T) {
 }
 
 func TestGRPCSourceOutOfRangeFromBridge(t *testing.T) {
-	bridge, err := NewBridgeServer(BridgeConfig{Runtime: worker.RuntimeSGLang, History: 2}, nil)
+	// Without snapshots, a cursor older than the history gets OUT_OF_RANGE (a server that has
+	// none behaves so; TestGRPCSourceSnapshotForOldCursor covers kvbridge serve's default).
+	bridge, err := NewBridgeServer(BridgeConfig{Runtime: worker.RuntimeSGLang, History: 2, SnapshotMaxBlocks: -1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +570,19 @@ func grpcRecvSeqs(t *testing.T, st grpc.ServerStreamingClient[common.KvEventBatc
 }
 
 func TestBridgeHistoryAndCursors(t *testing.T) {
-	bridge, err := NewBridgeServer(BridgeConfig{Runtime: worker.RuntimeVLLM, History: 4}, nil)
+	for _, snapshots := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshots=%v", snapshots), func(t *testing.T) {
+			testBridgeHistoryAndCursors(t, snapshots)
+		})
+	}
+}
+
+func testBridgeHistoryAndCursors(t *testing.T, snapshots bool) {
+	cfg := BridgeConfig{Runtime: worker.RuntimeVLLM, History: 4, SnapshotMaxBlocks: -1}
+	if snapshots {
+		cfg.SnapshotMaxBlocks = 0 // the default
+	}
+	bridge, err := NewBridgeServer(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,15 +598,21 @@ func TestBridgeHistoryAndCursors(t *testing.T) {
 		r := i % 2
 		bridge.Batch(r, &indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventCleared}}})
 	}
+	whole := []uint64{7, 8, 9, 10} // whole (bounded) history
+	if snapshots {
+		// The history rolled over: a snapshot of ranks 0 and 1 (one KvCacheCleared batch
+		// each, both sets being empty), numbered to end at the newest batch.
+		whole = []uint64{9, 10}
+	}
 	tests := []struct {
 		cursor uint64
 		want   []uint64
 		code   codes.Code
 	}{
-		{cursor: 0, want: []uint64{7, 8, 9, 10}}, // whole (bounded) history
+		{cursor: 0, want: whole},
 		{cursor: 6, want: []uint64{7, 8, 9, 10}}, // just before the oldest kept batch
 		{cursor: 8, want: []uint64{9, 10}},
-		{cursor: 5, code: codes.OutOfRange},  // older than the history
+		{cursor: 5, code: codes.OutOfRange},  // older than the history (the client does not accept snapshots)
 		{cursor: 11, code: codes.OutOfRange}, // newer than the bridge: it restarted
 	}
 	for _, tc := range tests {

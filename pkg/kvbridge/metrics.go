@@ -49,6 +49,10 @@ const (
 	ResetResync         = "resync"
 	ResetOutOfRange     = "out_of_range"
 	ResetDataLoss       = "data_loss"
+	// ResetSnapshot: a server answered a cursor outside its history with a snapshot.
+	ResetSnapshot = "snapshot"
+	// ResetSnapshotCut: a stream ended inside its snapshot; the next one starts over from 0.
+	ResetSnapshotCut = "snapshot_cut"
 )
 
 // Metrics holds the Prometheus collectors of pkg/kvbridge's event sources. Build it with
@@ -66,6 +70,7 @@ type Metrics struct {
 	replays   *prometheus.CounterVec // worker, result
 	resets    *prometheus.CounterVec // worker, reason
 	resyncs   *prometheus.CounterVec // worker
+	snapshots *prometheus.CounterVec // worker
 	streamUp  *prometheus.GaugeVec   // worker
 	cursor    *prometheus.GaugeVec   // worker, rank
 }
@@ -108,6 +113,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kvgate_kv_resync_requests_total",
 			Help: "Resyncs started because the index saw a stored chain with an unknown parent (rate-limited).",
 		}, []string{"worker"}),
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_kv_snapshots_total",
+			Help: "Subscriptions a server (kvbridge serve) opened with a snapshot of the engine's current blocks instead of its history.",
+		}, []string{"worker"}),
 		streamUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvgate_kv_stream_up",
 			Help: "1 when the worker's KV event stream is connected, 0 otherwise.",
@@ -144,6 +153,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.resyncs, err = registerVec(reg, m.resyncs); err != nil {
+		return nil, err
+	}
+	if m.snapshots, err = registerVec(reg, m.snapshots); err != nil {
 		return nil, err
 	}
 	if m.streamUp, err = registerVec(reg, m.streamUp); err != nil {
@@ -259,6 +271,14 @@ func (m *Metrics) countResync(worker string) {
 	m.resyncs.WithLabelValues(worker).Inc()
 }
 
+// countSnapshot counts one subscription of worker that opened with a snapshot.
+func (m *Metrics) countSnapshot(worker string) {
+	if m == nil {
+		return
+	}
+	m.snapshots.WithLabelValues(worker).Inc()
+}
+
 // setStreamUp sets worker's stream-up gauge to 1 (up) or 0.
 func (m *Metrics) setStreamUp(worker string, up bool) {
 	if m == nil {
@@ -293,6 +313,7 @@ func (m *Metrics) Forget(worker string) {
 	m.replays.DeletePartialMatch(l)
 	m.resets.DeletePartialMatch(l)
 	m.resyncs.DeletePartialMatch(l)
+	m.snapshots.DeletePartialMatch(l)
 	m.streamUp.DeletePartialMatch(l)
 	m.cursor.DeletePartialMatch(l)
 }

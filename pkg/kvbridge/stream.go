@@ -80,6 +80,7 @@ type streamStats struct {
 	skipped    atomic.Uint64
 	resets     atomic.Uint64
 	replays    atomic.Uint64
+	snapshots  atomic.Uint64
 }
 
 // RankStatus is a snapshot of one (worker, DP rank) event stream.
@@ -102,6 +103,8 @@ type RankStatus struct {
 	Skipped uint64 `json:"skipped"`
 	Resets  uint64 `json:"resets"`
 	Replays uint64 `json:"replays"`
+	// Snapshots counts the snapshots a server opened a subscription with (kvbridge serve).
+	Snapshots uint64 `json:"snapshots"`
 }
 
 // streamRules applies the event stream rules of DESIGN.md §6 to one numbered stream of batches:
@@ -151,6 +154,11 @@ type streamRules[T any] struct {
 	replayFailed bool // the first seq did not match: ignore the rest until the terminator
 	replayDL     time.Time
 
+	// snapLast is the last seq of the snapshot being applied, while inSnapshot: a stream
+	// that ends before it leaves an incomplete state, which only a new snapshot repairs.
+	snapLast   uint64
+	inSnapshot bool
+
 	held         []heldBatch[T]
 	lastResync   time.Time
 	everResynced bool
@@ -167,7 +175,7 @@ func (s *streamRules[T]) status() RankStatus {
 		Rank: s.rank, Cursor: st.cursor.Load(), HasCursor: st.hasCursor.Load(), Replaying: s.replayFlag.Load(),
 		Applied: st.applied.Load(), Replayed: st.replayed.Load(), Duplicates: st.duplicates.Load(),
 		Dropped: st.dropped.Load(), Malformed: st.malformed.Load(), Gaps: st.gaps.Load(), Skipped: st.skipped.Load(),
-		Resets: st.resets.Load(), Replays: st.replays.Load(),
+		Resets: st.resets.Load(), Replays: st.replays.Load(), Snapshots: st.snapshots.Load(),
 	}
 }
 
@@ -270,7 +278,34 @@ func (s *streamRules[T]) restart(reason string) {
 	s.reset(reason)
 	s.clearCursor()
 	s.endReplay()
+	s.inSnapshot = false
 }
+
+// snapshot handles a subscription that opens with a snapshot of the server's state, batches
+// first..last (the server said so out of band): whatever was known is replaced (the cursor and
+// its gap accounting included), so its first batch is neither a gap nor a duplicate, and the
+// stream goes on from last+1.
+func (s *streamRules[T]) snapshot(first, last uint64) {
+	s.stats.snapshots.Add(1)
+	s.m.countSnapshot(s.worker)
+	s.log.Info("kvbridge: stream opens with a snapshot", zap.String("worker", s.worker),
+		zap.Uint64("first", first), zap.Uint64("last", last))
+	if s.hasCursor {
+		// A cursor outside the server's history: the old view goes (the snapshot's own
+		// KvCacheCleared events cover only the ranks the server knows).
+		s.reset(ResetSnapshot)
+		s.clearCursor()
+	}
+	if s.replaying && s.replayFull {
+		s.replayOutcome(ReplayOK) // a resync's rebuild from 0, answered with the state
+	}
+	s.endReplay()
+	s.hasLastApplied = false
+	s.snapLast, s.inSnapshot = last, true
+}
+
+// snapshotCut reports whether the last subscription ended inside its snapshot.
+func (s *streamRules[T]) snapshotCut() bool { return s.inSnapshot }
 
 // dropped counts a live batch lost before it reached the stream (full queue). The next batch
 // shows the gap and repairs it.
@@ -515,6 +550,9 @@ func (s *streamRules[T]) apply(seq uint64, item T, outcome string) {
 	s.setCursor(seq)
 	if s.t.same != nil {
 		s.lastItem, s.hasLastItem = item, true
+	}
+	if s.inSnapshot && seq >= s.snapLast {
+		s.inSnapshot = false
 	}
 	b := s.scratch
 	rejected, err := s.t.decode(item, b)

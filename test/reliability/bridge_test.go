@@ -12,11 +12,13 @@ import (
 	"github.com/kvgate/kvgate/internal/testutil"
 )
 
-// startBridge runs `kvbridge serve` in front of s's ZMQ feed on port and waits until it listens.
-func startBridge(t *testing.T, s *harness.Sim, port int, name string) *harness.Process {
+// startBridge runs `kvbridge serve` in front of s's ZMQ feed on port, with extra flags, and
+// waits until it listens.
+func startBridge(t *testing.T, s *harness.Sim, port int, name string, extra ...string) *harness.Process {
 	t.Helper()
-	p, err := harness.Start(harness.Command{Name: name, Path: bins.Kvbridge, Args: []string{"serve", "--zmq", s.KVEvents, "--replay", s.Replay,
-		"--runtime", "vllm", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}}, t.TempDir())
+	args := append([]string{"serve", "--zmq", s.KVEvents, "--replay", s.Replay,
+		"--runtime", "vllm", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, extra...)
+	p, err := harness.Start(harness.Command{Name: name, Path: bins.Kvbridge, Args: args}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,10 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.api.CountTokens))
 	known["/v1/messages"], known["/v1/messages/count_tokens"] = true, true
 	rt.poolingRoutes(mux, known) // embeddings, pooling, classify, score, rerank (pooling.go)
+	mux.Handle("POST /v1/chat/completions/render", rt.instrument("/v1/chat/completions/render", rt.api.ChatRender))
+	mux.Handle("POST /v1/completions/render", rt.instrument("/v1/completions/render", rt.api.CompletionsRender))
+	mux.Handle("POST /v1/messages/render", rt.instrument("/v1/messages/render", rt.api.MessagesRender))
+	known["/v1/chat/completions/render"], known["/v1/completions/render"], known["/v1/messages/render"] = true, true, true
 	mux.Handle("POST /tokenize", rt.instrument("/tokenize", rt.api.Tokenize))
 	mux.Handle("POST /detokenize", rt.instrument("/detokenize", rt.api.Detokenize))
 	mux.Handle("GET /version", rt.instrument("/version", handleVersion))

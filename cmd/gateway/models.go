@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/pkg/discovery"
+	"github.com/kvgate/kvgate/pkg/endpoint"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
@@ -246,7 +247,12 @@ func buildModel(o *options, m modelOptions, log *zap.Logger) (router.Model, erro
 	}
 	switch {
 	case cs.renderer != nil:
-		rm.Chat = cs.renderer
+		// The render routes' sampling defaults, read from the model directory as vLLM reads them.
+		gen, err := endpoint.LoadGeneration(m.ModelPath)
+		if err != nil {
+			return fail("", err)
+		}
+		rm.Chat = endpoint.WithGeneration(cs.renderer, gen)
 	case tok != nil:
 		log.Warn("a tokenizer without a model directory: no chat template, so chat requests are routed without prefix information")
 	case m.ModelPath == "" && m.Tokenizer == "" && m.Name != "":

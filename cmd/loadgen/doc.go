@@ -1,6 +1,7 @@
 // Command loadgen drives an OpenAI-compatible server (kvgate, nginx in front of several
 // kvgates, vLLM, SGLang or the simulator) with a prefix-heavy workload on /v1/completions
-// (--endpoint) or, for chat, /v1/chat/completions (--chat-endpoint), and reports
+// (--endpoint) or, for chat, /v1/chat/completions (--chat-endpoint), for agents
+// /v1/responses or /v1/messages, and reports
 // throughput, TTFT and end-to-end latency (mean, p50, p95, p99), errors, and the fleet's
 // prefix-cache hit rate: Δvllm:prefix_cache_hits_total ÷ Δvllm:prefix_cache_queries_total
 // summed over the workers named by --worker-metrics, read before and after the run (issue 7,
@@ -26,6 +27,13 @@
 //     the model's, up to --output-tokens (no ignore_eos: an agent's turn ends when it calls or
 //     answers); the simulator with --reply-file and --tool-call-parser scripts the calls.
 //     Text only, like chat.
+//   - messages: coding-agent sessions of --turns turns on Anthropic's /v1/messages
+//     (--messages-endpoint), each turn resending the whole conversation as Claude Code does:
+//     the --system-tokens system prompt (a text block marked cache_control) and five tool
+//     definitions shared by every session, then the history with each answer's content
+//     blocks as they streamed; an answer that used a tool (tool_use) is followed by a user
+//     message with a tool_result per call (--tool-tokens tokens), any other by the next user
+//     message. Output length and tool calls are the model's, as for responses. Text only.
 //   - trace: replay of a Mooncake-format JSONL trace (timestamp ms, input_length,
 //     output_length, hash_ids of --trace-block-size tokens each) with its own timing, or
 //     lines carrying "prompt" or "token_ids".
@@ -69,7 +77,9 @@
 // ids each turn is routed on (the whole conversation converted by pkg/conversation, the
 // gateway's own conversion, then rendered): a later turn ideally hits everything before its
 // input's text (the earlier prompts and the answers as the template renders them), a first
-// turn what it shares with the first first turn. --result-line 'k=v ...' ends the
+// turn what it shares with the first first turn. The messages ideal likewise, on the ids the
+// gateway routes each turn on (converted by pkg/anthropic, then rendered): a later turn
+// ideally hits everything before its new user message's text. --result-line 'k=v ...' ends the
 // output with make demo's machine-readable RESULT line.
 //
 // --api-key KEY (default $OPENAI_API_KEY, as the OpenAI clients read it) is sent as a bearer

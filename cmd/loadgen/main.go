@@ -40,6 +40,7 @@ type options struct {
 	url, endpoint string
 	chatEndpoint  string
 	respEndpoint  string
+	msgEndpoint   string
 	model         string
 	apiKey        string
 	tokenizer     string
@@ -64,9 +65,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.endpoint, "endpoint", "/v1/completions", "completions path (prefix_repetition, trace)")
 	fs.StringVar(&o.chatEndpoint, "chat-endpoint", "/v1/chat/completions", "chat completions path (chat)")
 	fs.StringVar(&o.respEndpoint, "responses-endpoint", "/v1/responses", "Responses API path (responses)")
+	fs.StringVar(&o.msgEndpoint, "messages-endpoint", "/v1/messages", "Anthropic Messages API path (messages)")
 	fs.StringVar(&o.model, "model", "", "model name sent in requests (default: the first of GET /v1/models)")
 	fs.StringVar(&o.apiKey, "api-key", os.Getenv("OPENAI_API_KEY"), "`KEY` sent as Authorization: Bearer to --url (a gateway started with --api-key); default $OPENAI_API_KEY, as the OpenAI clients read it. Never sent to --worker-metrics")
-	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat, responses (agent sessions by previous_response_id, with a function tool) or trace")
+	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat, responses (agent sessions by previous_response_id, with a function tool), messages (coding-agent sessions on Anthropic's /v1/messages, with tools) or trace")
 	fs.IntVar(&g.numRequests, "num-requests", 1800, "requests to send (trace: 0 = every line)")
 	fs.IntVar(&g.numPrefixes, "num-prefixes", 600, "prefix_repetition: distinct shared prefixes")
 	fs.Func("prefix-dist", "prefix_repetition: prefix popularity, uniform (each prefix equally often) or zipf:S (prefix k drawn with probability ∝ 1/(k+1)^S)", func(s string) error {
@@ -77,10 +79,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&g.prefixTokens, "prefix-tokens", 1000, "prefix_repetition: tokens per shared prefix")
 	fs.IntVar(&g.suffixTokens, "suffix-tokens", 50, "prefix_repetition: tokens of each request's unique suffix")
 	fs.IntVar(&g.outputTokens, "output-tokens", 128, "tokens generated per request (max_tokens with ignore_eos)")
-	fs.IntVar(&g.turns, "turns", 4, "chat, responses: turns per session")
-	fs.IntVar(&g.systemTokens, "system-tokens", 200, "chat: tokens of the system prompt shared by all sessions (responses: of the instructions)")
-	fs.IntVar(&g.userTokens, "user-tokens", 100, "chat, responses: tokens per user message")
-	fs.IntVar(&g.toolTokens, "tool-tokens", 100, "responses: tokens of each function_call_output (the tool's result)")
+	fs.IntVar(&g.turns, "turns", 4, "chat, responses, messages: turns per session")
+	fs.IntVar(&g.systemTokens, "system-tokens", 200, "chat, messages: tokens of the system prompt shared by all sessions (responses: of the instructions)")
+	fs.IntVar(&g.userTokens, "user-tokens", 100, "chat, responses, messages: tokens per user message")
+	fs.IntVar(&g.toolTokens, "tool-tokens", 100, "responses: tokens of each function_call_output (messages: of each tool_result), the tool's result")
 	fs.DurationVar(&g.thinkTime, "think-time", 0, "chat, responses: simulated pause between an answer and the next turn")
 	fs.StringVar(&g.tracePath, "trace", "", "trace: JSONL file")
 	fs.IntVar(&g.traceBlockSize, "trace-block-size", 512, "trace: tokens per hash id (512 in the Mooncake traces)")
@@ -121,6 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errChatNeedsText
 	case g.kind == workloadResponses && o.tokenIDs:
 		return nil, errResponsesNeedsText
+	case g.kind == workloadMessages && o.tokenIDs:
+		return nil, errMessagesNeedsText
 	case !(o.timeScale > 0) || math.IsInf(o.timeScale, 0):
 		return nil, errors.New("loadgen: --time-scale must be > 0")
 	case g.rate < 0 || !(g.burstiness > 0):
@@ -237,6 +241,9 @@ func newPlanRunner(ctx context.Context, o *options, client *http.Client, base st
 	}
 	if p.agent {
 		c.url = base + o.respEndpoint
+	}
+	if p.messages {
+		c.url = base + o.msgEndpoint
 	}
 	r := newRunner(c, p, o.timeScale, o.concurrency, o.timeout)
 	if p.sessions != nil {

@@ -112,9 +112,12 @@ func (r *runner) run(ctx context.Context) (start time.Time, elapsed time.Duratio
 		if !sleepUntil(ctx, start.Add(r.real(s.at))) {
 			break
 		}
-		if r.plan.agent {
+		switch {
+		case r.plan.agent:
 			wg.Go(func() { r.runAgentSession(ctx, start, s) })
-		} else {
+		case r.plan.messages:
+			wg.Go(func() { r.runMessagesSession(ctx, start, s) })
+		default:
 			wg.Go(func() { r.runSession(ctx, start, s) })
 		}
 	}

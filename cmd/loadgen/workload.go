@@ -61,7 +61,9 @@ type plan struct {
 	system       piece
 	systemTokens int
 	// agent: the sessions are the responses workload's (runAgentSession).
-	agent        bool
+	agent bool
+	// messages: the sessions are the messages workload's (runMessagesSession).
+	messages     bool
 	thinkTime    time.Duration
 	outputTokens int
 }
@@ -110,6 +112,8 @@ func generate(cfg genConfig, m promptMaker) (*plan, error) {
 		return genChat(cfg, m)
 	case workloadResponses:
 		return genResponses(cfg, m)
+	case workloadMessages:
+		return genMessages(cfg, m)
 	case workloadTrace:
 		f, err := os.Open(cfg.tracePath)
 		if err != nil {
@@ -118,7 +122,7 @@ func generate(cfg genConfig, m promptMaker) (*plan, error) {
 		defer f.Close()
 		return genTrace(cfg, m, f)
 	}
-	return nil, fmt.Errorf("loadgen: unknown workload %q (want %s, %s, %s or %s)", cfg.kind, workloadPrefix, workloadChat, workloadResponses, workloadTrace)
+	return nil, fmt.Errorf("loadgen: unknown workload %q (want %s, %s, %s, %s or %s)", cfg.kind, workloadPrefix, workloadChat, workloadResponses, workloadMessages, workloadTrace)
 }
 
 // genPrefix builds the prefix_repetition workload: numPrefixes shared prefixes of

@@ -15,7 +15,8 @@ import (
 
 // Handler returns the gateway's public API: POST /v1/completions, POST /v1/chat/completions,
 // the Responses and Conversations APIs (/v1/responses, /v1/conversations), Anthropic's
-// Messages API (POST /v1/messages, /v1/messages/count_tokens), GET /v1/models, GET /health and GET /readiness, behind Config.Clients (client keys and
+// Messages API (POST /v1/messages, /v1/messages/count_tokens), vLLM's render routes (POST
+// /v1/chat/completions/render, /v1/completions/render, /v1/messages/render), GET /v1/models, GET /health and GET /readiness, behind Config.Clients (client keys and
 // per-key limits) when set; /health and /readiness stay open for probes (OpenPaths). Unknown paths, the admin API's among them, answer an OpenAI-style 404: the admin API
 // is served only by AdminHandler (DESIGN.md §11). Metrics are served separately
 // (Config.Registerer).
@@ -32,6 +33,10 @@ func (rt *Router) Handler() http.Handler {
 	mux.Handle("POST /v1/messages/count_tokens", rt.instrument("/v1/messages/count_tokens", rt.api.CountTokens))
 	known["/v1/messages"], known["/v1/messages/count_tokens"] = true, true
 	rt.poolingRoutes(mux, known) // embeddings, pooling, classify, score, rerank (pooling.go)
+	mux.Handle("POST /v1/chat/completions/render", rt.instrument("/v1/chat/completions/render", rt.api.ChatRender))
+	mux.Handle("POST /v1/completions/render", rt.instrument("/v1/completions/render", rt.api.CompletionsRender))
+	mux.Handle("POST /v1/messages/render", rt.instrument("/v1/messages/render", rt.api.MessagesRender))
+	known["/v1/chat/completions/render"], known["/v1/completions/render"], known["/v1/messages/render"] = true, true, true
 	mux.Handle("POST /tokenize", rt.instrument("/tokenize", rt.api.Tokenize))
 	mux.Handle("POST /detokenize", rt.instrument("/detokenize", rt.api.Detokenize))
 	mux.Handle("GET /version", rt.instrument("/version", handleVersion))

@@ -27,6 +27,8 @@ func sampleResults() []result {
 			ideal = 0.72
 		case workloadResponses:
 			ideal = 0.91
+		case workloadMessages:
+			ideal = 0.93
 		default:
 			ideal = 0.81
 		}
@@ -142,10 +144,11 @@ func TestPlan(t *testing.T) {
 	for _, c := range o.plan() {
 		got = append(got, fmt.Sprintf("%s %s %d", c.Workload, c.spec(), c.Gateways))
 	}
-	steady := 5*3 + 6 + 3*2 + 2*2
+	steady := 5*3 + 6 + 3*2 + 2*2 + 2*2
 	if len(got) != steady+3*3 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
-		got[5*3+6+3*2-1] != "chat cache_aware/events 4" || got[steady-4] != "responses round_robin 1" || got[steady-1] != "responses cache_aware/events 4" {
-		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, 3 × 2 on chat, 2 × 2 on responses, then 3 × 3 scenarios", got)
+		got[5*3+6+3*2-1] != "chat cache_aware/events 4" || got[steady-8] != "responses round_robin 1" || got[steady-5] != "responses cache_aware/events 4" ||
+		got[steady-4] != "messages round_robin 1" || got[steady-3] != "messages cache_aware/events 1" || got[steady-1] != "messages cache_aware/events 4" {
+		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, 3 × 2 on chat, 2 × 2 on responses, 2 × 2 on messages, then 3 × 3 scenarios", got)
 	}
 	var scen []string
 	for _, c := range o.plan()[steady:] {
@@ -156,7 +159,7 @@ func TestPlan(t *testing.T) {
 		"leave uniform cache_aware/events 1", "leave uniform cost/events 1", "leave uniform least_load 1"}; !cmp.Equal(scen, want) {
 		t.Errorf("scenario rows: got %q, want %q", scen, want)
 	}
-	o.chatConfigs, o.respConfigs, o.scenarios = nil, nil, nil
+	o.chatConfigs, o.respConfigs, o.msgConfigs, o.scenarios = nil, nil, nil, nil
 	if n := len(o.plan()); n != 5*3+6 {
 		t.Errorf("plan without chat configurations and scenarios: %d rows, want %d", n, 5*3+6)
 	}
@@ -245,7 +248,9 @@ func TestMarkdownAndTable(t *testing.T) {
 		"### Chat (multi-turn sessions", "Ideal hit rate of this workload: 72.0%", "× its ideal 72.0%", "-chat-configs 'round_robin,cache_aware/approx,cache_aware/events'",
 		"Chat workload (`cmd/loadgen --workload chat`",
 		"### Responses (agent sessions on `/v1/responses`", "Ideal hit rate of this workload: 91.0%", "× its ideal 91.0%", "-responses-configs 'round_robin,cache_aware/events' -responses-replicas 1,4",
-		"Responses workload (`cmd/loadgen --workload responses`", "--responses-store redis://"} {
+		"Responses workload (`cmd/loadgen --workload responses`", "--responses-store redis://",
+		"### Messages (coding-agent sessions on Anthropic's `/v1/messages`)", "Ideal hit rate of this workload: 93.0%", "× its ideal 93.0%",
+		"-messages-configs 'round_robin,cache_aware/events' -messages-replicas 1,4", "Messages workload (`cmd/loadgen --workload messages`", "--workload messages --num-requests 1200"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -257,8 +262,8 @@ func TestMarkdownAndTable(t *testing.T) {
 	}
 	b.Reset()
 	printTable(&b, sampleResults())
-	if !strings.Contains(b.String(), "91.0%") || strings.Count(b.String(), "\n") != 1+31+4+9 {
-		t.Errorf("table:\n%s\nwant a header, 31 rows and an ideal row per workload, then 9 scenario rows", b.String())
+	if !strings.Contains(b.String(), "91.0%") || strings.Count(b.String(), "\n") != 1+35+5+9 {
+		t.Errorf("table:\n%s\nwant a header, 35 rows and an ideal row per workload, then 9 scenario rows", b.String())
 	}
 }
 

@@ -30,7 +30,7 @@ func plotPanels(results []result) []panelSpec {
 		format:  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
 		refLine: ideal, refLabel: "IDEAL",
 	}
-	if w := results[0].Workload; w == "uniform" || w == workloadChat || w == workloadResponses {
+	if w := results[0].Workload; w == "uniform" || w == workloadChat || w == workloadResponses || w == workloadMessages {
 		return []panelSpec{hit, {
 			title:   w + ": MEAN TTFT (SIMULATED S)",
 			value:   func(r result) float64 { return r.TTFTms.Mean / 1000 },
@@ -187,6 +187,8 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 			p("### Chat (multi-turn sessions on `/v1/chat/completions`)\n\n")
 		case w == workloadResponses:
 			p("### Responses (agent sessions on `/v1/responses`, each turn by `previous_response_id`)\n\n")
+		case w == workloadMessages:
+			p("### Messages (coding-agent sessions on Anthropic's `/v1/messages`)\n\n")
 		default:
 			p("### Skewed prefixes (`--prefix-dist %s`: prefix k drawn with probability ∝ 1/(k+1)^%s)\n\n", w, strings.TrimPrefix(w, "zipf:"))
 		}
@@ -198,6 +200,9 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		case rs[0].IdealHitRate != nil && w == workloadResponses:
 			p("\n**Ideal hit rate of this workload: %s** — every turn hits everything before its new input (the earlier prompts and answers as the template renders them), every first turn the shared instructions and tool, in an unbounded cache (computed by loadgen on the ids each turn is routed on: the conversation converted by the gateway's own code, rendered with the Qwen3 template).\n\n", pct(*rs[0].IdealHitRate))
 			p("%s\n\n", responsesParagraph(rs))
+		case rs[0].IdealHitRate != nil && w == workloadMessages:
+			p("\n**Ideal hit rate of this workload: %s** — every turn hits everything before its new user message (the earlier prompts and answers as the template renders them), every first turn the shared system prompt and tools, in an unbounded cache (computed by loadgen on the ids each turn is routed on: the request converted by the gateway's own code, rendered with the Qwen3 template).\n\n", pct(*rs[0].IdealHitRate))
+			p("%s\n\n", messagesParagraph(rs))
 		case rs[0].IdealHitRate != nil:
 			p("\n**Ideal hit rate of this workload: %s** — every repeat of a prefix hits an unbounded cache (the first request of each prefix and every suffix miss).\n\n", pct(*rs[0].IdealHitRate))
 		}
@@ -273,6 +278,11 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		p("- Responses workload (`cmd/loadgen --workload responses`, `/v1/responses`, streamed): %d requests in agent sessions of %d turns, started at %g sessions per simulated second; each turn sends the %d-token instructions, the `lookup` function tool, its new input (the tool's %d-token result after a call, else a %d-token user message) and the previous response's id. The simulators run with `--reply-file` (a tool call with its reasoning, then a final answer, alternating over their generations), `--reasoning-parser qwen3 --tool-call-parser hermes`; answers are at most %d tokens. With more than one gateway the replicas share a `redis-server` (`--responses-store redis://…`), one per row.\n",
 			w.requests, w.turns, w.rate, w.systemTok, w.toolTok, w.userTok, w.outputTok)
 	}
+	if len(o.msgConfigs) > 0 {
+		w := o.msg
+		p("- Messages workload (`cmd/loadgen --workload messages`, Anthropic's `/v1/messages`, streamed): %d requests in coding-agent sessions of %d turns, started at %g sessions per simulated second; each turn resends the %d-token system prompt (a `cache_control` text block), five tool definitions (`read_file`, `edit_file`, `run_command`, `search`, `lookup`) and the whole conversation: each answer's content blocks as they streamed, then after a `tool_use` a user message with its `tool_result` (%d tokens), else a %d-token user message. The simulators run with the responses rows' `--reply-file` and parsers; answers are at most %d tokens. The gateways convert each request into its chat request; the simulators get it at `/v1/chat/completions`.\n",
+			w.requests, w.turns, w.rate, w.systemTok, w.toolTok, w.userTok, w.outputTok)
+	}
 	p("- Time scale: simulators and loadgen run with `--time-scale %g` (wall = simulated × %g, i.e. %gx faster than the modelled GPUs); loadgen reports times ÷ %g. The gateway's own cost (tokenize + route + proxy, well under 1 ms of wall time per request on this machine, plus the nginx hop) is multiplied by %g in simulated time, i.e. a few ms against TTFTs of hundreds of ms to seconds: negligible. A smaller F would make the run CPU-bound on this 2-core machine (every output token is an SSE chunk through three processes).\n\n",
 		o.timeScale, o.timeScale, 1/o.timeScale, o.timeScale, 1/o.timeScale)
 	p("## Exact commands\n\n```sh\nmake bench      # = make build testdata, then:\ngo run ./tools/bench bench %s\n```\n\n", benchFlags(o))
@@ -293,6 +303,12 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 		w := o.resp
 		p("# responses rows: simworker ... --reply-file agent-replies.jsonl --reasoning-parser qwen3 --tool-call-parser hermes; with N > 1 gateways,\n#   redis-server --port Q --bind 127.0.0.1 --save '' --appendonly no and gateway ... --responses-store redis://127.0.0.1:Q/0\n")
 		p("loadgen --url http://127.0.0.1:X --model %s --tokenizer .cache/tokenizers/qwen3 --workload responses --num-requests %d --turns %d \\\n    --system-tokens %d --user-tokens %d --tool-tokens %d --output-tokens %d --rate %g --burstiness %g --time-scale %g --seed %d ... (as above)\n",
+			o.model, w.requests, w.turns, w.systemTok, w.userTok, w.toolTok, w.outputTok, w.rate, o.burstiness, o.timeScale, o.seed)
+	}
+	if len(o.msgConfigs) > 0 {
+		w := o.msg
+		p("# messages rows: simworker ... --reply-file agent-replies.jsonl --reasoning-parser qwen3 --tool-call-parser hermes\n")
+		p("loadgen --url http://127.0.0.1:X --model %s --tokenizer .cache/tokenizers/qwen3 --workload messages --num-requests %d --turns %d \\\n    --system-tokens %d --user-tokens %d --tool-tokens %d --output-tokens %d --rate %g --burstiness %g --time-scale %g --seed %d ... (as above)\n",
 			o.model, w.requests, w.turns, w.systemTok, w.userTok, w.toolTok, w.outputTok, w.rate, o.burstiness, o.timeScale, o.seed)
 	}
 	p("```\n")
@@ -352,11 +368,12 @@ func rowName(r result) string {
 
 // benchFlags are the non-default-independent flags that reproduce this run.
 func benchFlags(o *options) string {
-	ch, w := o.chat, o.resp
-	return fmt.Sprintf("-replicas %s -configs %s -skew '%s' -skew-configs %s -skew-replicas %s -chat-configs '%s' -chat-replicas %s -time-scale %g -rate %g -num-requests %d -num-prefixes %d -prefix-tokens %d -suffix-tokens %d -output-tokens %d -chat-requests %d -chat-turns %d -chat-system-tokens %d -chat-user-tokens %d -chat-output-tokens %d -chat-rate %g -responses-configs '%s' -responses-replicas %s -responses-requests %d -responses-turns %d -responses-system-tokens %d -responses-user-tokens %d -responses-tool-tokens %d -responses-output-tokens %d -responses-rate %g -seed %d",
+	ch, w, m := o.chat, o.resp, o.msg
+	return fmt.Sprintf("-replicas %s -configs %s -skew '%s' -skew-configs %s -skew-replicas %s -chat-configs '%s' -chat-replicas %s -time-scale %g -rate %g -num-requests %d -num-prefixes %d -prefix-tokens %d -suffix-tokens %d -output-tokens %d -chat-requests %d -chat-turns %d -chat-system-tokens %d -chat-user-tokens %d -chat-output-tokens %d -chat-rate %g -responses-configs '%s' -responses-replicas %s -responses-requests %d -responses-turns %d -responses-system-tokens %d -responses-user-tokens %d -responses-tool-tokens %d -responses-output-tokens %d -responses-rate %g -messages-configs '%s' -messages-replicas %s -messages-requests %d -messages-turns %d -messages-system-tokens %d -messages-user-tokens %d -messages-tool-tokens %d -messages-output-tokens %d -messages-rate %g -seed %d",
 		joinInts(o.replicas), joinConfigs(o.configs), o.skew, joinConfigs(o.skewConfigs), joinInts(o.skewReplicas), joinConfigs(o.chatConfigs), joinInts(o.chatReplicas),
 		o.timeScale, o.rate, o.requests, o.prefixes, o.prefixTok, o.suffixTok, o.outputTok, ch.requests, ch.turns, ch.systemTok, ch.userTok, ch.outputTok, ch.rate,
-		joinConfigs(o.respConfigs), joinInts(o.respReplicas), w.requests, w.turns, w.systemTok, w.userTok, w.toolTok, w.outputTok, w.rate, o.seed)
+		joinConfigs(o.respConfigs), joinInts(o.respReplicas), w.requests, w.turns, w.systemTok, w.userTok, w.toolTok, w.outputTok, w.rate,
+		joinConfigs(o.msgConfigs), joinInts(o.msgReplicas), m.requests, m.turns, m.systemTok, m.userTok, m.toolTok, m.outputTok, m.rate, o.seed)
 }
 
 // shapeParagraph states, from the numbers, whether the expected shape holds.

@@ -46,6 +46,11 @@ type options struct {
 	respConfigs  []configuration
 	respReplicas []int
 	resp         respWorkload
+	// msgConfigs run loadgen's messages workload (coding-agent sessions on /v1/messages,
+	// messages.go) at every msgReplicas count; none when empty.
+	msgConfigs  []configuration
+	msgReplicas []int
+	msg         respWorkload
 	// runs is how many times each row runs (each run with its own seed, seed+i): the report
 	// gives the median and the min–max of the runs.
 	runs int
@@ -80,8 +85,8 @@ var demoDefaults = options{
 	simArgs:   "--num-blocks 2500",
 	timeScale: 0.25, rate: 40, burstiness: 1, requests: 360, prefixes: 90, prefixTok: 1000, suffixTok: 50, outputTok: 32,
 	// The skewed and chat workloads are off (-skew and -chat-configs turn them on, at 1 gateway).
-	skewReplicas: []int{1}, chatReplicas: []int{1}, respReplicas: []int{1},
-	chat: defaultChat, resp: defaultResponses, runs: 1,
+	skewReplicas: []int{1}, chatReplicas: []int{1}, respReplicas: []int{1}, msgReplicas: []int{1},
+	chat: defaultChat, resp: defaultResponses, msg: defaultMessages, runs: 1,
 	seed: 1, progress: "never",
 }
 
@@ -96,6 +101,8 @@ var benchDefaults = options{
 	chat: defaultChat,
 	// Issue 22: the agent workload, one gateway and four (sharing a Redis store).
 	respConfigs: mustConfigs("round_robin,cache_aware/events"), respReplicas: []int{1, 4}, resp: defaultResponses,
+	// Issue 23: coding agents on Anthropic's Messages API, one gateway and four.
+	msgConfigs: mustConfigs("round_robin,cache_aware/events"), msgReplicas: []int{1, 4}, msg: defaultMessages,
 	// Issue 21: every row three times, and the fleet that is not steady (least_load is the
 	// latency reference of a join: it loses the same capacity and keeps no affinity).
 	runs: 3, scenarios: []string{scenarioRace, scenarioLate, scenarioLeave},
@@ -154,6 +161,15 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	fs.IntVar(&o.resp.toolTok, "responses-tool-tokens", def.resp.toolTok, "responses: tokens per tool result")
 	fs.IntVar(&o.resp.outputTok, "responses-output-tokens", def.resp.outputTok, "responses: most output tokens per turn (the scripted answers are shorter)")
 	fs.Float64Var(&o.resp.rate, "responses-rate", def.resp.rate, "responses: sessions started per simulated second")
+	msgConfigs := fs.String("messages-configs", joinConfigs(def.msgConfigs), `configurations run on the messages workload (same syntax as -configs; "" runs none)`)
+	msgReplicas := fs.String("messages-replicas", joinInts(def.msgReplicas), "gateway replica counts of the messages workload")
+	fs.IntVar(&o.msg.requests, "messages-requests", def.msg.requests, "messages: requests (turns) per configuration")
+	fs.IntVar(&o.msg.turns, "messages-turns", def.msg.turns, "messages: turns per session")
+	fs.IntVar(&o.msg.systemTok, "messages-system-tokens", def.msg.systemTok, "messages: tokens of the shared system prompt")
+	fs.IntVar(&o.msg.userTok, "messages-user-tokens", def.msg.userTok, "messages: tokens per user message")
+	fs.IntVar(&o.msg.toolTok, "messages-tool-tokens", def.msg.toolTok, "messages: tokens per tool result")
+	fs.IntVar(&o.msg.outputTok, "messages-output-tokens", def.msg.outputTok, "messages: most output tokens per turn (the scripted answers are shorter)")
+	fs.Float64Var(&o.msg.rate, "messages-rate", def.msg.rate, "messages: sessions started per simulated second")
 	fs.IntVar(&o.runs, "runs", def.runs, "runs of every row, seeds -seed, -seed+1, ...: the report gives their median and min–max")
 	scenarios := fs.String("scenarios", strings.Join(def.scenarios, ","), `fleets that are not steady, run on the uniform workload at 1 gateway: race (gateway first, workers -race-delay later), late (one worker joins -late-after into the load), leave (one drained -leave-after into it); "" runs none`)
 	scenarioConfigs := fs.String("scenario-configs", joinConfigs(def.scenarioConfigs), "configurations run in each scenario (same syntax as -configs)")
@@ -204,6 +220,12 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	if o.respReplicas, err = parseInts(*respReplicas); err != nil {
 		return nil, fmt.Errorf("-responses-replicas: %w", err)
 	}
+	if o.msgConfigs, err = parseConfigs(*msgConfigs); err != nil {
+		return nil, fmt.Errorf("-messages-configs: %w", err)
+	}
+	if o.msgReplicas, err = parseInts(*msgReplicas); err != nil {
+		return nil, fmt.Errorf("-messages-replicas: %w", err)
+	}
 	if o.scenarios, err = parseScenarios(*scenarios); err != nil {
 		return nil, fmt.Errorf("-scenarios: %w", err)
 	}
@@ -244,8 +266,8 @@ type configuration struct {
 	Policy  string // a gateway --policy
 	Index   string // none | approx | events
 	Variant string // "" or a key of variants: extra gateway flags
-	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2"), workloadChat or
-	// workloadResponses.
+	// Workload is the loadgen --prefix-dist ("uniform" or e.g. "zipf:1.2"), workloadChat,
+	// workloadResponses or workloadMessages.
 	Workload string
 	Gateways int
 	// Scenario is how the fleet changes during the run ("" for a steady fleet; scenario.go).
@@ -378,6 +400,7 @@ func (o *options) plan() []configuration {
 	}
 	add(o.chatConfigs, workloadChat, o.chatReplicas)
 	add(o.respConfigs, workloadResponses, o.respReplicas)
+	add(o.msgConfigs, workloadMessages, o.msgReplicas)
 	for _, sc := range o.scenarios {
 		for _, c := range o.scenarioConfigs {
 			c.Workload, c.Gateways, c.Scenario = "uniform", 1, sc
@@ -643,6 +666,8 @@ func (r *runner) loadgenArgs(c configuration, run int, url, jsonPath string, f *
 		"--json", jsonPath, "--progress", o.progress, "--result-line", c.resultLabels(run)}
 	if c.Workload == workloadResponses {
 		args = append(args, r.responsesLoadgenArgs()...)
+	} else if c.Workload == workloadMessages {
+		args = append(args, r.messagesLoadgenArgs()...)
 	} else if c.Workload == workloadChat {
 		// The model directory: loadgen renders the conversations with its template for the
 		// ideal hit rate on the engine's ids.

@@ -70,6 +70,11 @@ func (r *runner) startFleet(ctx context.Context, c configuration, run int) (*fle
 			return nil, err
 		}
 	}
+	if c.Workload == workloadMessages {
+		if err := r.messagesFleet(f); err != nil {
+			return nil, err
+		}
+	}
 	switch c.Scenario {
 	case scenarioRace:
 		if err := r.startRace(ctx, f, c, tag); err != nil {

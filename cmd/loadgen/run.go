@@ -178,7 +178,11 @@ func (r *runner) runSession(ctx context.Context, start time.Time, s *session) {
 		if k > 0 && r.plan.thinkTime > 0 && !sleepUntil(ctx, time.Now().Add(r.real(r.plan.thinkTime))) {
 			return
 		}
-		msgs = append(msgs, chatMessage{Role: "user", Content: user})
+		var content any = user
+		if k == 0 && s.image != "" {
+			content = imageUserContent(user, s.image, s.uuid)
+		}
+		msgs = append(msgs, chatMessage{Role: "user", Content: content})
 		body, err := newChatBody(r.c.model, msgs, r.plan.outputTokens)
 		var ids []uint32
 		if err == nil && r.chatIDs != nil {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"image"
+	"image/png"
+	"strconv"
+)
+
+// Image chats (--chat-image-px): each session's first user turn carries one picture of its
+// own, a px×px PNG in a data: URL placed after the turn's text, with the uuid
+// "loadgen-<seed>-<session>" unless --chat-image-uuid=false; later turns resend it with the
+// conversation, as a chat front end does. A multimodal model directory as --tokenizer renders
+// and expands the image for the ideal hit rate as the gateway does (chat.Renderer.Expand).
+
+// maxImagePx bounds --chat-image-px (a 1024×1024 grey PNG is about 1 MiB before base64).
+const maxImagePx = 1024
+
+// contentPart is one part of a user message with media.
+type contentPart struct {
+	Type     string     `json:"type"`
+	Text     string     `json:"text,omitempty"`
+	ImageURL *urlObject `json:"image_url,omitempty"`
+	UUID     string     `json:"uuid,omitempty"`
+}
+
+type urlObject struct {
+	URL string `json:"url"`
+}
+
+// sessionImage returns session s's picture as a data: URL: grey levels that depend on the
+// seed and the session, so no two sessions send the same bytes.
+func sessionImage(seed uint64, s, px int) (string, error) {
+	img := image.NewGray(image.Rect(0, 0, px, px))
+	x := seed*0x9e3779b97f4a7c15 + uint64(s+1)*0xbf58476d1ce4e5b9
+	for i := range img.Pix {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		img.Pix[i] = byte(x)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		return "", fmt.Errorf("loadgen: session image: %w", err)
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes()), nil
+}
+
+// imageUserContent is the first user turn of an image session: its text, then its image.
+func imageUserContent(text, url, uuid string) []contentPart {
+	return []contentPart{{Type: "text", Text: text}, {Type: "image_url", ImageURL: &urlObject{URL: url}, UUID: uuid}}
+}
+
+// sessionUUID is session s's image uuid.
+func sessionUUID(seed uint64, s int) string {
+	return "loadgen-" + strconv.FormatUint(seed, 10) + "-" + strconv.Itoa(s)
+}

@@ -30,16 +30,18 @@ type urlObject struct {
 	URL string `json:"url"`
 }
 
-// sessionImage returns session s's picture as a data: URL: grey levels that depend on the
-// seed and the session, so no two sessions send the same bytes.
+// sessionImage returns session s's picture as a data: URL: a grey gradient whose slopes and
+// offset depend on the seed and the session, so no two sessions send the same bytes, while
+// PNG's filters keep it small (a few KiB at 448×448).
 func sessionImage(seed uint64, s, px int) (string, error) {
 	img := image.NewGray(image.Rect(0, 0, px, px))
-	x := seed*0x9e3779b97f4a7c15 + uint64(s+1)*0xbf58476d1ce4e5b9
-	for i := range img.Pix {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		img.Pix[i] = byte(x)
+	x := (seed+1)*0x9e3779b97f4a7c15 ^ uint64(s+1)*0xbf58476d1ce4e5b9
+	x ^= x >> 31
+	dx, dy, base := int(x&7)+1, int(x>>3&7)+1, int(x>>6)
+	for y := range px {
+		for i := range px {
+			img.Pix[y*img.Stride+i] = byte(base + i*dx + y*dy)
+		}
 	}
 	var b bytes.Buffer
 	if err := png.Encode(&b, img); err != nil {

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"slices"
 	"strconv"
 )
 
 // Image chats (--chat-image-px): each session's first user turn carries one picture of its
-// own, a px×px PNG in a data: URL placed after the turn's text, with the uuid
+// own, a px×px PNG in a data: URL placed before the turn's text (so the prompt before it is
+// the shared system prompt only: what follows is routed exactly only through the image), with
+// the uuid
 // "loadgen-<seed>-<session>" unless --chat-image-uuid=false; later turns resend it with the
 // conversation, as a chat front end does. A multimodal model directory as --tokenizer renders
 // and expands the image for the ideal hit rate as the gateway does (chat.Renderer.Expand).
@@ -50,12 +53,24 @@ func sessionImage(seed uint64, s, px int) (string, error) {
 	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes()), nil
 }
 
-// imageUserContent is the first user turn of an image session: its text, then its image.
+// imageUserContent is the first user turn of an image session: its image, then its text.
 func imageUserContent(text, url, uuid string) []contentPart {
-	return []contentPart{{Type: "text", Text: text}, {Type: "image_url", ImageURL: &urlObject{URL: url}, UUID: uuid}}
+	return []contentPart{{Type: "image_url", ImageURL: &urlObject{URL: url}, UUID: uuid}, {Type: "text", Text: text}}
 }
 
 // sessionUUID is session s's image uuid.
 func sessionUUID(seed uint64, s int) string {
 	return "loadgen-" + strconv.FormatUint(seed, 10) + "-" + strconv.Itoa(s)
+}
+
+// firstMediaToken is the index of the first of the model's media placeholder ids in ids
+// (len(ids) when none): where a first turn stops sharing its prompt with another session's,
+// whose picture is another.
+func firstMediaToken(ids, media []uint32) int {
+	for i, id := range ids {
+		if slices.Contains(media, id) {
+			return i
+		}
+	}
+	return len(ids)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // TestChatImageSessions: with --chat-image-px each session's first turn carries a picture of
-// its own after its text, with the session's uuid, and the ideal's renderer counts the ids the
+// its own before its text, with the session's uuid, and the ideal's renderer counts the ids the
 // engine runs: a 200x200 PNG on Qwen2.5-VL is 49 <|image_pad|> tokens (smart_resize to
 // 196x196, patch 14, merge 2).
 func TestChatImageSessions(t *testing.T) {
@@ -41,7 +42,7 @@ func TestChatImageSessions(t *testing.T) {
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
-	if err := json.Unmarshal(body, &sent); err != nil || !strings.Contains(string(sent.Messages[1].Content), `{"type":"image_url","image_url":{"url":"data:image/png;base64,`) ||
+	if err := json.Unmarshal(body, &sent); err != nil || !strings.HasPrefix(string(sent.Messages[1].Content), `[{"type":"image_url","image_url":{"url":"data:image/png;base64,`) ||
 		!strings.Contains(string(sent.Messages[1].Content), `"uuid":"loadgen-3-0"`) {
 		t.Fatalf("first turn: %s (%v)", body, err)
 	}
@@ -61,6 +62,9 @@ func TestChatImageSessions(t *testing.T) {
 	}
 	if pads != 49 {
 		t.Errorf("the rendered first turn has %d image pad tokens, want 49", pads)
+	}
+	if at := firstMediaToken(ids, ci.r.MediaTokens()); at == len(ids) || ids[at] != 151655 || slices.Contains(ids[:at], 151655) {
+		t.Errorf("first media token at %d of %d", at, len(ids))
 	}
 	if _, err := parseFlags([]string{"--tokenizer", dir, "--workload", "prefix_repetition", "--chat-image-px", "64"}, io.Discard); err == nil {
 		t.Error("--chat-image-px accepted for prefix_repetition")

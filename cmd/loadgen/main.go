@@ -80,7 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&g.turns, "turns", 4, "chat, responses: turns per session")
 	fs.IntVar(&g.systemTokens, "system-tokens", 200, "chat: tokens of the system prompt shared by all sessions (responses: of the instructions)")
 	fs.IntVar(&g.userTokens, "user-tokens", 100, "chat, responses: tokens per user message")
-	fs.IntVar(&g.imagePx, "chat-image-px", 0, "chat: each session's first user turn carries one PX×PX PNG (data: URL) of its own after its text; 0 = none")
+	fs.IntVar(&g.imagePx, "chat-image-px", 0, "chat: each session's first user turn carries one PX×PX PNG (data: URL) of its own before its text; 0 = none")
 	fs.BoolVar(&g.imageUUID, "chat-image-uuid", true, "chat: the images carry a uuid per session (the engine's mm hash, which lets the gateway route exactly past them)")
 	fs.IntVar(&g.toolTokens, "tool-tokens", 100, "responses: tokens of each function_call_output (the tool's result)")
 	fs.DurationVar(&g.thinkTime, "think-time", 0, "chat, responses: simulated pause between an answer and the next turn")

@@ -198,7 +198,12 @@ func (r *runner) runSession(ctx context.Context, start time.Time, s *session) {
 		}
 		r.sent[slot] = true
 		if r.chatIDs != nil {
-			r.idealHit.Add(int64(r.idealHitOf(k, ids, prevCtx)))
+			hit := r.idealHitOf(k, ids, prevCtx)
+			if k == 0 && s.image != "" {
+				// Another session's first turn holds another picture: no hit from it on.
+				hit = min(hit, firstMediaToken(ids, r.chatIDs.r.MediaTokens()))
+			}
+			r.idealHit.Add(int64(hit))
 			r.idealTotal.Add(int64(len(ids)))
 		}
 		o := r.send(ctx, start, body, len(ids))

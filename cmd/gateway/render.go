@@ -119,22 +119,29 @@ func appendRendered(buf []byte, r *chat.Renderer, body []byte) []byte {
 	buf = append(buf, `{"prompt":`...)
 	buf = openai.AppendString(buf, res.Prompt)
 	buf = append(buf, `,"token_ids":`...)
-	if res.TokenIDs == nil {
-		res.TokenIDs = []uint32{}
-	}
-	buf = openai.AppendTokenArray(buf, res.TokenIDs)
+	ids := res.TokenIDs
+	var e chat.Expanded
 	if len(res.Media) > 0 {
-		buf = appendMedia(buf, &res)
+		// The ids the engine computes: placeholders expanded where the family's count is known.
+		e = r.Expand(&res, chat.UUIDIdentity)
+		ids = e.IDs
+	}
+	if ids == nil {
+		ids = []uint32{}
+	}
+	buf = openai.AppendTokenArray(buf, ids)
+	if len(res.Media) > 0 {
+		buf = appendMedia(buf, &res, &e)
 	}
 	return append(buf, '}')
 }
 
-// appendMedia appends what a request with media is routed on: how many leading ids are the
-// engine's, where each item's placeholder is, each item's routing hash, and why exactness
-// stops there (docs/multimodal.md).
-func appendMedia(buf []byte, res *chat.Result) []byte {
+// appendMedia appends what a request with media is routed on: how many leading ids (of the
+// expanded ids printed) are the engine's with their blocks' keys, each item's place and count
+// there, its routing hash, and why exactness stops where it does (docs/multimodal.md).
+func appendMedia(buf []byte, res *chat.Result, e *chat.Expanded) []byte {
 	buf = append(buf, `,"exact_tokens":`...)
-	buf = strconv.AppendInt(buf, int64(res.Exact), 10)
+	buf = strconv.AppendInt(buf, int64(e.Exact), 10)
 	buf = append(buf, `,"media":[`...)
 	for i, it := range res.Media {
 		if i > 0 {
@@ -142,9 +149,14 @@ func appendMedia(buf []byte, res *chat.Result) []byte {
 		}
 		buf = append(buf, `{"modality":`...)
 		buf = openai.AppendString(buf, it.Modality)
-		if res.MediaAt != nil {
+		if e.Spans != nil {
+			sp := e.Spans[i]
 			buf = append(buf, `,"placeholder_at":`...)
-			buf = strconv.AppendInt(buf, int64(res.MediaAt[i]), 10)
+			buf = strconv.AppendInt(buf, int64(sp.Offset), 10)
+			buf = append(buf, `,"placeholder_length":`...)
+			buf = strconv.AppendInt(buf, int64(sp.Length), 10)
+			buf = append(buf, `,"expanded":`...)
+			buf = strconv.AppendBool(buf, sp.Expanded)
 		}
 		if it.Width > 0 {
 			buf = append(buf, `,"width":`...)
@@ -165,9 +177,14 @@ func appendMedia(buf []byte, res *chat.Result) []byte {
 		buf = append(buf, `"}`...)
 	}
 	buf = append(buf, `],"note":`...)
-	note := "the ids from exact_tokens on are the gateway's, not the engine's: the engine expands each media placeholder into a number of tokens computed by its processor and keys those blocks by the item's hash"
-	if res.Unrendered != "" {
+	var note string
+	switch {
+	case res.Unrendered != "":
 		note = res.Unrendered
+	case e.Stop == "":
+		note = "every id is the engine's: placeholders expanded by the model family's rule, each item's blocks keyed by its uuid as the engine keys them"
+	default:
+		note = "the ids before exact_tokens are the engine's, with their blocks' keys; exactness stops there: " + e.Stop
 	}
 	return openai.AppendString(buf, note)
 }

@@ -170,3 +170,46 @@ func TestRenderMedia(t *testing.T) {
 		t.Errorf("a bad --limit-mm-per-prompt: exit %d, want 2", code)
 	}
 }
+
+// TestRenderMediaExpanded: for an image the gateway can count (a 1×1 PNG: 4 placeholder
+// tokens after smart_resize) `gateway render` prints the engine's ids, <|image_pad|> repeated 4
+// times, and with the item's uuid the whole prompt is exact; without it exactness stops at the
+// image, saying why.
+func TestRenderMediaExpanded(t *testing.T) {
+	dir := testutil.VLModelDir(t)
+	const png1 = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	for _, tt := range []struct {
+		uuid, note string
+		whole      bool
+	}{{`,"uuid":"p1"`, "every id is the engine's", true}, {"", "no uuid", false}} {
+		line := `{"messages":[{"role":"user","content":[{"type":"text","text":"Look:"},{"type":"image_url","image_url":{"url":"` + png1 + `"}` + tt.uuid + `},{"type":"text","text":"now."}]}]}` + "\n"
+		_, out, _ := runRen(t, line, "--model-path", dir)
+		var got struct {
+			TokenIDs    []uint32 `json:"token_ids"`
+			ExactTokens int      `json:"exact_tokens"`
+			Media       []struct {
+				At       int  `json:"placeholder_at"`
+				Length   int  `json:"placeholder_length"`
+				Expanded bool `json:"expanded"`
+			} `json:"media"`
+			Note string `json:"note"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Media) != 1 {
+			t.Fatalf("%v: %s", err, out)
+		}
+		m := got.Media[0]
+		pads := 0
+		for _, id := range got.TokenIDs {
+			if id == 151655 {
+				pads++
+			}
+		}
+		exact := m.At
+		if tt.whole {
+			exact = len(got.TokenIDs)
+		}
+		if pads != 4 || m.Length != 4 || !m.Expanded || got.TokenIDs[m.At] != 151655 || got.TokenIDs[m.At+3] != 151655 || got.ExactTokens != exact || !strings.Contains(got.Note, tt.note) {
+			t.Errorf("uuid %q: got %s; want 4 pads from placeholder_at, exact_tokens %d, a note saying %q", tt.uuid, out, exact, tt.note)
+		}
+	}
+}

@@ -24,6 +24,9 @@ type session struct {
 	first int           // global index of the first turn's result slot
 	users []string      // one user message per turn
 	tools []string      // responses: one tool result per turn, used when it follows a call
+	// image is the data: URL of the picture of the first user turn (--chat-image-px; "" for
+	// none), uuid its uuid ("" for none).
+	image, uuid string
 }
 
 // errChatNeedsText: chat requests carry text messages, so token-id mode cannot send them.
@@ -49,6 +52,15 @@ func genChat(cfg genConfig, m promptMaker) (*plan, error) {
 	for s := range n {
 		turns := min(cfg.turns, cfg.numRequests-next)
 		sess := &session{id: s, at: at[s], first: next}
+		if cfg.imagePx > 0 {
+			var err error
+			if sess.image, err = sessionImage(cfg.seed, s, cfg.imagePx); err != nil {
+				return nil, err
+			}
+			if cfg.imageUUID {
+				sess.uuid = sessionUUID(cfg.seed, s)
+			}
+		}
 		for range turns {
 			sess.users = append(sess.users, m.make(rng, cfg.userTokens).text)
 		}
@@ -57,13 +69,17 @@ func genChat(cfg genConfig, m promptMaker) (*plan, error) {
 	}
 	p.describe = fmt.Sprintf("%s: %d sessions, %d requests, up to %d turns, %d-token system prompt, %d-token user turns, %d output tokens",
 		workloadChat, n, cfg.numRequests, cfg.turns, cfg.systemTokens, cfg.userTokens, cfg.outputTokens)
+	if cfg.imagePx > 0 {
+		p.describe += fmt.Sprintf(", a %dx%d PNG in each session's first turn (uuid: %v)", cfg.imagePx, cfg.imagePx, cfg.imageUUID)
+	}
 	return p, nil
 }
 
-// chatMessage is one message of a chat request.
+// chatMessage is one message of a chat request: Content is a string, or []contentPart for
+// an image turn (chat_image.go).
 type chatMessage struct {
 	Role    string `json:"role"`
-	Content string `json:"content"`
+	Content any    `json:"content"`
 }
 
 // chatBody is the /v1/chat/completions request: streaming with usage, a fixed output length
@@ -97,6 +113,10 @@ func (c *chatIDs) ids(body []byte) ([]uint32, error) {
 	res, aerr := c.r.Render(req)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if len(res.Media) > 0 {
+		// The engine's ids: media placeholders expanded where the family's count is known.
+		return c.r.Expand(&res, nil).IDs, nil
 	}
 	return res.TokenIDs, nil
 }

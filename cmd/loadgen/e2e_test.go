@@ -363,7 +363,7 @@ func TestEndToEndChatText(t *testing.T) {
 			t.Errorf("turn %d: the assistant message is %q, want the streamed answer", k+1, got)
 		}
 	}
-	if ids, err := c.encode(bodies[0].Messages[0].Content); err != nil || len(ids) != 30 {
+	if ids, err := c.encode(bodies[0].Messages[0].Content.(string)); err != nil || len(ids) != 30 {
 		t.Errorf("system prompt has %d tokens (%v), want 30", len(ids), err)
 	}
 

@@ -82,6 +82,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&g.turns, "turns", 4, "chat, responses, messages: turns per session")
 	fs.IntVar(&g.systemTokens, "system-tokens", 200, "chat, messages: tokens of the system prompt shared by all sessions (responses: of the instructions)")
 	fs.IntVar(&g.userTokens, "user-tokens", 100, "chat, responses, messages: tokens per user message")
+	fs.IntVar(&g.imagePx, "chat-image-px", 0, "chat: each session's first user turn carries one PX×PX PNG (data: URL) of its own before its text; 0 = none")
+	fs.BoolVar(&g.imageUUID, "chat-image-uuid", true, "chat: the images carry a uuid per session (the engine's mm hash, which lets the gateway route exactly past them)")
 	fs.IntVar(&g.toolTokens, "tool-tokens", 100, "responses: tokens of each function_call_output (messages: of each tool_result), the tool's result")
 	fs.DurationVar(&g.thinkTime, "think-time", 0, "chat, responses: simulated pause between an answer and the next turn")
 	fs.StringVar(&g.tracePath, "trace", "", "trace: JSONL file")
@@ -133,6 +135,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("loadgen: need --min-token-id < --max-token-id")
 	case g.kind == workloadTrace && g.tracePath == "":
 		return nil, errors.New("loadgen: --workload trace needs --trace FILE")
+	case g.imagePx < 0 || g.imagePx > maxImagePx || g.imagePx > 0 && g.kind != workloadChat:
+		return nil, fmt.Errorf("loadgen: --chat-image-px is 0 to %d, and only for --workload chat", maxImagePx)
 	case o.progress != "auto" && o.progress != "always" && o.progress != "never":
 		return nil, errors.New("loadgen: --progress is auto, always or never")
 	}

@@ -181,7 +181,11 @@ func (r *runner) runSession(ctx context.Context, start time.Time, s *session) {
 		if k > 0 && r.plan.thinkTime > 0 && !sleepUntil(ctx, time.Now().Add(r.real(r.plan.thinkTime))) {
 			return
 		}
-		msgs = append(msgs, chatMessage{Role: "user", Content: user})
+		var content any = user
+		if k == 0 && s.image != "" {
+			content = imageUserContent(user, s.image, s.uuid)
+		}
+		msgs = append(msgs, chatMessage{Role: "user", Content: content})
 		body, err := newChatBody(r.c.model, msgs, r.plan.outputTokens)
 		var ids []uint32
 		if err == nil && r.chatIDs != nil {
@@ -197,7 +201,12 @@ func (r *runner) runSession(ctx context.Context, start time.Time, s *session) {
 		}
 		r.sent[slot] = true
 		if r.chatIDs != nil {
-			r.idealHit.Add(int64(r.idealHitOf(k, ids, prevCtx)))
+			hit := r.idealHitOf(k, ids, prevCtx)
+			if k == 0 && s.image != "" {
+				// Another session's first turn holds another picture: no hit from it on.
+				hit = min(hit, firstMediaToken(ids, r.chatIDs.r.MediaTokens()))
+			}
+			r.idealHit.Add(int64(hit))
 			r.idealTotal.Add(int64(len(ids)))
 		}
 		o := r.send(ctx, start, body, len(ids))

@@ -37,6 +37,8 @@ type genConfig struct {
 	outputTokens                            int
 	turns, systemTokens, userTokens         int
 	toolTokens                              int
+	imagePx                                 int  // chat: side of each session's PNG (0: none)
+	imageUUID                               bool // chat: the images carry uuids
 	thinkTime                               time.Duration
 	tracePath                               string
 	traceBlockSize                          int

@@ -11,7 +11,10 @@
 // as vLLM does (reasoning, tool_calls, finish_reason "tool_calls"); with --reply-file they make
 // an HTTP simulator answer like a vLLM with those flags, which is what the gateway's gRPC path
 // must reproduce. Without --tool-call-parser tool_choice other than "none" is refused, as by
-// vLLM without --enable-auto-tool-choice.
+// vLLM without --enable-auto-tool-choice. A multimodal directory's media placeholders are
+// expanded with pkg/chat's family rules (the gateway's), each item keyed by its uuid (else a
+// SHA-256 of its bytes or URL) in the blocks' digests and the events' extra_keys
+// (--kv-extra-keys pairs, vLLM's current [mm_hash, offset] form, or ids, bare hashes).
 //
 // Choosing --time-scale: wall time = simulated time × F. Each engine keeps its own simulated
 // clock, so a process that lacks CPU does not distort simulated latencies (the vllm: metrics);

@@ -24,6 +24,7 @@ type options struct {
 	streamInterval             int
 
 	kvEvents, kvReplay, kvTopic, kvFormat, kvHash string
+	kvExtraKeys                                   string
 	kvConnect, kvReplayTopic                      bool
 	kvHistory                                     int
 	kvSeqStart                                    uint64
@@ -70,6 +71,10 @@ tokenizer.json FILE, chat needs --chat-template. Without a template chat answers
 --reasoning-parser and --tool-call-parser (vLLM's names) split chat output into reasoning,
 content and tool_calls, e.g. of a --reply-file script; without --tool-call-parser, requests
 whose tool_choice is not "none" get vLLM's 400 (as without --enable-auto-tool-choice).
+For a multimodal model directory (docs/multimodal.md) image placeholders are expanded by the
+gateway's family rules (Qwen2/2.5/3-VL on a data: URL's image size), each item is keyed by its
+uuid (else a SHA-256 of its bytes or URL) in its blocks' hashes, and BlockStored events carry
+the keys as extra_keys (--kv-extra-keys pairs|ids).
 
 Prefill/decode disaggregation (wire/pd.md): --pd-role prefill|decode --pd-transfer nixl|sglang
 makes the engine one side of a pair. A nixl prefill engine answers requests tagged
@@ -135,6 +140,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.kvTopic, "kv-topic", "", "topic (frame 0) of every KV-event message")
 	fs.StringVar(&o.kvFormat, "kv-event-format", "array", "KV event encoding: array (vLLM <= 0.23) | map (vLLM >= 0.26)")
 	fs.StringVar(&o.kvHash, "kv-hash", "int", "block hash encoding: int (64-bit fold) | bytes (32-byte sha256 digest)")
+	fs.StringVar(&o.kvExtraKeys, "kv-extra-keys", "pairs", "multimodal extra_keys of BlockStored: pairs ([mm_hash, offset], vLLM's current form) | ids (bare mm hashes, as vLLM first published them)")
 	fs.IntVar(&o.kvHistory, "kv-history", kvbridge.DefaultPublisherHistory, "batches kept for ZMQ replay and gRPC SubscribeKvEvents")
 	fs.Uint64Var(&o.kvSeqStart, "kv-seq-start", 0, "first ZMQ sequence number (vLLM: 0)")
 	fs.BoolVar(&o.noGRPCKV, "no-grpc-kv-events", false, "answer gRPC SubscribeKvEvents with UNIMPLEMENTED")
@@ -177,6 +183,9 @@ func (o *options) register(fs *flag.FlagSet) {
 func (o *options) check() error {
 	if o.kvFormat != "array" && o.kvFormat != "map" {
 		return fmt.Errorf("simworker: --kv-event-format %q: want array or map", o.kvFormat)
+	}
+	if o.kvExtraKeys != "pairs" && o.kvExtraKeys != "ids" {
+		return fmt.Errorf("simworker: --kv-extra-keys %q: want pairs or ids", o.kvExtraKeys)
 	}
 	if o.kvHash != "int" && o.kvHash != "bytes" {
 		return fmt.Errorf("simworker: --kv-hash %q: want int or bytes", o.kvHash)

@@ -172,7 +172,7 @@ func newEventSinks(o *options, log *zap.Logger) (*eventSinks, error) {
 			Publisher: kvbridge.PublisherConfig{
 				Endpoint: o.kvEvents, Mode: mode, Replay: o.kvReplay, Topic: o.kvTopic, History: o.kvHistory,
 				StartSeq: o.kvSeqStart, ReplayTopicFrame: o.kvReplayTopic, Logger: log,
-				Encode: kvbridge.EncodeOptions{MapEvents: o.kvFormat == "map", BytesHashes: o.kvHash == "bytes"},
+				Encode: kvbridge.EncodeOptions{MapEvents: o.kvFormat == "map", BytesHashes: o.kvHash == "bytes", ExtraKeyPairs: o.kvExtraKeys == "pairs"},
 			},
 			Ranks: o.dpSize, Delay: o.faultEventDelay, DropEvery: o.faultDropEvery, RestartAfter: o.faultRestartAfter,
 		})

@@ -31,7 +31,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.port != 8000 || o.runtime != "vllm" || o.kvFormat != "array" || o.kvHash != "int" || o.kvTopic != "" ||
+	if o.port != 8000 || o.runtime != "vllm" || o.kvFormat != "array" || o.kvHash != "int" || o.kvExtraKeys != "pairs" || o.kvTopic != "" ||
 		o.kvHistory != 10000 || o.kvSeqStart != 0 || o.dpSize != 1 || o.timeScale != 1 || o.core.BlockSize != 16 || o.core.NumBlocks != 12500 {
 		t.Errorf("defaults: %+v", o)
 	}
@@ -39,6 +39,7 @@ func TestParseFlags(t *testing.T) {
 		{"--runtime", "trtllm"},
 		{"--kv-event-format", "json"},
 		{"--kv-hash", "hex"},
+		{"--kv-extra-keys", "tuples"},
 		{"--dp-size", "0"},
 		{"--time-scale", "0"},
 		{"--no-such-flag"},

@@ -82,6 +82,10 @@ type LookupScratch struct {
 	tree []WorkerMatch
 	// treeBy is tree scattered by WorkerID (see scatter).
 	treeBy []int32
+	// Media, when set, is the engine's view of the next Score's request (spans.go); Score
+	// clears it, so a reused scratch never scores another request with it.
+	Media *MediaKeys
+	extra []uint64
 }
 
 // keySet is the request's block keys at one block size and their matches, as returned and
@@ -180,9 +184,10 @@ func (l *Lookup) Score(s *LookupScratch, tokens []uint32, ns string, ws []Lookup
 	for i := range ws {
 		if bs := out[i].BlockSize; len(tokens) >= bs && s.set(bs) == nil {
 			ks := s.addSet(bs)
-			ks.keys = AppendBlockKeys(ks.keys, tokens, bs, ns)
+			ks.keys = s.appendKeys(ks.keys, tokens, bs, ns)
 		}
 	}
+	s.Media = nil
 	for i := range s.sets {
 		ks := &s.sets[i]
 		ks.events, ks.pending = ks.events[:0], ks.pending[:0]

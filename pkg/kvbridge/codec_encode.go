@@ -42,6 +42,12 @@ type EncodeOptions struct {
 	RankKey string
 	// ZeroParent writes "no parent" as the integer 0 (llm-d's simulator) instead of nil.
 	ZeroParent bool
+	// ExtraKeys, when set, gives the multimodal extra keys of the stored block with hash h
+	// (nil: none); a BlockStored with some written gets extra_keys (codec_encode_extra.go).
+	ExtraKeys func(h uint64) []ExtraKey
+	// ExtraKeyPairs writes each key as an [identifier, offset] pair (vLLM's current form)
+	// instead of the bare identifier (the form vLLM first published).
+	ExtraKeyPairs bool
 }
 
 // EncodeBatch appends the msgpack encoding of b (frame 2 of a message) to dst and returns it.
@@ -86,11 +92,16 @@ func EncodeBatch(dst []byte, b *indexer.Batch, opts EncodeOptions) []byte {
 func encodeEvent(dst []byte, ev *indexer.Event, o *EncodeOptions) []byte {
 	switch ev.Kind {
 	case indexer.EventStored:
+		n := uint32(8)
+		extra := hasExtraKeys(ev, o)
+		if extra {
+			n++
+		}
 		if o.MapEvents {
-			dst = msgp.AppendMapHeader(dst, 8)
+			dst = msgp.AppendMapHeader(dst, n)
 			dst = msgp.AppendString(dst, "type")
 		} else {
-			dst = msgp.AppendArrayHeader(dst, 8)
+			dst = msgp.AppendArrayHeader(dst, n)
 		}
 		dst = msgp.AppendString(dst, tagStored)
 		dst = encodeKey(dst, o, "block_hashes")
@@ -120,7 +131,12 @@ func encodeEvent(dst []byte, ev *indexer.Event, o *EncodeOptions) []byte {
 		dst = encodeKey(dst, o, "medium")
 		dst = encodeOptString(dst, ev.Medium)
 		dst = encodeKey(dst, o, "lora_name")
-		return encodeOptString(dst, ev.LoraName)
+		dst = encodeOptString(dst, ev.LoraName)
+		if extra {
+			dst = encodeKey(dst, o, "extra_keys")
+			dst = encodeExtraKeys(dst, ev, o)
+		}
+		return dst
 	case indexer.EventRemoved:
 		if o.MapEvents {
 			dst = msgp.AppendMapHeader(dst, 3)

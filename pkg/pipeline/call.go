@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 // Call is one request in flight through the pipeline.
@@ -24,6 +25,9 @@ type Call struct {
 	// mediaRouteTokens); media describes that request's routing for /debug/route.
 	route []uint32
 	media *mediaRoute
+	// mediaKeys is the engine's view of a request with media for the lookup (media.go), nil
+	// when none is known.
+	mediaKeys *indexer.MediaKeys
 	// tctx is the request's context carrying its server span when the request is traced
 	// (tracing.go), nil otherwise; up is the upstream call's span while one is in flight.
 	tctx context.Context

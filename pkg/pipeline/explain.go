@@ -109,6 +109,7 @@ func (pl *Pipeline) Explain(c *Call, prompt string) *RouteExplanation {
 			out.Error = aerr.Message
 		}
 	}
+	s.lookup.Media = c.mediaKeys
 	pl.score(s, p, tokens, t.Namespace, true)
 	for i, m := range s.sel.Candidates {
 		out.Workers = append(out.Workers, explainWorker(m, true, s.scores[i], s.cands[i]))
@@ -169,6 +170,7 @@ func (pl *Pipeline) explainPD(c *Call, dec *decisionView) *pdExplain {
 		out.Split = pdNoPrefill
 		return out
 	}
+	s.lookup.Media = c.mediaKeys
 	pl.score(s, c.Target.Pool, tokens, c.Target.Namespace, true)
 	out.Prefill = explainPick(pd.prefill, s, tokens, bs)
 	return out

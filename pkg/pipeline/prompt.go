@@ -22,15 +22,13 @@ func (pl *Pipeline) RenderChat(c *Call, req *openai.ChatRequest) ([]uint32, stri
 	if aerr != nil {
 		return nil, "", aerr
 	}
-	if aerr := pl.checkPromptLen(len(res.TokenIDs), "messages"); aerr != nil {
-		return nil, "", aerr
-	}
+	n := len(res.TokenIDs)
 	c.Req.Media = len(res.Media)
 	if len(res.Media) > 0 {
-		c.media = &mediaRoute{items: len(res.Media), exact: res.Exact, located: res.MediaAt != nil, unrendered: res.Unrendered}
-		if res.Unrendered == "" {
-			c.route = mediaRouteTokens(&res)
-		}
+		n = pl.routeMedia(c, m.Chat, &res)
+	}
+	if aerr := pl.checkPromptLen(n, "messages"); aerr != nil {
+		return nil, "", aerr
 	}
 	return res.TokenIDs, res.Prompt, nil
 }

@@ -56,6 +56,7 @@ func (pl *Pipeline) legPolicy(c *Call, k legKind, disagg bool) policy.Policy {
 func (pl *Pipeline) pick(s *routeScratch, dec *Decision, c *Call, retry bool, start time.Time, pol policy.Policy) {
 	tokens := c.RouteTokens()
 	p := c.Target.Pool
+	s.lookup.Media = c.mediaKeys // used and cleared by the lookup's Score
 	pl.score(s, p, tokens, c.Target.Namespace, false)
 	defBS := p.BlockSize()
 	// The request lives in the scratch: passed through the Policy interface it would escape.

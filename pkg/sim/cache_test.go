@@ -14,7 +14,7 @@ func chainOf(t *testing.T, base uint32, n, bs int) []BlockHash {
 		toks[i] = base + uint32(i)
 	}
 	var h hasher
-	return h.appendChain(nil, rootHash(""), toks, bs)
+	return h.appendChain(nil, rootHash(""), toks, bs, nil)
 }
 
 // store acquires fresh blocks for chain, commits them and releases them, as a finished

@@ -151,6 +151,10 @@ type Request struct {
 	// HoldKV keeps the request's blocks referenced after it finishes, as a prefill engine
 	// keeps them for its decode engine to read (wire/pd.md §2.7), until Engine.ReleaseHeld.
 	HoldKV bool
+	// Media are the prompt's media items' placeholder ranges and identifiers (sorted, not
+	// overlapping): every block overlapping an item is keyed with its identifier, in the
+	// block's digest and in its BlockStored event's extra keys, as vLLM keys them.
+	Media []indexer.ExtraSpan
 	// RemoteTokens is how many leading prompt tokens arrived by KV transfer (a decode engine
 	// of a pair): they are scheduled without prefill cost, except the prompt's last token,
 	// which is always computed (wire/pd.md §2.4), and cached like computed ones. A
@@ -219,28 +223,44 @@ type Stats struct {
 
 // StepEvents are the KV events recorded since the last TakeEvents, in order. Digests[i] holds
 // the full SHA-256 digests behind Events[i].Hashes and Parents[i] the parent's digest (zero when
-// there is none), for publishers that send hashes as bytes. All slices are reused by the next
-// TakeEvents.
+// there is none), for publishers that send hashes as bytes. Media[i] are the media items of a
+// BlockStored's request and Bases[i] the request's token index of the event's first block:
+// block j of the event holds the items SpansIn(Media[i], Bases[i]+j·bs, Bases[i]+(j+1)·bs),
+// whose hash Events[i].Extra carries (ExtraKeys; nil without media). All slices are reused by
+// the next TakeEvents.
 type StepEvents struct {
 	Events  []indexer.Event
 	Digests [][]BlockHash
 	Parents []BlockHash
+	Media   [][]indexer.ExtraSpan
+	Bases   []int
 
+	extraArena  []uint64
 	hashArena   []uint64
 	tokenArena  []uint32
 	digestArena []BlockHash
 }
 
 func (s *StepEvents) reset() {
-	s.Events, s.Digests, s.Parents = s.Events[:0], s.Digests[:0], s.Parents[:0]
+	s.Events, s.Digests, s.Parents, s.Media, s.Bases = s.Events[:0], s.Digests[:0], s.Parents[:0], s.Media[:0], s.Bases[:0]
+	s.extraArena = s.extraArena[:0]
 	s.hashArena, s.tokenArena, s.digestArena = s.hashArena[:0], s.tokenArena[:0], s.digestArena[:0]
 }
 
 // Len returns the number of events.
 func (s *StepEvents) Len() int { return len(s.Events) }
 
-func (s *StepEvents) addStored(digests []BlockHash, parent BlockHash, hasParent bool, tokens []uint32, bs int) {
+func (s *StepEvents) addStored(digests []BlockHash, parent BlockHash, hasParent bool, tokens []uint32, bs int, media []indexer.ExtraSpan, base int) {
 	h0, t0, d0 := len(s.hashArena), len(s.tokenArena), len(s.digestArena)
+	var extra []uint64
+	if len(indexer.SpansIn(media, base, base+len(digests)*bs)) > 0 {
+		// Only an event whose blocks hold media carries extra keys (and its items).
+		x0 := len(s.extraArena)
+		s.extraArena = indexer.AppendSpanExtra(s.extraArena, spansFrom(media, base), bs, len(digests))
+		extra = s.extraArena[x0:len(s.extraArena):len(s.extraArena)]
+	} else {
+		media = nil
+	}
 	for _, d := range digests {
 		s.hashArena = append(s.hashArena, d.Fold())
 	}
@@ -253,6 +273,7 @@ func (s *StepEvents) addStored(digests []BlockHash, parent BlockHash, hasParent 
 		Tokens:    s.tokenArena[t0:len(s.tokenArena):len(s.tokenArena)],
 		BlockSize: bs,
 		Medium:    "GPU",
+		Extra:     extra,
 	}
 	if hasParent {
 		ev.Parent = parent.Fold()
@@ -262,6 +283,23 @@ func (s *StepEvents) addStored(digests []BlockHash, parent BlockHash, hasParent 
 	s.Events = append(s.Events, ev)
 	s.Digests = append(s.Digests, s.digestArena[d0:len(s.digestArena):len(s.digestArena)])
 	s.Parents = append(s.Parents, parent)
+	s.Media = append(s.Media, media)
+	s.Bases = append(s.Bases, base)
+}
+
+// spansFrom returns spans with their ranges made relative to token base (the spans that end
+// before it dropped); it allocates only when some span needs shifting.
+func spansFrom(spans []indexer.ExtraSpan, base int) []indexer.ExtraSpan {
+	if base == 0 {
+		return spans
+	}
+	out := make([]indexer.ExtraSpan, 0, len(spans))
+	for _, sp := range spans {
+		if sp.End > base {
+			out = append(out, indexer.ExtraSpan{Start: sp.Start - base, End: sp.End - base, Key: sp.Key})
+		}
+	}
+	return out
 }
 
 // addRemoved records one BlockRemoved per hash, as vLLM does.
@@ -276,12 +314,16 @@ func (s *StepEvents) addRemoved(d BlockHash) {
 	})
 	s.Digests = append(s.Digests, s.digestArena[d0:d0+1:d0+1])
 	s.Parents = append(s.Parents, BlockHash{})
+	s.Media = append(s.Media, nil)
+	s.Bases = append(s.Bases, 0)
 }
 
 func (s *StepEvents) addCleared() {
 	s.Events = append(s.Events, indexer.Event{Kind: indexer.EventCleared})
 	s.Digests = append(s.Digests, nil)
 	s.Parents = append(s.Parents, BlockHash{})
+	s.Media = append(s.Media, nil)
+	s.Bases = append(s.Bases, 0)
 }
 
 // core is the engine model of one rank: the prefix-caching KV cache plus a vLLM-V1-style
@@ -386,7 +428,7 @@ func (c *core) Add(r *Request, now time.Duration) error {
 		r.tokens = make([]uint32, len(r.Prompt), len(r.Prompt)+min(r.MaxTokens, 4096))
 		copy(r.tokens, r.Prompt)
 	}
-	r.hashes = c.h.appendChain(r.hashes, c.root, r.tokens, c.cfg.BlockSize)
+	r.hashes = c.h.appendChain(r.hashes, c.root, r.tokens, c.cfg.BlockSize, r.Media)
 	r.rng = r.Seed
 	r.remote = min(max(r.RemoteTokens, 0), len(r.Prompt)-1)
 	r.Arrival = now
@@ -403,7 +445,7 @@ func prepareHashes(r *Request, cfg Config, h *hasher) {
 		r.tokens = make([]uint32, len(r.Prompt), len(r.Prompt)+min(max(r.MaxTokens, 0), 4096))
 		copy(r.tokens, r.Prompt)
 	}
-	r.hashes = h.appendChain(r.hashes, rootHash(cfg.HashSeed), r.tokens, cfg.BlockSize)
+	r.hashes = h.appendChain(r.hashes, rootHash(cfg.HashSeed), r.tokens, cfg.BlockSize, r.Media)
 }
 
 // Abort removes r from the engine and releases its blocks. It returns false when r already
@@ -617,7 +659,7 @@ func (c *core) commit(r *Request, bs int) {
 	if full <= r.numCommitted {
 		return
 	}
-	r.hashes = c.h.appendChain(r.hashes, c.root, r.tokens[:full*bs], bs)
+	r.hashes = c.h.appendChain(r.hashes, c.root, r.tokens[:full*bs], bs, r.Media)
 	start := -1
 	flush := func(end int) {
 		if start < 0 {
@@ -627,7 +669,7 @@ func (c *core) commit(r *Request, bs int) {
 		if start > 0 {
 			parent = r.hashes[start-1]
 		}
-		c.events.addStored(r.hashes[start:end], parent, start > 0, r.tokens[start*bs:end*bs], bs)
+		c.events.addStored(r.hashes[start:end], parent, start > 0, r.tokens[start*bs:end*bs], bs, r.Media, start*bs)
 		start = -1
 	}
 	for i := r.numCommitted; i < full; i++ {

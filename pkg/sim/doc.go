@@ -36,6 +36,10 @@
 // as "reasoning", the field current vLLM writes) and tool_calls, as the gateway does for gRPC
 // workers (parse.InfoFor, parse.ResponseRole, parse.Output). Without a renderer chat answers vLLM's 400 for a
 // model without a template. Without max_tokens a chat answer may fill the context, as in vLLM.
+// A chat with media (a multimodal model directory) runs the ids chat.Renderer.Expand gives (the
+// gateway's family rules) with each item's range keyed by its uuid, else a SHA-256 of its bytes
+// or URL (Request.Media): those keys enter the blocks' digests and their BlockStored events'
+// extra_keys (ZMQSink, kvbridge.EncodeOptions.ExtraKeys), as vLLM keys multimodal blocks.
 //
 // Output tokens are deterministic: a splitmix64 stream per request seeded from the client's
 // seed or the prompt (seedFor), never an EOS id, so the output length is max_tokens unless a

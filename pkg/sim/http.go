@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/chat/parse"
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -244,7 +245,9 @@ type completionRequest struct {
 
 // parsedRequest is a validated completion or chat completion request: what the engine runs.
 type parsedRequest struct {
-	prompts      [][]uint32
+	prompts [][]uint32
+	// media are a chat prompt's media items (expandMedia), keyed into its blocks.
+	media        []indexer.ExtraSpan
 	n, maxTokens int
 	minTokens    int
 	ignoreEOS    bool
@@ -541,7 +544,7 @@ func (s *Server) submit(p *parsedRequest, idPrefix, param string) (*generation, 
 				ID: g.id + "-" + strconv.Itoa(len(g.choices)), Prompt: prompt, MaxTokens: p.maxTokens,
 				StopTokenIDs: p.stopIDs, MinTokens: p.minTokens, IgnoreEOS: p.ignoreEOS,
 				Seed: seedFor(prompt, p.seed, k), Script: s.cfg.Replies.Next(),
-				HoldKV: p.job != nil && p.job.holdKV, RemoteTokens: p.remote,
+				HoldKV: p.job != nil && p.job.holdKV, RemoteTokens: p.remote, Media: p.media,
 			}
 			st, err := g.eng.Submit(req, p.stream || len(p.stop) > 0, g.ready)
 			if err != nil {

@@ -2,19 +2,24 @@ package sim
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/kvgate/kvgate/pkg/chat"
 	"github.com/kvgate/kvgate/pkg/chat/parse"
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // ChatRenderer renders a chat request into the prompt text and token ids the engine computes
-// for it (wire/vllm-chat.md); *chat.Renderer implements it.
+// for it (wire/vllm-chat.md) and expands its media placeholders as the engine's processor
+// does (chat.Expanded); *chat.Renderer implements it.
 type ChatRenderer interface {
 	Render(req *openai.ChatRequest) (chat.Result, *openai.Error)
+	Expand(res *chat.Result, identify func(*chat.MediaItem) string) chat.Expanded
 }
 
 // noTemplateMessage answers chat requests on a server without a renderer, in the words vLLM
@@ -83,16 +88,49 @@ func (s *Server) parseChat(r *http.Request) (*parsedRequest, *chatOut, *apiError
 		return nil, nil, fromOpenAI(oerr)
 	}
 	out := newChatOut(req, res.Prompt, s.cfg.ChatParsers)
-	p, aerr := s.chatRequest(req, res.TokenIDs, out)
+	ids, media := res.TokenIDs, []indexer.ExtraSpan(nil)
+	if len(res.Media) > 0 {
+		ids, media = s.expandMedia(&res)
+	}
+	p, aerr := s.chatRequest(req, ids, out)
 	if aerr != nil {
 		return nil, nil, aerr
 	}
+	p.media = media
 	if s.pd != nil {
 		if p.pd, aerr = parsePDFields(body); aerr != nil {
 			return nil, nil, aerr
 		}
 	}
 	return p, out, nil
+}
+
+// expandMedia is what the engine runs for a prompt with media: its placeholders expanded by
+// the family rules the gateway uses (chat.Renderer.Expand), and each item's range keyed by its
+// mm hash (mediaIdentity). An item whose count the rules do not give keeps one placeholder
+// token, its range that token.
+func (s *Server) expandMedia(res *chat.Result) ([]uint32, []indexer.ExtraSpan) {
+	e := s.cfg.Chat.Expand(res, mediaIdentity)
+	spans := make([]indexer.ExtraSpan, len(e.Spans))
+	for i, sp := range e.Spans {
+		spans[i] = indexer.ExtraSpan{Start: sp.Offset, End: sp.Offset + sp.Length, Key: sp.Identifier}
+	}
+	return e.IDs, spans
+}
+
+// mediaIdentity is the simulator's mm hash of an item: its uuid when the request gives one
+// (vLLM then uses it as the hash), else a SHA-256 of its bytes, or of its URL when it has none
+// (vLLM hashes the item's data; the simulator does not fetch URLs).
+func mediaIdentity(it *chat.MediaItem) string {
+	switch {
+	case it.HasUUID && it.UUID != "":
+		return it.UUID
+	case it.Data != nil:
+		d := sha256.Sum256(it.Data)
+		return hex.EncodeToString(d[:])
+	}
+	d := sha256.Sum256([]byte("url:" + it.URL))
+	return hex.EncodeToString(d[:])
 }
 
 // chatRequest is the engine's view of a rendered chat request. Without max_tokens (or

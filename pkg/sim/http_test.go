@@ -32,13 +32,14 @@ type eventCopy struct {
 	Parent    uint64
 	HasParent bool
 	Tokens    []uint32
+	Extra     []uint64
 }
 
 func (s *recordingSink) PublishStep(_ int, _ time.Time, ev *StepEvents) error {
 	var b []eventCopy
 	for _, e := range ev.Events {
 		b = append(b, eventCopy{Kind: e.Kind.String(), Hashes: append([]uint64(nil), e.Hashes...), Parent: e.Parent,
-			HasParent: e.HasParent, Tokens: append([]uint32(nil), e.Tokens...)})
+			HasParent: e.HasParent, Tokens: append([]uint32(nil), e.Tokens...), Extra: append([]uint64(nil), e.Extra...)})
 	}
 	s.mu.Lock()
 	s.batches = append(s.batches, b)

@@ -75,9 +75,11 @@ type ZMQSink struct {
 	cfg    ZMQSinkConfig
 	pubs   []*kvbridge.Publisher
 	queues []chan *queuedBatch
-	// digests[rank] maps folded hashes to digests for the batch being encoded; only the
-	// rank's producer goroutine touches it (EncodeOptions.Digest runs inside Publish).
+	// digests[rank] maps folded hashes to digests, and extras[rank] to the extra keys of the
+	// blocks holding media, for the batch being encoded; only the rank's producer goroutine
+	// touches them (EncodeOptions.Digest and ExtraKeys run inside Publish).
 	digests []map[uint64]BlockHash
+	extras  []map[uint64][]kvbridge.ExtraKey
 	pool    sync.Pool
 	// stop is closed when Run returns, so that PublishStep never blocks on a dead producer.
 	stop     chan struct{}
@@ -91,6 +93,10 @@ type queuedBatch struct {
 	tokens  []uint32
 	digests []BlockHash // parallel to the folded hashes (bytes mode only)
 	keys    []uint64
+	extra   []uint64 // the events' per-block extra-key hashes
+	// mmHashes[i] is a stored block holding media and mmKeys[i] its extra keys.
+	mmHashes []uint64
+	mmKeys   [][]kvbridge.ExtraKey
 }
 
 // NewZMQSink opens one publisher per rank. It starts no goroutines; call Run.
@@ -105,8 +111,9 @@ func NewZMQSink(cfg ZMQSinkConfig) (*ZMQSink, error) {
 	for rank := range cfg.Ranks {
 		pc := cfg.Publisher
 		pc.Rank = rank
-		digests := map[uint64]BlockHash{}
-		s.digests = append(s.digests, digests)
+		digests, extras := map[uint64]BlockHash{}, map[uint64][]kvbridge.ExtraKey{}
+		s.digests, s.extras = append(s.digests, digests), append(s.extras, extras)
+		pc.Encode.ExtraKeys = func(h uint64) []kvbridge.ExtraKey { return extras[h] }
 		if pc.Encode.BytesHashes {
 			pc.Encode.Digest = func(h uint64) [32]byte {
 				if d, ok := digests[h]; ok {
@@ -149,12 +156,17 @@ func (s *ZMQSink) PublishStep(rank int, ts time.Time, ev *StepEvents) error {
 	q := s.pool.Get().(*queuedBatch)
 	q.due = ts.Add(s.cfg.Delay)
 	q.b = indexer.Batch{Timestamp: epochSeconds(ts), DPRank: int32(rank), HasDPRank: true, Events: q.b.Events[:0]}
-	q.hashes, q.tokens, q.digests, q.keys = q.hashes[:0], q.tokens[:0], q.digests[:0], q.keys[:0]
+	q.hashes, q.tokens, q.digests, q.keys, q.extra = q.hashes[:0], q.tokens[:0], q.digests[:0], q.keys[:0], q.extra[:0]
+	q.mmHashes, q.mmKeys = q.mmHashes[:0], q.mmKeys[:0]
 	bytesMode := s.cfg.Publisher.Encode.BytesHashes
 	for i := range ev.Events {
 		e := ev.Events[i]
 		q.hashes = append(q.hashes, e.Hashes...)
 		q.tokens = append(q.tokens, e.Tokens...)
+		q.extra = append(q.extra, e.Extra...)
+		if i < len(ev.Media) && ev.Media[i] != nil {
+			q.addMedia(&e, ev.Media[i], ev.Bases[i])
+		}
 		if bytesMode {
 			q.keys = append(q.keys, e.Hashes...)
 			q.digests = append(q.digests, ev.Digests[i]...)
@@ -166,18 +178,41 @@ func (s *ZMQSink) PublishStep(rank int, ts time.Time, ev *StepEvents) error {
 		q.b.Events = append(q.b.Events, e)
 	}
 	// Point the copies into the arenas only now: the arenas may have moved while growing.
-	h, t := 0, 0
+	h, t, x := 0, 0, 0
 	for i := range q.b.Events {
 		e := &q.b.Events[i]
-		nh, nt := len(e.Hashes), len(e.Tokens)
+		nh, nt, nx := len(e.Hashes), len(e.Tokens), len(e.Extra)
 		e.Hashes, e.Tokens = q.hashes[h:h+nh:h+nh], q.tokens[t:t+nt:t+nt]
-		h, t = h+nh, t+nt
+		if nx > 0 {
+			e.Extra = q.extra[x : x+nx : x+nx]
+		}
+		h, t, x = h+nh, t+nt, x+nx
 	}
 	select {
 	case s.queues[rank] <- q:
 		return nil
 	case <-s.stop:
 		return ErrStopped
+	}
+}
+
+// addMedia records the extra keys of stored event e's blocks that hold media (the items of
+// media, its request's, overlapping each block; base is the request's token index of e's
+// first block), with each item's offset from the block's first token, as vLLM's block hash
+// takes them.
+func (q *queuedBatch) addMedia(e *indexer.Event, media []indexer.ExtraSpan, base int) {
+	bs := e.BlockSize
+	for j, h := range e.Hashes {
+		start := base + j*bs
+		in := indexer.SpansIn(media, start, start+bs)
+		if len(in) == 0 {
+			continue
+		}
+		keys := make([]kvbridge.ExtraKey, len(in))
+		for k, sp := range in {
+			keys[k] = kvbridge.ExtraKey{ID: sp.Key, Offset: sp.Start - start}
+		}
+		q.mmHashes, q.mmKeys = append(q.mmHashes, h), append(q.mmKeys, keys)
 	}
 }
 
@@ -227,6 +262,11 @@ func (s *ZMQSink) produce(ctx context.Context, rank int) {
 		clear(digests)
 		for i, k := range qb.keys {
 			digests[k] = qb.digests[i]
+		}
+		extras := s.extras[rank]
+		clear(extras)
+		for i, h := range qb.mmHashes {
+			extras[h] = qb.mmKeys[i]
 		}
 		// Send errors are a lost batch, as on a real engine.
 		_, _ = p.Publish(&qb.b)

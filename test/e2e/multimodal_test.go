@@ -122,3 +122,108 @@ func TestMultimodalChat(t *testing.T) {
 		t.Errorf("text model: %+v, want 400 naming the limitation", r.TextModel)
 	}
 }
+
+// mmRoute is /debug/route's answer as multimodal_uuid.mjs records it.
+type mmRoute struct {
+	PromptTokens int `json:"prompt_tokens"`
+	Workers      []struct {
+		URL           string `json:"url"`
+		MatchedEvents int    `json:"matched_events"`
+	} `json:"workers"`
+	Media *struct {
+		Items       int    `json:"items"`
+		ExactTokens int    `json:"exact_tokens"`
+		ExactBlocks int    `json:"exact_blocks"`
+		KeyedItems  int    `json:"keyed_items"`
+		Note        string `json:"note"`
+	} `json:"media"`
+}
+
+// e2eBigPNG is a data: URL of a 200×200 PNG: Qwen2.5-VL's processor makes it 49 placeholder
+// tokens (smart_resize to 196×196, patch 14, merge 2), over three or four blocks of 16.
+func e2eBigPNG(t *testing.T) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 200, 200))
+	for i := 0; i < len(img.Pix); i += 4 {
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = byte(i/800), 90, byte(i%251), 255
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+// TestMultimodalChatUUID is issue 24's exact routing past an image, end to end with the
+// official openai npm client: a gateway on a Qwen2.5-VL-style directory in front of three
+// simulators over HTTP that expand the image's placeholders and publish its uuid as the image
+// blocks' extra keys over ZMQ (two in vLLM's current [mm_hash, offset] form, one in the bare
+// form). Every later turn of a conversation whose image carries a uuid lands on the first
+// turn's worker as a cache hit from events, with the engine's cache covering the whole previous
+// prompt, image included, and /debug/route calls the whole prompt exact; the same pixels under
+// another uuid (the same placeholder ids) match no block from the image on.
+func TestMultimodalChatUUID(t *testing.T) {
+	vl := testutil.VLModelDir(t)
+	l := &harness.Launcher{Bin: bins, Tokenizer: filepath.Join(vl, "tokenizer.json"), Model: "qwen2.5-vl-sim", LogDir: t.TempDir(), StartTimeout: startTimeout}
+	replies := replyFile(t, plainReplies()...)
+	var specs []string
+	for i, form := range []string{"pairs", "ids", "pairs"} {
+		s := startSim(t, l, harness.SimOptions{Name: "vl-uuid-sim-" + string(rune('a'+i)), Events: true, Args: []string{"--reply-file", replies, "--kv-extra-keys", form}})
+		specs = append(specs, s.WorkerSpec(true))
+	}
+	gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway-vl-uuid", Workers: specs})
+
+	stdout, _ := runNode(t, "multimodal_uuid.mjs", gw.URL+"/v1", gw.AdminURL, l.Model, e2eBigPNG(t))
+	t.Logf("multimodal_uuid.mjs: %s", stdout)
+	var r struct {
+		Turns       []mmTurn `json:"turns"`
+		OtherUUID   mmTurn   `json:"other_uuid"`
+		DebugUUID   mmRoute  `json:"debug_uuid"`
+		DebugNoUUID mmRoute  `json:"debug_no_uuid"`
+		DebugLast   mmRoute  `json:"debug_last"`
+	}
+	if err := json.Unmarshal(stdout, &r); err != nil || len(r.Turns) != 4 {
+		t.Fatalf("multimodal_uuid.mjs output: %v", err)
+	}
+	du, dn := r.DebugUUID, r.DebugNoUUID
+	if du.Media == nil || dn.Media == nil {
+		t.Fatalf("/debug/route without media: %+v %+v", du, dn)
+	}
+	// Without the uuid exactness stops at the image; with it the whole prompt is exact.
+	imageAt := dn.Media.ExactTokens
+	if du.Media.ExactTokens != du.PromptTokens || du.Media.KeyedItems != 1 || !strings.Contains(du.Media.Note, "every id is the engine's") ||
+		imageAt <= 16 || imageAt+49 > dn.PromptTokens || !strings.Contains(dn.Media.Note, "no uuid") {
+		t.Fatalf("/debug/route: with uuid %+v (%d tokens), without %+v (%d tokens)", du.Media, du.PromptTokens, dn.Media, dn.PromptTokens)
+	}
+	first := r.Turns[0]
+	if first.PromptTokens != du.PromptTokens || first.Worker == "" || first.FinishReason != "stop" {
+		t.Fatalf("first turn: %+v, want %d prompt tokens (the image expanded to 49)", first, du.PromptTokens)
+	}
+	for i := 1; i < len(r.Turns); i++ {
+		tr, prev := r.Turns[i], r.Turns[i-1]
+		// The previous prompt, image and its following blocks included, is cached: all but
+		// the partial last block (and the token vLLM always recomputes).
+		if tr.Worker != first.Worker || tr.Reason != "cache_hit" || tr.CachedTokens < prev.PromptTokens-16 || tr.CachedTokens < imageAt+49+16 {
+			t.Errorf("turn %d: to %s (%s, %d blocks) with %d of %d tokens cached; want %s with the previous %d-token prompt cached past the image (%d..%d)",
+				i+1, tr.Worker, tr.Reason, tr.MatchedBlocks, tr.CachedTokens, tr.PromptTokens, first.Worker, prev.PromptTokens, imageAt, imageAt+48)
+		}
+		if tr.MatchedBlocks < prev.PromptTokens/16 {
+			t.Errorf("turn %d: the gateway matched %d blocks, want the previous prompt's %d (exact past the image)", i+1, tr.MatchedBlocks, prev.PromptTokens/16)
+		}
+	}
+	// The match comes from the engine's own events, past the image: the first worker's events
+	// hold at least the third turn's prompt.
+	events := -1
+	for _, w := range r.DebugLast.Workers {
+		if w.URL == first.Worker {
+			events = w.MatchedEvents
+		}
+	}
+	if events < r.Turns[2].PromptTokens/16 {
+		t.Errorf("last turn: the first worker's events match %d blocks, want at least the third prompt's %d (the image at %d..%d)", events, r.Turns[2].PromptTokens/16, imageAt, imageAt+48)
+	}
+	o := r.OtherUUID
+	if o.MatchedBlocks > imageAt/16 || (o.Worker == first.Worker && o.CachedTokens > imageAt/16*16) {
+		t.Errorf("same pixels, another uuid: %d blocks matched, %d tokens cached on %s; want at most the %d blocks before the image", o.MatchedBlocks, o.CachedTokens, o.Worker, imageAt/16)
+	}
+}

@@ -127,8 +127,8 @@ func (m *Member) wentDown() { m.downSince.CompareAndSwap(0, m.f.cfg.Now().UnixNa
 // a worker whose health flaps (a slow /health under load, a network blip) still holds its
 // cache, and forgetting it at every flap would send its prefixes elsewhere while it is up and
 // copy them over the fleet (issue 21). A worker that is gone stays down, and a restarted
-// engine is caught by its event stream (a reconnect replays, a publisher restart clears: the
-// stream rules of kvbridge); only a tree-scored worker back within the interval with an empty
+// engine is caught by its event stream (a reconnection resumes only from the same publisher
+// instance, else rebuilds from 0: the stream rules of kvbridge); only a tree-scored worker back within the interval with an empty
 // cache is scored from a stale tree until its entries age out, which costs misses, never a
 // wrong answer.
 func (m *Member) forgetIfLongDown() {

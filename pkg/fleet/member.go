@@ -217,9 +217,10 @@ func (m *Member) MarkDown(reason string) bool {
 // forgetCache clears what the gateway believes the worker caches (indexer.Lookup.Forget).
 // Called when the worker has been down for a health interval (forgetIfLongDown): a crashed
 // engine comes back with an empty cache, and routing on its old blocks would send requests to
-// a worker that no longer has them. Its event stream rebuilds the view when it is back: on
-// reconnect the stream replays from 0, and a batch whose parent was cleared makes the stream
-// resync (kvbridge.Consumer's contract).
+// a worker that no longer has them. Its event stream rebuilds the view when it is back: a
+// restarted engine fails the reconnection's check and is replayed from 0, and an engine that
+// was only unreachable is resumed from the cursor, where the first batch whose parent was
+// cleared makes the stream resync from 0 (kvbridge.Consumer's contract).
 func (m *Member) forgetCache() { m.pool.lookup.Forget(m.LookupWorker()) }
 
 // HealthCheckFailures returns how many health checks of the worker have failed, those

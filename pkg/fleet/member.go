@@ -219,9 +219,14 @@ func (m *Member) MarkDown(reason string) bool {
 // engine comes back with an empty cache, and routing on its old blocks would send requests to
 // a worker that no longer has them. Its event stream rebuilds the view when it is back: a
 // restarted engine fails the reconnection's check and is replayed from 0, and an engine that
-// was only unreachable is resumed from the cursor, where the first batch whose parent was
-// cleared makes the stream resync from 0 (kvbridge.Consumer's contract).
-func (m *Member) forgetCache() { m.pool.lookup.Forget(m.LookupWorker()) }
+// was only unreachable is resumed from the cursor, and its sink (kvbridge.SinkConsumer.Forget)
+// asks for the resync that replays it from 0.
+func (m *Member) forgetCache() {
+	m.pool.lookup.Forget(m.LookupWorker())
+	if m.sink != nil {
+		m.sink.Forget()
+	}
+}
 
 // HealthCheckFailures returns how many health checks of the worker have failed, those
 // outweighed by the requests it was serving included.

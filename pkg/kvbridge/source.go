@@ -23,27 +23,46 @@ type Consumer interface {
 
 // SinkConsumer adapts an indexer.Sink to a Consumer: rank r of the stream is applied as
 // worker IDs[r] (a single-rank worker has one ID). It is how the gateway feeds its index.
+// It must not be copied once in use.
 type SinkConsumer struct {
 	Sink indexer.Sink
 	IDs  []indexer.WorkerID
+	// forgotten has bit r set (bit 63 for ranks ≥ 63) while rank r's worker was cleared in the
+	// sink behind the stream's back (Forget) and the stream has not been reset since.
+	forgotten atomic.Uint64
 }
 
-// Batch applies b to the sink and asks for a resync when a parent was unknown.
+// Batch applies b to the sink and asks for a resync when a parent was unknown, or while the
+// rank's worker is forgotten: its stream goes on from its cursor, but the blocks before it are
+// gone from the sink, so only a rebuild from 0 brings them back.
 func (c *SinkConsumer) Batch(rank int, b *indexer.Batch) bool {
 	id, ok := c.id(rank)
 	if !ok {
 		return false
 	}
 	res := c.Sink.Apply(id, b.Events)
-	return res.UnknownParents > 0
+	return res.UnknownParents > 0 || c.forgotten.Load()&rankBit(rank) != 0
 }
 
 // Reset clears the rank's worker in the sink.
 func (c *SinkConsumer) Reset(rank int, _ string) {
+	c.forgotten.And(^rankBit(rank))
 	if id, ok := c.id(rank); ok {
 		c.Sink.ResetWorker(id)
 	}
 }
+
+// Forget clears every rank's worker in the sink, outside the stream (a worker down for a
+// while, whose engine may have come back empty), and makes the following batches ask for the
+// resync that rebuilds the view from the publisher's buffer, until the stream resets.
+func (c *SinkConsumer) Forget() {
+	c.forgotten.Store(^uint64(0))
+	for _, id := range c.IDs {
+		c.Sink.ResetWorker(id)
+	}
+}
+
+func rankBit(rank int) uint64 { return 1 << min(uint(rank), 63) }
 
 func (c *SinkConsumer) id(rank int) (indexer.WorkerID, bool) {
 	if rank < 0 || rank >= len(c.IDs) {

@@ -369,3 +369,32 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestSinkConsumerForget: a worker forgotten behind the stream's back asks for a resync with
+// every batch of that rank until the stream resets it; other ranks are unaffected.
+func TestSinkConsumerForget(t *testing.T) {
+	ix, err := indexer.New(indexer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &SinkConsumer{Sink: ix, IDs: []indexer.WorkerID{0, 1}}
+	if c.Batch(0, storedBatch(1, 0)) || c.Batch(1, storedBatch(2, 0)) {
+		t.Fatal("a resync asked for before Forget")
+	}
+	c.Forget()
+	if ix.WorkerBlocks(0) != 0 || ix.WorkerBlocks(1) != 0 {
+		t.Errorf("after Forget the workers hold %d and %d blocks, want 0", ix.WorkerBlocks(0), ix.WorkerBlocks(1))
+	}
+	for i := range 2 {
+		if !c.Batch(0, storedBatch(uint64(10+i), 0)) {
+			t.Errorf("batch %d of rank 0 after Forget: no resync asked for", i)
+		}
+	}
+	c.Reset(0, ResetResync)
+	if c.Batch(0, storedBatch(20, 0)) {
+		t.Error("rank 0 still asks for a resync after its reset")
+	}
+	if !c.Batch(1, storedBatch(21, 0)) {
+		t.Error("rank 1, not reset yet, stopped asking for a resync")
+	}
+}

@@ -213,7 +213,7 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 			aerr = statusError(other)
 		}
 		if aerr != nil {
-			aerr = prefillFailed(pdec.m, aerr)
+			aerr = prefillStageFailed(pdec.m, aerr)
 			dcancel(&legError{e: aerr})
 		}
 		perr <- aerr
@@ -376,10 +376,17 @@ func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p 
 	return body, nil, nil
 }
 
-// prefillFailed wraps a prefill leg's failure so that its message names the stage.
-func prefillFailed(m *fleet.Member, e *openai.Error) *openai.Error {
+// prefillStageFailed is the client's answer for a pair whose prefill leg failed and that
+// cannot run whole (an SGLang decode leg waits for the KV): the prefill stage is unavailable,
+// a 503 the client may retry whatever the prefill worker answered (a 5xx, a transport error,
+// the PD timeout), named in the message. A 4xx is the engine's verdict on the request and
+// keeps its status.
+func prefillStageFailed(m *fleet.Member, e *openai.Error) *openai.Error {
 	out := *e
-	out.Message = "prefill worker " + m.Worker().URL() + " failed: " + e.Message
+	if out.Status >= 500 {
+		out.Status, out.Type, out.Code = http.StatusServiceUnavailable, openai.TypeUnavailable, "prefill_failed"
+	}
+	out.Message = "prefill stage: prefill worker " + m.Worker().URL() + " failed: " + e.Message
 	return &out
 }
 

@@ -17,11 +17,12 @@ import (
 
 // The split outcomes of X-Kvgate-Pd and kvgate_pd_requests_total (docs/operations.md).
 const (
-	pdPair          = "pair"
-	pdShortPrompt   = "short_prompt"
-	pdDecodeCached  = "decode_cached"
-	pdMultiple      = "multiple_outputs"
-	pdPrefillFailed = "prefill_failed"
+	pdPair           = "pair"
+	pdShortPrompt    = "short_prompt"
+	pdDecodeCached   = "decode_cached"
+	pdMultiple       = "multiple_outputs"
+	pdPrefillFailed  = "prefill_failed"
+	pdTransferFailed = "transfer_failed"
 )
 
 // The prefill/decode pair flows (pd.go, pd_legs.go; wire/pd.md) against a fake engine pair.

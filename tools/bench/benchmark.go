@@ -96,6 +96,9 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 	}
 	var runs []result
 	for _, f := range files {
+		if strings.HasSuffix(f, ".index.json") || strings.HasSuffix(f, ".pd.json") {
+			continue // a run's side files, read with its report below
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +137,33 @@ func TestPDSection(t *testing.T) {
 	}
 	if pdSection(&o, nil) != "" {
 		t.Error("a P/D section without P/D rows")
+	}
+}
+
+// TestReportReadsPDRows: bench report re-renders a kept run's P/D rows, their fleet from the
+// labels and their outcomes from the side file, which (like the index's) is not a report.
+func TestReportReadsPDRows(t *testing.T) {
+	dir := t.TempDir()
+	tag := filepath.Join(dir, "pd-chat-cache_aware-events-pd-1gw-run0")
+	rep := `{"labels":{"policy":"cache_aware","index":"events","gateways":"1","workload":"pd-chat","fleet":"pd","run":"0"},"requests":10,"completed":10,` +
+		`"hit_rate":0.5,"ttft_ms":{"mean":100,"p95":200},"itl_ms":{"p50":28,"p99":61}}`
+	for name, body := range map[string]string{".json": rep, ".loadgen.txt": "RESULT policy=cache_aware fleet=pd run=0\n",
+		".index.json": `{"index_keys":5,"index_blocks":6}`, ".pd.json": `{"pair":7,"decode_cached":3}`} {
+		if err := os.WriteFile(tag+name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := benchDefaults
+	o.logDir, o.out, o.png = dir, filepath.Join(dir, "out.md"), ""
+	var stdout strings.Builder
+	if err := runReport(&o, &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(o.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "| 2 prefill + 2 decode | 1 | 10 | 0 | 100 ms | 200 ms | 28.0 ms | 61.0 ms | 0 | 50.0% | 7 | 3 |"; !strings.Contains(string(md), want) {
+		t.Errorf("report lacks %q:\n%s", want, md)
 	}
 }

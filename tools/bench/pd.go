@@ -59,11 +59,15 @@ type pdWorkload struct {
 // 8 requests per simulated second. Four aggregated workers then each prefill about 2 prompts
 // a second inside their decode steps (about 100 ms of a 30 ms step each time); two decode
 // workers hold about 30 decoding requests each, well within their KV and batch. The chat rows:
-// 4-turn sessions over a 1000-token system prompt with 200-token user turns and 256-token
-// answers, 2 sessions per simulated second: a follow-up adds about 200 tokens to a history
-// its decode worker may hold, fewer than --pd-min-uncached-tokens' 256.
+// 4-turn sessions over a 1000-token system prompt with 100-token user turns and 128-token
+// answers, 2 sessions per simulated second. A follow-up's new tokens on the decode worker that
+// ran the turn before are the previous answer as the template renders it (which is not the
+// ids the worker generated and cached: with 256-token answers and 200-token user turns no
+// follow-up ever ran whole) and the new user message, about 240 tokens, fewer than
+// --pd-min-uncached-tokens' 256; on the other decode worker, which holds only the system
+// prompt, they are the whole history after it.
 var defaultPD = pdWorkload{requests: 400, prefixes: 64, prefixTok: 1024, suffixTok: 1024, outputTok: 256, rate: 8,
-	chat:      chatWorkload{requests: 300, turns: 4, systemTok: 1000, userTok: 200, outputTok: 256, rate: 2},
+	chat:      chatWorkload{requests: 300, turns: 4, systemTok: 1000, userTok: 100, outputTok: 128, rate: 2},
 	timeScale: 1}
 
 // defaultPDConfigs and defaultPDChatConfigs are the rows: FLEET[/VARIANT], VARIANT gateway

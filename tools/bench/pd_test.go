@@ -75,7 +75,7 @@ func TestPDLoadgenArgs(t *testing.T) {
 		}
 	}
 	chat := strings.Join(r.loadgenArgs(o.pdChatConfigs[0], 0, "http://x", "/tmp/r.json", f), " ")
-	for _, want := range []string{"--workload chat", "--turns 4", "--system-tokens 1000", "--user-tokens 200", "--output-tokens 256", "--num-requests 300", "--rate 2", "fleet=agg"} {
+	for _, want := range []string{"--workload chat", "--turns 4", "--system-tokens 1000", "--user-tokens 100", "--output-tokens 128", "--num-requests 300", "--rate 2", "fleet=agg"} {
 		if !strings.Contains(chat, want) {
 			t.Errorf("multi-turn args %q lack %q", chat, want)
 		}

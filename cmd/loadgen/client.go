@@ -92,9 +92,10 @@ type outcome struct {
 	end          time.Duration // completion time from the start of the run
 	promptTokens int           // as reported by usage, else the generator's count
 	outputTokens int
-	cachedTokens int    // usage.prompt_tokens_details.cached_tokens when reported
-	worker       string // x-kvgate-worker response header
-	text         string // generated text (chat: the answer's content), kept for chat
+	cachedTokens int             // usage.prompt_tokens_details.cached_tokens when reported
+	worker       string          // x-kvgate-worker response header
+	text         string          // generated text (chat: the answer's content), kept for chat
+	itl          []time.Duration // gaps between successive output chunks (itl.go)
 }
 
 // streamChunk is the part of an OpenAI completion or chat completion chunk the load generator
@@ -164,6 +165,8 @@ func (c *completer) do(ctx context.Context, start time.Time, body []byte) (o out
 	var text strings.Builder
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
 	chunks := 0
+	var gaps tokenGaps
+	defer func() { o.itl = gaps.gaps }()
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -199,6 +202,7 @@ func (c *completer) do(ctx context.Context, start time.Time, body []byte) (o out
 					if chunks == 0 {
 						o.ttft = time.Since(t0)
 					}
+					gaps.output(time.Now())
 					chunks++
 					if c.keepText {
 						if d := ch.Choices[0].Delta; d != nil {

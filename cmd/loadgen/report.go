@@ -43,6 +43,9 @@ type report struct {
 
 	TTFTms summary `json:"ttft_ms"`
 	E2Ems  summary `json:"e2e_ms"`
+	// ITLms is the inter-token latency: the gaps between successive output chunks of every
+	// completed stream, pooled (itl.go).
+	ITLms summary `json:"itl_ms"`
 
 	// HitRate is Δhits ÷ Δqueries of the workers' prefix-cache counters over the run.
 	HitRate      *float64 `json:"hit_rate"`
@@ -113,6 +116,7 @@ func buildReport(rep *report, r *runner, realElapsed time.Duration) {
 	}
 	rep.TTFTms = finite(summarize(ttft))
 	rep.E2Ems = finite(summarize(e2e))
+	rep.ITLms = itlSummary(r)
 	if cached > 0 && rep.PromptTokens > 0 {
 		rep.UsageCachedRate = ptr(float64(cached) / float64(rep.PromptTokens))
 	}
@@ -175,7 +179,7 @@ func writeTable(w io.Writer, rep *report) {
 	for _, row := range []struct {
 		name string
 		s    summary
-	}{{"TTFT ms", rep.TTFTms}, {"E2E ms", rep.E2Ems}} {
+	}{{"TTFT ms", rep.TTFTms}, {"E2E ms", rep.E2Ems}, {"ITL ms", rep.ITLms}} {
 		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\n", row.name, row.s.Mean, row.s.P50, row.s.P95, row.s.P99, row.s.Max)
 	}
 	hit := pct(rep.HitRate)

@@ -104,6 +104,9 @@ const (
 	pdMultiple      = "multiple_outputs"  // NIXL with n > 1 or several prompts: decode alone (as SMG)
 	pdGRPC          = "grpc_worker"       // a leg on a grpc:// worker: not paired yet
 	pdPrefillFailed = "prefill_failed"    // the prefill leg failed on every try: run whole
+	// NIXL: the decode engine refused the pair's transfer (a server error before answering,
+	// its KV read from the prefill worker having failed): run whole on it.
+	pdTransferFailed = "transfer_failed"
 )
 
 // Response headers of a disaggregated pool's requests.

@@ -104,19 +104,54 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 		pl.countPD(w, c, pdPrefillFailed)
 		return false
 	}
-	pl.countPD(w, c, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
 	d := *c
 	d.Req.Header = hdr
-	if params != nil {
-		d.Req.Edits = append(slices.Clip(c.Req.Edits), openai.Edit{Key: "kv_transfer_params", Value: params})
-	} else {
+	if params == nil {
 		// EOS at the first token, or an engine without the connector: the decode worker
 		// prefills itself (SMG's behaviour), and the metric says so.
+		pl.countPD(w, c, pdPair)
 		pl.met.pdNoParams.Inc()
+		pl.sendDecode(ctx, w, ddec, &d, ep, nil)
+		return true
 	}
-	pl.sendDecode(ctx, w, ddec, &d, ep, nil)
+	d.Req.Edits = append(slices.Clip(c.Req.Edits), openai.Edit{Key: "kv_transfer_params", Value: params})
+	w.Header().Set(HeaderPD, pdPair)
+	whole := d
+	whole.Req.Edits = c.Req.Edits
+	pl.decodeNIXL(ctx, w, ddec, &d, &whole, ep)
 	return true
+}
+
+// decodeNIXL sends a NIXL pair's decode leg d and answers the client with it. A decode engine
+// that answers a server error before anything reached the client is taken to have failed the
+// transfer (vLLM's default kv_load_failure_policy "fail" ends a request whose KV read failed:
+// the prefill worker died after answering, or its lease expired), and the request runs whole
+// on the same worker (whole: d without the params), which prefills it itself: the fallback
+// for a failed prefill worker, counted as transfer_failed. An unreachable decode worker is
+// not retried. The whole run's answer, whatever it is, is the client's.
+func (pl *Pipeline) decodeNIXL(ctx context.Context, w http.ResponseWriter, ddec *Decision, d, whole *Call, ep *Endpoint) {
+	ddec.record(d.RouteTokens())
+	d.leg = legNameDecode
+	started, err := pl.send(ctx, w, ddec, d, ep, 0)
+	// An HTTP engine's 5xx answer is upstream_error (engine.HTTP); a transport failure is
+	// upstream_unreachable.
+	if err != nil && !started && err.Code == "upstream_error" && ctx.Err() == nil {
+		pl.met.upstream.WithLabelValues(ddec.m.Worker().URL(), "before_first_byte").Inc()
+		pl.countPD(w, d, pdTransferFailed)
+		started, err = pl.send(ctx, w, ddec, whole, ep, 1)
+	} else {
+		pl.countPD(w, d, pdPair)
+	}
+	pl.done(d, ddec)
+	if err == nil || started {
+		return
+	}
+	if pl.sendFailed(ctx, w, ep, ddec, err) {
+		out := *err
+		out.Message = "decode worker " + ddec.m.Worker().URL() + " failed: " + err.Message
+		ep.writeError(w, &out)
+	}
 }
 
 // writePrefillAnswer gives the client a prefill leg's non-2xx answer as the engine wrote it.
@@ -213,7 +248,7 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 			aerr = statusError(other)
 		}
 		if aerr != nil {
-			aerr = prefillFailed(pdec.m, aerr)
+			aerr = prefillStageFailed(pdec.m, aerr)
 			dcancel(&legError{e: aerr})
 		}
 		perr <- aerr
@@ -376,10 +411,17 @@ func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p 
 	return body, nil, nil
 }
 
-// prefillFailed wraps a prefill leg's failure so that its message names the stage.
-func prefillFailed(m *fleet.Member, e *openai.Error) *openai.Error {
+// prefillStageFailed is the client's answer for a pair whose prefill leg failed and that
+// cannot run whole (an SGLang decode leg waits for the KV): the prefill stage is unavailable,
+// a 503 the client may retry whatever the prefill worker answered (a 5xx, a transport error,
+// the PD timeout), named in the message. A 4xx is the engine's verdict on the request and
+// keeps its status.
+func prefillStageFailed(m *fleet.Member, e *openai.Error) *openai.Error {
 	out := *e
-	out.Message = "prefill worker " + m.Worker().URL() + " failed: " + e.Message
+	if out.Status >= 500 {
+		out.Status, out.Type, out.Code = http.StatusServiceUnavailable, openai.TypeUnavailable, "prefill_failed"
+	}
+	out.Message = "prefill stage: prefill worker " + m.Worker().URL() + " failed: " + e.Message
 	return &out
 }
 

@@ -17,11 +17,12 @@ import (
 
 // The split outcomes of X-Kvgate-Pd and kvgate_pd_requests_total (docs/operations.md).
 const (
-	pdPair          = "pair"
-	pdShortPrompt   = "short_prompt"
-	pdDecodeCached  = "decode_cached"
-	pdMultiple      = "multiple_outputs"
-	pdPrefillFailed = "prefill_failed"
+	pdPair           = "pair"
+	pdShortPrompt    = "short_prompt"
+	pdDecodeCached   = "decode_cached"
+	pdMultiple       = "multiple_outputs"
+	pdPrefillFailed  = "prefill_failed"
+	pdTransferFailed = "transfer_failed"
 )
 
 // The prefill/decode pair flows (pd.go, pd_legs.go; wire/pd.md) against a fake engine pair.
@@ -309,11 +310,11 @@ func TestPDSGLangFailedPrefillEndsDecode(t *testing.T) {
 				"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
 			start := time.Now()
 			resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"stream":%v}`, longPrompt, stream))
-			if !strings.Contains(body, "prefill worker "+p.url()+" failed") {
-				t.Errorf("got %d %s, want an error naming the prefill worker", resp.StatusCode, body)
+			if !strings.Contains(body, "prefill stage: prefill worker "+p.url()+" failed") {
+				t.Errorf("got %d %s, want an error naming the prefill stage and worker", resp.StatusCode, body)
 			}
-			if !stream && resp.StatusCode != http.StatusBadGateway {
-				t.Errorf("status %d, want 502", resp.StatusCode)
+			if !stream && resp.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("status %d, want 503", resp.StatusCode)
 			}
 			select {
 			case <-dEnded:
@@ -341,8 +342,8 @@ func TestPDSGLangPrefillTimeout(t *testing.T) {
 	g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1, Transfer: pipeline.PDTransferSGLang, Timeout: 200 * time.Millisecond}},
 		"url="+p.url()+",role=prefill", "url="+d.url()+",role=decode")
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q}`, longPrompt))
-	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "prefill worker") {
-		t.Errorf("got %d %s, want a 504 naming the prefill worker", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "prefill stage: prefill worker") {
+		t.Errorf("got %d %s, want a 503 naming the prefill stage and worker", resp.StatusCode, body)
 	}
 	<-dEnded
 }

@@ -211,3 +211,72 @@ func TestPDSGLangBounds(t *testing.T) {
 		t.Errorf("lonely decode: got %d %s", status, out)
 	}
 }
+
+// tokenTimes drives c like drive, with a arriving at 0 and b at bAt, and returns the
+// simulated times at which a received its output tokens.
+func tokenTimes(t *testing.T, c *core, a, b *Request, bAt time.Duration) []time.Duration {
+	t.Helper()
+	if err := c.Add(a, 0); err != nil {
+		t.Fatal(err)
+	}
+	var now time.Duration
+	var times []time.Duration
+	added := false
+	for steps := 0; steps < 100_000; steps++ {
+		if !added && now >= bAt {
+			if err := c.Add(b, bAt); err != nil {
+				t.Fatal(err)
+			}
+			added = true
+		}
+		d, ok := c.Schedule(now)
+		if !ok {
+			if added {
+				return times
+			}
+			now = bAt
+			continue
+		}
+		now += d
+		for _, r := range c.Finish(now) {
+			if r == a {
+				times = append(times, now)
+			}
+		}
+	}
+	t.Fatal("tokenTimes: no progress")
+	return nil
+}
+
+// TestCorePrefillStallsDecode is the latency model P/D removes: on an aggregated engine a
+// 2k-token prompt arriving while another request decodes is prefilled inside the decode
+// steps (chunked prefill), so the decoding request waits the prefill's compute between two
+// tokens; on a decode engine the same prompt's KV arrives by transfer and only its last token
+// is computed, so the decoding request's token gaps stay a decode step's.
+func TestCorePrefillStallsDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remote int
+	}{{"aggregated", 0}, {"decode", 2047}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustCore(t, Config{})
+			cfg := c.Config()
+			a := newReq("decoding", seqTokens(1, 100), 40)
+			b := newReq("long", seqTokens(50000, 2048), 4)
+			b.RemoteTokens = tc.remote
+			times := tokenTimes(t, c, a, b, 300*time.Millisecond)
+			var most time.Duration
+			for i := 1; i < len(times); i++ {
+				most = max(most, times[i]-times[i-1])
+			}
+			step := cfg.StepOverhead + 2*cfg.DecodePerSeq // a decode step beside the other request
+			stall := step + 2048*cfg.PrefillPerToken
+			if tc.remote == 0 && most < stall {
+				t.Errorf("aggregated: longest gap between tokens %v, want at least %v (the 2k prefill inside a decode step)", most, stall)
+			}
+			if tc.remote > 0 && most > step+cfg.PrefillPerToken {
+				t.Errorf("decode engine: longest gap between tokens %v, want at most %v (only the last prompt token computed)", most, step+cfg.PrefillPerToken)
+			}
+		})
+	}
+}

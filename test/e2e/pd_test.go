@@ -185,8 +185,9 @@ func TestPDPairs(t *testing.T) {
 
 // TestPDPrefillKilledMidRequest kills the prefill simulator while it computes the prefill legs
 // of concurrent requests, plain and streamed: every client gets an answer (the request run
-// whole on the decode worker) or a clear error naming the prefill stage, within the
-// --pd-timeout bound, and no request is left in flight at the gateway.
+// whole on the decode worker) or a 503 naming the prefill stage (an SGLang pair cannot run
+// whole; streamed: the error event), within the --pd-timeout bound, and no request is left in
+// flight at the gateway.
 func TestPDPrefillKilledMidRequest(t *testing.T) {
 	for _, transfer := range []string{"nixl", "sglang"} {
 		t.Run(transfer, func(t *testing.T) {
@@ -232,8 +233,8 @@ func TestPDPrefillKilledMidRequest(t *testing.T) {
 				t.Logf("answer after %v: %d %.160s", a.took, a.status, a.body)
 				mustf(t, a.took < 15*time.Second, "answered after %v, past the 5 s prefill bound", a.took)
 				ok := a.status == http.StatusOK && (strings.Contains(a.body, `"text"`) || strings.Contains(a.body, "data: [DONE]")) && !strings.Contains(a.body, `"error"`)
-				failed := a.status >= 500 && strings.Contains(a.body, "prefill") ||
-					a.status == http.StatusOK && strings.Contains(a.body, `"error"`) && strings.Contains(a.body, "prefill")
+				failed := a.status == http.StatusServiceUnavailable && strings.Contains(a.body, "prefill stage: prefill worker "+p.URL+" failed") ||
+					a.status == http.StatusOK && strings.Contains(a.body, `"error"`) && strings.Contains(a.body, "prefill stage: prefill worker "+p.URL+" failed")
 				mustf(t, ok || failed, "after the prefill simulator was killed: %d %s", a.status, a.body)
 			}
 			inflight := func() float64 {
@@ -244,5 +245,36 @@ func TestPDPrefillKilledMidRequest(t *testing.T) {
 			}
 			mustf(t, harness.Eventually(10*time.Second, func() bool { return inflight() == 0 }), "%v requests still in flight at the gateway", inflight())
 		})
+	}
+}
+
+// TestPDNIXLTransferFailedRunsWhole: a NIXL prefill simulator whose blocks' lease ends before
+// the decode simulator reads them (as when the prefill engine dies after answering) makes the
+// decode simulator fail the pair (kv_load_failure_policy "fail"); the gateway runs the request
+// whole on the decode worker, and the client's answer, plain and streamed, equals the
+// aggregated engine's.
+func TestPDNIXLTransferFailedRunsWhole(t *testing.T) {
+	gw, p, d, agg := pdFleet(t, "nixl", "--pd-lease", "1ns")
+	body := map[string]any{"model": testModel, "prompt": text("pd-lease", 300), "max_tokens": 12, "seed": 3}
+	c := postCompletion(t, gw.URL, body)
+	want := postCompletion(t, agg.URL, body)
+	mustf(t, c.Status == http.StatusOK, "status %d: %s", c.Status, c.Body)
+	if got, w := completionText(t, c.Body), completionText(t, want.Body); got != w {
+		t.Errorf("answer %q, want the aggregated %q", got, w)
+	}
+	if c.Header.Get("X-Kvgate-Pd") != "transfer_failed" || c.Header.Get("X-Kvgate-Prefill-Worker") != p.URL || c.worker() != d.URL {
+		t.Errorf("headers %v: want transfer_failed, prefill %s, decode %s", c.Header, p.URL, d.URL)
+	}
+	stream := map[string]any{"model": testModel, "prompt": text("pd-lease-stream", 300), "max_tokens": 12, "seed": 3}
+	status, events := streamCompletion(t, gw.URL, stream)
+	_, wantEvents := streamCompletion(t, agg.URL, stream)
+	mustf(t, status == http.StatusOK, "stream: status %d", status)
+	if got, w := streamText(t, events), streamText(t, wantEvents); got != w || got == "" {
+		t.Errorf("streamed answer %q, want the aggregated %q", got, w)
+	}
+	f := scrape(t, gw.MetricsURL())["kvgate_pd_requests_total"]
+	mustf(t, f != nil, "no kvgate_pd_requests_total")
+	if got := f.sum(map[string]string{"outcome": "transfer_failed"}); got != 2 {
+		t.Errorf("kvgate_pd_requests_total: %v transfer_failed (pair %v, decode_cached %v), want 2", got, f.sum(map[string]string{"outcome": "pair"}), f.sum(map[string]string{"outcome": "decode_cached"}))
 	}
 }

@@ -48,7 +48,7 @@ func printResultLines(w io.Writer, rows []result) {
 
 // writeReport writes the markdown and the plot for results.
 func writeReport(o *options, results []result, elapsed time.Duration, stderr io.Writer) error {
-	if o.png != "" {
+	if o.png != "" && len(steadyRows(results)) > 0 { // the P/D and scenario rows have tables, not plots
 		img, err := plotPNG(steadyRows(results), plotPanels)
 		if err != nil {
 			return err
@@ -96,6 +96,9 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 	}
 	var runs []result
 	for _, f := range files {
+		if strings.HasSuffix(f, ".index.json") || strings.HasSuffix(f, ".pd.json") {
+			continue // a run's side files, read with its report below
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return err
@@ -113,6 +116,10 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 		res.Policy, res.Index, res.Variant = labels.Labels["policy"], labels.Labels["index"], labels.Labels["variant"]
 		res.Workload, res.Scenario = workloadOf(labels.Labels["workload"]), labels.Labels["scenario"]
 		res.Gateways, _ = strconv.Atoi(labels.Labels["gateways"])
+		res.Fleet = labels.Labels["fleet"]
+		if res.PD, err = readPDLog(f); err != nil {
+			return err
+		}
 		txt, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".loadgen.txt")
 		if err != nil {
 			return err

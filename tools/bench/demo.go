@@ -45,6 +45,10 @@ func printTable(w io.Writer, results []result) {
 		}
 	}
 	for _, r := range results {
+		if r.Fleet != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Workload, pdFleetName(r), r.Index, r.Gateways, r.Requests, r.Errors,
+				hitCell(r), fmtMS(r.TTFTms.P50), fmtMS(r.TTFTms.Mean), fmtMS(r.TTFTms.P95), fmtMS(r.TTFTms.P99), pct(r.busiest()), r.RequestsPerS)
+		}
 		if r.Scenario != "" {
 			name := r.Policy
 			if r.Variant != "" {

@@ -58,6 +58,10 @@ type options struct {
 	// workload at 1 gateway, beside the clean rows; none when empty.
 	scenarios       []string
 	scenarioConfigs []configuration
+	// pdConfigs and pdChatConfigs are the prefill/decode rows (pd.go) on the long-prompt and
+	// multi-turn workloads, sized by pd; none when empty.
+	pdConfigs, pdChatConfigs []configuration
+	pd                       pdWorkload
 	// raceDelay, lateAfter and leaveAfter are the scenarios' moments (wall time).
 	raceDelay, lateAfter, leaveAfter time.Duration
 	nginx                            bool
@@ -86,7 +90,7 @@ var demoDefaults = options{
 	timeScale: 0.25, rate: 40, burstiness: 1, requests: 360, prefixes: 90, prefixTok: 1000, suffixTok: 50, outputTok: 32,
 	// The skewed and chat workloads are off (-skew and -chat-configs turn them on, at 1 gateway).
 	skewReplicas: []int{1}, chatReplicas: []int{1}, respReplicas: []int{1}, msgReplicas: []int{1},
-	chat: defaultChat, resp: defaultResponses, msg: defaultMessages, runs: 1,
+	chat: defaultChat, resp: defaultResponses, msg: defaultMessages, runs: 1, pd: defaultPD,
 	seed: 1, progress: "never",
 }
 
@@ -107,6 +111,8 @@ var benchDefaults = options{
 	// latency reference of a join: it loses the same capacity and keeps no affinity).
 	runs: 3, scenarios: []string{scenarioRace, scenarioLate, scenarioLeave},
 	scenarioConfigs: mustConfigs("cache_aware/events,cost/events,least_load"),
+	// Issue 26: 4 aggregated workers vs 2 prefill + 2 decode.
+	pdConfigs: mustPDConfigs(defaultPDConfigs, workloadPDLong), pdChatConfigs: mustPDConfigs(defaultPDChatConfigs, workloadPDChat), pd: defaultPD,
 	// DESIGN §9: 600 prefixes × 1000 tokens, 50-token suffix, 128 output tokens, 1800 requests,
 	// on simulators with their default capacity (12500 blocks × 16 = 200k tokens each).
 	timeScale: 0.5, rate: 30, burstiness: 1, requests: 1800, prefixes: 600, prefixTok: 1000, suffixTok: 50, outputTok: 128,
@@ -192,7 +198,11 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 		fs.StringVar(&o.out, "out", def.out, "markdown report to write")
 		fs.StringVar(&o.png, "png", def.png, "PNG plot to write")
 	}
+	finishPD := addPDFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := finishPD(); err != nil {
 		return nil, err
 	}
 	var err error
@@ -272,6 +282,9 @@ type configuration struct {
 	Gateways int
 	// Scenario is how the fleet changes during the run ("" for a steady fleet; scenario.go).
 	Scenario string
+	// Fleet is a prefill/decode row's fleet (fleetAggregated or fleetPD; pd.go), "" for the
+	// other rows.
+	Fleet string
 }
 
 // variants are named sets of extra gateway flags a configuration may add.
@@ -343,6 +356,14 @@ func parseConfigs(s string) ([]configuration, error) {
 	return out, nil
 }
 
+func mustPDConfigs(s, workload string) []configuration {
+	c, err := parsePDConfigs(s, workload)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
 func mustConfigs(s string) []configuration {
 	c, err := parseConfigs(s)
 	if err != nil {
@@ -407,7 +428,8 @@ func (o *options) plan() []configuration {
 			out = append(out, c)
 		}
 	}
-	return out
+	out = append(out, o.pdConfigs...)
+	return append(out, o.pdChatConfigs...)
 }
 
 // gatewayOptions are the --policy, --kv-index and extra flags of c.
@@ -431,7 +453,10 @@ func (c configuration) tag() string {
 	if c.Scenario != "" {
 		t += "-" + c.Scenario
 	}
-	return fmt.Sprintf("%s-%dgw", t, c.Gateways)
+	if c.Fleet != "" {
+		t += "-" + c.Fleet
+	}
+	return fmt.Sprintf("%s-%dgw", strings.NewReplacer("=", "", "+", "-").Replace(t), c.Gateways)
 }
 
 // resultLabels are c's labels on loadgen's RESULT line and in its JSON report, for run run.
@@ -442,6 +467,9 @@ func (c configuration) resultLabels(run int) string {
 	}
 	if c.Scenario != "" {
 		l += " scenario=" + c.Scenario
+	}
+	if c.Fleet != "" {
+		l += " fleet=" + c.Fleet
 	}
 	return l + fmt.Sprintf(" run=%d", run)
 }
@@ -468,7 +496,10 @@ type result struct {
 	IdealHitRate     *float64 `json:"ideal_hit_rate"`
 	TTFTms           summary  `json:"ttft_ms"`
 	E2Ems            summary  `json:"e2e_ms"`
+	ITLms            summary  `json:"itl_ms"`
 	Workers          map[string]int
+	// PD is a prefill/decode row's kvgate_pd_requests_total by outcome at the end of the run.
+	PD map[string]float64 `json:"-"`
 	// IndexKeys and IndexBlocks are the first gateway's event index at the end of the run
 	// (GET /workers, the default pool): distinct block keys, and (worker, block) pairs; their
 	// difference is the blocks cached on more than one worker.
@@ -493,6 +524,9 @@ func (r result) label() string {
 	}
 	if r.Scenario != "" {
 		l += " " + r.Scenario
+	}
+	if r.Fleet != "" {
+		l += " " + r.Fleet
 	}
 	return l
 }
@@ -661,6 +695,9 @@ func (f *fleet) workerSpecs(n int) []string {
 // loadgenArgs are the loadgen flags of run run of configuration c against url.
 func (r *runner) loadgenArgs(c configuration, run int, url, jsonPath string, f *fleet) []string {
 	o := r.o
+	if c.Fleet != "" {
+		return r.pdLoadgenArgs(c, run, url, jsonPath, f)
+	}
 	args := []string{"--url", url, "--model", o.model, "--burstiness", fmt.Sprint(o.burstiness),
 		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed + uint64(run)),
 		"--json", jsonPath, "--progress", o.progress, "--result-line", c.resultLabels(run)}
@@ -734,6 +771,9 @@ func (r *runner) runOne(ctx context.Context, c configuration, run int) (result, 
 	}
 	ix, _ := json.Marshal(indexCounts{Keys: res.IndexKeys, Blocks: res.IndexBlocks}) // for bench report
 	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".index.json"), ix, 0o644)
+	if err := r.recordPDOutcomes(ctx, &res, f, tag); err != nil {
+		return res, fmt.Errorf("%s: %w", res.label(), err)
+	}
 	fmt.Fprintf(r.stderr, "bench: %-8s %-32s gateways=%d run=%d  hit %s  TTFT mean %s  (%.0fs)\n", c.Workload, res.label(), c.Gateways, run,
 		pct(res.hit()), fmtMS(res.TTFTms.Mean), time.Since(start).Seconds())
 	return res, nil

@@ -13,6 +13,9 @@ import (
 // runSpread is the min and max over a row's runs of the figures the tables show.
 type runSpread struct {
 	Hit, TTFTMean, TTFTP95, Duplicated [2]float64
+	// The prefill/decode rows' (pd.go): inter-token latency, output tokens/s, prefill legs
+	// skipped.
+	ITLP50, ITLP99, OutTok, Skipped [2]float64
 }
 
 // runRows runs every configuration of plan o.runs times and returns one row per
@@ -69,7 +72,8 @@ func medianOf(runs []result) result {
 	for _, s := range []struct {
 		dst *summary
 		get func(result) summary
-	}{{&row.TTFTms, func(r result) summary { return r.TTFTms }}, {&row.E2Ems, func(r result) summary { return r.E2Ems }}} {
+	}{{&row.TTFTms, func(r result) summary { return r.TTFTms }}, {&row.E2Ems, func(r result) summary { return r.E2Ems }},
+		{&row.ITLms, func(r result) summary { return r.ITLms }}} {
 		s.dst.Mean = fig(func(r result) float64 { return s.get(r).Mean })
 		s.dst.P50 = fig(func(r result) float64 { return s.get(r).P50 })
 		s.dst.P95 = fig(func(r result) float64 { return s.get(r).P95 })
@@ -84,7 +88,11 @@ func medianOf(runs []result) result {
 			TTFTP95:    spreadOf(runs, func(r result) float64 { return r.TTFTms.P95 }),
 			Duplicated: spreadOf(runs, func(r result) float64 { return float64(r.duplicated()) }),
 		}
+		if row.Fleet != "" {
+			pdSpread(row.Spread, runs)
+		}
 	}
+	row.PD = medianPD(runs)
 	return row
 }
 

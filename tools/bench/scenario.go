@@ -75,12 +75,16 @@ func (r *runner) startFleet(ctx context.Context, c configuration, run int) (*fle
 			return nil, err
 		}
 	}
-	switch c.Scenario {
-	case scenarioRace:
+	switch {
+	case c.Fleet != "":
+		if err := r.startPDFleet(ctx, f, c, tag); err != nil {
+			return nil, err
+		}
+	case c.Scenario == scenarioRace:
 		if err := r.startRace(ctx, f, c, tag); err != nil {
 			return nil, err
 		}
-	case scenarioLate, scenarioLeave:
+	case c.Scenario == scenarioLate || c.Scenario == scenarioLeave:
 		if err := r.startSims(ctx, f, tag, nil, 0, r.o.sims); err != nil {
 			return nil, err
 		}

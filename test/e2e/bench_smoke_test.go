@@ -51,7 +51,7 @@ func TestBenchSmoke(t *testing.T) {
 		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", // the uniform claims only; TestChatWorkers, TestBenchSmokeResponses cover the others
 		"-num-requests", "360", "-num-prefixes", "90", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "32",
 		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-out", md, "-png", png,
-		"-pd-configs", "", "-pd-chat-configs", ""}}, dir) // TestBenchSmokePD runs the P/D rows
+		"-messages-configs", "", "-pd-configs", "", "-pd-chat-configs", ""}}, dir) // TestBenchSmokePD runs the P/D rows
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestBenchSmokeLate(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench-late", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", filepath.Join(dir, "logs"),
 		"-sims", "3", "-replicas", "1", "-nginx=false", "-runs", "1", "-seed", "1",
-		"-configs", "cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "late", "-scenario-configs", "cache_aware/events", "-pd-configs", "", "-pd-chat-configs", "",
+		"-configs", "cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "late", "-scenario-configs", "cache_aware/events", "-messages-configs", "", "-pd-configs", "", "-pd-chat-configs", "",
 		"-late-after", lateSmokeAfter.String(),
 		"-num-requests", "900", "-num-prefixes", "300", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "64",
 		"-rate", "30", "-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
@@ -198,7 +198,7 @@ func TestBenchSmokeResponses(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench-responses", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", logs,
 		"-sims", "3", "-runs", "1", "-seed", "1", "-configs", "", "-skew", "", "-chat-configs", "", "-scenarios", "",
-		"-responses-configs", "round_robin,cache_aware/events", "-responses-replicas", "2", "-pd-configs", "", "-pd-chat-configs", "",
+		"-responses-configs", "round_robin,cache_aware/events", "-responses-replicas", "2", "-messages-configs", "", "-pd-configs", "", "-pd-chat-configs", "",
 		"-responses-requests", "180", "-responses-turns", "6", "-responses-rate", "5",
 		"-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {
@@ -261,7 +261,7 @@ func TestBenchSmokePD(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench-pd", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", logs, "-runs", "1", "-seed", "1",
 		"-configs", "", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "", "-nginx=false",
-		"-pd-configs", "agg,pd", "-pd-chat-configs", "pd", "-pd-requests", "80", "-pd-output-tokens", "64",
+		"-messages-configs", "", "-pd-configs", "agg,pd", "-pd-chat-configs", "pd", "-pd-requests", "80", "-pd-output-tokens", "64",
 		"-pd-chat-requests", "40", "-pd-chat-output-tokens", "64", "-pd-time-scale", "0.5",
 		"-progress", "never", "-out", md, "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {

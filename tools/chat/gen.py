@@ -438,6 +438,15 @@ PROBES = [
     ("ws-tools", "{% for t in tools or [] %}{{ t.function.description.strip() }}|{{ t.function.description.split()|join('+') }}|"
      "{{ t.function.description|trim }}\n{% endfor %}{% for m in messages %}{% for tc in m.tool_calls or [] %}"
      "{% for k, v in tc.function.arguments.items() %}{{ k }}=[{{ v.strip() if v is string else v }}]{% endfor %}{% endfor %}{% endfor %}"),
+    # Jinja2's whitespace control next to output tags, in and after loops (trim_blocks and
+    # lstrip_blocks touch only the text right next to a block tag; "-" strips Python whitespace).
+    ("ws-control-loop", "{% for m in messages %}{{ m.role }}\n{{ m.content|length }}\n{% endfor %}{{- '|' }}\n"
+     "{% for m in messages %}<{{ m.role }}>  {% endfor %}{{- 'G' }}\n{% for m in messages %}{% if m.role == 'user' %}"
+     "{{ m.content|trim }}\n{% endif %}{% endfor %}{% if true %}  {% endif %}|{% if true %}\n  {% endif %}|"),
+    ("ws-control-markers", "x\n\xa0\u3000{% if true %}y{% endif %}\na \x1c\u2028\n{%- if true -%}\x85\xa0 b{% endif %}\n"
+     "a\xa0 {{- 'x' -}} \u3000b{% raw %}\n  {{ x }}\n  {% endraw %}\nq a  {%- raw -%}  {{ x }}  {%- endraw -%}  q\n"
+     "  {# c #}\nb{#- c -#}  c  {#+ c +#}\nd\n  {%+ if true +%}\nb{% endif %}a{ \n{%- if true %}b{% endif %}"
+     "{{--1}}|{{ 2 - -1 -}} x{% set d = {'a': {'b': 1}}%}\n{{ d.a.b}}\n{% for m in messages %}{{ m.content }} \n{%- endfor %}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),

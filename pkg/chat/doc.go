@@ -37,9 +37,9 @@
 // Files: template.go loads templates and special tokens, render.go builds a request's
 // conversation and variables and renders it, contentformat.go detects the content format
 // (with jinjalex.go's lexer and jinjaexpr.go's expression parser, as the library exports no
-// AST), whitespace.go applies Jinja2's whitespace control to the source, env.go sets up the
-// Jinja environment (tojson.go, concat.go and their rewrites of the
-// template source make it faster), jsonvalues.go and pystring.go give request values Python's
+// AST), whitespace.go applies Jinja2's whitespace control to the source, operators.go gives
+// +, - and for loops Python's rules, env.go sets up the Jinja environment (tojson.go,
+// concat.go and their rewrites of the template source make it faster), jsonvalues.go and pystring.go give request values Python's
 // rules, mutate.go and schemacache.go share decoded tool schemas, sandbox.go renders untrusted
 // templates, harmony.go renders gpt-oss, media.go checks, counts and hashes the media parts of
 // multimodal models and gives them to the template as vLLM does (docs/multimodal.md).

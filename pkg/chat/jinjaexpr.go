@@ -29,6 +29,9 @@ var other = &node{kind: nOther}
 type exprParser struct {
 	toks []token
 	pos  int
+	// rec, if set, is told of every binary + and - with the token indexes of its left
+	// operand's start, of the operator and of the end of its right operand (exclusive).
+	rec func(op string, start, at, end int)
 }
 
 func (p *exprParser) peek() token {
@@ -95,7 +98,7 @@ func (p *exprParser) tuple(condexpr bool, stop string) (*node, bool) {
 		return first, true
 	}
 	for p.accept(tkOp, ",") {
-		if p.pos >= len(p.toks) || p.is(tkName, stop) || p.is(tkName, "if") {
+		if p.pos >= len(p.toks) || p.is(tkName, stop) || p.is(tkName, "if") || p.is(tkOp, ")") {
 			break
 		}
 		if _, ok := p.expression(condexpr); !ok {
@@ -125,23 +128,28 @@ func (p *exprParser) expression(condexpr bool) (*node, bool) {
 }
 
 func (p *exprParser) binary(next func() (*node, bool), ops ...string) (*node, bool) {
+	start := p.pos
 	n, ok := next()
 	if !ok {
 		return nil, false
 	}
 	for {
-		matched := false
+		matched := ""
+		at := p.pos
 		for _, op := range ops {
 			if (op == "and" || op == "or") && p.accept(tkName, op) || op != "and" && op != "or" && p.accept(tkOp, op) {
-				matched = true
+				matched = op
 				break
 			}
 		}
-		if !matched {
+		if matched == "" {
 			return n, true
 		}
 		if _, ok := next(); !ok {
 			return nil, false
+		}
+		if p.rec != nil && (matched == "+" || matched == "-") {
+			p.rec(matched, start, at, p.pos)
 		}
 		n = other
 	}

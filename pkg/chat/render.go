@@ -110,6 +110,10 @@ var (
 	rangeValue = jinja.NewCallable("range", rangeGlobal)
 	trimValue  = jinja.NewCallable("trim", trimFilter)
 	spaceValue = jinja.NewCallable("isspace", isspaceFilter)
+	addValue   = jinja.NewCallable("+", addFilter)
+	subValue   = jinja.NewCallable("-", subFilter)
+	iterValue  = jinja.NewCallable("for", iterFilter)
+	catValue   = jinja.NewCallable("+", catFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
@@ -460,6 +464,10 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	vars["strftime_now"] = r.strftime
 	vars[trimFilterName] = trimValue
 	vars[isspaceFilterName] = spaceValue
+	vars[addFilterName] = addValue
+	vars[subFilterName] = subValue
+	vars[iterFilterName] = iterValue
+	vars[catFilterName] = catValue
 	vars[strFilterName] = strValue
 	vars[stringFilterName] = stringVal
 	vars[tojsonFilterName] = tojsonValue

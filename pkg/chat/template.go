@@ -269,7 +269,7 @@ type compiled struct {
 }
 
 func compileTemplate(src string) (*compiled, error) {
-	rewritten := rewriteOutputs(rewriteConcat(rewriteTojson(rewriteIsspace(rewriteString(rewriteTrim(rewriteWhitespace(prepareSource(src))))))))
+	rewritten := rewriteOutputs(rewriteOperators(rewriteConcat(rewriteTojson(rewriteIsspace(rewriteString(rewriteTrim(rewriteWhitespace(prepareSource(src)))))))))
 	t, err := compileRecovered(rewritten)
 	if err != nil {
 		return nil, err

@@ -447,6 +447,23 @@ PROBES = [
      "a\xa0 {{- 'x' -}} \u3000b{% raw %}\n  {{ x }}\n  {% endraw %}\nq a  {%- raw -%}  {{ x }}  {%- endraw -%}  q\n"
      "  {# c #}\nb{#- c -#}  c  {#+ c +#}\nd\n  {%+ if true +%}\nb{% endif %}a{ \n{%- if true %}b{% endif %}"
      "{{--1}}|{{ 2 - -1 -}} x{% set d = {'a': {'b': 1}}%}\n{{ d.a.b}}\n{% for m in messages %}{{ m.content }} \n{%- endfor %}"),
+    # Python's + and - and iter(): what Jinja2 computes, and what raises there (TypeError,
+    # UndefinedError), the engine answering with a 400.
+    ("op-ok", "{% set n = namespace(s='') %}{% for m in messages %}{% set n.s = n.s + m.role + '|' %}{{ loop.index0 + 1 }}"
+     "{{ [m.role] + [loop.index] }}{{ 1 + 2.5 }}{{ true + 1 }}{{ 5 - 2 }}{{ 2.5 - true }}{{ 'a' + 'b' ~ 1 }}{{ ([1] + [2])|length }}"
+     "{% for x in m.content %}{% endfor %}{% for x in nothing %}{% endfor %}{% endfor %}{{ n.s }}{{ - 1 + + 2 }}{{ (1,) }}"),
+    ("op-str-int", "{{ 'a' + 1 }}"),
+    ("op-int-str", "{% set x = 1 + 'a' %}"),
+    ("op-str-none", "{% for m in messages %}{{ m.role + none }}{% endfor %}"),
+    ("op-str-undefined", "{% set s = 'x' + nothing %}{{ s }}"),
+    ("op-undefined-str", "{% if nothing + 'x' %}{% endif %}"),
+    ("op-list-tuple", "{{ [1] + (2,) }}"),
+    ("op-dict-dict", "{{ {} + {} }}"),
+    ("op-sub-str", "{{ 'a' - 'b' }}"),
+    ("op-iter-none", "{% for x in none %}{% endfor %}"),
+    ("op-iter-int", "{% for m in messages %}{% for x in loop.index %}{% endfor %}{% endfor %}"),
+    ("op-tilde-precedence", "{{ 'n' ~ 1 + 2 }}"),
+    ("op-chain-calls", "{% for m in messages %}{{ '[' + m.role + ']' + m.tool_calls }}{% endfor %}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),

@@ -29,7 +29,7 @@ var other = &node{kind: nOther}
 type exprParser struct {
 	toks []token
 	pos  int
-	// rec, if set, is told of every binary + and - with the token indexes of its left
+	// rec, if set, is told of every binary +, -, ~ and % with the token indexes of its left
 	// operand's start, of the operator and of the end of its right operand (exclusive).
 	rec func(op string, start, at, end int)
 }
@@ -148,7 +148,7 @@ func (p *exprParser) binary(next func() (*node, bool), ops ...string) (*node, bo
 		if _, ok := next(); !ok {
 			return nil, false
 		}
-		if p.rec != nil && (matched == "+" || matched == "-") {
+		if p.rec != nil && (matched == "+" || matched == "-" || matched == "~" || matched == "%") {
 			p.rec(matched, start, at, p.pos)
 		}
 		n = other

@@ -8,23 +8,26 @@ import (
 	"github.com/ardanlabs/jinja"
 )
 
-// Python's operators where the library is lenient. Jinja2 evaluates + and - with Python's
-// operators and iterates a for loop's value with iter(), so 'a' + 1, 'a' + none, list +
-// tuple, {} + {}, 'a' - 'b' raise TypeError, anything + an undefined name raises
-// UndefinedError, and {% for x in none %} raises TypeError; vLLM answers each with a 400.
-// The library prints both operands of a + next to each other as soon as one is a string,
-// treats other operands as numbers, and iterates None as empty, so the gateway would route a
-// prompt the engine never computes. It also binds ~ looser than + and - (Jinja2: tighter).
+// Python's operators where the library is lenient. Jinja2 evaluates + - ~ and % with
+// Python's operators and iterates a for loop's value with iter(), so 'a' + 1, 'a' + none,
+// list + tuple, {} + {}, 'a' - 'b', 1 % 0 raise TypeError or ZeroDivisionError, anything +
+// an undefined name raises UndefinedError, and {% for x in none %} raises TypeError; vLLM
+// answers each with a 400. The library prints both operands of a + next to each other as
+// soon as one is a string, treats other operands as numbers, iterates None as empty, formats
+// str % args with Go's fmt.Sprintf, prints lists in ~ with its own repr, and binds ~ looser
+// than + and - (Jinja2: tighter), so the gateway would route prompts the engine never
+// computes.
 //
 // The library cannot be given operators, so rewriteOperators rewrites them into private
 // filters a render variable implements with Python's rules: A + B becomes
-// (A)|__kvgate_add(B), A - B (A)|__kvgate_sub(B), and a for loop's iterable X
-// (X)|__kvgate_iter. The operands are found by jinjaexpr.go's parser, which has Jinja2's
-// precedence, in {{ }} tags and in the expressions of if, elif, set and for; a tag it cannot
-// read, and every other statement, is left as it is. The filters return what the library
-// returns wherever Python does not raise (one exception: tuple + tuple is a list, as it is
-// in the library). The split chains of rewriteConcat get the same check per operand
-// (__kvgate_cat: the operand must be a string).
+// (A)|__kvgate_add(B), and likewise - (__kvgate_sub), ~ (__kvgate_tilde, pyfilters.go) and %
+// (__kvgate_mod, pyformat.go); a for loop's iterable X becomes (X)|__kvgate_iter. The
+// operands are found by jinjaexpr.go's parser, which has Jinja2's precedence, in {{ }} tags
+// and in the expressions of if, elif, set and for; a tag it cannot read, and every other
+// statement, is left as it is. The filters return what the library returns wherever Python
+// does not raise (one exception: tuple + tuple is a list, as it is in the library). The split
+// chains of rewriteConcat get the same check per operand (__kvgate_cat: the operand must be
+// a string).
 const (
 	addFilterName  = "__kvgate_add"
 	subFilterName  = "__kvgate_sub"
@@ -65,10 +68,7 @@ func rewriteOperators(src string) string {
 		}
 		var tag []opEdit
 		p := &exprParser{toks: toks, rec: func(op string, start, at, end int) {
-			name := addFilterName
-			if op == "-" {
-				name = subFilterName
-			}
+			name := map[string]string{"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName}[op]
 			tag = append(tag,
 				opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
 				opEdit{pos: toks[at].pos, rank: rankReplace, n: 1, text: ")|" + name + "("},

@@ -8,7 +8,8 @@ func TestRewriteOperators(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"{{ a + b }}", "{{ (a )|__kvgate_add( b )}}"},
 		{"{{ a + b - c }}", "{{ ((a )|__kvgate_add( b ))|__kvgate_sub( c )}}"},
-		{"{{ a ~ b + c }}", "{{ (a ~ b )|__kvgate_add( c )}}"}, // Jinja2: ~ binds tighter than +
+		{"{{ a ~ b + c }}", "{{ ((a )|__kvgate_tilde( b ))|__kvgate_add( c )}}"}, // Jinja2: ~ binds tighter than +
+		{"{{ 'x' ~ a % 2 ~ b * c }}", "{{ (('x' )|__kvgate_tilde( (a )|__kvgate_mod( 2 )))|__kvgate_tilde( b * c )}}"},
 		{"{{ x|f(a + 1) }}{{ -a + +b }}", "{{ x|f((a )|__kvgate_add( 1)) }}{{ (-a )|__kvgate_add( +b )}}"},
 		{"{% if a + 1 > b %}{% elif c - 1 %}{% endif %}", "{% if (a )|__kvgate_add( 1 )> b %}{% elif (c )|__kvgate_sub( 1 )%}{% endif %}"},
 		{"{% set x = a + b %}{% set ns.y = [1] + c %}", "{% set x = (a )|__kvgate_add( b )%}{% set ns.y = ([1] )|__kvgate_add( c )%}"},

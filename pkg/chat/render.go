@@ -114,6 +114,11 @@ var (
 	subValue   = jinja.NewCallable("-", subFilter)
 	iterValue  = jinja.NewCallable("for", iterFilter)
 	catValue   = jinja.NewCallable("+", catFilter)
+	tildeValue = jinja.NewCallable("~", tildeFilter)
+	modValue   = jinja.NewCallable("%", modFilter)
+	fmtValue   = jinja.NewCallable("format", formatFilter)
+	joinValue  = jinja.NewCallable("join", joinFilter)
+	replValue  = jinja.NewCallable("replace", replaceFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
@@ -468,6 +473,11 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	vars[subFilterName] = subValue
 	vars[iterFilterName] = iterValue
 	vars[catFilterName] = catValue
+	vars[tildeFilterName] = tildeValue
+	vars[modFilterName] = modValue
+	vars[formatFilterName] = fmtValue
+	vars[joinFilterName] = joinValue
+	vars[replaceFilterName] = replValue
 	vars[strFilterName] = strValue
 	vars[stringFilterName] = stringVal
 	vars[tojsonFilterName] = tojsonValue

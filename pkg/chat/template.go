@@ -268,8 +268,20 @@ type compiled struct {
 	shares bool
 }
 
+// sourceRewrites turn a template's source into what the library renders as Jinja2 renders
+// the original, in this order: whitespace control first (the others add no text and keep
+// tag boundaries), the filter renames, then rewriteConcat, which must see the + chains
+// before rewriteOperators rewrites the rest, and last the print filter around outputs.
+var sourceRewrites = []func(string) string{
+	prepareSource, rewriteWhitespace, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
+	rewriteReplace, rewriteIsspace, rewriteTojson, rewriteConcat, rewriteOperators, rewriteOutputs,
+}
+
 func compileTemplate(src string) (*compiled, error) {
-	rewritten := rewriteOutputs(rewriteOperators(rewriteConcat(rewriteTojson(rewriteIsspace(rewriteString(rewriteTrim(rewriteWhitespace(prepareSource(src)))))))))
+	rewritten := src
+	for _, rw := range sourceRewrites {
+		rewritten = rw(rewritten)
+	}
 	t, err := compileRecovered(rewritten)
 	if err != nil {
 		return nil, err

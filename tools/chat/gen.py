@@ -464,6 +464,25 @@ PROBES = [
     ("op-iter-int", "{% for m in messages %}{% for x in loop.index %}{% endfor %}{% endfor %}"),
     ("op-tilde-precedence", "{{ 'n' ~ 1 + 2 }}"),
     ("op-chain-calls", "{% for m in messages %}{{ '[' + m.role + ']' + m.tool_calls }}{% endfor %}"),
+    ("op-mod", "{{ -7 % 3 }}|{{ 7.5 % -2 }}|{{ -0.0 % 5 }}|{{ 5 % -1 }}|{{ 7 % 2.5 }}|{% for m in messages %}{{ loop.index0 % 2 }}{% endfor %}"),
+    ("op-mod-zero", "{{ 1 % 0 }}"),
+    ("op-mod-list", "{{ [1] % 2 }}"),
+    # Python's printf-style formatting: the % operator of a string and |format.
+    ("format", "{{ '%s|%d|%5.2f|%-4s|%x|%r|%i|%05d|%+d|% d|%#x|%#o|%.3s|%e|%g|%G|%c|%%|%3c|%a' % ([1, 'a'], 3, 2.5, 'ab', 255, 'q', 7, -42, 5, 6, 255, 8, 'abcdef', 12345.678, 0.0001234, 1e20, 65, 'z', '\xa0') }}|"
+     "{{ '%(a)s-%(b)05.1f' % {'a': none, 'b': 2} }}|{{ '%s'|format(messages|length) }}|{{ '%s-%s'|format('a', [1]) }}|{{ 'v=%s' % none }}|"
+     "{{ '%s' % [1, '\x85'] }}|{{ '%d%%' % 50 }}|{{ '%g|%g|%g|%g|%g' % (100000, 1000000, 0.00001, 1.5, 0) }}|{{ '%.0f|%.0e|%.2g|%10.3e|%-8.2f|%*d|%.*f' % (2.5, 15000, 0.000123456, -1234.5, 3.14159, 5, 42, 2, 1.005) }}|"
+     "{{ '%s %s'|format(true, none) }}|{{ '%d|%x|%s' % (true, false, 1.0) }}|{{ '%(k)s'|format(k='v') }}|{{ 'ab' % () }}|{{ 'ab' % {'a': 1} }}"
+     "{% for m in messages %}{{ '%s: %r|' % (m.role, m.content) }}{{ '%-10s|%10.4s|' % (m.role, m.content) }}{% endfor %}"),
+    ("op-format-type", "{{ '%d' % 'x' }}"),
+    ("op-format-few", "{{ '%s %s' % ('a',) }}"),
+    ("op-format-many", "{{ '%s' % ('a', 'b') }}"),
+    ("op-format-char", "{{ '%q' % 1 }}"),
+    ("op-format-key", "{{ '%(a)s' % {'b': 1} }}"),
+    ("op-format-mapping", "{{ '%(a)s'|format(1) }}"),
+    # Python's str() of lists and dicts where the library turns them into text itself.
+    ("repr-text", "{% for m in messages %}{{ 'c=' ~ m.content }}|{{ [m.content, none, true]|join(',') }}|{{ [[m.role, m.content]]|join }}|"
+     "{{ [m.content]|replace('a', 'b') }}|{{ m|replace('role', 'R', 1) }}|{{ m.content ~ [m.content] }}|{{ [m]|join(attribute='role') }}{% endfor %}"
+     "{{ 'p' ~ tools }}{{ ['\xa0'] ~ 1 ~ none }}{{ 'a' ~ 1 + 2 ~ 'b' if false else 'z' }}{{ {'k': '\u2028'}|join('-') }}{{ 'ab'|join('.') }}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),

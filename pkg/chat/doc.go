@@ -28,8 +28,9 @@
 // use. Every failure a request can cause is a 400 *openai.Error with the engine's message.
 //
 // Safety: operator templates are trusted and render in process (panics recovered, range()
-// bounded as in Jinja2's sandbox, prompt size bounded, recursion bounded through the
-// request's nesting bound); request templates are untrusted and render only in a child
+// bounded as in Jinja2's sandbox, prompt size bounded, recursion over data bounded through
+// the request's nesting bound, macro nesting bounded as Python's recursion limit bounds it,
+// recursion.go); request templates are untrusted and render only in a child
 // process with a deadline and stack and heap caps (sandbox.go says why). Decoded tool schemas
 // are kept per Renderer (at most 1 MiB of their JSON) and shared between requests only with
 // templates that cannot change the values they are given (schemacache.go).

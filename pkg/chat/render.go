@@ -364,6 +364,9 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if err != nil {
 		return "", err
 	}
+	if t.macros {
+		setMacroDepth(vars)
+	}
 	out, rerr := execTemplate(t.tmpl, vars)
 	if rerr != nil {
 		return "", openai.BadRequest("", rerr.Error())

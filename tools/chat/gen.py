@@ -483,6 +483,12 @@ PROBES = [
     ("repr-text", "{% for m in messages %}{{ 'c=' ~ m.content }}|{{ [m.content, none, true]|join(',') }}|{{ [[m.role, m.content]]|join }}|"
      "{{ [m.content]|replace('a', 'b') }}|{{ m|replace('role', 'R', 1) }}|{{ m.content ~ [m.content] }}|{{ [m]|join(attribute='role') }}{% endfor %}"
      "{{ 'p' ~ tools }}{{ ['\xa0'] ~ 1 ~ none }}{{ 'a' ~ 1 + 2 ~ 'b' if false else 'z' }}{{ {'k': '\u2028'}|join('-') }}{{ 'ab'|join('.') }}"),
+    # Macro recursion: bounded data renders; a macro recursing into the characters of a
+    # string (Hermes-style json_to_python_type on a type list holding "null") raises.
+    ("macro-depth", "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(150) }}"
+     "{% for m in messages %}{{ f(loop.index) }}{% endfor %}"),
+    ("op-recursion", "{% macro t(s) %}{% if s is string %}{% for c in s %}{{ t(c) }}{% endfor %}{% endif %}{% endmacro %}"
+     "{% for m in messages %}{{ t(m.role) }}{% endfor %}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),

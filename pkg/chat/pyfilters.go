@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -152,4 +153,33 @@ func replaceFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Val
 		return jinja.Undefined(), fmt.Errorf("TypeError: '%s' object cannot be interpreted as an integer", pyTypeNameOf(count))
 	}
 	return jinja.NewString(strings.Replace(pyStr(args[0]), pyStr(args[1]), pyStr(args[2]), n)), nil
+}
+
+// lengthFilterName is Jinja2's |length (and its alias |count), renamed like trim: Python's
+// len() raises TypeError for None, numbers and booleans, where the library answers 0 (so
+// {% if tools|length %} with no tools rendered where Jinja2 raises).
+const lengthFilterName = "__kvgate_length"
+
+func rewriteLength(src string) string {
+	return renameFilter(renameFilter(src, "length", lengthFilterName), "count", lengthFilterName)
+}
+
+// lengthFilter is Python's len(): code points of a string, items of a list, keys of a dict,
+// 0 for an undefined value (Jinja2's Undefined.__len__).
+func lengthFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.Undefined(), fmt.Errorf("TypeError: do_length() missing 1 required positional argument: 'value'")
+	}
+	switch v := args[0]; {
+	case v.IsString():
+		return jinja.NewInt(int64(utf8.RuneCountInString(v.AsString()))), nil
+	case v.IsList():
+		return jinja.NewInt(int64(v.AsList().Len())), nil
+	case v.IsDict():
+		return jinja.NewInt(int64(v.AsDict().Len())), nil
+	case v.IsUndefined():
+		return jinja.NewInt(0), nil
+	default:
+		return jinja.Undefined(), fmt.Errorf("TypeError: object of type '%s' has no len()", pyTypeNameOf(v))
+	}
 }

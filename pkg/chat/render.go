@@ -119,6 +119,7 @@ var (
 	fmtValue   = jinja.NewCallable("format", formatFilter)
 	joinValue  = jinja.NewCallable("join", joinFilter)
 	replValue  = jinja.NewCallable("replace", replaceFilter)
+	lenValue   = jinja.NewCallable("length", lengthFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
@@ -481,6 +482,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	vars[formatFilterName] = fmtValue
 	vars[joinFilterName] = joinValue
 	vars[replaceFilterName] = replValue
+	vars[lengthFilterName] = lenValue
 	vars[strFilterName] = strValue
 	vars[stringFilterName] = stringVal
 	vars[tojsonFilterName] = tojsonValue

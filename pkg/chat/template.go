@@ -277,7 +277,7 @@ type compiled struct {
 // the macro depth count (rewriteMacros), whose calls need no print filter.
 var sourceRewrites = []func(string) string{
 	prepareSource, rewriteWhitespace, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
-	rewriteReplace, rewriteIsspace, rewriteTojson, rewriteConcat, rewriteOperators, rewriteOutputs,
+	rewriteReplace, rewriteLength, rewriteIsspace, rewriteTojson, rewriteConcat, rewriteOperators, rewriteOutputs,
 }
 
 func compileTemplate(src string) (*compiled, error) {

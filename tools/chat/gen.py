@@ -489,6 +489,10 @@ PROBES = [
      "{% for m in messages %}{{ f(loop.index) }}{% endfor %}"),
     ("op-recursion", "{% macro t(s) %}{% if s is string %}{% for c in s %}{{ t(c) }}{% endfor %}{% endif %}{% endmacro %}"
      "{% for m in messages %}{{ t(m.role) }}{% endfor %}"),
+    ("op-length", "{% for m in messages %}{{ m.content|length }}{{ m|length }}{{ m.nothing|length }}{{ [m]|count }}{% endfor %}"
+     "{{ (tools or [])|length }}{{ '\u2028é'|length }}"),
+    ("op-length-none", "{% if tools|length > 0 %}t{% endif %}"),
+    ("op-length-int", "{{ messages[0].role|length|length }}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),

@@ -28,7 +28,6 @@ func pyPercent(format string, args []jinja.Value, single *jinja.Value) (string, 
 	var b strings.Builder
 	b.Grow(len(format) + 16)
 	argi := 0
-	mapping := single != nil && (single.IsDict() || single.IsList())
 	next := func() (jinja.Value, error) {
 		if argi >= len(args) {
 			return jinja.Value{}, fmt.Errorf("TypeError: not enough arguments for format string")
@@ -37,237 +36,271 @@ func pyPercent(format string, args []jinja.Value, single *jinja.Value) (string, 
 		return args[argi-1], nil
 	}
 	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c != '%' {
-			b.WriteByte(c)
+		if format[i] != '%' {
+			b.WriteByte(format[i])
 			continue
 		}
-		i++
-		if i >= len(format) {
-			return "", fmt.Errorf("ValueError: incomplete format")
-		}
-		var arg jinja.Value
-		haveArg := false
-		if format[i] == '(' {
-			depth, j := 1, i+1
-			for ; j < len(format) && depth > 0; j++ {
-				switch format[j] {
-				case '(':
-					depth++
-				case ')':
-					depth--
-				}
-			}
-			if depth > 0 {
-				return "", fmt.Errorf("ValueError: incomplete format key")
-			}
-			key := format[i+1 : j-1]
-			if single == nil || !single.IsDict() {
-				if single != nil && single.IsList() {
-					return "", fmt.Errorf("TypeError: list indices must be integers or slices, not str")
-				}
-				return "", fmt.Errorf("TypeError: format requires a mapping")
-			}
-			v, ok := single.AsDict().Get(key)
-			if !ok {
-				return "", fmt.Errorf("KeyError: %s", reprOf(jinja.NewString(key)))
-			}
-			arg, haveArg = v, true
-			i = j
-		}
-		var left, zero, alt, plus, space bool
-	flags:
-		for ; i < len(format); i++ {
-			switch format[i] {
-			case '-':
-				left = true
-			case '0':
-				zero = true
-			case '#':
-				alt = true
-			case '+':
-				plus = true
-			case ' ':
-				space = true
-			default:
-				break flags
-			}
-		}
-		number := func() (int, bool, error) {
-			if i < len(format) && format[i] == '*' {
-				i++
-				v, err := next()
-				if err != nil {
-					return 0, false, err
-				}
-				if !isIntLike(v) {
-					return 0, false, fmt.Errorf("TypeError: * wants int")
-				}
-				return int(asInt(v)), true, nil
-			}
-			n, any := 0, false
-			for ; i < len(format) && format[i] >= '0' && format[i] <= '9'; i++ {
-				n, any = n*10+int(format[i]-'0'), true
-				if n > 1<<20 {
-					return 0, false, fmt.Errorf("ValueError: width too big")
-				}
-			}
-			return n, any, nil
-		}
-		width, _, err := number()
+		sp, end, err := parsePercentSpec(format, i+1, single, next)
 		if err != nil {
 			return "", err
 		}
-		if width < 0 {
-			left, width = true, -width
-		}
-		prec, hasPrec := -1, false
-		if i < len(format) && format[i] == '.' {
-			i++
-			if prec, _, err = number(); err != nil {
-				return "", err
-			}
-			hasPrec = true
-			if prec < 0 {
-				prec = 0
-			}
-		}
-		for i < len(format) && (format[i] == 'h' || format[i] == 'l' || format[i] == 'L') {
-			i++
-		}
-		if i >= len(format) {
-			return "", fmt.Errorf("ValueError: incomplete format")
-		}
-		conv := format[i]
-		if conv == '%' {
+		i = end
+		if sp.conv == '%' {
 			b.WriteByte('%')
 			continue
 		}
-		if !haveArg {
-			if arg, err = next(); err != nil {
+		if !sp.haveArg {
+			if sp.arg, err = next(); err != nil {
 				return "", err
 			}
 		}
-		var body, sign string
-		numeric := false
-		switch conv {
-		case 's', 'r', 'a':
-			switch conv {
-			case 's':
-				body = pyStr(arg)
-			case 'r':
-				body = reprOf(arg)
-			default:
-				body = asciiOf(reprOf(arg))
-			}
-			if hasPrec && utf8.RuneCountInString(body) > prec {
-				body = string([]rune(body)[:prec])
-			}
-		case 'd', 'i', 'u', 'o', 'x', 'X':
-			n, err := formatInt(arg, conv)
-			if err != nil {
-				return "", err
-			}
-			numeric = true
-			if n < 0 {
-				sign, n = "-", -n
-			}
-			switch conv {
-			case 'o':
-				body = strconv.FormatUint(uint64(n), 8)
-				if alt {
-					body = "0o" + body
-				}
-			case 'x', 'X':
-				body = strconv.FormatUint(uint64(n), 16)
-				if alt {
-					body = "0x" + body
-				}
-				if conv == 'X' {
-					body = strings.ToUpper(body)
-				}
-			default:
-				body = strconv.FormatUint(uint64(n), 10)
-			}
-			if hasPrec {
-				// Python pads the digits (after any 0x prefix) to the precision.
-				digits := body
-				prefix := ""
-				if alt && (conv == 'o' || conv == 'x' || conv == 'X') {
-					prefix, digits = body[:2], body[2:]
-				}
-				for len(digits) < prec {
-					digits = "0" + digits
-				}
-				body = prefix + digits
-			}
-		case 'e', 'E', 'f', 'F', 'g', 'G':
-			if !isNumeric(arg) {
-				return "", fmt.Errorf("TypeError: must be real number, not %s", pyTypeNameOf(arg))
-			}
-			f := asFloat(arg)
-			numeric = true
-			if math.Signbit(f) && !math.IsNaN(f) {
-				sign, f = "-", -f
-			}
-			if !hasPrec {
-				prec = 6
-			}
-			body = formatFloat(f, conv, prec, alt)
-		case 'c':
-			switch {
-			case arg.IsString() && utf8.RuneCountInString(arg.AsString()) == 1:
-				body = arg.AsString()
-			case isIntLike(arg):
-				n := asInt(arg)
-				if n < 0 || n > 0x10ffff {
-					return "", fmt.Errorf("OverflowError: %%c arg not in range(0x110000)")
-				}
-				body = string(rune(n))
-			default:
-				return "", fmt.Errorf("TypeError: %%c requires int or char")
-			}
-		default:
-			return "", fmt.Errorf("ValueError: unsupported format character '%c' (0x%x) at index %d", conv, conv, i)
+		sign, body, err := sp.convert()
+		if err != nil {
+			return "", err
 		}
-		if numeric && sign == "" {
-			if plus {
-				sign = "+"
-			} else if space {
-				sign = " "
-			}
-		}
-		n := utf8.RuneCountInString(sign) + utf8.RuneCountInString(body)
-		switch {
-		case n >= width:
-			b.WriteString(sign)
-			b.WriteString(body)
-		case left:
-			b.WriteString(sign)
-			b.WriteString(body)
-			b.WriteString(strings.Repeat(" ", width-n))
-		case zero && numeric:
-			b.WriteString(sign)
-			pad := strings.Repeat("0", width-n)
-			// The zeros go after a 0x/0o prefix.
-			if alt && len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X' || body[1] == 'o') {
-				b.WriteString(body[:2])
-				b.WriteString(pad)
-				b.WriteString(body[2:])
-			} else {
-				b.WriteString(pad)
-				b.WriteString(body)
-			}
-		default:
-			b.WriteString(strings.Repeat(" ", width-n))
-			b.WriteString(sign)
-			b.WriteString(body)
-		}
+		sp.pad(&b, sign, body)
 	}
-	if argi < len(args) && !mapping {
+	// CPython excuses unused arguments of a mapping (a dict, or a list, which passes its
+	// mapping check).
+	if mapping := single != nil && (single.IsDict() || single.IsList()); argi < len(args) && !mapping {
 		return "", fmt.Errorf("TypeError: not all arguments converted during string formatting")
 	}
 	return b.String(), nil
+}
+
+// percentSpec is one conversion of a printf-style format.
+type percentSpec struct {
+	arg                          jinja.Value
+	haveArg                      bool // from a %(key)
+	left, zero, alt, plus, space bool
+	width, prec                  int
+	hasPrec                      bool
+	conv                         byte
+	at                           int  // offset of conv in the format
+	numeric                      bool // set by convert
+}
+
+// parsePercentSpec reads the conversion after a '%' at i and returns it with the offset of
+// its conversion character; * widths and precisions take their argument from next.
+func parsePercentSpec(format string, i int, single *jinja.Value, next func() (jinja.Value, error)) (percentSpec, int, error) {
+	var sp percentSpec
+	if i >= len(format) {
+		return sp, 0, fmt.Errorf("ValueError: incomplete format")
+	}
+	if format[i] == '(' {
+		depth, j := 1, i+1
+		for ; j < len(format) && depth > 0; j++ {
+			switch format[j] {
+			case '(':
+				depth++
+			case ')':
+				depth--
+			}
+		}
+		if depth > 0 {
+			return sp, 0, fmt.Errorf("ValueError: incomplete format key")
+		}
+		key := format[i+1 : j-1]
+		switch {
+		case single != nil && single.IsList():
+			return sp, 0, fmt.Errorf("TypeError: list indices must be integers or slices, not str")
+		case single == nil || !single.IsDict():
+			return sp, 0, fmt.Errorf("TypeError: format requires a mapping")
+		}
+		v, ok := single.AsDict().Get(key)
+		if !ok {
+			return sp, 0, fmt.Errorf("KeyError: %s", reprOf(jinja.NewString(key)))
+		}
+		sp.arg, sp.haveArg = v, true
+		i = j
+	}
+flags:
+	for ; i < len(format); i++ {
+		switch format[i] {
+		case '-':
+			sp.left = true
+		case '0':
+			sp.zero = true
+		case '#':
+			sp.alt = true
+		case '+':
+			sp.plus = true
+		case ' ':
+			sp.space = true
+		default:
+			break flags
+		}
+	}
+	number := func() (int, error) {
+		if i < len(format) && format[i] == '*' {
+			i++
+			v, err := next()
+			if err != nil {
+				return 0, err
+			}
+			if !isIntLike(v) {
+				return 0, fmt.Errorf("TypeError: * wants int")
+			}
+			return int(asInt(v)), nil
+		}
+		n := 0
+		for ; i < len(format) && format[i] >= '0' && format[i] <= '9'; i++ {
+			if n = n*10 + int(format[i]-'0'); n > 1<<20 {
+				return 0, fmt.Errorf("ValueError: width too big")
+			}
+		}
+		return n, nil
+	}
+	var err error
+	if sp.width, err = number(); err != nil {
+		return sp, 0, err
+	}
+	if sp.width < 0 {
+		sp.left, sp.width = true, -sp.width
+	}
+	sp.prec = -1
+	if i < len(format) && format[i] == '.' {
+		i++
+		if sp.prec, err = number(); err != nil {
+			return sp, 0, err
+		}
+		sp.hasPrec, sp.prec = true, max(sp.prec, 0)
+	}
+	for i < len(format) && (format[i] == 'h' || format[i] == 'l' || format[i] == 'L') {
+		i++
+	}
+	if i >= len(format) {
+		return sp, 0, fmt.Errorf("ValueError: incomplete format")
+	}
+	sp.conv, sp.at = format[i], i
+	return sp, i, nil
+}
+
+// convert formats the argument of sp without padding: its sign and digits (or text).
+func (sp *percentSpec) convert() (sign, body string, err error) {
+	arg := sp.arg
+	switch sp.conv {
+	case 's', 'r', 'a':
+		switch sp.conv {
+		case 's':
+			body = pyStr(arg)
+		case 'r':
+			body = reprOf(arg)
+		default:
+			body = asciiOf(reprOf(arg))
+		}
+		if sp.hasPrec && utf8.RuneCountInString(body) > sp.prec {
+			body = string([]rune(body)[:sp.prec])
+		}
+	case 'd', 'i', 'u', 'o', 'x', 'X':
+		n, err := formatInt(arg, sp.conv)
+		if err != nil {
+			return "", "", err
+		}
+		if n < 0 {
+			sign = "-"
+		}
+		body = sp.intDigits(n)
+	case 'e', 'E', 'f', 'F', 'g', 'G':
+		if !isNumeric(arg) {
+			return "", "", fmt.Errorf("TypeError: must be real number, not %s", pyTypeNameOf(arg))
+		}
+		f := asFloat(arg)
+		if math.Signbit(f) && !math.IsNaN(f) {
+			sign, f = "-", -f
+		}
+		prec := sp.prec
+		if !sp.hasPrec {
+			prec = 6
+		}
+		body = formatFloat(f, sp.conv, prec, sp.alt)
+	case 'c':
+		switch {
+		case arg.IsString() && utf8.RuneCountInString(arg.AsString()) == 1:
+			body = arg.AsString()
+		case isIntLike(arg):
+			n := asInt(arg)
+			if n < 0 || n > 0x10ffff {
+				return "", "", fmt.Errorf("OverflowError: %%c arg not in range(0x110000)")
+			}
+			body = string(rune(n))
+		default:
+			return "", "", fmt.Errorf("TypeError: %%c requires int or char")
+		}
+		return "", body, nil
+	default:
+		return "", "", fmt.Errorf("ValueError: unsupported format character '%c' (0x%x) at index %d", sp.conv, sp.conv, sp.at)
+	}
+	sp.numeric = sp.conv != 's' && sp.conv != 'r' && sp.conv != 'a'
+	if sp.numeric && sign == "" {
+		if sp.plus {
+			sign = "+"
+		} else if sp.space {
+			sign = " "
+		}
+	}
+	return sign, body, nil
+}
+
+// intDigits writes |n| in sp's base with the # prefix, padded with zeros to the precision
+// after the prefix, as Python does.
+func (sp *percentSpec) intDigits(n int64) string {
+	u := uint64(n)
+	if n < 0 {
+		u = uint64(-n) // MinInt64 wraps to itself, whose uint64 is its magnitude
+	}
+	var prefix, digits string
+	switch sp.conv {
+	case 'o':
+		digits = strconv.FormatUint(u, 8)
+		if sp.alt {
+			prefix = "0o"
+		}
+	case 'x', 'X':
+		digits = strconv.FormatUint(u, 16)
+		if sp.alt {
+			prefix = "0x"
+		}
+	default:
+		digits = strconv.FormatUint(u, 10)
+	}
+	for sp.hasPrec && len(digits) < sp.prec {
+		digits = "0" + digits
+	}
+	if sp.conv == 'X' {
+		return strings.ToUpper(prefix + digits)
+	}
+	return prefix + digits
+}
+
+// pad writes sign and body to the width of sp: left-justified with "-", zero-filled after
+// the sign (and a 0x/0o prefix) with "0" for numbers, else right-justified.
+func (sp *percentSpec) pad(b *strings.Builder, sign, body string) {
+	n := utf8.RuneCountInString(sign) + utf8.RuneCountInString(body)
+	switch {
+	case n >= sp.width:
+		b.WriteString(sign)
+		b.WriteString(body)
+	case sp.left:
+		b.WriteString(sign)
+		b.WriteString(body)
+		b.WriteString(strings.Repeat(" ", sp.width-n))
+	case sp.zero && sp.numeric:
+		b.WriteString(sign)
+		zeros := strings.Repeat("0", sp.width-n)
+		if sp.alt && len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X' || body[1] == 'o') {
+			b.WriteString(body[:2])
+			b.WriteString(zeros)
+			b.WriteString(body[2:])
+		} else {
+			b.WriteString(zeros)
+			b.WriteString(body)
+		}
+	default:
+		b.WriteString(strings.Repeat(" ", sp.width-n))
+		b.WriteString(sign)
+		b.WriteString(body)
+	}
 }
 
 // formatInt is the integer a %d/%x/%o conversion of v formats (Python: int(v) for d i u,

@@ -124,6 +124,19 @@ var (
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
 
+// privateFilters are the render variables behind the private filter names the source
+// rewrites use (template.go's sourceRewrites).
+var privateFilters = []struct {
+	name  string
+	value jinja.Value
+}{
+	{trimFilterName, trimValue}, {isspaceFilterName, spaceValue}, {addFilterName, addValue},
+	{subFilterName, subValue}, {iterFilterName, iterValue}, {catFilterName, catValue},
+	{tildeFilterName, tildeValue}, {modFilterName, modValue}, {formatFilterName, fmtValue},
+	{joinFilterName, joinValue}, {replaceFilterName, replValue}, {lengthFilterName, lenValue},
+	{strFilterName, strValue}, {stringFilterName, stringVal}, {tojsonFilterName, tojsonValue},
+}
+
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
 // optional chat_template.jinja and config.json). It fails when a template does not
 // compile or a file is malformed; a model without any template is accepted and its
@@ -467,25 +480,13 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	if err != nil {
 		return nil, nil, err
 	}
-	vars := make(map[string]jinja.Value, 8+len(r.specials)+len(merged.keys))
+	vars := make(map[string]jinja.Value, 4+len(privateFilters)+len(r.specials)+len(merged.keys))
 	// The globals hold no state, so one value serves every render.
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
-	vars[trimFilterName] = trimValue
-	vars[isspaceFilterName] = spaceValue
-	vars[addFilterName] = addValue
-	vars[subFilterName] = subValue
-	vars[iterFilterName] = iterValue
-	vars[catFilterName] = catValue
-	vars[tildeFilterName] = tildeValue
-	vars[modFilterName] = modValue
-	vars[formatFilterName] = fmtValue
-	vars[joinFilterName] = joinValue
-	vars[replaceFilterName] = replValue
-	vars[lengthFilterName] = lenValue
-	vars[strFilterName] = strValue
-	vars[stringFilterName] = stringVal
-	vars[tojsonFilterName] = tojsonValue
+	for _, f := range privateFilters {
+		vars[f.name] = f.value
+	}
 	for i := range r.specialVs {
 		vars[r.specialVs[i].name] = r.specialVs[i].renderValue()
 	}

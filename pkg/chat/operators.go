@@ -28,11 +28,16 @@ import (
 // does not raise (one exception: tuple + tuple is a list, as it is in the library). The split
 // chains of rewriteConcat get the same check per operand (__kvgate_cat: the operand must be
 // a string).
+//
+// The iterable, sequence and callable tests are rewritten likewise, X is [not] T into
+// (X)|__kvgate_test('T', not negated): Jinja2's undefined is iterable, a sequence and callable
+// (it has __iter__, __len__, __getitem__ and __call__), the library's is none of them.
 const (
 	addFilterName  = "__kvgate_add"
 	subFilterName  = "__kvgate_sub"
 	iterFilterName = "__kvgate_iter"
 	catFilterName  = "__kvgate_cat"
+	testFilterName = "__kvgate_test"
 )
 
 // opEdit is one change of rewriteOperators: text inserted at pos, replacing n bytes there.
@@ -68,6 +73,16 @@ func rewriteOperators(src string) string {
 		}
 		var tag []opEdit
 		p := &exprParser{toks: toks, rec: func(op string, start, at, end int) {
+			if test, ok := strings.CutPrefix(op, "is "); ok {
+				negated := strings.HasPrefix(test, "not ")
+				test = strings.TrimPrefix(test, "not ")
+				last := toks[end-1]
+				tag = append(tag,
+					opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
+					opEdit{pos: toks[at].pos, rank: rankReplace, n: last.pos + len(last.val) - toks[at].pos,
+						text: fmt.Sprintf(")|%s('%s', %t)", testFilterName, test, !negated)})
+				return
+			}
 			name := map[string]string{"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName}[op]
 			tag = append(tag,
 				opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
@@ -277,4 +292,21 @@ func catFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 		return jinja.Undefined(), errUndefined("+")
 	}
 	return jinja.Undefined(), fmt.Errorf(`TypeError: can only concatenate str (not "%s") to str`, pyTypeNameOf(v))
+}
+
+// testFilter is Jinja2's iterable, sequence and callable tests (args: the value, the test's
+// name, and whether the test is not negated), which answer True for an undefined value.
+func testFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) != 3 || !args[1].IsString() || !args[2].IsBool() {
+		return jinja.Undefined(), fmt.Errorf("is: bad test")
+	}
+	v := args[0]
+	var r bool
+	switch args[1].AsString() {
+	case "iterable", "sequence":
+		r = v.IsUndefined() || v.IsString() || v.IsList() || v.IsDict()
+	case "callable":
+		r = v.IsUndefined() || v.IsCallable()
+	}
+	return jinja.NewBool(r == args[2].AsBool()), nil
 }

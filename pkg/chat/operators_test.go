@@ -15,6 +15,8 @@ func TestRewriteOperators(t *testing.T) {
 		{"{% set x = a + b %}{% set ns.y = [1] + c %}", "{% set x = (a )|__kvgate_add( b )%}{% set ns.y = ([1] )|__kvgate_add( c )%}"},
 		{"{% for k, v in d.items() if v + 1 recursive %}", "{% for k, v in (d.items() )|__kvgate_iter if (v )|__kvgate_add( 1 )recursive %}"},
 		{"{% for x in a + b %}", "{% for x in ((a )|__kvgate_add( b ))|__kvgate_iter %}"},
+		{"{% if -x|f is not iterable and y.z is sequence %}{{ a is callable }}{{ b is divisibleby 3 }}{{ c is iterable() }}",
+			"{% if (-x|f )|__kvgate_test('iterable', false) and (y.z )|__kvgate_test('sequence', true) %}{{ (a )|__kvgate_test('callable', true) }}{{ b is divisibleby 3 }}{{ c is iterable() }}"},
 		// Left alone: statements it does not read, unreadable tags, text and comments.
 		{"{% macro m(x=1 + 2) %}{% endmacro %}a + b{# a + b #}", "{% macro m(x=1 + 2) %}{% endmacro %}a + b{# a + b #}"},
 		{"{{ a + }}{{ a + b c }}", "{{ a + }}{{ a + b c }}"},

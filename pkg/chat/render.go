@@ -120,6 +120,7 @@ var (
 	joinValue  = jinja.NewCallable("join", joinFilter)
 	replValue  = jinja.NewCallable("replace", replaceFilter)
 	lenValue   = jinja.NewCallable("length", lengthFilter)
+	testValue  = jinja.NewCallable("is", testFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
@@ -134,6 +135,7 @@ var privateFilters = []struct {
 	{subFilterName, subValue}, {iterFilterName, iterValue}, {catFilterName, catValue},
 	{tildeFilterName, tildeValue}, {modFilterName, modValue}, {formatFilterName, fmtValue},
 	{joinFilterName, joinValue}, {replaceFilterName, replValue}, {lengthFilterName, lenValue},
+	{testFilterName, testValue},
 	{strFilterName, strValue}, {stringFilterName, stringVal}, {tojsonFilterName, tojsonValue},
 }
 

@@ -493,6 +493,18 @@ PROBES = [
      "{{ (tools or [])|length }}{{ '\u2028é'|length }}"),
     ("op-length-none", "{% if tools|length > 0 %}t{% endif %}"),
     ("op-length-int", "{{ messages[0].role|length|length }}"),
+    # Type names built from schemas (Hermes-style json_to_python_type): Jinja2's undefined
+    # is iterable, a sequence and callable, so a schema without "type" gives Union[].
+    ("types-hermes", "{%- macro py_type(s) %}{%- set basic = {'string': 'str', 'number': 'float', 'integer': 'int', 'boolean': 'bool'} %}"
+     "{%- if basic[s.type] is defined %}{{- basic[s.type] }}{%- elif s.type == 'array' %}{{- 'list[' + py_type(s|items) + ']' }}"
+     "{%- elif s.type == 'object' %}{%- if s.additionalProperties is defined %}{{- 'dict[str, ' + py_type(s.additionalProperties) + ']' }}"
+     "{%- else %}{{- 'dict' }}{%- endif %}{%- elif s.type is iterable %}{{- 'Union[' }}{%- for t in s.type %}{{- py_type({'type': t}) }}"
+     "{%- if not loop.last %}{{- ',' }}{%- endif %}{%- endfor %}{{- ']' }}{%- else %}{{- 'Any' }}{%- endif %}{%- endmacro %}"
+     "{%- for s in [{'type': 'string'}, {'type': 'array', 'items': {'type': 'integer'}}, {'type': 'array'}, {}, {'type': ['string', 'number']},"
+     " {'type': none}, {'type': []}, {'type': 'object', 'additionalProperties': true}, {'type': 'object', 'additionalProperties': {}}, {'type': 3}] %}"
+     "{{ py_type(s) }}|{% endfor %}{% for t in tools or [] %}{% for k, v in t.function.parameters.properties.items() %}{{ k }}: {{ py_type(v) }}|{% endfor %}{% endfor %}"
+     "{{ nothing is iterable }}{{ nothing is sequence }}{{ nothing is callable }}{{ none is iterable }}{{ nothing is not iterable }}{{ -1 is iterable }}"
+     "{{ messages[0].nothing is iterable }}{{ messages is sequence }}{{ 'x' is not sequence }}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),

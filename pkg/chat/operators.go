@@ -65,77 +65,7 @@ func rewriteOperators(src string) string {
 		if c := src[closeAt-1]; c == '-' || c == '+' {
 			closeAt--
 		}
-		offset := func(i int) int {
-			if i < len(toks) {
-				return toks[i].pos
-			}
-			return closeAt
-		}
-		var tag []opEdit
-		p := &exprParser{toks: toks, rec: func(op string, start, at, end int) {
-			if test, ok := strings.CutPrefix(op, "is "); ok {
-				negated := strings.HasPrefix(test, "not ")
-				test = strings.TrimPrefix(test, "not ")
-				last := toks[end-1]
-				tag = append(tag,
-					opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
-					opEdit{pos: toks[at].pos, rank: rankReplace, n: last.pos + len(last.val) - toks[at].pos,
-						text: fmt.Sprintf(")|%s('%s', %t)", testFilterName, test, !negated)})
-				return
-			}
-			name := map[string]string{"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName}[op]
-			tag = append(tag,
-				opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
-				opEdit{pos: toks[at].pos, rank: rankReplace, n: 1, text: ")|" + name + "("},
-				opEdit{pos: offset(end), rank: rankClose, text: ")"})
-		}}
-		if !statement {
-			if _, ok := p.tuple(true, ""); !ok || p.pos != len(toks) {
-				return
-			}
-			edits = append(edits, tag...)
-			return
-		}
-		if toks[0].kind != tkName {
-			return
-		}
-		p.pos = 1
-		switch toks[0].val {
-		case "if", "elif":
-			if _, ok := p.expression(true); !ok {
-				return
-			}
-		case "set":
-			if _, ok := p.assignTarget(""); !ok || !p.accept(tkOp, "=") {
-				return
-			}
-			if _, ok := p.tuple(true, ""); !ok {
-				return
-			}
-		case "for":
-			if _, ok := p.assignTarget("in"); !ok || !p.accept(tkName, "in") {
-				return
-			}
-			start := p.pos
-			if _, ok := p.tuple(false, ""); !ok || p.pos == start {
-				return
-			}
-			tag = append(tag,
-				opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
-				opEdit{pos: offset(p.pos), rank: rankCloseIter, text: ")|" + iterFilterName + " "})
-			if p.accept(tkName, "if") {
-				if _, ok := p.expression(true); !ok {
-					return
-				}
-			}
-			p.accept(tkName, "recursive")
-		default:
-			return
-		}
-		if p.pos != len(toks) {
-			return
-		}
-		edits = append(edits, tag...)
+		edits = append(edits, operatorEdits(statement, toks, closeAt)...)
 	})
 	if !ok || len(edits) == 0 {
 		return src
@@ -156,6 +86,81 @@ func rewriteOperators(src string) string {
 	}
 	b.WriteString(src[last:])
 	return b.String()
+}
+
+// operatorEdits returns the edits of one tag (its tokens; closeAt: the offset of its closer),
+// or nil when the parser cannot read all of it.
+func operatorEdits(statement bool, toks []token, closeAt int) []opEdit {
+	offset := func(i int) int {
+		if i < len(toks) {
+			return toks[i].pos
+		}
+		return closeAt
+	}
+	var tag []opEdit
+	p := &exprParser{toks: toks, rec: func(op string, start, at, end int) {
+		if test, ok := strings.CutPrefix(op, "is "); ok {
+			negated := strings.HasPrefix(test, "not ")
+			test = strings.TrimPrefix(test, "not ")
+			last := toks[end-1]
+			tag = append(tag,
+				opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
+				opEdit{pos: toks[at].pos, rank: rankReplace, n: last.pos + len(last.val) - toks[at].pos,
+					text: fmt.Sprintf(")|%s('%s', %t)", testFilterName, test, !negated)})
+			return
+		}
+		name := map[string]string{"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName}[op]
+		tag = append(tag,
+			opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
+			opEdit{pos: toks[at].pos, rank: rankReplace, n: 1, text: ")|" + name + "("},
+			opEdit{pos: offset(end), rank: rankClose, text: ")"})
+	}}
+	if !statement {
+		if _, ok := p.tuple(true, ""); !ok || p.pos != len(toks) {
+			return nil
+		}
+		return tag
+	}
+	if toks[0].kind != tkName {
+		return nil
+	}
+	p.pos = 1
+	switch toks[0].val {
+	case "if", "elif":
+		if _, ok := p.expression(true); !ok {
+			return nil
+		}
+	case "set":
+		if _, ok := p.assignTarget(""); !ok || !p.accept(tkOp, "=") {
+			return nil
+		}
+		if _, ok := p.tuple(true, ""); !ok {
+			return nil
+		}
+	case "for":
+		if _, ok := p.assignTarget("in"); !ok || !p.accept(tkName, "in") {
+			return nil
+		}
+		start := p.pos
+		if _, ok := p.tuple(false, ""); !ok || p.pos == start {
+			return nil
+		}
+		tag = append(tag,
+			opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
+			opEdit{pos: offset(p.pos), rank: rankCloseIter, text: ")|" + iterFilterName + " "})
+		if p.accept(tkName, "if") {
+			if _, ok := p.expression(true); !ok {
+				return nil
+			}
+		}
+		p.accept(tkName, "recursive")
+	default:
+		return nil
+	}
+	if p.pos != len(toks) {
+		return nil
+	}
+	return tag
 }
 
 // pyTypeNameOf is type(v).__name__ for the values a template sees (bool included).

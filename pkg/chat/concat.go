@@ -11,12 +11,13 @@ import "strings"
 // without the intermediate strings. BenchmarkRenderConcat measures the Qwen3 template on
 // the bench conversation with and without it.
 //
-// The split is exact for the library's semantics, and made only where that can be shown
-// from the tokens:
-//   - The library's + of two values is the concatenation of their printed forms as soon as
-//     one is a string (addValues), so once the chain is a string, printing each operand in
-//     turn prints the same text. A chain is a string from its first + on when its first or
-//     second operand is a string literal; no other chain is split.
+// The split is exact for Python's semantics, and made only where that can be shown from
+// the tokens:
+//   - Python's + of a string and another value is their concatenation if the other value
+//     is a string and raises otherwise, so once the chain is a string, printing each operand
+//     in turn (each checked to be a string, see below) prints the same text or raises. A
+//     chain is a string from its first + on when its first or second operand is a string
+//     literal; no other chain is split.
 //   - The tag's top level holds only operands joined by +: no other operator (the library
 //     parses - * / % ~, comparisons, in, is, not, and, or, if/else around or between the
 //     sums), so each operand is parsed alone exactly as it was inside the chain.
@@ -28,23 +29,62 @@ import "strings"
 //   - A tag with braces outside strings (dict literals), or whose strings hold tag
 //     delimiters, is left as it is, so this lexer and the library's scanner agree on
 //     where it ends.
+//
+// Python's + of strings raises for any operand that is not a string (rewriteOperators gives
+// the unsplit + that rule), so each operand that is not a string literal is printed through
+// __kvgate_cat, which checks that: {{ '<|im_start|>' }}{{ (message.role)|__kvgate_cat }}...
 func rewriteConcat(src string) string {
-	var at []int // positions of the + tokens to replace with "}}{{"
-	ok := scanTags(src, func(statement bool, toks []token) {
-		if !statement {
-			at = append(at, concatSplits(toks)...)
+	type edit struct {
+		pos, n int
+		text   string
+	}
+	var edits []edit
+	ok := scanTagsAt(src, func(statement bool, toks []token, end int) {
+		if statement {
+			return
+		}
+		plus := concatSplits(toks)
+		if len(plus) == 0 {
+			return
+		}
+		closeAt := end - 2
+		if c := src[closeAt-1]; c == '-' || c == '+' {
+			closeAt--
+		}
+		start := 0
+		for i := 0; i <= len(plus); i++ {
+			stop, at := len(toks), closeAt
+			if i < len(plus) {
+				stop, at = plus[i], toks[plus[i]].pos
+			}
+			checked := !(stop-start == 1 && toks[start].kind == tkString)
+			if checked {
+				edits = append(edits, edit{pos: toks[start].pos, text: "("})
+			}
+			text := "}}{{"
+			if checked {
+				text = ")|" + catFilterName + text
+			}
+			if i < len(plus) {
+				edits = append(edits, edit{pos: at, n: 1, text: text})
+			} else if checked {
+				edits = append(edits, edit{pos: at, text: ")|" + catFilterName})
+			}
+			if i < len(plus) {
+				start = plus[i] + 1
+			}
 		}
 	})
-	if !ok || len(at) == 0 {
+	if !ok || len(edits) == 0 {
 		return src
 	}
 	var b strings.Builder
-	b.Grow(len(src) + 3*len(at))
+	b.Grow(len(src) + 16*len(edits))
 	last := 0
-	for _, p := range at {
-		b.WriteString(src[last:p])
-		b.WriteString("}}{{")
-		last = p + 1
+	for _, e := range edits {
+		b.WriteString(src[last:e.pos])
+		b.WriteString(e.text)
+		last = e.pos + e.n
 	}
 	b.WriteString(src[last:])
 	return b.String()
@@ -58,7 +98,7 @@ var pureMethods = map[string]bool{
 	"capitalize": true, "format": true, "get": true, "items": true, "keys": true, "values": true,
 }
 
-// concatSplits returns the positions of the top-level + tokens of a {{ }} tag that can be
+// concatSplits returns the indexes of the top-level + tokens of a {{ }} tag that can be
 // split there (see rewriteConcat), or nil.
 func concatSplits(toks []token) []int {
 	var plus []int
@@ -139,9 +179,5 @@ func concatSplits(toks []token) []int {
 	if toks[0].kind == tkOp && (toks[0].val == "+" || toks[0].val == "-") {
 		return nil
 	}
-	pos := make([]int, len(plus))
-	for i, p := range plus {
-		pos[i] = toks[p].pos
-	}
-	return pos
+	return plus
 }

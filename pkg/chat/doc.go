@@ -28,8 +28,9 @@
 // use. Every failure a request can cause is a 400 *openai.Error with the engine's message.
 //
 // Safety: operator templates are trusted and render in process (panics recovered, range()
-// bounded as in Jinja2's sandbox, prompt size bounded, recursion bounded through the
-// request's nesting bound); request templates are untrusted and render only in a child
+// bounded as in Jinja2's sandbox, prompt size bounded, recursion over data bounded through
+// the request's nesting bound, macro nesting bounded as Python's recursion limit bounds it,
+// recursion.go); request templates are untrusted and render only in a child
 // process with a deadline and stack and heap caps (sandbox.go says why). Decoded tool schemas
 // are kept per Renderer (at most 1 MiB of their JSON) and shared between requests only with
 // templates that cannot change the values they are given (schemacache.go).
@@ -37,8 +38,9 @@
 // Files: template.go loads templates and special tokens, render.go builds a request's
 // conversation and variables and renders it, contentformat.go detects the content format
 // (with jinjalex.go's lexer and jinjaexpr.go's expression parser, as the library exports no
-// AST), env.go sets up the Jinja environment (tojson.go, concat.go and their rewrites of the
-// template source make it faster), jsonvalues.go and pystring.go give request values Python's
+// AST), whitespace.go applies Jinja2's whitespace control to the source, operators.go gives
+// +, - and for loops Python's rules, env.go sets up the Jinja environment (tojson.go,
+// concat.go and their rewrites of the template source make it faster), jsonvalues.go and pystring.go give request values Python's
 // rules, mutate.go and schemacache.go share decoded tool schemas, sandbox.go renders untrusted
 // templates, harmony.go renders gpt-oss, media.go checks, counts and hashes the media parts of
 // multimodal models and gives them to the template as vLLM does (docs/multimodal.md).

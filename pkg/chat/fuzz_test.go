@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -72,4 +73,66 @@ func FuzzDetectContentFormat(f *testing.F) {
 			t.Fatalf("got %q", got)
 		}
 	})
+}
+
+// FuzzCompileTemplate feeds arbitrary template sources through the source rewrites
+// (sourceRewrites, rewriteMacros): they never panic and take bounded time, the whitespace
+// rewrite is idempotent (its output leaves the library nothing to trim), and a source the
+// library compiles as written still compiles once rewritten.
+func FuzzCompileTemplate(f *testing.F) {
+	for _, name := range []string{"qwen2.5", "llama3.1-tools", "llama3.2", "qwen3-coder", "granite3.3", "command-r7b", "phi4-mini"} {
+		if b, err := os.ReadFile(repoPath(".cache", "templates", name+".jinja")); err == nil {
+			f.Add(string(b))
+		}
+	}
+	for _, s := range []string{
+		"{% for m in messages %}{{ m.content }}\n{% endfor %}", "a  {%- raw -%}  {{ x }}  {%- endraw -%}  q",
+		"{{ 'a' + b ~ c % d - e }}{% set x = a + [1] %}{% for y in x + z if y is not iterable %}{% endfor %}",
+		"{% macro f(n) %}{{ f(n - 1) }}{% endmacro %}{{ '%s'|format(f(1)) }}", "a{ \n{%- if y %}{% endif %}{# c #}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(checkRewrites)
+}
+
+func checkRewrites(t *testing.T, src string) {
+	start := time.Now()
+	ws := rewriteWhitespace(prepareSource(src))
+	if again := rewriteWhitespace(ws); again != ws {
+		t.Fatalf("rewriteWhitespace is not idempotent:\n%q\n%q", ws, again)
+	}
+	_, libErr := compileRecovered(prepareSource(src))
+	_, err := compileTemplate(src)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("compiling took %v", d)
+	}
+	if libErr == nil && err != nil {
+		t.Fatalf("the library compiles %q, but not once rewritten: %v", src, err)
+	}
+}
+
+// TestRewritesMutated runs FuzzCompileTemplate's checks on deterministic mutations of real
+// templates (Jinja syntax fragments inserted and bytes deleted at random places).
+func TestRewritesMutated(t *testing.T) {
+	frags := []string{"{{", "}}", "{%", "%}", "{#", "#}", "-", "+", "~", "%", "'", "\"", "(", ")", "[", "]", "{", "}",
+		"\n", " ", "is iterable", " if x else ", "|join", "|format(1)", "{% raw %}", "{% endraw %}", "{% macro m() %}", "{% endmacro %}"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, name := range []string{"qwen2.5", "llama3.1-tools", "qwen3-coder", "granite3.3", "command-r7b"} {
+		b, err := os.ReadFile(repoPath(".cache", "templates", name+".jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 60 {
+			src := string(b)
+			for range 1 + rng.IntN(4) {
+				at := rng.IntN(len(src) + 1)
+				if rng.IntN(3) == 0 && at < len(src) {
+					src = src[:at] + src[at+1:]
+				} else {
+					src = src[:at] + frags[rng.IntN(len(frags))] + src[at:]
+				}
+			}
+			checkRewrites(t, src)
+		}
+	}
 }

@@ -29,6 +29,11 @@ var other = &node{kind: nOther}
 type exprParser struct {
 	toks []token
 	pos  int
+	// rec, if set, is told of every binary +, -, ~ and % with the token indexes of its left
+	// operand's start, of the operator and of the end of its right operand (exclusive), and
+	// of every argument-less "is [not] T" for T in testsOfUndefined (op "is T" or "is not
+	// T", the subject's start, the "is" and the end of the test name).
+	rec func(op string, start, at, end int)
 }
 
 func (p *exprParser) peek() token {
@@ -95,7 +100,7 @@ func (p *exprParser) tuple(condexpr bool, stop string) (*node, bool) {
 		return first, true
 	}
 	for p.accept(tkOp, ",") {
-		if p.pos >= len(p.toks) || p.is(tkName, stop) || p.is(tkName, "if") {
+		if p.pos >= len(p.toks) || p.is(tkName, stop) || p.is(tkName, "if") || p.is(tkOp, ")") {
 			break
 		}
 		if _, ok := p.expression(condexpr); !ok {
@@ -125,23 +130,28 @@ func (p *exprParser) expression(condexpr bool) (*node, bool) {
 }
 
 func (p *exprParser) binary(next func() (*node, bool), ops ...string) (*node, bool) {
+	start := p.pos
 	n, ok := next()
 	if !ok {
 		return nil, false
 	}
 	for {
-		matched := false
+		matched := ""
+		at := p.pos
 		for _, op := range ops {
 			if (op == "and" || op == "or") && p.accept(tkName, op) || op != "and" && op != "or" && p.accept(tkOp, op) {
-				matched = true
+				matched = op
 				break
 			}
 		}
-		if !matched {
+		if matched == "" {
 			return n, true
 		}
 		if _, ok := next(); !ok {
 			return nil, false
+		}
+		if p.rec != nil && (matched == "+" || matched == "-" || matched == "~" || matched == "%") {
+			p.rec(matched, start, at, p.pos)
 		}
 		n = other
 	}
@@ -191,6 +201,7 @@ func (p *exprParser) pow() (*node, bool)   { return p.binary(p.unaryFiltered, "*
 func (p *exprParser) unaryFiltered() (*node, bool) { return p.unary(true) }
 
 func (p *exprParser) unary(withFilter bool) (*node, bool) {
+	start := p.pos
 	var n *node
 	if p.accept(tkOp, "-") || p.accept(tkOp, "+") {
 		if _, ok := p.unary(false); !ok {
@@ -207,7 +218,7 @@ func (p *exprParser) unary(withFilter bool) (*node, bool) {
 		}
 	}
 	if withFilter {
-		return p.filterExpr(n)
+		return p.filterExpr(n, start)
 	}
 	return n, true
 }
@@ -389,7 +400,8 @@ func (p *exprParser) callArgs() bool {
 	return true
 }
 
-func (p *exprParser) filterExpr(n *node) (*node, bool) {
+// filterExpr parses the filters, tests and calls after n, whose first token is at start.
+func (p *exprParser) filterExpr(n *node, start int) (*node, bool) {
 	for {
 		switch {
 		case p.accept(tkOp, "|"):
@@ -405,11 +417,20 @@ func (p *exprParser) filterExpr(n *node) (*node, bool) {
 			}
 			n = &node{kind: nFilter, sub: n}
 		case p.accept(tkName, "is"):
-			p.accept(tkName, "not")
+			at := p.pos - 1
+			negated := p.accept(tkName, "not")
 			if p.peek().kind != tkName {
 				return nil, false
 			}
+			name := p.peek().val
 			p.pos++
+			if p.rec != nil && testsOfUndefined[name] && !p.is(tkOp, "(") && !p.is(tkOp, ".") && !startsTestArg(p.peek()) {
+				op := "is " + name
+				if negated {
+					op = "is not " + name
+				}
+				p.rec(op, start, at, p.pos)
+			}
 			for p.is(tkOp, ".") && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == tkName {
 				p.pos += 2
 			}
@@ -439,4 +460,22 @@ func (p *exprParser) filterExpr(n *node) (*node, bool) {
 			return n, true
 		}
 	}
+}
+
+// testsOfUndefined are the tests that Jinja2 answers True for an undefined value (it has
+// __iter__, __len__ and __getitem__, and __call__) and the library False.
+var testsOfUndefined = map[string]bool{"iterable": true, "sequence": true, "callable": true}
+
+// startsTestArg reports whether t would start the argument of a test written without
+// parentheses (x is divisibleby 3), as filterExpr reads one.
+func startsTestArg(t token) bool {
+	switch t.kind {
+	case tkName:
+		return t.val != "else" && t.val != "or" && t.val != "and"
+	case tkString, tkNumber:
+		return true
+	case tkOp:
+		return t.val == "[" || t.val == "{"
+	}
+	return false
 }

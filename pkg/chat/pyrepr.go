@@ -56,7 +56,8 @@ func rewriteOutputs(src string) string {
 
 // stringFilters are filters whose result is never a list or dict.
 var stringFilters = map[string]bool{
-	tojsonFilterName: true, trimFilterName: true, stringFilterName: true, "join": true, "upper": true,
+	tojsonFilterName: true, trimFilterName: true, catFilterName: true, tildeFilterName: true,
+	formatFilterName: true, joinFilterName: true, replaceFilterName: true, lengthFilterName: true, stringFilterName: true, "join": true, "upper": true,
 	"lower": true, "title": true, "capitalize": true, "replace": true, "indent": true, "center": true,
 	"format": true, "length": true, "count": true, "int": true, "float": true, "wordcount": true,
 }

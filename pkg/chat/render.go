@@ -110,9 +110,34 @@ var (
 	rangeValue = jinja.NewCallable("range", rangeGlobal)
 	trimValue  = jinja.NewCallable("trim", trimFilter)
 	spaceValue = jinja.NewCallable("isspace", isspaceFilter)
+	addValue   = jinja.NewCallable("+", addFilter)
+	subValue   = jinja.NewCallable("-", subFilter)
+	iterValue  = jinja.NewCallable("for", iterFilter)
+	catValue   = jinja.NewCallable("+", catFilter)
+	tildeValue = jinja.NewCallable("~", tildeFilter)
+	modValue   = jinja.NewCallable("%", modFilter)
+	fmtValue   = jinja.NewCallable("format", formatFilter)
+	joinValue  = jinja.NewCallable("join", joinFilter)
+	replValue  = jinja.NewCallable("replace", replaceFilter)
+	lenValue   = jinja.NewCallable("length", lengthFilter)
+	testValue  = jinja.NewCallable("is", testFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
+
+// privateFilters are the render variables behind the private filter names the source
+// rewrites use (template.go's sourceRewrites).
+var privateFilters = []struct {
+	name  string
+	value jinja.Value
+}{
+	{trimFilterName, trimValue}, {isspaceFilterName, spaceValue}, {addFilterName, addValue},
+	{subFilterName, subValue}, {iterFilterName, iterValue}, {catFilterName, catValue},
+	{tildeFilterName, tildeValue}, {modFilterName, modValue}, {formatFilterName, fmtValue},
+	{joinFilterName, joinValue}, {replaceFilterName, replValue}, {lengthFilterName, lenValue},
+	{testFilterName, testValue},
+	{strFilterName, strValue}, {stringFilterName, stringVal}, {tojsonFilterName, tojsonValue},
+}
 
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
 // optional chat_template.jinja and config.json). It fails when a template does not
@@ -355,6 +380,9 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if err != nil {
 		return "", err
 	}
+	if t.macros {
+		setMacroDepth(vars)
+	}
 	out, rerr := execTemplate(t.tmpl, vars)
 	if rerr != nil {
 		return "", openai.BadRequest("", rerr.Error())
@@ -454,15 +482,13 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	if err != nil {
 		return nil, nil, err
 	}
-	vars := make(map[string]jinja.Value, 8+len(r.specials)+len(merged.keys))
+	vars := make(map[string]jinja.Value, 4+len(privateFilters)+len(r.specials)+len(merged.keys))
 	// The globals hold no state, so one value serves every render.
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
-	vars[trimFilterName] = trimValue
-	vars[isspaceFilterName] = spaceValue
-	vars[strFilterName] = strValue
-	vars[stringFilterName] = stringVal
-	vars[tojsonFilterName] = tojsonValue
+	for _, f := range privateFilters {
+		vars[f.name] = f.value
+	}
 	for i := range r.specialVs {
 		vars[r.specialVs[i].name] = r.specialVs[i].renderValue()
 	}

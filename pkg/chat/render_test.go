@@ -163,7 +163,7 @@ func TestSandbox(t *testing.T) {
 		{"ordinary template", "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}", "<s>[user] hi", ""},
 		{"template error", "{{ raise_exception('no') }}", "", "no"},
 		{"compile error", "{% for %}", "", ""},
-		{"macro recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "", "chat template rendering failed: recursion too deep"},
+		{"macro recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "", "RecursionError: maximum recursion depth exceeded (more than 200 nested macro calls)"},
 		{"nested loops beyond the deadline", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "", "chat template rendering took longer than 3s and was stopped"},
 		{"output beyond the prompt bound", "{% for i in range(2000) %}{{ 'x' * 1000 }}{% endfor %}", "", "the rendered prompt is 2000000 bytes, more than the 1048576 allowed"},
 		{"giant output", "{% for i in range(100000) %}{{ 'x' * 10000 }}{% endfor %}", "", "chat template rendering used more than 268435456 bytes of memory and was stopped"},

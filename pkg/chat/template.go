@@ -266,15 +266,31 @@ type compiled struct {
 	// shares: the template never changes a value it is given, so tool schemas decoded for
 	// earlier requests can be passed to it (schemacache.go).
 	shares bool
+	// macros: the template defines macros, whose nesting each render counts (recursion.go).
+	macros bool
+}
+
+// sourceRewrites turn a template's source into what the library renders as Jinja2 renders
+// the original, in this order: whitespace control first (the others add no text and keep
+// tag boundaries), the filter renames, then rewriteConcat, which must see the + chains
+// before rewriteOperators rewrites the rest, then the print filter around outputs, and last
+// the macro depth count (rewriteMacros), whose calls need no print filter.
+var sourceRewrites = []func(string) string{
+	prepareSource, rewriteWhitespace, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
+	rewriteReplace, rewriteLength, rewriteIsspace, rewriteTojson, rewriteConcat, rewriteOperators, rewriteOutputs,
 }
 
 func compileTemplate(src string) (*compiled, error) {
-	rewritten := rewriteOutputs(rewriteConcat(rewriteTojson(rewriteIsspace(rewriteString(rewriteTrim(prepareSource(src)))))))
+	rewritten := src
+	for _, rw := range sourceRewrites {
+		rewritten = rw(rewritten)
+	}
+	rewritten, macros := rewriteMacros(rewritten)
 	t, err := compileRecovered(rewritten)
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src), shares: !mayMutateValues(rewritten)}, nil
+	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src), shares: !mayMutateValues(rewritten), macros: macros}, nil
 }
 
 // compileRecovered compiles with the library, turning a panic into an error.

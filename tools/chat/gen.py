@@ -438,6 +438,73 @@ PROBES = [
     ("ws-tools", "{% for t in tools or [] %}{{ t.function.description.strip() }}|{{ t.function.description.split()|join('+') }}|"
      "{{ t.function.description|trim }}\n{% endfor %}{% for m in messages %}{% for tc in m.tool_calls or [] %}"
      "{% for k, v in tc.function.arguments.items() %}{{ k }}=[{{ v.strip() if v is string else v }}]{% endfor %}{% endfor %}{% endfor %}"),
+    # Jinja2's whitespace control next to output tags, in and after loops (trim_blocks and
+    # lstrip_blocks touch only the text right next to a block tag; "-" strips Python whitespace).
+    ("ws-control-loop", "{% for m in messages %}{{ m.role }}\n{{ m.content|length }}\n{% endfor %}{{- '|' }}\n"
+     "{% for m in messages %}<{{ m.role }}>  {% endfor %}{{- 'G' }}\n{% for m in messages %}{% if m.role == 'user' %}"
+     "{{ m.content|trim }}\n{% endif %}{% endfor %}{% if true %}  {% endif %}|{% if true %}\n  {% endif %}|"),
+    ("ws-control-markers", "x\n\xa0\u3000{% if true %}y{% endif %}\na \x1c\u2028\n{%- if true -%}\x85\xa0 b{% endif %}\n"
+     "a\xa0 {{- 'x' -}} \u3000b{% raw %}\n  {{ x }}\n  {% endraw %}\nq a  {%- raw -%}  {{ x }}  {%- endraw -%}  q\n"
+     "  {# c #}\nb{#- c -#}  c  {#+ c +#}\nd\n  {%+ if true +%}\nb{% endif %}a{ \n{%- if true %}b{% endif %}"
+     "{{--1}}|{{ 2 - -1 -}} x{% set d = {'a': {'b': 1}}%}\n{{ d.a.b}}\n{% for m in messages %}{{ m.content }} \n{%- endfor %}"),
+    # Python's + and - and iter(): what Jinja2 computes, and what raises there (TypeError,
+    # UndefinedError), the engine answering with a 400.
+    ("op-ok", "{% set n = namespace(s='') %}{% for m in messages %}{% set n.s = n.s + m.role + '|' %}{{ loop.index0 + 1 }}"
+     "{{ [m.role] + [loop.index] }}{{ 1 + 2.5 }}{{ true + 1 }}{{ 5 - 2 }}{{ 2.5 - true }}{{ 'a' + 'b' ~ 1 }}{{ ([1] + [2])|length }}"
+     "{% for x in m.content %}{% endfor %}{% for x in nothing %}{% endfor %}{% endfor %}{{ n.s }}{{ - 1 + + 2 }}{{ (1,) }}"),
+    ("op-str-int", "{{ 'a' + 1 }}"),
+    ("op-int-str", "{% set x = 1 + 'a' %}"),
+    ("op-str-none", "{% for m in messages %}{{ m.role + none }}{% endfor %}"),
+    ("op-str-undefined", "{% set s = 'x' + nothing %}{{ s }}"),
+    ("op-undefined-str", "{% if nothing + 'x' %}{% endif %}"),
+    ("op-list-tuple", "{{ [1] + (2,) }}"),
+    ("op-dict-dict", "{{ {} + {} }}"),
+    ("op-sub-str", "{{ 'a' - 'b' }}"),
+    ("op-iter-none", "{% for x in none %}{% endfor %}"),
+    ("op-iter-int", "{% for m in messages %}{% for x in loop.index %}{% endfor %}{% endfor %}"),
+    ("op-tilde-precedence", "{{ 'n' ~ 1 + 2 }}"),
+    ("op-chain-calls", "{% for m in messages %}{{ '[' + m.role + ']' + m.tool_calls }}{% endfor %}"),
+    ("op-mod", "{{ -7 % 3 }}|{{ 7.5 % -2 }}|{{ -0.0 % 5 }}|{{ 5 % -1 }}|{{ 7 % 2.5 }}|{% for m in messages %}{{ loop.index0 % 2 }}{% endfor %}"),
+    ("op-mod-zero", "{{ 1 % 0 }}"),
+    ("op-mod-list", "{{ [1] % 2 }}"),
+    # Python's printf-style formatting: the % operator of a string and |format.
+    ("format", "{{ '%s|%d|%5.2f|%-4s|%x|%r|%i|%05d|%+d|% d|%#x|%#o|%.3s|%e|%g|%G|%c|%%|%3c|%a' % ([1, 'a'], 3, 2.5, 'ab', 255, 'q', 7, -42, 5, 6, 255, 8, 'abcdef', 12345.678, 0.0001234, 1e20, 65, 'z', '\xa0') }}|"
+     "{{ '%(a)s-%(b)05.1f' % {'a': none, 'b': 2} }}|{{ '%s'|format(messages|length) }}|{{ '%s-%s'|format('a', [1]) }}|{{ 'v=%s' % none }}|"
+     "{{ '%s' % [1, '\x85'] }}|{{ '%d%%' % 50 }}|{{ '%g|%g|%g|%g|%g' % (100000, 1000000, 0.00001, 1.5, 0) }}|{{ '%.0f|%.0e|%.2g|%10.3e|%-8.2f|%*d|%.*f' % (2.5, 15000, 0.000123456, -1234.5, 3.14159, 5, 42, 2, 1.005) }}|"
+     "{{ '%s %s'|format(true, none) }}|{{ '%d|%x|%s' % (true, false, 1.0) }}|{{ '%(k)s'|format(k='v') }}|{{ 'ab' % () }}|{{ 'ab' % {'a': 1} }}"
+     "{% for m in messages %}{{ '%s: %r|' % (m.role, m.content) }}{{ '%-10s|%10.4s|' % (m.role, m.content) }}{% endfor %}"),
+    ("op-format-type", "{{ '%d' % 'x' }}"),
+    ("op-format-few", "{{ '%s %s' % ('a',) }}"),
+    ("op-format-many", "{{ '%s' % ('a', 'b') }}"),
+    ("op-format-char", "{{ '%q' % 1 }}"),
+    ("op-format-key", "{{ '%(a)s' % {'b': 1} }}"),
+    ("op-format-mapping", "{{ '%(a)s'|format(1) }}"),
+    # Python's str() of lists and dicts where the library turns them into text itself.
+    ("repr-text", "{% for m in messages %}{{ 'c=' ~ m.content }}|{{ [m.content, none, true]|join(',') }}|{{ [[m.role, m.content]]|join }}|"
+     "{{ [m.content]|replace('a', 'b') }}|{{ m|replace('role', 'R', 1) }}|{{ m.content ~ [m.content] }}|{{ [m]|join(attribute='role') }}{% endfor %}"
+     "{{ 'p' ~ tools }}{{ ['\xa0'] ~ 1 ~ none }}{{ 'a' ~ 1 + 2 ~ 'b' if false else 'z' }}{{ {'k': '\u2028'}|join('-') }}{{ 'ab'|join('.') }}"),
+    # Macro recursion: bounded data renders; a macro recursing into the characters of a
+    # string (Hermes-style json_to_python_type on a type list holding "null") raises.
+    ("macro-depth", "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}{% endmacro %}{{ f(150) }}"
+     "{% for m in messages %}{{ f(loop.index) }}{% endfor %}"),
+    ("op-recursion", "{% macro t(s) %}{% if s is string %}{% for c in s %}{{ t(c) }}{% endfor %}{% endif %}{% endmacro %}"
+     "{% for m in messages %}{{ t(m.role) }}{% endfor %}"),
+    ("op-length", "{% for m in messages %}{{ m.content|length }}{{ m|length }}{{ m.nothing|length }}{{ [m]|count }}{% endfor %}"
+     "{{ (tools or [])|length }}{{ '\u2028é'|length }}"),
+    ("op-length-none", "{% if tools|length > 0 %}t{% endif %}"),
+    ("op-length-int", "{{ messages[0].role|length|length }}"),
+    # Type names built from schemas (Hermes-style json_to_python_type): Jinja2's undefined
+    # is iterable, a sequence and callable, so a schema without "type" gives Union[].
+    ("types-hermes", "{%- macro py_type(s) %}{%- set basic = {'string': 'str', 'number': 'float', 'integer': 'int', 'boolean': 'bool'} %}"
+     "{%- if basic[s.type] is defined %}{{- basic[s.type] }}{%- elif s.type == 'array' %}{{- 'list[' + py_type(s|items) + ']' }}"
+     "{%- elif s.type == 'object' %}{%- if s.additionalProperties is defined %}{{- 'dict[str, ' + py_type(s.additionalProperties) + ']' }}"
+     "{%- else %}{{- 'dict' }}{%- endif %}{%- elif s.type is iterable %}{{- 'Union[' }}{%- for t in s.type %}{{- py_type({'type': t}) }}"
+     "{%- if not loop.last %}{{- ',' }}{%- endif %}{%- endfor %}{{- ']' }}{%- else %}{{- 'Any' }}{%- endif %}{%- endmacro %}"
+     "{%- for s in [{'type': 'string'}, {'type': 'array', 'items': {'type': 'integer'}}, {'type': 'array'}, {}, {'type': ['string', 'number']},"
+     " {'type': none}, {'type': []}, {'type': 'object', 'additionalProperties': true}, {'type': 'object', 'additionalProperties': {}}, {'type': 3}] %}"
+     "{{ py_type(s) }}|{% endfor %}{% for t in tools or [] %}{% for k, v in t.function.parameters.properties.items() %}{{ k }}: {{ py_type(v) }}|{% endfor %}{% endfor %}"
+     "{{ nothing is iterable }}{{ nothing is sequence }}{{ nothing is callable }}{{ none is iterable }}{{ nothing is not iterable }}{{ -1 is iterable }}"
+     "{{ messages[0].nothing is iterable }}{{ messages is sequence }}{{ 'x' is not sequence }}"),
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),

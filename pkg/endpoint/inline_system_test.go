@@ -219,3 +219,16 @@ func TestFoldInlineConcurrent(t *testing.T) {
 		t.Errorf("%d renders, want one probe's %d", cr.n.Load(), one.n.Load())
 	}
 }
+
+// BenchmarkProbeInline is what the first request to a model with something to fold pays once.
+func BenchmarkProbeInline(b *testing.B) {
+	for _, family := range []string{"qwen3", "deepseek_v3"} {
+		b.Run(family, func(b *testing.B) {
+			r, tok := testModel(b, family, "")
+			b.ReportAllocs()
+			for b.Loop() {
+				probeInline(r, tok)
+			}
+		})
+	}
+}

@@ -22,7 +22,8 @@ import (
 //     parts; is_error is accepted and, as in vLLM, not rendered;
 //   - a message left with one text part has it as its string content; a message left with no
 //     content, tool calls or reasoning is dropped;
-//   - a system message inside messages stays a system message in place;
+//   - system messages inside messages are placed as inline.go says, a system message kept
+//     in place having its text as its content;
 //   - Claude Code's per-request billing header is dropped from system text (billingHeader).
 // What vLLM would not render and Anthropic rejects is a 400 here: an unknown block type, a
 // tool_use outside an assistant message, a tool_result outside a user message or answering no
@@ -42,9 +43,18 @@ type msgParts struct {
 func (c *converter) appendMessage(dst []byte, m *wireMessage, i int, first bool) ([]byte, bool, *openai.Error) {
 	param := fmt.Sprintf("messages[%d]", i)
 	switch m.Role {
-	case "user", "assistant", "system":
+	case "user", "assistant":
+	case "system":
+		t, aerr := inlineSystemText(m, i)
+		if aerr != nil || t == "" {
+			return dst, first, aerr
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		return appendTextMessage(dst, "system", t), false, nil
 	default:
-		return nil, first, openai.BadRequest(param+".role", fmt.Sprintf("%s.role: expected \"user\" or \"assistant\", got %q", param, m.Role))
+		return nil, first, badRole(i, m.Role)
 	}
 	sep := func() {
 		if !first {
@@ -59,9 +69,6 @@ func (c *converter) appendMessage(dst []byte, m *wireMessage, i int, first bool)
 		var s string
 		if err := json.Unmarshal(m.Content, &s); err != nil {
 			return nil, first, openai.BadRequest(param+".content", param+".content: invalid string")
-		}
-		if m.Role == "system" && isBillingHeader(s) {
-			return dst, first, nil
 		}
 		sep()
 		dst = appendTextMessage(dst, m.Role, s)
@@ -143,7 +150,7 @@ func (c *converter) addBlock(p *msgParts, b *wireBlock, role, bp string) *openai
 		if b.Text == nil {
 			return openai.BadRequest(bp+".text", bp+".text: Field required")
 		}
-		if *b.Text != "" && !(role == "system" && isBillingHeader(*b.Text)) {
+		if *b.Text != "" {
 			p.parts = append(p.parts, textPart(*b.Text))
 			p.texts = append(p.texts, *b.Text)
 		}

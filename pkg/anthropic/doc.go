@@ -8,7 +8,10 @@
 // assistant tool_calls, tool_result blocks tool messages, thinking blocks the assistant's
 // reasoning, tools with input_schema function tools, tool_choice any → required, stop_sequences
 // → stop. The chat body (Request.ChatBody) is what pkg/router parses with openai.ParseChat and
-// renders, so the prompt is exactly the one the engine renders for the same request.
+// renders, so the prompt is exactly the one the engine renders for the same request. System
+// messages inside messages are kept in place (ChatBody) or folded into their neighbours
+// (FoldedChatBody) by vLLM's rules (inline.go); which of the two a model gets depends on its
+// chat template, which the caller probes, as vLLM does.
 //
 // The output side converts the engine's chat answer back: a chat.completion body into a
 // message (Message), and a chat.completion.chunk stream into the Messages events, piece by

@@ -27,13 +27,20 @@ type Request struct {
 	// StopSequences are the client's stop_sequences: a chat stop that matched one is the
 	// message's stop_sequence.
 	StopSequences []string
-	chat          []byte
+	chat, folded  []byte
 }
 
 // ChatBody returns the OpenAI chat completion body the request converts to (model as the
-// client named it). It is valid JSON; openai.ParseChat validates the rest of it as the engine
-// would.
+// client named it), with system messages inside messages kept in place (inline.go: vLLM's
+// "preserve", for templates that render them as turns of their own). It is valid JSON;
+// openai.ParseChat validates the rest of it as the engine would.
 func (r *Request) ChatBody() []byte { return r.chat }
+
+// FoldedChatBody returns the chat body with the system messages inside messages folded into
+// their neighbours (vLLM's "fold", for templates that reject or drop them, or render them as
+// user turns), or nil when the request has none left to fold: ChatBody is then the body for
+// every template.
+func (r *Request) FoldedChatBody() []byte { return r.folded }
 
 // wireRequest is what Parse decodes of a body. Unknown members are ignored, as vLLM's
 // pydantic models ignore them (clients send fields, such as service_tier, that mean nothing
@@ -136,12 +143,31 @@ func Parse(body []byte, countTokens bool) (*Request, *openai.Error) {
 		return nil, openai.BadRequest("stop_sequences", fmt.Sprintf("stop_sequences: at most %d are allowed", MaxStopSequences))
 	}
 	req.StopSequences = wr.StopSequences
-	c := &converter{known: map[string]bool{}}
-	b, aerr := c.appendBody(make([]byte, 0, len(body)+256), &wr, req)
+	sys := ""
+	if len(wr.System) > 0 && string(wr.System) != "null" {
+		var aerr *openai.Error
+		if sys, aerr = systemText(wr.System); aerr != nil {
+			return nil, aerr
+		}
+	}
+	p, aerr := placeInline(wr.Messages, sys != "")
 	if aerr != nil {
 		return nil, aerr
 	}
-	req.chat = b
+	sys = joinTexts(sys, p.leading)
+	c := &converter{known: map[string]bool{}}
+	if req.chat, aerr = c.appendBody(make([]byte, 0, len(body)+256), &wr, req, sys, p.preserve); aerr != nil {
+		return nil, aerr
+	}
+	if p.fold != nil {
+		c = &converter{known: map[string]bool{}}
+		if req.folded, aerr = c.appendBody(make([]byte, 0, len(req.chat)+64), &wr, req, sys, p.fold); aerr != nil {
+			return nil, aerr
+		}
+	}
+	if bytes.Equal(req.folded, req.chat) {
+		req.folded = nil // e.g. the inline system messages are all empty
+	}
 	return req, nil
 }
 
@@ -198,27 +224,20 @@ type converter struct {
 	known map[string]bool
 }
 
-// appendBody appends the chat completion body of wr.
-func (c *converter) appendBody(dst []byte, wr *wireRequest, req *Request) ([]byte, *openai.Error) {
+// appendBody appends the chat completion body of wr: sys the system prompt, msgs the
+// conversation with its system messages placed (inline.go).
+func (c *converter) appendBody(dst []byte, wr *wireRequest, req *Request, sys string, msgs []inlineMsg) ([]byte, *openai.Error) {
 	dst = append(dst, `{"model":`...)
 	dst = openai.AppendString(dst, req.Model)
 	dst = append(dst, `,"messages":[`...)
 	first := true
-	if len(wr.System) > 0 && string(wr.System) != "null" {
-		sys, aerr := systemText(wr.System)
-		if aerr != nil {
-			return nil, aerr
-		}
-		if sys != "" {
-			dst = append(dst, `{"role":"system","content":`...)
-			dst = openai.AppendString(dst, sys)
-			dst = append(dst, '}')
-			first = false
-		}
+	if sys != "" {
+		dst = appendTextMessage(dst, "system", sys)
+		first = false
 	}
-	for i := range wr.Messages {
+	for i := range msgs {
 		var aerr *openai.Error
-		if dst, first, aerr = c.appendMessage(dst, &wr.Messages[i], i, first); aerr != nil {
+		if dst, first, aerr = c.appendMessage(dst, &msgs[i].wireMessage, msgs[i].at, first); aerr != nil {
 			return nil, aerr
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/kvgate/kvgate/pkg/anthropic"
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -17,8 +19,9 @@ import (
 )
 
 // POST /v1/messages (Anthropic's Messages API) on the pipeline: the body is parsed and
-// converted into the chat request vLLM's Anthropic serving runs it as (anthropic.Parse), which
-// then takes the chat endpoint's parse and prompt: rendered and tokenized exactly, routed
+// converted into the chat request vLLM's Anthropic serving runs it as (anthropic.Parse; its
+// inline system messages kept in place or folded as the model's template needs,
+// inline_system.go), which then takes the chat endpoint's parse and prompt: rendered and tokenized exactly, routed
 // cache-aware on those ids, sent to HTTP workers as /v1/chat/completions and to gRPC workers
 // as Generate with the model's parsers. The writer converts the chat answer into the message
 // or the Messages events (anthropic.Output) and keeps relay's started/not-started contract: a
@@ -55,6 +58,9 @@ func (tn *messagesTurn) parse(body []byte, lim openai.Limits, req *engine.Reques
 // --max-prompt-tokens is Anthropic's 400 "prompt is too long: N tokens > M maximum", the
 // words agents (Claude Code) look for to compact their history.
 func (tn *messagesTurn) prompt(pl *pipeline.Pipeline, c *pipeline.Call) (string, *openai.Error) {
+	if aerr := placeInlineSystem(c, tn.req, openai.Limits{MaxN: pl.Config().MaxN}, pl.Config().Logger); aerr != nil {
+		return "", aerr
+	}
 	p, aerr := Chat.Prompt(pl, c)
 	if aerr != nil && aerr.Code == "context_length_exceeded" && len(c.Req.Tokens) == 0 {
 		aerr = promptTooLong(pl, c)
@@ -64,6 +70,22 @@ func (tn *messagesTurn) prompt(pl *pipeline.Pipeline, c *pipeline.Call) (string,
 		tn.out.PromptTokens = len(c.Req.Tokens[0])
 	}
 	return p, aerr
+}
+
+// placeInlineSystem gives c the chat request with ar's inline system messages folded when ar
+// has some to fold and c's model folds them (inline_system.go); else c keeps the one parse
+// gave it, with them in place.
+func placeInlineSystem(c *pipeline.Call, ar *anthropic.Request, lim openai.Limits, log *zap.Logger) *openai.Error {
+	folded := ar.FoldedChatBody()
+	if folded == nil || !inlineModes.foldInline(c, log) {
+		return nil
+	}
+	cr, aerr := openai.ParseChat(folded, lim)
+	if aerr != nil {
+		return aerr
+	}
+	c.Req.Chat = cr
+	return nil
 }
 
 // promptTooLong is Anthropic's answer to a prompt over --max-prompt-tokens.
@@ -115,6 +137,9 @@ func (a *API) countMessageTokens(body []byte) (int, *openai.Error) {
 	if c.Served.Chat == nil {
 		return 0, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeServer, Code: "no_renderer",
 			Message: "count_tokens needs the model's chat template and tokenizer; the gateway has none for " + c.Target.Model}
+	}
+	if aerr := placeInlineSystem(c, ar, openai.Limits{MaxN: a.pl.Config().MaxN}, a.pl.Config().Logger); aerr != nil {
+		return 0, aerr
 	}
 	ids, _, aerr := a.pl.RenderChat(c, c.Req.Chat)
 	if aerr != nil {

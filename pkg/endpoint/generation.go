@@ -98,6 +98,9 @@ type generationRenderer struct {
 	g Generation
 }
 
+// Unwrap returns the renderer underneath, whose optional abilities the pipeline looks for.
+func (r *generationRenderer) Unwrap() pipeline.ChatRenderer { return r.ChatRenderer }
+
 // generationOf returns the generation defaults a model's renderer carries (zero: none).
 func generationOf(s *pipeline.Served) Generation {
 	if r, ok := s.Chat.(*generationRenderer); ok {
@@ -106,4 +109,4 @@ func generationOf(s *pipeline.Served) Generation {
 	return Generation{}
 }
 
-var _ pipeline.ChatRenderer = (*generationRenderer)(nil)
+var _ pipeline.RendererWrapper = (*generationRenderer)(nil)

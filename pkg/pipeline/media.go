@@ -34,6 +34,22 @@ type mediaExpander interface {
 	Expand(res *chat.Result, identify func(*chat.MediaItem) string) chat.Expanded
 }
 
+// expanderOf finds r's media expansion, looking through renderers that wrap another
+// (RendererWrapper), so that a wrapper adding something else does not hide it.
+func expanderOf(r ChatRenderer) (mediaExpander, bool) {
+	for r != nil {
+		if x, ok := r.(mediaExpander); ok {
+			return x, true
+		}
+		w, ok := r.(RendererWrapper)
+		if !ok {
+			return nil, false
+		}
+		r = w.Unwrap()
+	}
+	return nil, false
+}
+
 // routeMedia sets how c, a chat request with media rendered as res, is routed: its route ids
 // (affinity past the first item), the engine's view for the lookup up to where exactness stops,
 // and what /debug/route says. It returns the prompt's length as the engine counts it.
@@ -42,7 +58,7 @@ func (pl *Pipeline) routeMedia(c *Call, r ChatRenderer, res *chat.Result) int {
 	if res.Unrendered != "" {
 		return len(res.TokenIDs)
 	}
-	x, ok := r.(mediaExpander)
+	x, ok := expanderOf(r)
 	if !ok || res.MediaAt == nil {
 		c.route = mediaRouteTokens(res.TokenIDs, res.Exact, res.Media, nil)
 		return len(res.TokenIDs)

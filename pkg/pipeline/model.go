@@ -71,6 +71,15 @@ type ChatRenderer interface {
 	Render(req *openai.ChatRequest) (chat.Result, *openai.Error)
 }
 
+// RendererWrapper is a ChatRenderer that wraps another to add something of its own (an
+// endpoint's per-model settings, say). The pipeline looks through it for the optional
+// abilities of the renderer underneath (media expansion), which a wrapper would otherwise
+// hide.
+type RendererWrapper interface {
+	ChatRenderer
+	Unwrap() ChatRenderer
+}
+
 // Tokenizer is what the pipeline needs of a tokenizer: encoding prompts it routes on (and sends
 // to grpc:// workers), the vocabulary size that bounds token-id prompts, and incremental
 // decoders for gRPC output. FromTokenizer adapts *tokenizer.Tokenizer.

@@ -32,7 +32,8 @@ const (
 	// ReplayMismatch: the first replayed seq was not the requested one (the publisher's buffer
 	// no longer held it); the worker was reset.
 	ReplayMismatch = "mismatch"
-	// ReplayTimeout: no terminator arrived in time.
+	// ReplayTimeout: the replay fell silent (no reply within the replay timeout) before its
+	// terminator.
 	ReplayTimeout = "timeout"
 	// ReplayError: the request could not be sent or the reply was malformed.
 	ReplayError = "error"

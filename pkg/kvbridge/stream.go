@@ -14,8 +14,10 @@ import (
 
 // Defaults of the event stream rules (DESIGN.md §6).
 const (
-	// DefaultReplayTimeout bounds one replay request: no terminator within it and the replay is
-	// treated as unavailable.
+	// DefaultReplayTimeout bounds the silence of one replay: no reply within it (after the
+	// request, or after the last reply) and the replay is treated as unavailable. A replay that
+	// keeps answering is not cut off, however long it takes: after a partition heals, hundreds
+	// of streams replay at once and their replies queue behind each other.
 	DefaultReplayTimeout = 5 * time.Second
 	// DefaultResyncInterval is the minimum time between two unknown-parent resyncs of a stream.
 	DefaultResyncInterval = 30 * time.Second
@@ -448,6 +450,9 @@ func (s *streamRules[T]) rewound(seq uint64, item T) {
 func (s *streamRules[T]) replayMsg(gen, seq uint64, item T, end bool) {
 	if !s.replaying || gen != s.replayGen {
 		return // a late reply to an abandoned request
+	}
+	if !s.replayDL.IsZero() {
+		s.replayDL = s.now().Add(s.replayTimeout) // it answers: the deadline bounds silence
 	}
 	if end {
 		if s.resuming { // not even the batch at the cursor: the publisher is another instance

@@ -275,6 +275,26 @@ func TestStreamRules(t *testing.T) {
 			wantSkipped: 1,
 		},
 		{
+			name:   "a replay that keeps answering outlives the timeout; silence after a reply still ends it",
+			replay: true,
+			run: func(h *streamHarness) {
+				h.live(1, 5) // replay from 2; the timeout is 1 s
+				gen := h.reqs[0].gen
+				for seq := uint64(2); seq <= 3; seq++ {
+					h.now = h.now.Add(900 * time.Millisecond)
+					h.s.tick(h.now)
+					h.s.replayMsg(gen, seq, payloadFor(seq), false)
+				}
+				h.now = h.now.Add(900 * time.Millisecond)
+				h.s.tick(h.now) // 2.7 s after the request, 0.9 s after the last reply
+				h.s.replayMsg(gen, 4, payloadFor(4), false)
+				h.now = h.now.Add(1100 * time.Millisecond)
+				h.s.tick(h.now) // silent for 1.1 s: given up, the held 5 continues
+			},
+			want:       []string{"b1", "b2", "b3", "b4", "reset:unrepaired_gap", "b5"},
+			wantStarts: []uint64{2},
+		},
+		{
 			name:   "held overflow drops the newest, and the gap is repaired afterwards",
 			replay: true,
 			run: func(h *streamHarness) {

@@ -293,6 +293,11 @@ func (s *ZMQSource) consume(ctx context.Context) {
 				st.malformedMsg(it.err)
 			}
 		case <-tick.c():
+			if len(s.queue) > 0 {
+				// Replies may be waiting behind the live batches: a replay's deadline bounds
+				// the transport's silence, not this goroutine's backlog.
+				continue
+			}
 			now := s.cfg.Now()
 			for _, st := range s.streams {
 				st.tick(now)

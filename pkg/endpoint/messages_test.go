@@ -3,17 +3,23 @@ package endpoint
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kvgate/kvgate/pkg/anthropic"
 	"github.com/kvgate/kvgate/pkg/chat"
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/pipeline"
+	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // toolTurns is an agent's tool-calling history: tool inputs that json.dumps spells unlike
@@ -190,6 +196,61 @@ func TestPlaceMessagesDisabledThinking(t *testing.T) {
 			}
 			if c.Req.Chat.ReasoningEffort != tt.want {
 				t.Errorf("reasoning_effort %q, want %q", c.Req.Chat.ReasoningEffort, tt.want)
+			}
+		})
+	}
+}
+
+// TestMessagesRenderPlaces: /v1/messages/render answers the ids of the request its model gets,
+// as /v1/messages places it: gemma3 rejects a system turn inside the conversation, so the
+// reminder is folded (unplaced, the render would be gemma3's 400); a template that rejects
+// reasoning_effort none gets low for disabled thinking (unplaced, a 400 too).
+func TestMessagesRenderPlaces(t *testing.T) {
+	for _, tt := range []struct{ name, family, template, body string }{
+		{"gemma3 folds", "gemma3", "", reminder},
+		{"none rejected", "qwen3", `{%- if reasoning_effort == 'none' %}{{ raise_exception('unsupported effort') }}{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}
+{% endfor %}effort={{ reasoning_effort }}`, `{"model":"m","max_tokens":5,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"q"}]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, tok := testModel(t, tt.family, tt.template)
+			p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
+			idx, _ := indexer.New(indexer.Config{})
+			pl, err := pipeline.New(pipeline.Config{Models: []pipeline.Model{{Name: "m", Policy: p, Index: idx, Tokenizer: tok, Chat: r}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A worker that is never called: the gateway serves a model its fleet has.
+			if _, err := pl.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:9", Model: "m"}); err != nil {
+				t.Fatal(err)
+			}
+			a := NewAPI(pl, nil)
+			rec := httptest.NewRecorder()
+			a.MessagesRender(rec, httptest.NewRequest(http.MethodPost, "/v1/messages/render", strings.NewReader(tt.body)))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+			var got struct {
+				TokenIDs []uint32 `json:"token_ids"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			// What /v1/messages renders: the body placed for this model.
+			ar, aerr := anthropic.Parse([]byte(tt.body), false)
+			if aerr != nil {
+				t.Fatal(aerr)
+			}
+			c := &pipeline.Call{Served: &pipeline.Served{Chat: r, Tok: tok}}
+			c.Req.Chat = mustChat(t, ar.ChatBody())
+			if aerr := placeMessages(c, ar, openai.Limits{}, nil); aerr != nil {
+				t.Fatal(aerr)
+			}
+			want, aerr := r.Render(c.Req.Chat)
+			if aerr != nil {
+				t.Fatal(aerr)
+			}
+			if !slices.Equal(got.TokenIDs, want.TokenIDs) {
+				t.Errorf("render ids\n%v\nwant /v1/messages's\n%v", got.TokenIDs, want.TokenIDs)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kvgate/kvgate/pkg/anthropic"
@@ -253,5 +254,28 @@ func TestMessagesRenderPlaces(t *testing.T) {
 				t.Errorf("render ids\n%v\nwant /v1/messages's\n%v", got.TokenIDs, want.TokenIDs)
 			}
 		})
+	}
+}
+
+// TestDisabledEffortConcurrent: concurrent first requests share one probe, and the model's
+// effort is cached.
+func TestDisabledEffortConcurrent(t *testing.T) {
+	r, tok := testModel(t, "llama3", "")
+	one := &countingRenderer{ChatRenderer: r}
+	probeDisabledEffort(one)
+	cr := &countingRenderer{ChatRenderer: r}
+	served := &pipeline.Served{Chat: cr, Tok: tok}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if e := disabledEfforts.effort(&pipeline.Call{Served: served}, nil); e != "low" {
+				t.Errorf("llama3's effort %q", e)
+			}
+		})
+	}
+	wg.Wait()
+	disabledEfforts.effort(&pipeline.Call{Served: served}, nil)
+	if cr.n.Load() != one.n.Load() {
+		t.Errorf("%d renders, want one probe's %d", cr.n.Load(), one.n.Load())
 	}
 }

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -56,7 +57,7 @@ func (p *pyParser) value() pyNode {
 	case '{':
 		p.i++
 		n := pyNode{object: true}
-		var index map[string]int // decoded key → position, for repeated members
+		var index map[string]int // decoded name → position, for repeated members
 		for {
 			p.space()
 			if p.b[p.i] == '}' {
@@ -72,8 +73,7 @@ func (p *pyParser) value() pyNode {
 			p.i++ // ':'
 			val := p.value()
 			p.space()
-			var name string
-			_ = json.Unmarshal(key.raw, &name)
+			name := keyName(key.raw)
 			if index == nil {
 				index = map[string]int{}
 			}
@@ -106,6 +106,17 @@ func (p *pyParser) value() pyNode {
 		p.i++
 	}
 	return pyNode{raw: p.b[start:p.i]}
+}
+
+// keyName is the decoded text of a member's name literal, which two spellings of the same
+// name share.
+func keyName(lit []byte) string {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit[1 : len(lit)-1])
+	}
+	var name string
+	_ = json.Unmarshal(lit, &name)
+	return name
 }
 
 // str reads a string literal.

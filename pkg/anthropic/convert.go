@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -16,10 +17,12 @@ import (
 //   - thinking blocks join into the message's reasoning; redacted_thinking is dropped (its
 //     data is opaque to an engine);
 //   - tool_use blocks (assistant) become tool_calls {id, function {name, arguments}}, the
-//     arguments the input object as the client wrote it (key order kept);
+//     arguments the input object as Python's json.dumps writes it (pyjson.go; key order
+//     kept), a missing or null input "{}";
 //   - tool_result blocks (user) become tool messages, in place, before the message's own
-//     content: tool_call_id the tool_use_id, content the result's string or its blocks as
-//     parts; is_error is accepted and, as in vLLM, not rendered;
+//     content: tool_call_id the tool_use_id, content the result's string or the texts of its
+//     text blocks joined with "\n", its images in a user message right after the tool
+//     message (appendToolResult); is_error is accepted and, as in vLLM, not rendered;
 //   - a message left with one text part has it as its string content; a message left with no
 //     content, tool calls or reasoning is dropped;
 //   - system messages inside messages are placed as inline.go says, a system message kept
@@ -227,23 +230,30 @@ func (c *converter) toolCall(b *wireBlock, bp string) ([]byte, *openai.Error) {
 	if b.Name == nil || *b.Name == "" {
 		return nil, openai.BadRequest(bp+".name", bp+".name: Field required")
 	}
-	if len(b.Input) == 0 || b.Input[0] != '{' {
-		return nil, openai.BadRequest(bp+".input", bp+".input: expected an object")
-	}
-	var args bytes.Buffer
-	if err := json.Compact(&args, b.Input); err != nil {
-		return nil, openai.BadRequest(bp+".input", bp+".input: expected an object")
+	args := []byte("{}") // vLLM writes a missing or null input as {}
+	if len(b.Input) > 0 && string(b.Input) != "null" {
+		var ok bool
+		if b.Input[0] != '{' {
+			return nil, openai.BadRequest(bp+".input", bp+".input: expected an object")
+		}
+		if args, ok = appendPyJSON(nil, b.Input); !ok {
+			return nil, openai.BadRequest(bp+".input", bp+".input: expected an object")
+		}
 	}
 	c.known[*b.ID] = true
 	dst := append([]byte(`{"id":`), openai.AppendString(nil, *b.ID)...)
 	dst = append(dst, `,"type":"function","function":{"name":`...)
 	dst = openai.AppendString(dst, *b.Name)
 	dst = append(dst, `,"arguments":`...)
-	dst = openai.AppendString(dst, args.String())
+	dst = openai.AppendString(dst, string(args))
 	return append(dst, "}}"...), nil
 }
 
-// appendToolResult appends the tool message of a tool_result block.
+// appendToolResult appends the tool message of a tool_result block and, when its content has
+// images, the user message that carries them, as vLLM converts a user's tool_result
+// (serving.py, _convert_user_tool_result): the tool message's content is a string, the
+// result's string or the texts of its text blocks joined with "\n"; its images follow it in
+// a user message of their own, as image_url parts in their order.
 func (c *converter) appendToolResult(dst []byte, b *wireBlock, bp string) ([]byte, *openai.Error) {
 	if b.ToolUseID == nil || *b.ToolUseID == "" {
 		return nil, openai.BadRequest(bp+".tool_use_id", bp+".tool_use_id: Field required")
@@ -251,51 +261,56 @@ func (c *converter) appendToolResult(dst []byte, b *wireBlock, bp string) ([]byt
 	if !c.known[*b.ToolUseID] {
 		return nil, openai.BadRequest(bp+".tool_use_id", fmt.Sprintf("%s.tool_use_id: %q answers no tool_use block of an earlier assistant message", bp, *b.ToolUseID))
 	}
-	dst = append(dst, `{"role":"tool","tool_call_id":`...)
-	dst = openai.AppendString(dst, *b.ToolUseID)
-	dst = append(dst, `,"content":`...)
+	text := ""
+	var images [][]byte
 	switch {
 	case len(b.Content) == 0 || string(b.Content) == "null":
-		dst = append(dst, `""`...)
 	case b.Content[0] == '"':
-		var s string
-		if err := json.Unmarshal(b.Content, &s); err != nil {
+		if err := json.Unmarshal(b.Content, &text); err != nil {
 			return nil, openai.BadRequest(bp+".content", bp+".content: invalid string")
 		}
-		dst = openai.AppendString(dst, s)
 	default:
 		var blocks []wireBlock
 		if err := json.Unmarshal(b.Content, &blocks); err != nil {
 			return nil, openai.BadRequest(bp+".content", bp+".content: expected a string or an array of text and image blocks")
 		}
-		dst = append(dst, '[')
+		texts := make([]string, 0, len(blocks))
 		for k := range blocks {
-			part, aerr := resultPart(&blocks[k], fmt.Sprintf("%s.content[%d]", bp, k))
-			if aerr != nil {
-				return nil, aerr
+			kp := fmt.Sprintf("%s.content[%d]", bp, k)
+			switch blocks[k].Type {
+			case "text":
+				if blocks[k].Text == nil {
+					return nil, openai.BadRequest(kp+".text", kp+".text: Field required")
+				}
+				texts = append(texts, *blocks[k].Text)
+			case "image":
+				part, aerr := imagePart(blocks[k].Source, kp)
+				if aerr != nil {
+					return nil, aerr
+				}
+				images = append(images, part)
+			default:
+				return nil, openai.BadRequest(kp+".type", fmt.Sprintf("%s.type: blocks of type %q are not supported in a tool_result", kp, blocks[k].Type))
 			}
+		}
+		text = strings.Join(texts, "\n")
+	}
+	dst = append(dst, `{"role":"tool","tool_call_id":`...)
+	dst = openai.AppendString(dst, *b.ToolUseID)
+	dst = append(dst, `,"content":`...)
+	dst = openai.AppendString(dst, text)
+	dst = append(dst, '}')
+	if len(images) > 0 {
+		dst = append(dst, `,{"role":"user","content":[`...)
+		for k, part := range images {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, part...)
 		}
-		dst = append(dst, ']')
+		dst = append(dst, "]}"...)
 	}
-	return append(dst, '}'), nil
-}
-
-// resultPart is the chat part of a block inside a tool_result: text or image.
-func resultPart(b *wireBlock, bp string) ([]byte, *openai.Error) {
-	switch b.Type {
-	case "text":
-		if b.Text == nil {
-			return nil, openai.BadRequest(bp+".text", bp+".text: Field required")
-		}
-		return textPart(*b.Text), nil
-	case "image":
-		return imagePart(b.Source, bp)
-	}
-	return nil, openai.BadRequest(bp+".type", fmt.Sprintf("%s.type: blocks of type %q are not supported in a tool_result", bp, b.Type))
+	return dst, nil
 }
 
 // appendTools appends tools as function tools (input_schema as parameters; a schema without
@@ -383,33 +398,54 @@ func appendTool(dst []byte, t *wireTool, param string) ([]byte, *openai.Error) {
 	return append(dst, "}}"...), nil
 }
 
-// appendThinking maps thinking to the chat template's thinking switch: enabled (or adaptive)
-// sets chat_template_kwargs enable_thinking (Qwen3's name) and thinking (DeepSeek's) true,
-// disabled sets them false; without thinking the template's default applies.
-func appendThinking(dst []byte, th *wireThinking) ([]byte, *openai.Error) {
-	if th == nil {
+// appendThinking appends what output_config.effort and thinking set in the chat request, as
+// vLLM's _handle_output_config and then _handle_thinking set them (serving.py): the effort
+// becomes reasoning_effort; thinking disabled sets reasoning_effort (over the effort) to the
+// value the model's template takes for "no thinking", "none" here and swapped for the model's
+// own by the caller (Request.SetDisabledThinkingEffort); enabled sets thinking_token_budget
+// to budget_tokens (a sampling limit, not seen by the template); adaptive sets nothing. The
+// template sees reasoning_effort as a variable, and enable_thinking as effort != "none"
+// unless chat_template_kwargs sets it, as the chat endpoint renders any request. count_tokens
+// bodies have neither member in vLLM's protocol and are rendered without them.
+func appendThinking(dst []byte, wr *wireRequest, req *Request) ([]byte, *openai.Error) {
+	if req.counting {
 		return dst, nil
 	}
-	on := false
-	switch th.Type {
-	case "enabled":
-		if th.BudgetTokens == nil || *th.BudgetTokens < 1 {
-			return nil, openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: a positive integer is required when thinking is enabled")
+	effort := ""
+	if oc := wr.OutputConfig; oc != nil && oc.Effort != nil {
+		if !anthropicEfforts[*oc.Effort] {
+			return nil, openai.BadRequest("output_config.effort", fmt.Sprintf("output_config.effort: expected \"low\", \"medium\", \"high\", \"xhigh\" or \"max\", got %q", *oc.Effort))
 		}
-		on = true
-	case "adaptive":
-		on = true
-	case "disabled":
-	default:
-		return nil, openai.BadRequest("thinking.type", fmt.Sprintf("thinking.type: expected \"enabled\" or \"disabled\", got %q", th.Type))
+		effort = *oc.Effort
 	}
-	v := "false"
-	if on {
-		v = "true"
+	if th := wr.Thinking; th != nil {
+		switch th.Type {
+		case "enabled":
+			if th.BudgetTokens == nil || *th.BudgetTokens < minBudgetTokens {
+				return nil, openai.BadRequest("thinking.budget_tokens", fmt.Sprintf("thinking.budget_tokens: an integer of at least %d is required when thinking is enabled", minBudgetTokens))
+			}
+			if *th.BudgetTokens >= int64(req.MaxTokens) {
+				return nil, openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens must be less than max_tokens")
+			}
+			dst = append(dst, `,"thinking_token_budget":`...)
+			dst = strconv.AppendInt(dst, *th.BudgetTokens, 10)
+		case "adaptive":
+		case "disabled":
+			effort = "none"
+			req.disabledThinking = true
+		default:
+			return nil, openai.BadRequest("thinking.type", fmt.Sprintf("thinking.type: expected \"enabled\", \"disabled\" or \"adaptive\", got %q", th.Type))
+		}
 	}
-	dst = append(dst, `,"chat_template_kwargs":{"enable_thinking":`...)
-	dst = append(dst, v...)
-	dst = append(dst, `,"thinking":`...)
-	dst = append(dst, v...)
-	return append(dst, '}'), nil
+	if effort != "" {
+		dst = append(dst, `,"reasoning_effort":`...)
+		dst = openai.AppendString(dst, effort)
+	}
+	return dst, nil
 }
+
+// anthropicEfforts are output_config.effort's values (vLLM's AnthropicEffort).
+var anthropicEfforts = map[string]bool{"low": true, "medium": true, "high": true, "xhigh": true, "max": true}
+
+// minBudgetTokens is the least thinking.budget_tokens vLLM (and Anthropic) accept.
+const minBudgetTokens = 1024

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -17,6 +18,7 @@ func FuzzParse(f *testing.F) {
 		`{"model":"m","max_tokens":5,"thinking":{"type":"enabled","budget_tokens":9},"stop_sequences":["\u0000"],"metadata":{"user_id":"u"},"messages":[{"role":"system","content":"s"}]}`,
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x"}]}]}`,
 		`{"model":"m","max_tokens":1.0,"messages":[]}`,
+		`{"model":"m","max_tokens":4096,"output_config":{"effort":"high"},"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"é":1.50,"a":"\ud83c","a":[1e400]}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"r"},{"type":"image","source":{"type":"url","url":"u"}}]}]}]}`,
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
@@ -37,6 +39,33 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, perr := openai.ParseChat(req.ChatBody(), openai.Limits{}); perr != nil && perr.Status >= 500 {
 			t.Fatalf("ParseChat %d on %q", perr.Status, req.ChatBody())
+		}
+	})
+}
+
+// FuzzPyJSON: every valid JSON value is rewritten as valid, ASCII-only JSON without panicking;
+// invalid input is refused.
+func FuzzPyJSON(f *testing.F) {
+	for _, s := range pyInputs {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`[1e999,"\ud800",{"a":{"a":[]}}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, ok := appendPyJSON(nil, b)
+		if ok != json.Valid(b) {
+			t.Fatalf("ok %v for %q", ok, b)
+		}
+		if !ok {
+			return
+		}
+		for _, c := range out {
+			if c >= 0x80 {
+				t.Fatalf("non-ASCII output %q for %q", out, b)
+			}
+		}
+		// Infinity is Python's spelling of an out-of-range float, not JSON.
+		if !bytes.Contains(out, []byte("Infinity")) && !json.Valid(out) {
+			t.Fatalf("invalid output %q for %q", out, b)
 		}
 	})
 }

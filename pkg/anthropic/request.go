@@ -28,6 +28,39 @@ type Request struct {
 	// message's stop_sequence.
 	StopSequences []string
 	chat, folded  []byte
+	// counting is set for a count_tokens body; disabledThinking when thinking is disabled (the
+	// bodies then end in its reasoning_effort, SetDisabledThinkingEffort).
+	counting, disabledThinking bool
+}
+
+// DisabledThinking reports whether the request disables thinking: its reasoning_effort is the
+// one the model's template takes for no thinking, which depends on the template (vLLM probes
+// it, serving.py _probe_disabled_thinking_effort); the bodies have "none" until
+// SetDisabledThinkingEffort says otherwise.
+func (r *Request) DisabledThinking() bool { return r.disabledThinking }
+
+// disabledTail ends the bodies of a request that disables thinking.
+const disabledTail = `,"reasoning_effort":"none"}`
+
+// SetDisabledThinkingEffort sets the reasoning_effort a request that disables thinking sends
+// (one of vLLM's AnthropicDisabledThinkingEffort values: none, low, medium, high, xhigh, max).
+// It does nothing for other requests, or once it has been set.
+func (r *Request) SetDisabledThinkingEffort(effort string) {
+	if !r.disabledThinking || effort == "none" || !anthropicEfforts[effort] {
+		return
+	}
+	set := func(b []byte) []byte {
+		if !bytes.HasSuffix(b, []byte(disabledTail)) {
+			return b
+		}
+		out := append([]byte(nil), b[:len(b)-len(`"none"}`)]...)
+		out = openai.AppendString(out, effort)
+		return append(out, '}')
+	}
+	r.chat = set(r.chat)
+	if r.folded != nil {
+		r.folded = set(r.folded)
+	}
 }
 
 // ChatBody returns the OpenAI chat completion body the request converts to (model as the
@@ -59,6 +92,12 @@ type wireRequest struct {
 	Tools         []wireTool      `json:"tools"`
 	ToolChoice    *wireToolChoice `json:"tool_choice"`
 	Thinking      *wireThinking   `json:"thinking"`
+	OutputConfig  *wireOutput     `json:"output_config"`
+}
+
+// wireOutput is output_config; its format (structured output) is not converted.
+type wireOutput struct {
+	Effort *string `json:"effort"`
 }
 
 type wireMetadata struct {
@@ -125,7 +164,7 @@ func Parse(body []byte, countTokens bool) (*Request, *openai.Error) {
 	if wr.Model == nil || *wr.Model == "" {
 		return nil, openai.BadRequest("model", "model: Field required")
 	}
-	req := &Request{Model: *wr.Model}
+	req := &Request{Model: *wr.Model, counting: countTokens}
 	if !countTokens {
 		if wr.MaxTokens == nil {
 			return nil, openai.BadRequest("max_tokens", "max_tokens: Field required")
@@ -256,7 +295,7 @@ func (c *converter) appendBody(dst []byte, wr *wireRequest, req *Request, sys st
 	if aerr != nil {
 		return nil, aerr
 	}
-	if dst, aerr = appendThinking(dst, wr.Thinking); aerr != nil {
+	if dst, aerr = appendThinking(dst, wr, req); aerr != nil {
 		return nil, aerr
 	}
 	return append(dst, '}'), nil

@@ -21,7 +21,8 @@ import (
 // POST /v1/messages (Anthropic's Messages API) on the pipeline: the body is parsed and
 // converted into the chat request vLLM's Anthropic serving runs it as (anthropic.Parse; its
 // inline system messages kept in place or folded as the model's template needs,
-// inline_system.go), which then takes the chat endpoint's parse and prompt: rendered and tokenized exactly, routed
+// inline_system.go; disabled thinking as the reasoning_effort the template takes for it,
+// thinking_effort.go), which then takes the chat endpoint's parse and prompt: rendered and tokenized exactly, routed
 // cache-aware on those ids, sent to HTTP workers as /v1/chat/completions and to gRPC workers
 // as Generate with the model's parsers. The writer converts the chat answer into the message
 // or the Messages events (anthropic.Output) and keeps relay's started/not-started contract: a
@@ -58,7 +59,7 @@ func (tn *messagesTurn) parse(body []byte, lim openai.Limits, req *engine.Reques
 // --max-prompt-tokens is Anthropic's 400 "prompt is too long: N tokens > M maximum", the
 // words agents (Claude Code) look for to compact their history.
 func (tn *messagesTurn) prompt(pl *pipeline.Pipeline, c *pipeline.Call) (string, *openai.Error) {
-	if aerr := placeInlineSystem(c, tn.req, openai.Limits{MaxN: pl.Config().MaxN}, pl.Config().Logger); aerr != nil {
+	if aerr := placeMessages(c, tn.req, openai.Limits{MaxN: pl.Config().MaxN}, pl.Config().Logger); aerr != nil {
 		return "", aerr
 	}
 	p, aerr := Chat.Prompt(pl, c)
@@ -138,7 +139,7 @@ func (a *API) countMessageTokens(body []byte) (int, *openai.Error) {
 		return 0, &openai.Error{Status: http.StatusNotImplemented, Type: openai.TypeServer, Code: "no_renderer",
 			Message: "count_tokens needs the model's chat template and tokenizer; the gateway has none for " + c.Target.Model}
 	}
-	if aerr := placeInlineSystem(c, ar, openai.Limits{MaxN: a.pl.Config().MaxN}, a.pl.Config().Logger); aerr != nil {
+	if aerr := placeMessages(c, ar, openai.Limits{MaxN: a.pl.Config().MaxN}, a.pl.Config().Logger); aerr != nil {
 		return 0, aerr
 	}
 	ids, _, aerr := a.pl.RenderChat(c, c.Req.Chat)

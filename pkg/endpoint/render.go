@@ -28,18 +28,21 @@ import (
 
 // ChatRender serves POST /v1/chat/completions/render.
 func (a *API) ChatRender(w http.ResponseWriter, r *http.Request) {
-	a.serveRender(w, r, func(body []byte) ([]byte, *openai.Error) { return a.renderChat(body, body) })
+	a.serveRender(w, r, func(body []byte) ([]byte, *openai.Error) { return a.renderChat(body, body, nil) })
 }
 
 // MessagesRender serves POST /v1/messages/render: the Messages body is converted into its chat
-// request (anthropic.Parse) and rendered as ChatRender renders it.
+// request (anthropic.Parse), placed for its model as /v1/messages places it (placeMessages:
+// inline system messages, disabled thinking's effort) and rendered as ChatRender renders it.
 func (a *API) MessagesRender(w http.ResponseWriter, r *http.Request) {
 	a.serveRender(w, r, func(body []byte) ([]byte, *openai.Error) {
 		ar, aerr := anthropic.Parse(body, false)
 		if aerr != nil {
 			return nil, aerr
 		}
-		return a.renderChat(ar.ChatBody(), ar.ChatBody())
+		return a.renderChat(ar.ChatBody(), ar.ChatBody(), func(c *pipeline.Call) *openai.Error {
+			return placeMessages(c, ar, openai.Limits{MaxN: a.pl.Config().MaxN}, a.pl.Config().Logger)
+		})
 	})
 }
 
@@ -63,8 +66,9 @@ func (a *API) serveRender(w http.ResponseWriter, r *http.Request, render func([]
 	openai.WriteError(w, aerr)
 }
 
-// renderChat answers a chat render body (for Messages, the converted chat body).
-func (a *API) renderChat(body, fields []byte) ([]byte, *openai.Error) {
+// renderChat answers a chat render body (for Messages, the converted chat body; place, when
+// set, gives the call the request its model gets, as /v1/messages places it, once resolved).
+func (a *API) renderChat(body, fields []byte, place func(*pipeline.Call) *openai.Error) ([]byte, *openai.Error) {
 	var f renderFields
 	if aerr := f.decode(fields); aerr != nil {
 		return nil, aerr
@@ -82,6 +86,11 @@ func (a *API) renderChat(body, fields []byte) ([]byte, *openai.Error) {
 	}
 	if c.Served.Chat == nil {
 		return nil, noTokenizer("the model's chat template", c.Target.Model)
+	}
+	if place != nil {
+		if aerr := place(c); aerr != nil {
+			return nil, aerr
+		}
 	}
 	ids, _, aerr := a.pl.RenderChat(c, c.Req.Chat)
 	if aerr != nil {

@@ -143,12 +143,12 @@ func TestPlan(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s %d", c.Workload, c.spec(), c.Gateways))
 	}
 	steady := 5*3 + 6 + 3*2 + 2*2
-	if len(got) != steady+3*3 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
+	if len(got) != steady+3*3+4 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
 		got[5*3+6+3*2-1] != "chat cache_aware/events 4" || got[steady-4] != "responses round_robin 1" || got[steady-1] != "responses cache_aware/events 4" {
-		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, 3 × 2 on chat, 2 × 2 on responses, then 3 × 3 scenarios", got)
+		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, 3 × 2 on chat, 2 × 2 on responses, then 3 × 3 scenarios and 4 overload rows", got)
 	}
 	var scen []string
-	for _, c := range o.plan()[steady:] {
+	for _, c := range o.plan()[steady : steady+3*3] {
 		scen = append(scen, fmt.Sprintf("%s %s %s %d", c.Scenario, c.Workload, c.spec(), c.Gateways))
 	}
 	if want := []string{"race uniform cache_aware/events 1", "race uniform cost/events 1", "race uniform least_load 1",
@@ -156,7 +156,11 @@ func TestPlan(t *testing.T) {
 		"leave uniform cache_aware/events 1", "leave uniform cost/events 1", "leave uniform least_load 1"}; !cmp.Equal(scen, want) {
 		t.Errorf("scenario rows: got %q, want %q", scen, want)
 	}
-	o.chatConfigs, o.respConfigs, o.scenarios = nil, nil, nil
+	if want, got := []string{"overload cache_aware/events/unloaded 1", "overload cache_aware/events 1", "overload cache_aware/events/queue 1",
+		"overload cache_aware/events/queue-reserve1 1"}, got[steady+3*3:]; !cmp.Equal(got, want) {
+		t.Errorf("overload rows: got %q, want %q", got, want)
+	}
+	o.chatConfigs, o.respConfigs, o.scenarios, o.overload.on = nil, nil, nil, false
 	if n := len(o.plan()); n != 5*3+6 {
 		t.Errorf("plan without chat configurations and scenarios: %d rows, want %d", n, 5*3+6)
 	}

@@ -92,7 +92,7 @@ func workloads(results []result) [][]result {
 	var names []string
 	groups := map[string][]result{}
 	for _, r := range results {
-		if r.Scenario != "" {
+		if r.Scenario != "" || r.Workload == workloadOverload {
 			continue
 		}
 		if _, ok := groups[r.Workload]; !ok {
@@ -208,6 +208,7 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 	if sc := scenarioSection(o, results); sc != "" {
 		p("%s", sc)
 	}
+	p("%s", overloadSection(o, results))
 	p("Machine-readable lines, one per run (as `make demo` prints them):\n\n```\n")
 	for _, r := range results {
 		for _, l := range r.ResultLines {

@@ -20,7 +20,7 @@ const (
 func steadyRows(results []result) []result {
 	var out []result
 	for _, r := range results {
-		if r.Scenario == "" {
+		if r.Scenario == "" && r.Workload != workloadOverload {
 			out = append(out, r)
 		}
 	}

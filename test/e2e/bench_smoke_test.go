@@ -50,7 +50,7 @@ func TestBenchSmoke(t *testing.T) {
 		"-sims", "3", "-sim-args", "--num-blocks 2500", "-replicas", "2", "-runs", "1", "-scenarios", "", // TestBenchSmokeLate runs a scenario
 		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", // the uniform claims only; TestChatWorkers, TestBenchSmokeResponses cover the others
 		"-num-requests", "360", "-num-prefixes", "90", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "32",
-		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-out", md, "-png", png}}, dir)
+		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-overload=false", "-out", md, "-png", png}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestBenchSmokeLate(t *testing.T) {
 		"-configs", "cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "late", "-scenario-configs", "cache_aware/events",
 		"-late-after", lateSmokeAfter.String(),
 		"-num-requests", "900", "-num-prefixes", "300", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "64",
-		"-rate", "30", "-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
+		"-rate", "30", "-time-scale", "0.25", "-progress", "never", "-overload=false", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestBenchSmokeResponses(t *testing.T) {
 		"-sims", "3", "-runs", "1", "-seed", "1", "-configs", "", "-skew", "", "-chat-configs", "", "-scenarios", "",
 		"-responses-configs", "round_robin,cache_aware/events", "-responses-replicas", "2",
 		"-responses-requests", "180", "-responses-turns", "6", "-responses-rate", "5",
-		"-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
+		"-time-scale", "0.25", "-progress", "never", "-overload=false", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,8 @@ type options struct {
 	resultLine    string
 	idealOnly     bool
 	progress      string
+	// two is the two_class workload (twoclass.go).
+	two twoClassConfig
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -68,7 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.msgEndpoint, "messages-endpoint", "/v1/messages", "Anthropic Messages API path (messages)")
 	fs.StringVar(&o.model, "model", "", "model name sent in requests (default: the first of GET /v1/models)")
 	fs.StringVar(&o.apiKey, "api-key", os.Getenv("OPENAI_API_KEY"), "`KEY` sent as Authorization: Bearer to --url (a gateway started with --api-key); default $OPENAI_API_KEY, as the OpenAI clients read it. Never sent to --worker-metrics")
-	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat, responses (agent sessions by previous_response_id, with a function tool), messages (coding-agent sessions on Anthropic's /v1/messages, with tools) or trace")
+	fs.StringVar(&g.kind, "workload", workloadPrefix, "prefix_repetition, chat, responses (agent sessions by previous_response_id, with a function tool), messages (coding-agent sessions on Anthropic's /v1/messages, with tools), trace or two_class (interactive and batch classes at their own rates and bands)")
 	fs.IntVar(&g.numRequests, "num-requests", 1800, "requests to send (trace: 0 = every line)")
 	fs.IntVar(&g.numPrefixes, "num-prefixes", 600, "prefix_repetition: distinct shared prefixes")
 	fs.Func("prefix-dist", "prefix_repetition: prefix popularity, uniform (each prefix equally often) or zipf:S (prefix k drawn with probability ∝ 1/(k+1)^S)", func(s string) error {
@@ -110,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.resultLine, "result-line", "", `print a final "RESULT <these k=v> requests=.. errors=.. hit_rate=.. ttft_p50_ms=.. ttft_mean_ms=.." line`)
 	fs.BoolVar(&o.idealOnly, "ideal", false, "only generate the workload and print its ideal prefix-cache hit rate; send nothing")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), always, never")
+	registerTwoClass(fs, &o.two)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -149,6 +152,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, stderrTTY
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.gen.kind == workloadTwoClass {
+		return runTwoClass(ctx, o, stdout)
 	}
 	p, tok, err := buildPlan(o)
 	if err != nil {

@@ -60,6 +60,8 @@ type report struct {
 	IdealNote    string   `json:"ideal_note,omitempty"`
 	// Workers counts requests per x-kvgate-worker response header.
 	Workers map[string]int `json:"workers,omitempty"`
+	// Classes holds the two_class workload's figures per class (twoclass.go).
+	Classes map[string]*classReport `json:"classes,omitempty"`
 }
 
 // MarshalJSON-safe summaries: NaN is not JSON, so empty distributions become zeros.

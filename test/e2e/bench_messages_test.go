@@ -42,7 +42,7 @@ func TestBenchSmokeMessages(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench-messages", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", logs,
 		"-sims", "3", "-runs", "1", "-seed", "1", "-configs", "", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "",
-		"-messages-configs", "round_robin,cache_aware/events", "-messages-replicas", "2", "-pd-configs", "", "-pd-chat-configs", "",
+		"-messages-configs", "round_robin,cache_aware/events", "-messages-replicas", "2", "-pd-configs", "", "-pd-chat-configs", "", "-overload=false",
 		"-messages-requests", "180", "-messages-turns", "6", "-messages-rate", "5",
 		"-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {

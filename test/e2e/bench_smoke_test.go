@@ -50,7 +50,7 @@ func TestBenchSmoke(t *testing.T) {
 		"-sims", "3", "-sim-args", "--num-blocks 2500", "-replicas", "2", "-runs", "1", "-scenarios", "", // TestBenchSmokeLate runs a scenario
 		"-configs", "round_robin,cache_aware/approx,cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", // the uniform claims only; TestChatWorkers, TestBenchSmokeResponses cover the others
 		"-num-requests", "360", "-num-prefixes", "90", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "32",
-		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-out", md, "-png", png,
+		"-rate", "40", "-time-scale", "0.25", "-progress", "never", "-overload=false", "-out", md, "-png", png,
 		"-messages-configs", "", "-pd-configs", "", "-pd-chat-configs", ""}}, dir) // TestBenchSmokePD runs the P/D rows
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestBenchSmokeLate(t *testing.T) {
 		"-configs", "cache_aware/events", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "late", "-scenario-configs", "cache_aware/events", "-messages-configs", "", "-pd-configs", "", "-pd-chat-configs", "",
 		"-late-after", lateSmokeAfter.String(),
 		"-num-requests", "900", "-num-prefixes", "300", "-prefix-tokens", "1000", "-suffix-tokens", "50", "-output-tokens", "64",
-		"-rate", "30", "-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
+		"-rate", "30", "-time-scale", "0.25", "-progress", "never", "-overload=false", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestBenchSmokeResponses(t *testing.T) {
 		"-sims", "3", "-runs", "1", "-seed", "1", "-configs", "", "-skew", "", "-chat-configs", "", "-scenarios", "",
 		"-responses-configs", "round_robin,cache_aware/events", "-responses-replicas", "2", "-messages-configs", "", "-pd-configs", "", "-pd-chat-configs", "",
 		"-responses-requests", "180", "-responses-turns", "6", "-responses-rate", "5",
-		"-time-scale", "0.25", "-progress", "never", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
+		"-time-scale", "0.25", "-progress", "never", "-overload=false", "-out", filepath.Join(dir, "benchmarks.md"), "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestBenchSmokePD(t *testing.T) {
 	bench, err := harness.Start(harness.Command{Name: "bench-pd", Path: built["tools/bench"], Args: []string{"bench",
 		"-bin", filepath.Dir(bins.Gateway), "-tokenizer", tokenizerPath, "-model", testModel, "-logs", logs, "-runs", "1", "-seed", "1",
 		"-configs", "", "-skew", "", "-chat-configs", "", "-responses-configs", "", "-scenarios", "", "-nginx=false",
-		"-messages-configs", "", "-pd-configs", "agg,pd", "-pd-chat-configs", "pd", "-pd-requests", "80", "-pd-output-tokens", "64",
+		"-messages-configs", "", "-overload=false", "-pd-configs", "agg,pd", "-pd-chat-configs", "pd", "-pd-requests", "80", "-pd-output-tokens", "64",
 		"-pd-chat-requests", "40", "-pd-chat-output-tokens", "64", "-pd-time-scale", "0.5",
 		"-progress", "never", "-out", md, "-png", filepath.Join(dir, "benchmarks.png")}}, dir)
 	if err != nil {

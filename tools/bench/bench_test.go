@@ -145,10 +145,10 @@ func TestPlan(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s %d", c.Workload, c.spec(), c.Gateways))
 	}
 	steady := 5*3 + 6 + 3*2 + 2*2 + 2*2
-	if len(got) != steady+3*3+2+4 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
+	if len(got) != steady+3*3+2+4+4 || got[0] != "uniform round_robin 1" || got[1] != "uniform prefix_hash 1" || got[5*3+5] != "zipf:1.2 cost/events 1" ||
 		got[5*3+6+3*2-1] != "chat cache_aware/events 4" || got[steady-8] != "responses round_robin 1" || got[steady-5] != "responses cache_aware/events 4" ||
 		got[steady-4] != "messages round_robin 1" || got[steady-3] != "messages cache_aware/events 1" || got[steady-1] != "messages cache_aware/events 4" {
-		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, 3 × 2 on chat, 2 × 2 on responses, 2 × 2 on messages, then 3 × 3 scenarios", got)
+		t.Errorf("plan: got %q, want 5 configurations × 3 replica counts on uniform, 6 on zipf:1.2, 3 × 2 on chat, 2 × 2 on responses, 2 × 2 on messages, then 3 × 3 scenarios, 6 P/D rows and 4 overload rows", got)
 	}
 	var scen []string
 	for _, c := range o.plan()[steady : steady+3*3] {
@@ -160,14 +160,18 @@ func TestPlan(t *testing.T) {
 		t.Errorf("scenario rows: got %q, want %q", scen, want)
 	}
 	var pd []string
-	for _, c := range o.plan()[steady+3*3:] {
+	for _, c := range o.plan()[steady+3*3 : steady+3*3+6] {
 		pd = append(pd, fmt.Sprintf("%s %s %d", c.Workload, c.pdSpec(), c.Gateways))
 	}
 	if want := []string{"pd-long agg 1", "pd-long pd 1", "pd-chat agg 1", "pd-chat pd/pd-min-uncached-tokens=-1 1", "pd-chat pd 1",
 		"pd-chat pd/decode-policy=cache_aware 1"}; !cmp.Equal(pd, want) {
 		t.Errorf("P/D rows: got %q, want %q", pd, want)
 	}
-	o.chatConfigs, o.respConfigs, o.msgConfigs, o.scenarios, o.pdConfigs, o.pdChatConfigs = nil, nil, nil, nil, nil, nil
+	if want, got := []string{"overload cache_aware/events/unloaded 1", "overload cache_aware/events 1", "overload cache_aware/events/queue 1",
+		"overload cache_aware/events/queue-reserve1 1"}, got[steady+3*3+6:]; !cmp.Equal(got, want) {
+		t.Errorf("overload rows: got %q, want %q", got, want)
+	}
+	o.chatConfigs, o.respConfigs, o.msgConfigs, o.scenarios, o.pdConfigs, o.pdChatConfigs, o.overload.on = nil, nil, nil, nil, nil, nil, false
 	if n := len(o.plan()); n != 5*3+6 {
 		t.Errorf("plan without chat configurations, scenarios and P/D rows: %d rows, want %d", n, 5*3+6)
 	}

@@ -30,6 +30,7 @@ func runBench(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	elapsed := time.Since(start)
 	o.note = strings.TrimSpace(fmt.Sprintf("Load average (1 min) of the machine: %s at the start, %s at the end. %s", load0, loadAvg(), o.note))
 	printTable(stdout, results)
+	fmt.Fprint(stdout, overloadSection(o, results))
 	if err := writeReport(o, results, elapsed, stderr); err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func printResultLines(w io.Writer, rows []result) {
 
 // writeReport writes the markdown and the plot for results.
 func writeReport(o *options, results []result, elapsed time.Duration, stderr io.Writer) error {
-	if o.png != "" && len(steadyRows(results)) > 0 { // the P/D and scenario rows have tables, not plots
+	if o.png != "" && len(steadyRows(results)) > 0 { // the P/D, overload and scenario rows have tables, not plots
 		img, err := plotPNG(steadyRows(results), plotPanels)
 		if err != nil {
 			return err
@@ -96,7 +97,7 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 	}
 	var runs []result
 	for _, f := range files {
-		if strings.HasSuffix(f, ".index.json") || strings.HasSuffix(f, ".pd.json") {
+		if strings.HasSuffix(f, ".index.json") || strings.HasSuffix(f, ".pd.json") || strings.HasSuffix(f, ".queue.json") {
 			continue // a run's side files, read with its report below
 		}
 		b, err := os.ReadFile(f)
@@ -135,6 +136,11 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: %w", f, err)
 			}
 			res.IndexKeys, res.IndexBlocks = v.Keys, v.Blocks
+		}
+		if qw, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".queue.json"); err == nil {
+			if err := json.Unmarshal(qw, &res.QueueWaits); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
 		}
 		runs = append(runs, res)
 	}

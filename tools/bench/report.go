@@ -92,7 +92,7 @@ func workloads(results []result) [][]result {
 	var names []string
 	groups := map[string][]result{}
 	for _, r := range results {
-		if r.Scenario != "" || r.Fleet != "" {
+		if r.Scenario != "" || r.Fleet != "" || r.Workload == workloadOverload {
 			continue
 		}
 		if _, ok := groups[r.Workload]; !ok {
@@ -216,6 +216,7 @@ func benchmarkMarkdown(o *options, results []result, elapsed time.Duration) (str
 	if s := pdSection(o, results); s != "" {
 		p("%s", s)
 	}
+	p("%s", overloadSection(o, results))
 	p("Machine-readable lines, one per run (as `make demo` prints them):\n\n```\n")
 	for _, r := range results {
 		for _, l := range r.ResultLines {

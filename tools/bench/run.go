@@ -51,6 +51,8 @@ type options struct {
 	msgConfigs  []configuration
 	msgReplicas []int
 	msg         respWorkload
+	// overload is the overload rows (issue 27, overload.go).
+	overload overloadOptions
 	// runs is how many times each row runs (each run with its own seed, seed+i): the report
 	// gives the median and the min–max of the runs.
 	runs int
@@ -107,6 +109,7 @@ var benchDefaults = options{
 	respConfigs: mustConfigs("round_robin,cache_aware/events"), respReplicas: []int{1, 4}, resp: defaultResponses,
 	// Issue 23: coding agents on Anthropic's Messages API, one gateway and four.
 	msgConfigs: mustConfigs("round_robin,cache_aware/events"), msgReplicas: []int{1, 4}, msg: defaultMessages,
+	overload: defaultOverload,
 	// Issue 21: every row three times, and the fleet that is not steady (least_load is the
 	// latency reference of a join: it loses the same capacity and keeps no affinity).
 	runs: 3, scenarios: []string{scenarioRace, scenarioLate, scenarioLeave},
@@ -176,6 +179,7 @@ func parseOptions(name string, args []string, def options, stderr io.Writer) (*o
 	fs.IntVar(&o.msg.toolTok, "messages-tool-tokens", def.msg.toolTok, "messages: tokens per tool result")
 	fs.IntVar(&o.msg.outputTok, "messages-output-tokens", def.msg.outputTok, "messages: most output tokens per turn (the scripted answers are shorter)")
 	fs.Float64Var(&o.msg.rate, "messages-rate", def.msg.rate, "messages: sessions started per simulated second")
+	registerOverload(fs, &o.overload, def.overload)
 	fs.IntVar(&o.runs, "runs", def.runs, "runs of every row, seeds -seed, -seed+1, ...: the report gives their median and min–max")
 	scenarios := fs.String("scenarios", strings.Join(def.scenarios, ","), `fleets that are not steady, run on the uniform workload at 1 gateway: race (gateway first, workers -race-delay later), late (one worker joins -late-after into the load), leave (one drained -leave-after into it); "" runs none`)
 	scenarioConfigs := fs.String("scenario-configs", joinConfigs(def.scenarioConfigs), "configurations run in each scenario (same syntax as -configs)")
@@ -429,7 +433,8 @@ func (o *options) plan() []configuration {
 		}
 	}
 	out = append(out, o.pdConfigs...)
-	return append(out, o.pdChatConfigs...)
+	out = append(out, o.pdChatConfigs...)
+	return append(out, o.overloadPlan()...)
 }
 
 // gatewayOptions are the --policy, --kv-index and extra flags of c.
@@ -511,6 +516,11 @@ type result struct {
 	Spread      *runSpread `json:"-"`
 	ResultLines []string   `json:"-"`
 	ResultLine  string     `json:"-"`
+	// Classes (overload rows: loadgen's two_class figures per class), QueueWaits (the
+	// gateway's queue waits by band at the end of the run) and Each (a row's runs).
+	Classes    map[string]classFigures `json:"classes,omitempty"`
+	QueueWaits map[string]queueWait    `json:"-"`
+	Each       []result                `json:"-"`
 }
 
 // label names the configuration in the plot's legend (workload and replicas aside).
@@ -701,7 +711,9 @@ func (r *runner) loadgenArgs(c configuration, run int, url, jsonPath string, f *
 	args := []string{"--url", url, "--model", o.model, "--burstiness", fmt.Sprint(o.burstiness),
 		"--time-scale", fmt.Sprint(o.timeScale), "--seed", fmt.Sprint(o.seed + uint64(run)),
 		"--json", jsonPath, "--progress", o.progress, "--result-line", c.resultLabels(run)}
-	if c.Workload == workloadResponses {
+	if c.Workload == workloadOverload {
+		args = append(args, r.overloadLoadgenArgs(c)...)
+	} else if c.Workload == workloadResponses {
 		args = append(args, r.responsesLoadgenArgs()...)
 	} else if c.Workload == workloadMessages {
 		args = append(args, r.messagesLoadgenArgs()...)
@@ -768,6 +780,13 @@ func (r *runner) runOne(ctx context.Context, c configuration, run int) (result, 
 	res.configuration = c
 	if res.IndexKeys, res.IndexBlocks, err = readIndex(ctx, f.gws[0].AdminURL); err != nil {
 		return res, fmt.Errorf("%s: %w", res.label(), err)
+	}
+	if c.Workload == workloadOverload {
+		if res.QueueWaits, err = readQueueWaits(ctx, f.gws[0].MetricsURL()); err != nil {
+			return res, fmt.Errorf("%s: %w", res.label(), err)
+		}
+		qw, _ := json.Marshal(res.QueueWaits) // for bench report
+		_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".queue.json"), qw, 0o644)
 	}
 	ix, _ := json.Marshal(indexCounts{Keys: res.IndexKeys, Blocks: res.IndexBlocks}) // for bench report
 	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".index.json"), ix, 0o644)

@@ -42,6 +42,7 @@ func (r *runner) runRows(ctx context.Context, plan []configuration) ([]result, e
 func medianOf(runs []result) result {
 	row := runs[0]
 	row.Runs = len(runs)
+	row.Each = runs
 	row.ResultLines = nil
 	row.Workers = map[string]int{}
 	row.Requests, row.Completed, row.Errors = 0, 0, 0

@@ -65,6 +65,9 @@ func (r *runner) startFleet(ctx context.Context, c configuration, run int) (*fle
 			f.stop()
 		}
 	}()
+	if c.Workload == workloadOverload {
+		r.overloadFleet(f, c)
+	}
 	if c.Workload == workloadResponses {
 		if err := r.agentFleet(ctx, f, c, tag); err != nil {
 			return nil, err

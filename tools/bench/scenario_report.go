@@ -20,7 +20,7 @@ const (
 func steadyRows(results []result) []result {
 	var out []result
 	for _, r := range results {
-		if r.Scenario == "" && r.Fleet == "" {
+		if r.Scenario == "" && r.Fleet == "" && r.Workload != workloadOverload {
 			out = append(out, r)
 		}
 	}

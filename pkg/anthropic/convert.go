@@ -23,8 +23,8 @@ import (
 //     content: tool_call_id the tool_use_id, content the result's string or the texts of its
 //     text blocks joined with "\n", its images in a user message right after the tool
 //     message (appendToolResult); is_error is accepted and, as in vLLM, not rendered;
-//   - a message left with one text part has it as its string content; a message left with no
-//     content, tool calls or reasoning is dropped;
+//   - a message left with one text part has it as its string content; a user message left
+//     with no content is dropped, an assistant one left with nothing is {"role":"assistant"};
 //   - system messages inside messages are placed as inline.go says, a system message kept
 //     in place having its text as its content;
 //   - Claude Code's per-request billing header is dropped from system text (billingHeader).
@@ -100,8 +100,10 @@ func (c *converter) appendMessage(dst []byte, m *wireMessage, i int, first bool)
 			return nil, first, aerr
 		}
 	}
-	if len(p.parts) == 0 && p.nCalls == 0 && p.reasoning.Len() == 0 {
-		return dst, first, nil // vLLM drops a message left with nothing
+	if len(p.parts) == 0 && p.nCalls == 0 && p.reasoning.Len() == 0 && m.Role == "user" {
+		// vLLM drops a user message left with nothing (its tool results, if any, are out
+		// already) but keeps an assistant one as {"role":"assistant"} (_convert_messages).
+		return dst, first, nil
 	}
 	sep()
 	return p.appendTo(dst, m.Role), first, nil

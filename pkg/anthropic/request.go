@@ -93,6 +93,9 @@ type wireRequest struct {
 	ToolChoice    *wireToolChoice `json:"tool_choice"`
 	Thinking      *wireThinking   `json:"thinking"`
 	OutputConfig  *wireOutput     `json:"output_config"`
+	// ChatTemplateKwargs is vLLM's extension, passed on to the chat request as it is
+	// (_build_base_request, for messages and count_tokens alike).
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 }
 
 // wireOutput is output_config; its format (structured output) is not converted.
@@ -294,6 +297,13 @@ func (c *converter) appendBody(dst []byte, wr *wireRequest, req *Request, sys st
 	dst, aerr := appendTools(dst, wr)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if k := wr.ChatTemplateKwargs; len(k) > 0 && string(k) != "null" {
+		if k[0] != '{' {
+			return nil, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs: expected an object")
+		}
+		dst = append(dst, `,"chat_template_kwargs":`...)
+		dst = append(dst, k...)
 	}
 	if dst, aerr = appendThinking(dst, wr, req); aerr != nil {
 		return nil, aerr

@@ -91,18 +91,44 @@ func ResponseRole(req *openai.ChatRequest) string {
 // basic_parsers.py). Only the text after the last "<|assistant|>" counts, as GLM's parser does:
 // GLM templates put "<think></think>" in every earlier assistant turn. Set
 // RequestInfo.ReasoningEnded from it.
+//
+// It runs on every rendered chat prompt, so it is one SIMD scan (strings.IndexByte) for each
+// marker's first byte rather than strings.LastIndex per marker, which is Rabin-Karp byte by
+// byte: seven of those cost about 100 µs on a 15 KB prompt (BenchmarkPromptEndsReasoning).
 func PromptEndsReasoning(prompt string) bool {
-	if i := strings.LastIndex(prompt, glmAssistant); i >= 0 {
-		prompt = prompt[i:]
+	// last[k] is the last position of reasonMarkers[k] in prompt, -1 when absent.
+	var last [len(reasonMarkers)]int
+	for k := range last {
+		last[k] = -1
 	}
-	for _, sp := range []*thinkSpec{&specThink, &specSeedOSS, &specMistralR} {
-		end := strings.LastIndex(prompt, sp.end)
-		if end >= 0 && end > strings.LastIndex(prompt, sp.start) {
+	for _, first := range [...]byte{'<', '['} {
+		for i := 0; ; i++ {
+			j := strings.IndexByte(prompt[i:], first)
+			if j < 0 {
+				break
+			}
+			i += j
+			for k, m := range reasonMarkers {
+				if m[0] == first && strings.HasPrefix(prompt[i:], m) {
+					last[k] = i
+				}
+			}
+		}
+	}
+	// Only what follows the last GLM assistant marker counts.
+	cut := max(last[0], 0)
+	for k := 1; k+1 < len(last); k += 2 {
+		start, end := last[k], last[k+1]
+		if end >= cut && end > start {
 			return true
 		}
 	}
 	return false
 }
+
+// reasonMarkers are PromptEndsReasoning's markers: glmAssistant, then each reasoning pair's
+// start and end (specThink, specSeedOSS, specMistralR).
+var reasonMarkers = [...]string{glmAssistant, thinkStart, thinkEnd, "<seed:think>", "</seed:think>", "[THINK]", "[/THINK]"}
 
 // glmAssistant starts an assistant turn in GLM-4.5+ prompts.
 const glmAssistant = "<|assistant|>"

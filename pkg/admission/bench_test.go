@@ -15,7 +15,7 @@ func BenchmarkAdmit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			score := func(w int) (int, bool) { return w & 3, true }
+			score := func(w int) Fit { return Fit{Matched: w & 3, OK: true} }
 			keys := []string{"a", "b", "c", "d"}
 			for i := range depth {
 				if _, err := q.Enqueue(Request[int]{Priority: 1, Key: keys[i%4], Cost: 100, Score: score}); err != nil {

@@ -7,11 +7,15 @@ import (
 
 // Next grants the best waiting request that may use worker w, which has a free slot: the
 // oldest of those past the age bound if any, else, in the highest band with a request that
-// fits w, the one of its first LookAhead (in fair order) with the longest cached prefix on w
-// (ties: fair order), unless a request ahead of it in fair order has been passed over for a
-// cached prefix MaxSkips times already: then that one. The ticket leaves the queue and its
-// Wait returns w. It reports false when no waiting request fits w. Score callbacks run without
-// the queue's lock.
+// fits w, the one of its first LookAhead (in fair order) that w suits best: the most blocks
+// cached on w beyond what its best other worker holds (Fit.Matched − Fit.Elsewhere), then the
+// longest cached prefix on w, then fair order; unless a request ahead of it in fair order that
+// w suits as well as any other worker has been passed over MaxSkips times already: then that
+// one. So a freed worker takes a request cached here, else one cached nowhere (or as well here
+// as anywhere), and one cached on another worker only when none of the look-ahead is either:
+// granting that one would copy its prefix onto w while its own worker frees a slot soon. The
+// ticket leaves the queue and its Wait returns w. It reports false when no waiting request
+// fits w. Score callbacks run without the queue's lock.
 func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 	var buf [MaxLookAhead]*Ticket[W]
 	var skips [MaxLookAhead]int
@@ -36,7 +40,7 @@ func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 			}
 			return nil, false
 		}
-		best, fits := q.choose(cands, skips[:len(cands)], w, aged)
+		best, well := q.choose(cands, skips[:len(cands)], w, aged)
 		if best < 0 {
 			if aged {
 				skipAged = true
@@ -45,7 +49,7 @@ func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 			}
 			continue
 		}
-		if q.grant(cands, fits, best, w) {
+		if q.grant(cands, well, best, w) {
 			return cands[best], true
 		}
 	}
@@ -72,33 +76,41 @@ func (q *Queue[W]) candidatesLocked(dst []*Ticket[W], minPrio int, skipAged bool
 }
 
 // choose scores cands against w and returns the index of the one to grant (-1: none fits) and
-// which of them fit w (a bit per index): in age order the first that fits (aged); else the
-// first in fair order already passed over MaxSkips times, else the longest cached prefix, the
-// earliest on ties.
-func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best int, fits uint64) {
-	best, bestMatch := -1, -1
+// which of them w suits as well as any other worker (Fit.gain ≥ 0; a bit per index): in age
+// order the first that fits (aged); else the first in fair order already passed over MaxSkips
+// times that w suits as well as any worker, else the highest gain, then the longest cached
+// prefix on w, the earliest on ties.
+func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best int, well uint64) {
+	best = -1
+	var bf Fit
 	for i, t := range cands {
-		m, ok := 0, true
+		f := Fit{OK: true}
 		if t.req.Score != nil {
-			m, ok = t.req.Score(w)
+			f = t.req.Score(w)
 		}
-		if !ok {
+		if !f.OK {
 			continue
 		}
-		fits |= 1 << i
-		if aged || skips[i] >= q.cfg.MaxSkips {
-			return i, fits
+		g := f.gain()
+		if g >= 0 {
+			well |= 1 << i
 		}
-		if m > bestMatch {
-			best, bestMatch = i, m
+		// The skip bound holds only where w is as good as any worker for the request: one
+		// cached elsewhere waits for its own worker rather than be copied here.
+		if aged || skips[i] >= q.cfg.MaxSkips && g >= 0 {
+			return i, well
+		}
+		if best < 0 || g > bf.gain() || g == bf.gain() && f.Matched > bf.Matched {
+			best, bf = i, f
 		}
 	}
-	return best, fits
+	return best, well
 }
 
 // grant gives w to cands[best] if it is still waiting, and counts a skip for each request
-// ahead of it that fit w.
-func (q *Queue[W]) grant(cands []*Ticket[W], fits uint64, best int, w W) bool {
+// ahead of it that w suited as well as any worker (well): only a pass-over on such a worker
+// delays a request; elsewhere it was waiting for its own worker anyway.
+func (q *Queue[W]) grant(cands []*Ticket[W], well uint64, best int, w W) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	t := cands[best]
@@ -106,7 +118,7 @@ func (q *Queue[W]) grant(cands []*Ticket[W], fits uint64, best int, w W) bool {
 		return false
 	}
 	for i, p := range cands[:best] {
-		if fits&(1<<i) != 0 && p.state == stateWaiting {
+		if well&(1<<i) != 0 && p.state == stateWaiting {
 			p.skips++
 		}
 	}

@@ -59,12 +59,29 @@ type Request[W any] struct {
 	Key string
 	// Cost is the request's charge in its key's virtual time, its prompt tokens (< 1: 1).
 	Cost int64
-	// Score reports how many leading blocks of the request worker w holds, and whether w may
-	// serve the request at all. Next calls it without the queue's lock, possibly from several
-	// goroutines at once; it must be safe for that and must not call the queue. nil: every
-	// worker fits, with no cached prefix.
-	Score func(w W) (matched int, ok bool)
+	// Score reports how well worker w suits the request (Fit). Next calls it without the
+	// queue's lock, possibly from several goroutines at once; it must be safe for that and must
+	// not call the queue. nil: every worker fits, with no cached prefix anywhere.
+	Score func(w W) Fit
 }
+
+// Fit is how well a freed worker suits a waiting request, as Request.Score reports it. The
+// zero value is a worker that may not serve the request.
+type Fit struct {
+	// Matched is how many leading blocks of the request the worker holds.
+	Matched int
+	// Elsewhere is the most leading blocks of the request any other worker that may serve it
+	// holds (0: none, or not known). A request with Elsewhere > Matched is better served by
+	// another worker's next free slot: Next grants it here only when nothing waiting suits this
+	// worker as well (see Next).
+	Elsewhere int
+	// OK reports whether the worker may serve the request at all.
+	OK bool
+}
+
+// gain is what granting the request to this worker saves over granting it to its best other
+// worker: > 0 only here, 0 as well here as anywhere (or cached nowhere), < 0 better elsewhere.
+func (f Fit) gain() int { return f.Matched - f.Elsewhere }
 
 // Queue is one pool's admission queue, for workers of type W. Safe for concurrent use.
 //

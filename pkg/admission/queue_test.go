@@ -55,9 +55,12 @@ func enqueue(t *testing.T, q *Queue[string], rs []req, score func(name, w string
 	names := map[*Ticket[string]]string{}
 	for _, r := range rs {
 		r := r
-		var sc func(string) (int, bool)
+		var sc func(string) Fit
 		if score != nil {
-			sc = func(w string) (int, bool) { return score(r.name, w) }
+			sc = func(w string) Fit {
+				m, ok := score(r.name, w)
+				return Fit{Matched: m, OK: ok}
+			}
 		}
 		tk, err := q.Enqueue(Request[string]{Priority: r.p, Key: r.key, Cost: r.cost, Score: sc})
 		if err != nil {
@@ -301,7 +304,7 @@ func TestConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			tk, err := q.Enqueue(Request[string]{Priority: i % 3, Key: string(rune('a' + i%5)), Cost: int64(i%7 + 1),
-				Score: func(string) (int, bool) { return i % 4, true }})
+				Score: func(string) Fit { return Fit{Matched: i % 4, OK: true} }})
 			if err != nil {
 				t.Error(err)
 				return
@@ -340,5 +343,99 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if grants != granted || q.Len() != 0 {
 		t.Fatalf("grants %d, waiters granted %d (cancelled %d), Len %d: want equal and 0", grants, granted, cancelled, q.Len())
+	}
+}
+
+// TestHandOffElsewhere: a freed worker takes a request cached on it, else one cached nowhere,
+// and one cached on another worker only when nothing else waits; a request cached elsewhere
+// counts no skips on this worker, so the skip bound does not force it here either.
+func TestHandOffElsewhere(t *testing.T) {
+	// home names the worker that holds a request's 32-block prefix ("": none).
+	home := map[string]string{"on2": "w2", "on3": "w3", "on1": "w1", "on2b": "w2"}
+	score := func(name string) func(string) Fit {
+		return func(w string) Fit {
+			h := home[name]
+			switch {
+			case name == "half2": // 16 blocks on w2 only
+				if w == "w2" {
+					return Fit{Matched: 16, OK: true}
+				}
+				return Fit{Elsewhere: 16, OK: true}
+			case h == "":
+				return Fit{OK: true}
+			case h == w:
+				return Fit{Matched: 32, OK: true}
+			}
+			return Fit{Elsewhere: 32, OK: true}
+		}
+	}
+	tests := []struct {
+		name  string
+		reqs  []string // one key, FCFS
+		grant []string // the workers that free a slot, in turn
+		want  []string
+	}{
+		{
+			name:  "cached nowhere goes before cached on another worker",
+			reqs:  []string{"on2", "on3", "new"},
+			grant: []string{"w1"},
+			want:  []string{"new"},
+		},
+		{
+			name:  "cached here goes first, then cached nowhere",
+			reqs:  []string{"on2", "new", "on1"},
+			grant: []string{"w1", "w1"},
+			want:  []string{"on1", "new"},
+		},
+		{
+			// on2 is passed over on w1 four times (MaxSkips 2), yet not forced there; w2
+			// takes it at once, and w1 takes it only when nothing else waits.
+			name:  "no skip bound where another worker holds the request",
+			reqs:  []string{"on2", "n1", "n2", "n3", "n4", "on2b"},
+			grant: []string{"w1", "w1", "w1", "w1", "w2", "w1"},
+			want:  []string{"n1", "n2", "n3", "n4", "on2", "on2b"},
+		},
+		{
+			// half2 is passed over twice on w2 for the longer on2 prefixes there; the skip
+			// bound then makes it next on w2, not on w1, where it is cached less well than on w2.
+			name:  "the skip bound forces a request only onto a worker as good as any for it",
+			reqs:  []string{"half2", "on2", "on2b", "new", "on2"},
+			grant: []string{"w2", "w2", "w1", "w2"},
+			want:  []string{"on2", "on2b", "new", "half2"},
+		},
+		{
+			name:  "work-conserving: with only requests cached elsewhere the worker takes the first",
+			reqs:  []string{"on2", "on3"},
+			grant: []string{"w1", "w1"},
+			want:  []string{"on2", "on3"},
+		},
+		{
+			// new is suited to w1 as well as any worker: passed over twice for on1 there, it
+			// goes next.
+			name:  "the skip bound holds where the worker is as good as any",
+			reqs:  []string{"new", "on1", "on1", "on1"},
+			grant: []string{"w1", "w1", "w1", "w1"},
+			want:  []string{"on1", "on1", "new", "on1"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, _ := newTestQueue(t, Config{})
+			names := map[*Ticket[string]]string{}
+			for _, n := range tc.reqs {
+				tk, err := q.Enqueue(Request[string]{Key: "k", Cost: 1, Score: score(n)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				names[tk] = n
+			}
+			var got []string
+			for _, w := range tc.grant {
+				got = append(got, drain(t, q, names, w, 1)...)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("grant order (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -164,27 +164,42 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 }
 
 // scorer returns the queue's Score for c: whether a worker may serve it (its pool, model and
-// adapter) and the leading blocks of c's prompt the worker holds, as route scores them. It
-// takes its own scratch: hand-offs on several workers may score c at once.
-func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) (int, bool) {
+// adapter), the leading blocks of c's prompt the worker holds, as route scores them, and the
+// most any other healthy worker of the pool that may serve it holds (admission.Fit.Elsewhere:
+// a freed worker then prefers a request cached nowhere to one whose prefix another worker
+// holds, which would copy that prefix here). It takes its own scratch: hand-offs on several
+// workers may score c at once.
+func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) admission.Fit {
 	tokens, t, low := c.RouteTokens(), c.Target, c.lowBand
-	return func(m *fleet.Member) (int, bool) {
-		if m.Pool() != t.Pool || !m.Serves(t) || !m.Worker().Role().Decodes() {
-			return 0, false // a role=prefill worker never takes a request whole
+	serves := func(m *fleet.Member) bool {
+		return m.Pool() == t.Pool && m.Serves(t) && m.Worker().Role().Decodes() // a role=prefill worker never takes a request whole
+	}
+	return func(m *fleet.Member) admission.Fit {
+		if !serves(m) {
+			return admission.Fit{}
 		}
 		// The hand-off's reservation is counted in InFlight: without it, is the worker
 		// under a batch request's bound?
 		if low && m.Worker().InFlight()-1 >= int64(pl.cfg.MaxInFlightPerWorker-pl.cfg.Queue.Reserve) {
-			return 0, false
+			return admission.Fit{}
 		}
 		if len(tokens) == 0 {
-			return 0, true
+			return admission.Fit{OK: true}
 		}
 		s := pl.takeScratch()
 		defer pl.scratch.Put(s)
 		s.workers = append(s.workers[:0], m.LookupWorker())
+		for _, o := range pl.fleet.Snapshot().Members() {
+			if o != m && serves(o) && o.Worker().Healthy() && o.DrainingSince().IsZero() {
+				s.workers = append(s.workers, o.LookupWorker())
+			}
+		}
 		s.scores = t.Pool.Lookup().Score(&s.lookup, tokens, t.Namespace, s.workers, s.scores, false)
-		return s.scores[0].Matched, true
+		f := admission.Fit{Matched: s.scores[0].Matched, OK: true}
+		for _, sc := range s.scores[1:] {
+			f.Elsewhere = max(f.Elsewhere, sc.Matched)
+		}
+		return f
 	}
 }
 

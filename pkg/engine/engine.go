@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -68,6 +69,10 @@ type Request struct {
 	// Media counts the request's media items (images, audio, video): HTTP workers get them in
 	// the client's body; gRPC workers cannot (ErrMediaOverGRPC).
 	Media int
+	// PD, when set, makes the call a leg of a prefill/decode pair on a gRPC worker (HTTP
+	// workers get the pair through Edits and ignore it); a runtime that cannot carry the leg
+	// refuses it (ErrPDNotSupported). nil: an ordinary call.
+	PD *PDLeg
 	// Header holds the client's request headers; only request ids and trace context are passed
 	// on (forwardHeaders), never credentials.
 	Header http.Header
@@ -82,6 +87,11 @@ type Response struct {
 	// first byte as one OpenAI error event.
 	SSE  bool
 	Body Body
+	// KVTransferParams, set on a gRPC NIXL prefill leg's answer (Request.PD.Prefill), returns
+	// the hand-off the engine sent in its GenerateComplete (vLLM field 12), verbatim, or nil
+	// when it sent none; call it after Body.Next returned io.EOF. nil for HTTP workers, whose
+	// hand-off is the body's kv_transfer_params.
+	KVTransferParams func() json.RawMessage
 }
 
 // Body yields the bytes to send to the client.

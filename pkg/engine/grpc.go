@@ -186,12 +186,15 @@ func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error
 	if rt == nil {
 		return nil, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeUpstream, Code: "runtime_unknown", Message: "worker runtime not detected yet"}
 	}
+	if aerr := checkPD(rt.name, r.PD); aerr != nil {
+		return nil, aerr
+	}
 	g, p := e.generation(r)
 	gctx, cancel := context.WithCancel(outgoingTrace(ctx, r.Header))
 	b := newGRPCBody(e, rt, gctx, cancel, r, p)
 	for i, toks := range r.Tokens {
 		b.ids[i] = b.id + "-" + strconv.Itoa(i)
-		g.id, g.tokens = b.ids[i], toks
+		g.id, g.tokens, g.prompt = b.ids[i], toks, i
 		st, err := rt.c.generate(gctx, &g)
 		if err != nil {
 			cancel()
@@ -205,6 +208,9 @@ func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error
 	}
 	b.start()
 	resp := &Response{Status: http.StatusOK, Header: http.Header{}, SSE: p.stream, Body: b}
+	if r.PD != nil && r.PD.Prefill {
+		resp.KVTransferParams = b.handoff
+	}
 	if !p.stream {
 		resp.Header.Set("Content-Type", "application/json")
 	}
@@ -216,7 +222,24 @@ func (e *grpcEngine) Generate(ctx context.Context, r *Request) (*Response, error
 // chat request leaves max_tokens to the engine when the client gave none (vLLM's default: what
 // the context leaves) and decodes as its output parsers need.
 func (e *grpcEngine) generation(r *Request) (genRequest, bodyParams) {
+	g, p := e.clientGeneration(r)
+	g.pd = r.PD
+	if r.PD != nil && r.PD.Prefill {
+		prefillLeg(&g, &p)
+	}
+	return g, p
+}
+
+// clientGeneration is generation for the client's request as it is; a NIXL prefill leg's
+// output is a one-choice, non-streamed answer of it.
+func (e *grpcEngine) clientGeneration(r *Request) (genRequest, bodyParams) {
+	prefill := r.PD != nil && r.PD.Prefill
 	if c := r.Chat; c != nil {
+		if prefill {
+			leg := *c
+			leg.Stream, leg.IncludeUsage, leg.N = false, false, 1
+			c = &leg
+		}
 		skip := true
 		if r.ChatOutput.Parsers != nil {
 			skip = r.ChatOutput.Parsers.SkipSpecialTokens(r.ChatOutput.Info)
@@ -227,6 +250,11 @@ func (e *grpcEngine) generation(r *Request) (genRequest, bodyParams) {
 			skipSpecial: skip, idPrefix: "chatcmpl-"}
 	}
 	c := r.Completion
+	if prefill {
+		leg := *c
+		leg.Stream, leg.IncludeUsage, leg.N = false, false, 1
+		c = &leg
+	}
 	maxTokens := c.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = openai.DefaultCompletionMaxTokens

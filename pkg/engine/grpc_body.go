@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -93,6 +94,8 @@ type grpcBody struct {
 	ended   bool // every choice completed and the tail was produced
 	out     []byte
 	text    []byte
+	// kvParams is the first choice's kv_transfer_params_json (a NIXL prefill leg's hand-off).
+	kvParams string
 }
 
 // bodyParams are what differs between a completion and a chat body.
@@ -221,11 +224,17 @@ func (b *grpcBody) message(ci int, m genMsg) {
 		ch.completion = len(m.tokens)
 		b.emitText(ci, ch.decode(b.text[:0], m.tokens))
 	}
+	if ci == 0 {
+		b.kvParams = m.kvParams
+	}
 	ch.done, ch.finishReason = true, mapFinishReason(m.finishReason)
 	text := ch.finish(b.text[:0])
 	b.text = text[:0]
 	b.output.finish(b, ci, text, ch.finishReason)
 }
+
+// handoff is Response.KVTransferParams of a NIXL prefill leg: its one choice's hand-off.
+func (b *grpcBody) handoff() json.RawMessage { return handoff(b.kvParams) }
 
 // emitText hands decoded text to the output, keeping the scratch buffer.
 func (b *grpcBody) emitText(ci int, text []byte) {

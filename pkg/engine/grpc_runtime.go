@@ -30,6 +30,10 @@ type genRequest struct {
 	// skipSpecial is the engine's detokenization setting, which its stop-string matching
 	// uses; the gateway decodes with the same setting.
 	skipSpecial bool
+	// pd is the call's prefill/decode leg (nil: none), prompt the prompt's index in its
+	// request (for its bootstrap room).
+	pd     *PDLeg
+	prompt int
 }
 
 // genMsg is one engine-neutral Generate response message: a chunk or a complete.
@@ -41,6 +45,8 @@ type genMsg struct {
 	completionTokens int
 	cachedTokens     int
 	finishReason     string
+	// kvParams is a vLLM complete's kv_transfer_params_json (field 12; "" when absent).
+	kvParams string
 }
 
 // genStream yields the messages of one Generate call; Recv returns io.EOF at the clean end.
@@ -103,12 +109,17 @@ func (v *vllmClient) generate(ctx context.Context, r *genRequest) (genStream, er
 		s := int32(min(max(*r.seed, -1<<31), 1<<31-1))
 		sp.Seed = &s
 	}
-	st, err := v.c.Generate(ctx, &vllm.GenerateRequest{
+	req := &vllm.GenerateRequest{
 		RequestId:      r.id,
 		Input:          &vllm.GenerateRequest_Tokenized{Tokenized: &vllm.TokenizedInput{InputIds: r.tokens}},
 		SamplingParams: sp,
 		Stream:         r.stream,
-	})
+	}
+	if r.pd != nil && r.pd.KVTransferParams != nil {
+		kv := string(r.pd.KVTransferParams)
+		req.KvTransferParamsJson = &kv
+	}
+	st, err := v.c.Generate(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -173,12 +184,17 @@ func (v *sglangClient) generate(ctx context.Context, r *genRequest) (genStream, 
 		mt := uint32(r.maxTokens)
 		sp.MaxNewTokens = &mt
 	}
-	st, err := v.c.Generate(ctx, &sglang.GenerateRequest{
+	req := &sglang.GenerateRequest{
 		RequestId:      r.id,
 		Tokenized:      &sglang.TokenizedInput{InputIds: r.tokens},
 		SamplingParams: sp,
 		Stream:         r.stream,
-	})
+	}
+	if b := r.pd.bootstrap(); b != nil {
+		req.DisaggregatedParams = &sglang.DisaggregatedParams{BootstrapHost: b.Host, BootstrapPort: int32(b.Port),
+			BootstrapRoom: int32(b.roomOf(r.prompt, SGLangRoomLimit))}
+	}
+	st, err := v.c.Generate(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -255,12 +271,17 @@ func (v *tokenspeedClient) generate(ctx context.Context, r *genRequest) (genStre
 		s := uint64(*r.seed)
 		sp.SamplingSeed = &s
 	}
-	st, err := v.c.Generate(ctx, &tokenspeed.GenerateRequest{
+	req := &tokenspeed.GenerateRequest{
 		RequestId:      r.id,
 		Tokenized:      &tokenspeed.TokenizedInput{InputIds: r.tokens},
 		SamplingParams: sp,
 		Stream:         r.stream,
-	})
+	}
+	if b := r.pd.bootstrap(); b != nil {
+		req.KvBootstrapInfo = &tokenspeed.KvBootstrapInfo{BootstrapHost: b.Host, BootstrapPort: int32(b.Port),
+			BootstrapRoom: int64(b.roomOf(r.prompt, TokenSpeedRoomLimit))}
+	}
+	st, err := v.c.Generate(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +368,11 @@ func (s engineStream[M, C, D]) Recv() (genMsg, error) {
 			return genMsg{index: int(c.GetIndex()), tokens: c.GetTokenIds(), promptTokens: int(c.GetPromptTokens()), completionTokens: int(c.GetCompletionTokens()), cachedTokens: int(c.GetCachedTokens())}, nil
 		}
 		if c := m.GetComplete(); c != noComplete {
-			return genMsg{complete: true, index: int(c.GetIndex()), tokens: c.GetOutputIds(), promptTokens: int(c.GetPromptTokens()), completionTokens: int(c.GetCompletionTokens()), cachedTokens: int(c.GetCachedTokens()), finishReason: c.GetFinishReason()}, nil
+			out := genMsg{complete: true, index: int(c.GetIndex()), tokens: c.GetOutputIds(), promptTokens: int(c.GetPromptTokens()), completionTokens: int(c.GetCompletionTokens()), cachedTokens: int(c.GetCachedTokens()), finishReason: c.GetFinishReason()}
+			if kv, ok := any(c).(interface{ GetKvTransferParamsJson() string }); ok { // vLLM only
+				out.kvParams = kv.GetKvTransferParamsJson()
+			}
+			return out, nil
 		}
 		// An empty message carries nothing: skip it.
 	}

@@ -97,3 +97,40 @@ func TestGRPCNIXLPrefillLeg(t *testing.T) {
 		t.Errorf("hand-off: want %s verbatim", handoffJSON)
 	}
 }
+
+func TestPDRooms(t *testing.T) {
+	b := &Bootstrap{Room: SGLangRoomLimit - 1}
+	if got := b.roomOf(0, SGLangRoomLimit); got != SGLangRoomLimit-1 {
+		t.Errorf("room of prompt 0: got %d, want %d", got, SGLangRoomLimit-1)
+	}
+	if got := b.roomOf(1, SGLangRoomLimit); got != 0 {
+		t.Errorf("room of prompt 1: got %d, want 0 (wrapped inside the int32 range)", got)
+	}
+	big := &Bootstrap{Room: 1 << 40}
+	if got := big.roomOf(0, SGLangRoomLimit); got >= SGLangRoomLimit {
+		t.Errorf("room %d is outside SGLang's int32 range", got)
+	}
+}
+
+func TestCheckPD(t *testing.T) {
+	nixl := &PDLeg{Prefill: true}
+	boot := &PDLeg{Bootstrap: &Bootstrap{Host: "h", Port: 8998}}
+	tests := []struct {
+		rt   worker.Runtime
+		leg  *PDLeg
+		want bool // refused
+	}{
+		{worker.RuntimeVLLM, nixl, false},
+		{worker.RuntimeVLLM, boot, true},
+		{worker.RuntimeSGLang, boot, false},
+		{worker.RuntimeTokenSpeed, boot, false},
+		{worker.RuntimeSGLang, nixl, true},
+		{worker.RuntimeTokenSpeed, &PDLeg{KVTransferParams: []byte(`{}`)}, true},
+		{worker.RuntimeSGLang, nil, false},
+	}
+	for _, tt := range tests {
+		if got := checkPD(tt.rt, tt.leg) != nil; got != tt.want {
+			t.Errorf("checkPD(%s, %+v) refused %v, want %v", tt.rt, tt.leg, got, tt.want)
+		}
+	}
+}

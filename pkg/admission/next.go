@@ -123,6 +123,7 @@ func (q *Queue[W]) grant(cands []*Ticket[W], well uint64, best int, w W) bool {
 		}
 	}
 	q.removeLocked(t, true)
+	q.noteGrantLocked(t)
 	t.state, t.worker = stateGranted, w
 	close(t.ready)
 	return true
@@ -180,4 +181,41 @@ func (q *Queue[W]) Ahead(p int) int {
 		n += b.len()
 	}
 	return n
+}
+
+// gapWeight is the weight of the newest interval in the moving average of the time between
+// grants: about the last 8 grants count.
+const gapWeight = 8
+
+// noteGrantLocked updates the drain estimate at the grant of t. An interval that spans an idle
+// spell (nothing waiting) is not a drain time, so the average takes an interval only when t
+// waited through all of it (it had joined by the previous grant).
+func (q *Queue[W]) noteGrantLocked(t *Ticket[W]) {
+	now := q.cfg.Now()
+	if !q.lastGrant.IsZero() && !t.enq.After(q.lastGrant) {
+		d := now.Sub(q.lastGrant)
+		if q.gap == 0 {
+			q.gap = d
+		} else {
+			q.gap += (d - q.gap) / gapWeight
+		}
+	}
+	q.lastGrant = now
+}
+
+// RetryAfter estimates when a request of priority p refused now would find the queue moving
+// past what is ahead of it: the requests it would wait behind (Ahead) plus itself, times the
+// average time between grants, or the time since the last grant when that is longer (grants
+// have stalled). 0 when the queue has not yet seen grants to estimate from. Clients told this
+// spread their retries over the drain instead of all coming back within a second to a queue
+// that is still full.
+func (q *Queue[W]) RetryAfter(p int) time.Duration {
+	ahead := q.Ahead(p)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	gap := q.gap
+	if !q.lastGrant.IsZero() && q.oldest.n > 0 {
+		gap = max(gap, q.cfg.Now().Sub(q.lastGrant))
+	}
+	return time.Duration(ahead+1) * gap
 }

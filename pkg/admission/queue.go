@@ -97,6 +97,10 @@ type Queue[W any] struct {
 	oldest ageList[W] // every waiting ticket, by arrival
 	seq    uint64
 	closed bool
+	// lastGrant and gap estimate how fast the queue drains: the time of the last grant and a
+	// moving average of the time between grants (RetryAfter).
+	lastGrant time.Time
+	gap       time.Duration
 }
 
 // New validates cfg and returns an empty queue.

@@ -439,3 +439,41 @@ func TestHandOffElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryAfter: the estimate is (requests ahead + 1) × the average time between grants,
+// counting only intervals a request waited through, and grows when grants stall.
+func TestRetryAfter(t *testing.T) {
+	q, clk := newTestQueue(t, Config{})
+	if d := q.RetryAfter(0); d != 0 {
+		t.Fatalf("no grants yet: got %v, want 0", d)
+	}
+	names := enqueue(t, q, []req{{"a", 0, "k", 1}, {"b", 0, "k", 1}, {"c", 0, "k", 1}, {"d", 5, "k", 1}}, nil)
+	drain(t, q, names, "w", 1) // first grant: no interval yet
+	clk.advance(100 * time.Millisecond)
+	drain(t, q, names, "w", 1) // b waited through 100 ms
+	// Waiting: c (band 0) and d (band 5). Band 0 waits behind c; band 5 behind c and d.
+	if d := q.RetryAfter(0); d != 200*time.Millisecond {
+		t.Errorf("band 0: got %v, want 200ms", d)
+	}
+	if d := q.RetryAfter(5); d != 300*time.Millisecond {
+		t.Errorf("band 5: got %v, want 300ms", d)
+	}
+	// Grants stall: the time since the last grant bounds the gap from below.
+	clk.advance(time.Second)
+	if d := q.RetryAfter(0); d != 2*time.Second {
+		t.Errorf("stalled: got %v, want 2s", d)
+	}
+	// An idle spell is not a drain time: e is granted after joining an empty queue.
+	drain(t, q, names, "w", 2) // c after 1 s (averaged in: 100ms + (1s-100ms)/8), then d at once
+	avg := 100*time.Millisecond + (900*time.Millisecond)/gapWeight
+	avg += (0 - avg) / gapWeight
+	clk.advance(10 * time.Second)
+	e := enqueue(t, q, []req{{"e", 0, "k", 1}}, nil)
+	drain(t, q, e, "w", 1)
+	q.mu.Lock()
+	gap := q.gap
+	q.mu.Unlock()
+	if gap != avg {
+		t.Errorf("after an idle spell: gap %v, want %v (the idle 10 s not averaged in)", gap, avg)
+	}
+}

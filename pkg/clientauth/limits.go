@@ -54,7 +54,7 @@ func (c *client) admit(h http.Header, now time.Time) (release func(), aerr *open
 		c.inFlight.Add(-1)
 		c.limConc.Inc()
 		// A slot frees when some request of this key ends, which cannot be predicted.
-		setRetryAfter(h, time.Second)
+		SetRetryAfter(h, time.Second)
 		return nil, &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit, Code: "rate_limit_exceeded",
 			Message: fmt.Sprintf("too many concurrent requests for this API key (limit %d)", c.max)}
 	}
@@ -66,7 +66,7 @@ func (c *client) admit(h http.Header, now time.Time) (release func(), aerr *open
 				c.inFlight.Add(-1)
 			}
 			c.limitedRate.Inc()
-			setRetryAfter(h, wait)
+			SetRetryAfter(h, wait)
 			return nil, &openai.Error{Status: http.StatusTooManyRequests, Type: openai.TypeRateLimit, Code: "rate_limit_exceeded",
 				Message: fmt.Sprintf("rate limit exceeded for this API key (%g requests/s, burst %d)", float64(c.lim.Limit()), c.lim.Burst())}
 		}
@@ -78,9 +78,9 @@ func (c *client) admit(h http.Header, now time.Time) (release func(), aerr *open
 	return func() { c.inFlight.Add(-1) }, nil
 }
 
-// setRetryAfter sets Retry-After to d rounded up to whole seconds (at least 1) and
+// SetRetryAfter sets Retry-After to d rounded up to whole seconds (at least 1) and
 // retry-after-ms to d in milliseconds (at least 1).
-func setRetryAfter(h http.Header, d time.Duration) {
+func SetRetryAfter(h http.Header, d time.Duration) {
 	if d <= 0 || d == rate.InfDuration {
 		d = time.Second
 	}

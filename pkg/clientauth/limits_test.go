@@ -18,9 +18,9 @@ func TestSetRetryAfter(t *testing.T) {
 		{90*time.Second + time.Nanosecond, "91", "90001"},
 	} {
 		h := http.Header{}
-		setRetryAfter(h, tt.d)
+		SetRetryAfter(h, tt.d)
 		if h.Get("Retry-After") != tt.sec || h.Get("Retry-After-Ms") != tt.msS {
-			t.Errorf("setRetryAfter(%v): got %q, %q; want %q, %q", tt.d, h.Get("Retry-After"), h.Get("Retry-After-Ms"), tt.sec, tt.msS)
+			t.Errorf("SetRetryAfter(%v): got %q, %q; want %q, %q", tt.d, h.Get("Retry-After"), h.Get("Retry-After-Ms"), tt.sec, tt.msS)
 		}
 	}
 }

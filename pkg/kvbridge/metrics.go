@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvgate/kvgate/pkg/indexer"
 )
 
 // Batch outcomes, the values of the "outcome" label of kvgate_kv_event_batches_total.

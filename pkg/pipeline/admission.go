@@ -139,7 +139,7 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 	if err != nil {
 		pl.met.queued.WithLabelValues(label, band, "full").Inc()
 		pl.traceQueue(c, prio, "full", time.Now())
-		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue.Max, timeout)
+		return nil, queueError(ctx, h, q, prio, err, c.Target.Model, pl.cfg.Queue.Max, timeout)
 	}
 	depth := pl.met.queueDepth.WithLabelValues(label, band)
 	depth.Inc()
@@ -156,7 +156,7 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 		outcome := queueOutcome(ctx, err)
 		pl.met.queued.WithLabelValues(label, band, outcome).Inc()
 		pl.traceQueue(c, prio, outcome, t.Enqueued())
-		return nil, queueError(ctx, h, err, c.Target.Model, pl.cfg.Queue.Max, timeout)
+		return nil, queueError(ctx, h, q, prio, err, c.Target.Model, pl.cfg.Queue.Max, timeout)
 	}
 	pl.met.queued.WithLabelValues(label, band, "admitted").Inc()
 	pl.traceQueue(c, prio, "admitted", t.Enqueued())
@@ -314,12 +314,24 @@ func queueOutcome(ctx context.Context, err error) string {
 	return "cancelled"
 }
 
-// queueError is the client's answer for a request the queue did not admit, with Retry-After
-// (seconds) and retry-after-ms for the refusals a client should retry.
-func queueError(ctx context.Context, h http.Header, err error, model string, maxLen int, timeout time.Duration) *openai.Error {
+// Bounds of the Retry-After a queue refusal suggests: at least a second (the header's unit),
+// at most maxRetryAfter, past which the OpenAI SDKs ignore the header and back off on their
+// own (they honour up to 60 s); a drain estimate that long says the fleet is far over capacity
+// and a retry later than that helps nobody.
+const maxRetryAfter = 30 * time.Second
+
+// queueError is the client's answer for a request of band prio the queue did not admit, with
+// Retry-After (seconds) and retry-after-ms for the refusals a client should retry: when the
+// queue expects to have served what would be ahead of the request (admission.Queue.RetryAfter),
+// so that refused clients come back spread over the drain, not all within a second to a queue
+// still full; a reconfigured model's retry goes to the new pool at once.
+func queueError(ctx context.Context, h http.Header, q *admission.Queue[*fleet.Member], prio int, err error, model string, maxLen int, timeout time.Duration) *openai.Error {
 	retry := func() {
-		h.Set("Retry-After", "1")
-		h.Set("Retry-After-Ms", "1000")
+		d := time.Second
+		if !errors.Is(err, admission.ErrClosed) {
+			d = min(max(q.RetryAfter(prio), time.Second), maxRetryAfter)
+		}
+		clientauth.SetRetryAfter(h, d)
 	}
 	switch {
 	case errors.Is(err, admission.ErrFull):

@@ -1,9 +1,13 @@
 package pipeline
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/kvgate/kvgate/pkg/admission"
+	"github.com/kvgate/kvgate/pkg/fleet"
 )
 
 // TestQueueTimeout: the queue deadline is the smaller of --queue-timeout and the timeout the
@@ -41,5 +45,53 @@ func TestQueueTimeout(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestQueueRetryAfter: a queue refusal's Retry-After is the queue's drain estimate for the
+// request's band, at least 1 s and at most maxRetryAfter; a reconfigured model's is 1 s.
+func TestQueueRetryAfter(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	q, err := admission.New[*fleet.Member](admission.Config{MaxLen: 1000, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		if _, err := q.Enqueue(admission.Request[*fleet.Member]{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Grants every 50 ms: 998 wait after the second.
+	q.Next(nil)
+	now = now.Add(50 * time.Millisecond)
+	q.Next(nil)
+	tests := []struct {
+		name   string
+		err    error
+		prio   int
+		ms, to string
+	}{
+		{"full: (998 ahead + 1) × 50 ms, capped", admission.ErrFull, 0, "30000", "30"},
+		{"timeout: same estimate", admission.ErrTimeout, 0, "30000", "30"},
+		{"reconfigured: at once", admission.ErrClosed, 0, "1000", "1"},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		if e := queueError(context.Background(), h, q, tt.prio, tt.err, "m", 1000, time.Second); e == nil {
+			t.Fatalf("%s: no error", tt.name)
+		}
+		if h.Get("Retry-After-Ms") != tt.ms || h.Get("Retry-After") != tt.to {
+			t.Errorf("%s: Retry-After %q, Retry-After-Ms %q; want %q, %q", tt.name, h.Get("Retry-After"), h.Get("Retry-After-Ms"), tt.to, tt.ms)
+		}
+	}
+	// Fewer waiting: the estimate itself. Drain to 39 waiting with 50 ms between grants.
+	for q.Len() > 39 {
+		now = now.Add(50 * time.Millisecond)
+		q.Next(nil)
+	}
+	h := http.Header{}
+	queueError(context.Background(), h, q, 0, admission.ErrFull, "m", 1000, time.Second)
+	if h.Get("Retry-After-Ms") != "2000" || h.Get("Retry-After") != "2" {
+		t.Errorf("39 waiting, 50 ms apart: Retry-After %q, Retry-After-Ms %q; want 2, 2000", h.Get("Retry-After"), h.Get("Retry-After-Ms"))
 	}
 }

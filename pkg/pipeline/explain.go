@@ -1,9 +1,12 @@
 package pipeline
 
 import (
+	"net/http"
+
 	"github.com/kvgate/kvgate/pkg/admission"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -46,11 +49,14 @@ type pdExplain struct {
 	Note               string        `json:"note,omitempty"`
 }
 
-// queueView is the admission queue of the pool a request would go to: whether it would wait
-// (every candidate full, or others waiting already) and what waits, by band (a request of
-// band b waits behind at least the requests of the bands ≤ b).
+// queueView is the admission queue of the pool a request would go to: its band, whether it
+// would wait (every candidate full, or requests of its band or better waiting already: a
+// worse band's waiting requests do not hold it back), how many it would wait behind at least
+// (Ahead: those of the bands ≤ its own), and what waits, by band.
 type queueView struct {
 	WouldWait bool                  `json:"would_wait"`
+	Priority  int                   `json:"priority"`
+	Ahead     int                   `json:"ahead"`
 	Waiting   int                   `json:"waiting"`
 	Bands     []admission.BandStats `json:"bands"`
 }
@@ -85,8 +91,9 @@ type decisionView struct {
 // Explain explains routing c (its prompt rendered from prompt, for a chat body) without
 // sending it or recording anything in the tree, the pending overlay, the metrics or the
 // policy's state: the candidates Select gives, scored as route scores them, and the policy's
-// choice (explainPick).
-func (pl *Pipeline) Explain(c *Call, prompt string) *RouteExplanation {
+// choice (explainPick). r is the request explained (its priority header and client key decide
+// its admission band, as for a request sent); nil explains band 0.
+func (pl *Pipeline) Explain(c *Call, prompt string, r *http.Request) *RouteExplanation {
 	t, tokens := c.Target, c.RouteTokens()
 	p := t.Pool
 	bs := p.BlockSize()
@@ -118,8 +125,15 @@ func (pl *Pipeline) Explain(c *Call, prompt string) *RouteExplanation {
 		out.Workers = append(out.Workers, explainWorker(m, false, indexer.Score{BlockSize: m.BlockSize()}, policy.Candidate{}))
 	}
 	if q := c.Served.queue; q != nil {
-		st := q.Stats()
-		out.Queue = &queueView{WouldWait: st.Waiting > 0 || len(s.sel.Candidates) == 0 && s.sel.Full, Waiting: st.Waiting, Bands: st.Bands}
+		prio := 0
+		if r != nil {
+			var aerr *openai.Error
+			if prio, aerr = requestPriority(r, c); aerr != nil {
+				out.Error = aerr.Message
+			}
+		}
+		st, ahead := q.Stats(), q.Ahead(prio)
+		out.Queue = &queueView{WouldWait: ahead > 0 || len(s.sel.Candidates) == 0 && s.sel.Full, Priority: prio, Ahead: ahead, Waiting: st.Waiting, Bands: st.Bands}
 	}
 	if len(s.sel.Candidates) == 0 {
 		if out.Error == "" {

@@ -9,7 +9,9 @@ import (
 
 type plainRenderer struct{}
 
-func (plainRenderer) Render(*openai.ChatRequest) (chat.Result, *openai.Error) { return chat.Result{}, nil }
+func (plainRenderer) Render(*openai.ChatRequest) (chat.Result, *openai.Error) {
+	return chat.Result{}, nil
+}
 
 type expandingRenderer struct{ plainRenderer }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,25 @@ func TestQueueOrder(t *testing.T) {
 	if q := ex.Queue; q == nil || !q.WouldWait || q.Waiting != 5 || len(q.Bands) != 2 || q.Bands[0].Priority != 0 || q.Bands[0].Waiting != 1 ||
 		q.Bands[1].Priority != 5 || q.Bands[1].Waiting != 4 || q.Bands[1].Keys != 2 {
 		t.Errorf("/debug/route queue: got %s, want 5 waiting, band 0: 1, band 5: 4 of 2 keys, would wait", body)
+	}
+	// The request's own band decides what it waits behind: band 0 behind c1, band 5 behind all
+	// five, band -1 behind none.
+	for _, tt := range []struct{ prio, ahead int }{{0, 1}, {5, 5}, {-1, 0}} {
+		req, err := http.NewRequest(http.MethodGet, g.admin.URL+"/debug/route?tokens=1,2", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(pipeline.HeaderPriority, strconv.Itoa(tt.prio))
+		resp, err := g.admin.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ex pipeline.RouteExplanation
+		err = json.NewDecoder(resp.Body).Decode(&ex)
+		resp.Body.Close()
+		if err != nil || ex.Queue == nil || ex.Queue.Priority != tt.prio || ex.Queue.Ahead != tt.ahead || !ex.Queue.WouldWait {
+			t.Errorf("/debug/route band %d: got %+v (%v), want %d ahead, would wait (the worker is full)", tt.prio, ex.Queue, err, tt.ahead)
+		}
 	}
 	var got []string
 	for range order {

@@ -29,7 +29,7 @@ func (rt *Router) handleDebugRoute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.Req.Tokens = [][]uint32{tokens}
-	pipeline.WriteJSON(w, http.StatusOK, rt.pl.Explain(c, ""))
+	pipeline.WriteJSON(w, http.StatusOK, rt.pl.Explain(c, "", r))
 }
 
 // handleDebugRouteBody explains the route of a request body, as the pipeline would take it (a
@@ -64,7 +64,7 @@ func (rt *Router) handleDebugRouteBody(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, openai.BadRequest("messages", "the gateway has no tokenizer or chat template for this request (--model-path)"))
 		return
 	}
-	pipeline.WriteJSON(w, http.StatusOK, rt.pl.Explain(c, prompt))
+	pipeline.WriteJSON(w, http.StatusOK, rt.pl.Explain(c, prompt, r))
 }
 
 // isChatBody reports whether a request body is a chat request (it has "messages").
@@ -147,7 +147,7 @@ func (rt *Router) explainResponses(w http.ResponseWriter, r *http.Request, body 
 		openai.WriteError(w, openai.BadRequest("input", "the gateway has no tokenizer or chat template for this request (--model-path)"))
 		return
 	}
-	out := responsesExplanation{RouteExplanation: rt.pl.Explain(c, prompt)}
+	out := responsesExplanation{RouteExplanation: rt.pl.Explain(c, prompt, r)}
 	out.Responses = responsesChain{PreviousResponseID: t.Req.PreviousResponseID, Conversation: t.Req.Conversation, Chain: t.Chain,
 		HistoryItems: len(t.History), InputItems: len(t.Input), ChatRequest: t.ChatBody(nil, 0)}
 	if out.Responses.Chain == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/zap"
@@ -21,15 +22,23 @@ import (
 // tracingShutdownTimeout bounds the final flush of buffered spans at shutdown.
 const tracingShutdownTimeout = 5 * time.Second
 
-// newTracing builds the tracer provider of o, nil when tracing is off; shutdown flushes and
-// stops it (a no-op when off).
-func newTracing(o *options, log *zap.Logger) (tp *sdktrace.TracerProvider, shutdown func(), err error) {
+// newTracing builds the tracer provider of o, nil when tracing is off, and registers on reg the
+// count of spans its processor dropped; shutdown flushes and stops it (a no-op when off).
+func newTracing(o *options, log *zap.Logger, reg prometheus.Registerer) (tp *sdktrace.TracerProvider, shutdown func(), err error) {
 	endpoint := tracing.Endpoint(o.OTLPTracesEndpoint)
 	if endpoint == "" {
 		return nil, func() {}, nil
 	}
-	if tp, err = tracing.NewProvider(endpoint, o.OTLPTracesSampleRatio); err != nil {
+	tp, bsp, err := tracing.NewProvider(endpoint, o.OTLPTracesSampleRatio)
+	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: %w", err)
+	}
+	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kvgate_trace_spans_dropped_total",
+		Help: "Finished spans dropped because the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full."},
+		func() float64 { return float64(bsp.Dropped()) })
+	if err := reg.Register(dropped); err != nil {
+		_ = tp.Shutdown(context.Background())
+		return nil, nil, fmt.Errorf("gateway: tracing metrics: %w", err)
 	}
 	// Export failures (a collector down) are logged, never fatal to requests.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", zap.Error(err)) }))

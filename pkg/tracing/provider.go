@@ -49,24 +49,29 @@ func Protocol() (string, error) {
 // variables. sampleRatio in [0, 1] samples that fraction of new traces and follows a client's
 // sampled flag; negative leaves the sampler to OTEL_TRACES_SAMPLER[_ARG] (default: every
 // trace). The service name defaults to kvgate; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
-// override it. The caller owns the provider and must Shutdown it, which flushes what is
-// buffered.
-func NewProvider(endpoint string, sampleRatio float64) (*sdktrace.TracerProvider, error) {
-	exp, err := newExporter(endpoint)
+// override it. Finished spans go through a BatchProcessor, returned so its drops can be
+// counted. The caller owns the provider and must Shutdown it, which flushes what is queued.
+func NewProvider(endpoint string, sampleRatio float64) (*sdktrace.TracerProvider, *BatchProcessor, error) {
+	bcfg, err := BatchConfigFromEnv()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The resource detected from the environment comes after the default, so it wins.
 	res, err := resource.New(context.Background(), resource.WithAttributes(attribute.String("service.name", "kvgate")),
 		resource.WithTelemetrySDK(), resource.WithFromEnv())
 	if err != nil {
-		return nil, fmt.Errorf("tracing: resource: %w", err)
+		return nil, nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	exp, err := newExporter(endpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	bsp := NewBatchProcessor(exp, bcfg)
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(bsp), sdktrace.WithResource(res)}
 	if sampleRatio >= 0 {
 		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sampleRatio))))
 	}
-	return sdktrace.NewTracerProvider(opts...), nil
+	return sdktrace.NewTracerProvider(opts...), bsp, nil
 }
 
 // newExporter returns the OTLP exporter for endpoint by Protocol. An http/protobuf URL without

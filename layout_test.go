@@ -47,6 +47,7 @@ var allowedImports = map[string][]string{
 	"pkg/discovery":             {"pkg/worker"},
 	"pkg/clientauth":            {"pkg/openai"},
 	"pkg/admission":             {},
+	"pkg/tracing":               {},
 	"pkg/fleet":                 {"pkg/engine", "pkg/kvbridge", "pkg/discovery", "pkg/indexer", "pkg/worker"},
 	"pkg/pipeline":              {"pkg/admission", "pkg/clientauth", "pkg/fleet", "pkg/openai", "pkg/chat", "pkg/chat/parse", "pkg/engine", "pkg/policy", "pkg/indexer", "pkg/tokenizer", "pkg/worker"},
 	"pkg/endpoint":              {"pkg/pipeline", "pkg/openai", "pkg/anthropic", "pkg/chat/parse", "pkg/clientauth", "pkg/conversation", "pkg/engine"},

@@ -156,7 +156,7 @@ func build(o options, stderr io.Writer) (*gateway, error) {
 		}
 		rcfg.AccessLog = access.Named("access")
 	}
-	tp, stopTracing, err := newTracing(&o, log)
+	tp, stopTracing, err := newTracing(&o, log, g.reg)
 	if err != nil {
 		return nil, err
 	}

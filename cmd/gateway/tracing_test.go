@@ -1,82 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/kvgate/kvgate/internal/testutil/otlptest"
 )
-
-// otlpSink collects the spans an OTLP exporter sends, over HTTP (/v1/traces) or gRPC.
-type otlpSink struct {
-	coltrace.UnimplementedTraceServiceServer
-	mu      sync.Mutex
-	spans   []*tracepb.Span
-	service string
-}
-
-func (s *otlpSink) add(req *coltrace.ExportTraceServiceRequest) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
-		for _, a := range rs.GetResource().GetAttributes() {
-			if a.Key == "service.name" {
-				s.service = a.Value.GetStringValue()
-			}
-		}
-		for _, ss := range rs.ScopeSpans {
-			s.spans = append(s.spans, ss.Spans...)
-		}
-	}
-}
-
-func (s *otlpSink) Export(_ context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
-	s.add(req)
-	return &coltrace.ExportTraceServiceResponse{}, nil
-}
-
-func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	var req coltrace.ExportTraceServiceRequest
-	if r.URL.Path != "/v1/traces" || proto.Unmarshal(b, &req) != nil {
-		http.Error(w, "bad export", http.StatusBadRequest)
-		return
-	}
-	s.add(&req)
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	w.Write(out)
-}
-
-// startSink serves a sink by protocol and returns it with the endpoint URL to export to.
-func startSink(t *testing.T, protocol string) (*otlpSink, string) {
-	sink := &otlpSink{}
-	if protocol == "http/protobuf" {
-		srv := httptest.NewServer(sink)
-		t.Cleanup(srv.Close)
-		return sink, srv.URL
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	coltrace.RegisterTraceServiceServer(gs, sink)
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	return sink, "grpc://" + ln.Addr().String()
-}
 
 // The built gateway exports a streamed request's spans over OTLP (both protocols) in the
 // client's trace, and the worker receives the upstream span as its parent.
@@ -86,7 +22,7 @@ func TestServeExportsTracesOverOTLP(t *testing.T) {
 		t.Run(strings.ReplaceAll(protocol, "/", "_"), func(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol)
 			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
-			sink, endpoint := startSink(t, protocol)
+			sink, endpoint := otlptest.Start(t, protocol, true)
 			seen := make(chan string, 4)
 			w := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/v1/completions" {
@@ -110,10 +46,8 @@ func TestServeExportsTracesOverOTLP(t *testing.T) {
 			if err := gw.stop(); err != nil { // flushes the exporter
 				t.Fatal(err)
 			}
-			sink.mu.Lock()
-			defer sink.mu.Unlock()
 			byName := map[string]*tracepb.Span{}
-			for _, s := range sink.spans {
+			for _, s := range sink.Spans() {
 				if hex.EncodeToString(s.TraceId) == traceID {
 					byName[s.Name] = s
 				}
@@ -125,8 +59,8 @@ func TestServeExportsTracesOverOTLP(t *testing.T) {
 			if hex.EncodeToString(server.ParentSpanId) != clientSpan || string(up.ParentSpanId) != string(server.SpanId) {
 				t.Errorf("parent links: server's %x, upstream's %x (server %x)", server.ParentSpanId, up.ParentSpanId, server.SpanId)
 			}
-			if sink.service != "kvgate" {
-				t.Errorf("service.name %q", sink.service)
+			if got := sink.Service(); got != "kvgate" {
+				t.Errorf("service.name %q", got)
 			}
 			select {
 			case got := <-seen:

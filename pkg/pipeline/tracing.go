@@ -57,6 +57,13 @@ const (
 // clientKind is the upstream spans' kind option, made once.
 var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 
+// The canonical names of the headers traceContext extracts from (tracestate is read only
+// with a traceparent).
+const (
+	hdrTraceparent = "Traceparent"
+	hdrBaggage     = "Baggage"
+)
+
 // traceContext is the W3C propagator the server span extracts with.
 var traceContext = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
@@ -72,7 +79,12 @@ func (pl *Pipeline) Traced(route string, h http.HandlerFunc) http.HandlerFunc {
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", http.MethodPost), attribute.String("http.route", route))}
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx := r.Context()
+		// Most requests carry no trace context: skip the propagators, whose header lookups
+		// canonicalise (and allocate) each name.
+		if r.Header[hdrTraceparent] != nil || r.Header[hdrBaggage] != nil {
+			ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		}
 		ctx, span := pl.tracer.Start(ctx, name, opts...)
 		sw, ok := w.(*StatusWriter)
 		if !ok {

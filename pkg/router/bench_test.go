@@ -18,16 +18,17 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/internal/harness"
+	"github.com/kvgate/kvgate/internal/testutil/otlptest"
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/pipeline"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/tokenizer"
+	"github.com/kvgate/kvgate/pkg/tracing"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
 
@@ -210,27 +211,46 @@ http {
 // directly, one through the gateway and one through nginx (when available), interleaved, from
 // `conc` concurrent clients (moderate load); the added p50/p99 are the differences of the
 // percentiles to the direct path.
-func BenchmarkGatewayOverhead(b *testing.B) { gatewayOverhead(b, nil) }
+func BenchmarkGatewayOverhead(b *testing.B) { gatewayOverhead(b, false) }
 
-// BenchmarkGatewayOverheadTraced is BenchmarkGatewayOverhead with tracing on at 100% sampling:
-// the SDK's batch span processor over an exporter that drops the spans, so the numbers are the
-// request path's cost of tracing, not a collector's.
-func BenchmarkGatewayOverheadTraced(b *testing.B) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardExporter{}))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	gatewayOverhead(b, tp)
+// BenchmarkGatewayOverheadTraced is BenchmarkGatewayOverhead with tracing on at 100% sampling,
+// the provider built as cmd/gateway builds it (pkg/tracing: its span processor and the OTLP/gRPC
+// exporter) exporting to an OTLP receiver on loopback in this process. It also reports the
+// spans the receiver got per request the gateway served, so a run that exported nothing shows.
+func BenchmarkGatewayOverheadTraced(b *testing.B) { gatewayOverhead(b, true) }
+
+// tracedProvider returns a tracer provider exporting over OTLP/gRPC to a loopback receiver,
+// with the receiver; stop flushes and shuts the provider down.
+func tracedProvider(b *testing.B) (tp trace.TracerProvider, sink *otlptest.Sink, stop func()) {
+	b.Helper()
+	b.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
+	sink, endpoint := otlptest.Start(b, "grpc", false)
+	p, _, err := tracing.NewProvider(endpoint, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := p.Shutdown(context.Background()); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	b.Cleanup(stop)
+	return p, sink, stop
 }
 
-// discardExporter drops every span it is given.
-type discardExporter struct{}
-
-func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                             { return nil }
-
-// gatewayOverhead runs BenchmarkGatewayOverhead on a gateway with tracing tp (nil: off).
-func gatewayOverhead(b *testing.B, tp trace.TracerProvider) {
+// gatewayOverhead runs BenchmarkGatewayOverhead on a gateway with tracing on or off.
+func gatewayOverhead(b *testing.B, traced bool) {
 	for _, conc := range []int{1, 4} {
 		b.Run("clients="+strconv.Itoa(conc), func(b *testing.B) {
+			var tp trace.TracerProvider
+			var sink *otlptest.Sink
+			stopTracing := func() {}
+			if traced {
+				tp, sink, stopTracing = tracedProvider(b)
+			}
 			ups := []*httptest.Server{trivialUpstream(b), trivialUpstream(b), trivialUpstream(b)}
 			gw := benchGatewayTraced(b, tp, ups[0].URL, ups[1].URL, ups[2].URL)
 			ngx := startNginx(b, ups[0].URL)
@@ -298,6 +318,11 @@ func gatewayOverhead(b *testing.B, tp trace.TracerProvider) {
 			if len(viaNginx) > 0 {
 				b.ReportMetric(us(pct(viaNginx, 0.5)-pct(direct, 0.5)), "nginx-added-p50-µs")
 				b.ReportMetric(us(pct(viaNginx, 0.99)-pct(direct, 0.99)), "nginx-added-p99-µs")
+			}
+			if sink != nil {
+				stopTracing()
+				spans, _ := sink.Count()
+				b.ReportMetric(float64(spans)/float64(len(viaGW)+64), "spans/req")
 			}
 		})
 	}

@@ -29,7 +29,9 @@ func newTracing(o *options, log *zap.Logger, reg prometheus.Registerer) (tp *sdk
 	if endpoint == "" {
 		return nil, func() {}, nil
 	}
-	tp, bsp, err := tracing.NewProvider(endpoint, o.OTLPTracesSampleRatio)
+	tp, bsp, err := tracing.NewProvider(endpoint, o.OTLPTracesSampleRatio, func(err error) {
+		log.Warn("tracing: ignoring a batch processor setting, its default is used", zap.Error(err))
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: %w", err)
 	}

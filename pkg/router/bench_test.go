@@ -225,7 +225,7 @@ func tracedProvider(b *testing.B) (tp trace.TracerProvider, sink *otlptest.Sink,
 	b.Helper()
 	b.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")
 	sink, endpoint := otlptest.Start(b, "grpc", false)
-	p, _, err := tracing.NewProvider(endpoint, 1)
+	p, _, err := tracing.NewProvider(endpoint, 1, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,11 +50,14 @@ func Protocol() (string, error) {
 // sampled flag; negative leaves the sampler to OTEL_TRACES_SAMPLER[_ARG] (default: every
 // trace). The service name defaults to kvgate; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
 // override it. Finished spans go through a BatchProcessor, returned so its drops can be
-// counted. The caller owns the provider and must Shutdown it, which flushes what is queued.
-func NewProvider(endpoint string, sampleRatio float64) (*sdktrace.TracerProvider, *BatchProcessor, error) {
+// counted. An OTEL_BSP_* value out of range is given to warn (nil: dropped) and its default
+// used, as the OpenTelemetry specification asks of SDKs: a typo in a tracing variable must not
+// keep the gateway from starting. The caller owns the provider and must Shutdown it, which
+// flushes what is queued.
+func NewProvider(endpoint string, sampleRatio float64, warn func(error)) (*sdktrace.TracerProvider, *BatchProcessor, error) {
 	bcfg, err := BatchConfigFromEnv()
-	if err != nil {
-		return nil, nil, err
+	if err != nil && warn != nil {
+		warn(err)
 	}
 	// The resource detected from the environment comes after the default, so it wins.
 	res, err := resource.New(context.Background(), resource.WithAttributes(attribute.String("service.name", "kvgate")),

@@ -18,7 +18,7 @@ func TestNewProviderBatchesByEnv(t *testing.T) {
 			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
 			t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
 			sink, endpoint := otlptest.Start(t, protocol, true)
-			tp, _, err := NewProvider(endpoint, 1)
+			tp, _, err := NewProvider(endpoint, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +39,6 @@ func TestNewProviderErrors(t *testing.T) {
 	tests := []struct {
 		name, endpoint, env, value, want string
 	}{
-		{"bad batch variable", "grpc://127.0.0.1:1", "OTEL_BSP_MAX_QUEUE_SIZE", "lots", "OTEL_BSP_MAX_QUEUE_SIZE"},
 		{"bad protocol", "grpc://127.0.0.1:1", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "thrift", "want grpc or http/protobuf"},
 		{"not a URL", "127.0.0.1:4317", "", "", "want a URL"},
 	}
@@ -48,7 +47,7 @@ func TestNewProviderErrors(t *testing.T) {
 			if tt.env != "" {
 				t.Setenv(tt.env, tt.value)
 			}
-			_, _, err := NewProvider(tt.endpoint, 1)
+			_, _, err := NewProvider(tt.endpoint, 1, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -73,5 +72,22 @@ func TestEndpoint(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// A bad OTEL_BSP_* value is a warning and its default, not a failure to start.
+func TestNewProviderWarnsOnBadBatchVariable(t *testing.T) {
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "lots")
+	var warned []error
+	tp, bp, err := NewProvider("grpc://127.0.0.1:1", 1, func(e error) { warned = append(warned, e) })
+	if err != nil {
+		t.Fatalf("got %v, want a provider", err)
+	}
+	defer tp.Shutdown(context.Background())
+	if len(warned) != 1 || !strings.Contains(warned[0].Error(), "OTEL_BSP_MAX_QUEUE_SIZE") {
+		t.Errorf("warnings: got %v, want one naming OTEL_BSP_MAX_QUEUE_SIZE", warned)
+	}
+	if got := bp.cfg.MaxQueueSize; got != DefaultMaxQueueSize {
+		t.Errorf("queue size: got %d, want the default %d", got, DefaultMaxQueueSize)
 	}
 }

@@ -46,3 +46,29 @@ func VLModelDir(t testing.TB) string {
 	}
 	return dir
 }
+
+// Gemma3ModelDir assembles a Gemma 3-style model directory in a temporary directory
+// (testdata/models/gemma3/README.md): the committed config.json, preprocessor_config.json and
+// processor_config.json, and the Gemma 3 tokenizer of the test data with its chat template. It
+// fails t when the test data is missing (`make testdata`).
+func Gemma3ModelDir(t testing.TB) string {
+	t.Helper()
+	root := RepoRoot()
+	dir := t.TempDir()
+	for _, f := range []struct{ src, name string }{
+		{filepath.Join(root, "testdata", "models", "gemma3"), "config.json"},
+		{filepath.Join(root, "testdata", "models", "gemma3"), "preprocessor_config.json"},
+		{filepath.Join(root, "testdata", "models", "gemma3"), "processor_config.json"},
+		{filepath.Join(root, ".cache", "tokenizers", "gemma3"), "tokenizer.json"},
+		{filepath.Join(root, ".cache", "tokenizers", "gemma3"), "tokenizer_config.json"},
+	} {
+		b, err := os.ReadFile(filepath.Join(f.src, f.name))
+		if err != nil {
+			t.Fatalf("Gemma 3 model dir: %v (run `make testdata`)", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

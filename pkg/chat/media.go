@@ -411,7 +411,12 @@ func (mf *modelFiles) parseModelConfig(b []byte) {
 		return
 	}
 	_ = json.Unmarshal(c["model_type"], &mf.modelType)
-	_ = json.Unmarshal(c["mm_tokens_per_image"], &mf.tokensPerImage)
+	if mf.tokensPerImage == 0 {
+		_ = json.Unmarshal(c["mm_tokens_per_image"], &mf.tokensPerImage)
+	}
+	_ = json.Unmarshal(c["boi_token_index"], &mf.boi)
+	_ = json.Unmarshal(c["eoi_token_index"], &mf.eoi)
+	_ = json.Unmarshal(c["image_token_index"], &mf.imageToken)
 	for _, k := range []string{"vision_config", "audio_config"} {
 		if v, ok := c[k]; ok && !isNullJSON(v) {
 			mf.multimodal = true
@@ -440,6 +445,14 @@ func (mf *modelFiles) readProcessorFiles(dir string) error {
 	}
 	if b, err := readSmall(filepath.Join(dir, "preprocessor_config.json")); err == nil {
 		mf.preprocessor = b
+	}
+	if b, err := readSmall(filepath.Join(dir, "processor_config.json")); err == nil {
+		var c struct {
+			N int `json:"image_seq_length"`
+		}
+		if json.Unmarshal(b, &c) == nil && c.N > 0 {
+			mf.tokensPerImage = c.N
+		}
 	}
 	b, err := readSmall(filepath.Join(dir, "chat_template.json"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -483,6 +496,9 @@ func (r *Renderer) setMultimodal(mf *modelFiles, opts Options) error {
 	r.mediaTokens = mf.mediaTokens
 	if r.multimodal {
 		r.vision = newVisionCounter(r.modelType, mf.preprocessor, mf.tokensPerImage)
+		if r.modelType == "gemma3" {
+			r.gemma = newGemmaImages(r.tok, mf.boi, mf.imageToken, mf.eoi, mf.tokensPerImage)
+		}
 	}
 	r.maxMedia = opts.MaxMediaBytes
 	if r.maxMedia <= 0 {

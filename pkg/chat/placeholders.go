@@ -12,8 +12,8 @@ import (
 
 // Placeholder counts: how many tokens the engine's processor puts in place of an image's
 // placeholder, for the families where that is arithmetic on the image size and the processor
-// config (tools/multimodal/qwen_vl_tokens.py cites the formula). The count is reported (gateway
-// render, MediaItem.Tokens); routing does not use it yet (docs/multimodal.md).
+// config, or fixed (tools/multimodal/mm_tokens.py cites the formulas). Expand replaces
+// placeholders by these counts (expand.go, gemma3.go).
 
 // visionCounter counts an image's placeholder tokens; nil when the family is not known.
 type visionCounter interface {
@@ -57,11 +57,24 @@ func newVisionCounter(modelType string, preprocessor []byte, tokensPerImage int)
 	case "qwen3_vl", "qwen3_vl_moe":
 		return readQwenVision(preprocessor, qwenVision{patch: 16, merge: 2, minPixels: 65536, maxPixels: 16777216})
 	case "gemma3":
-		if tokensPerImage > 0 {
-			return fixedVision(tokensPerImage)
-		}
+		return readGemmaVision(preprocessor, tokensPerImage)
 	}
 	return nil
+}
+
+// readGemmaVision is Gemma 3's count: image_seq_length tokens an image (the processor's,
+// from processor_config.json; else config.json's mm_tokens_per_image, which the published
+// models set equal). With pan and scan on (do_pan_and_scan in the preprocessor config) the
+// count and the replacement text depend on the image's crops, which the gateway does not
+// compute: nil.
+func readGemmaVision(preprocessor []byte, n int) visionCounter {
+	var c struct {
+		PanAndScan *bool `json:"do_pan_and_scan"`
+	}
+	if len(preprocessor) > 0 && json.Unmarshal(preprocessor, &c) != nil || c.PanAndScan != nil && *c.PanAndScan || n <= 0 {
+		return nil
+	}
+	return fixedVision(n)
 }
 
 // readQwenVision overrides q's defaults with the processor config's patch_size, merge_size and
@@ -105,20 +118,21 @@ func readQwenVision(b []byte, q qwenVision) visionCounter {
 }
 
 // sizeMedia reads each image's size from its data: URL header and counts its placeholder
-// tokens where the family's rule is known; an image the gateway cannot size keeps 0.
+// tokens where the family's rule is known (for a fixed count, Gemma 3's, whatever the image);
+// an image the gateway cannot count keeps 0.
 func (r *Renderer) sizeMedia(items []MediaItem) {
 	for i := range items {
 		it := &items[i]
-		if it.Modality != "image" || it.Data == nil || it.Type == "image_embeds" {
+		if it.Modality != "image" || it.Type == "image_embeds" {
 			continue
 		}
-		cfg, _, err := image.DecodeConfig(bytes.NewReader(it.Data))
-		if err != nil {
-			continue
+		if it.Data != nil {
+			if cfg, _, err := image.DecodeConfig(bytes.NewReader(it.Data)); err == nil {
+				it.Width, it.Height = cfg.Width, cfg.Height
+			}
 		}
-		it.Width, it.Height = cfg.Width, cfg.Height
 		if r.vision != nil {
-			it.Tokens, _ = r.vision.imageTokens(cfg.Width, cfg.Height)
+			it.Tokens, _ = r.vision.imageTokens(it.Width, it.Height)
 		}
 	}
 }

@@ -7,11 +7,17 @@ import (
 )
 
 // TestQwenVisionTokens: the placeholder counts of Qwen2/2.5/3-VL images equal the values the
-// published smart_resize formula gives (tools/multimodal/qwen_vl_tokens.py, which writes the
-// test data), rounding half to even as Python does.
+// published smart_resize formula gives (tools/multimodal/mm_tokens.py, which writes the test
+// data), rounding half to even as Python does.
 func TestQwenVisionTokens(t *testing.T) {
-	b, err := os.ReadFile("testdata/qwen_vl_tokens.json")
+	b, err := os.ReadFile("testdata/mm_tokens.json")
 	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Qwen json.RawMessage `json:"qwen_vl"`
+	}
+	if err := json.Unmarshal(b, &golden); err != nil {
 		t.Fatal(err)
 	}
 	var cases []struct {
@@ -23,7 +29,7 @@ func TestQwenVisionTokens(t *testing.T) {
 		Width     int  `json:"width"`
 		Tokens    *int `json:"tokens"`
 	}
-	if err := json.Unmarshal(b, &cases); err != nil || len(cases) < 40 {
+	if err := json.Unmarshal(golden.Qwen, &cases); err != nil || len(cases) < 40 {
 		t.Fatalf("%d cases, %v", len(cases), err)
 	}
 	for _, c := range cases {

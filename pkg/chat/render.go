@@ -104,6 +104,7 @@ type Renderer struct {
 	mediaTokens []uint32
 	maxMedia    int
 	vision      visionCounter // placeholder counts of images (nil: unknown family)
+	gemma       *gemmaImages  // Gemma 3's image expansion (nil for other models)
 }
 
 var (

@@ -34,10 +34,13 @@ type modelFiles struct {
 	multimodal        bool
 	mediaTokens       []uint32
 	processorTemplate string
-	// preprocessor is preprocessor_config.json as read; tokensPerImage is config.json's
-	// mm_tokens_per_image (placeholder counts, placeholders.go).
-	preprocessor   []byte
-	tokensPerImage int
+	// preprocessor is preprocessor_config.json as read; tokensPerImage is
+	// processor_config.json's image_seq_length, else config.json's mm_tokens_per_image
+	// (placeholder counts, placeholders.go); boi, eoi and imageToken are config.json's
+	// boi_token_index, eoi_token_index and image_token_index (Gemma 3's expansion, gemma3.go).
+	preprocessor         []byte
+	tokensPerImage       int
+	boi, eoi, imageToken uint32
 }
 
 // special is one special-token variable: a string, or a list of strings

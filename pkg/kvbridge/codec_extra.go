@@ -11,12 +11,13 @@ import (
 // codecExtraKeys reads a BlockStored event's extra_keys (wire/vllm-zmq.md §5.1: nil, or one
 // entry per block, each nil or a list) into ev.Extra: per block, indexer.ExtraKeysHash of the
 // keys that change what the block holds beyond its tokens. Those are the multimodal item
-// identifiers, as bare strings (vLLM ≈0.18 on) or as [identifier, offset] pairs (before; the
-// offset is dropped, so both forms give one key), other strings (a cache salt on the first
-// block) and byte strings (a prompt-embeddings digest). The adapter name is left out (it is the
-// key's namespace already, from lora_name); map-shaped entries (a proposal never merged) and
-// other values are skipped. ev.Extra stays empty when no block has such a key, or when the
-// list does not have one entry per block.
+// identifiers, as [identifier, offset] pairs (current vLLM: kv_cache_utils.py
+// _gen_mm_extra_hash_keys appends (identifier, item offset - block start)) or as bare strings
+// (earlier releases appended the mm hash alone; the offset is dropped, so both forms give one
+// key), other strings (a cache salt on the first block) and byte strings (a prompt-embeddings
+// digest). The adapter name is left out (it is the key's namespace already, from lora_name);
+// map-shaped entries (a proposal never merged) and other values are skipped. ev.Extra stays
+// empty when no block has such a key, or when the list does not have one entry per block.
 func codecExtraKeys(raw []byte, ev *indexer.Event) error {
 	ev.Extra = ev.Extra[:0]
 	if len(raw) == 0 || raw[0] == 0xc0 {

@@ -22,7 +22,7 @@ func vllmStored(lora string, extra func(mp) mp) mp {
 }
 
 // TestExtraKeysDecode: multimodal extra keys decode to one hash per block in both of vLLM's
-// forms (bare identifiers since about 0.18, [identifier, offset] pairs before: the same hash),
+// forms ([identifier, offset] pairs now, bare identifiers in earlier releases: the same hash),
 // the adapter name is left out, map form reads them too, and extra keys that are not one per
 // block are not used.
 func TestExtraKeysDecode(t *testing.T) {

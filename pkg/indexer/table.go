@@ -441,7 +441,7 @@ func (t *table) match(keys []uint64, dst []WorkerMatch) []WorkerMatch {
 	tick := t.tick
 	touch(s, tick)
 	alive := s.lo
-	// Workers >= 64 sit at dst[:nExt]; an entry is alive while Blocks == i.
+	// Workers >= 64 go first in dst, workers < 64 are appended as they stop matching.
 	if s.ext&extInline != 0 {
 		dst = append(dst, WorkerMatch{Worker: WorkerID(s.ext &^ extInline), Blocks: 1})
 	} else if s.ext != 0 {
@@ -451,10 +451,12 @@ func (t *table) match(keys []uint64, dst []WorkerMatch) []WorkerMatch {
 			}
 		}
 	}
-	nExt := len(dst)
-	extAlive := nExt
+	// The workers >= 64 still matching are dst[:live]; one that stops is swapped to the end
+	// of dst[:live], so each key costs the workers still matching, not every holder of
+	// keys[0] (a system prompt's first block is held by hundreds of workers in a large fleet).
+	live := len(dst)
 	i := 1
-	for ; i < len(keys) && (alive != 0 || extAlive > 0); i++ {
+	for ; i < len(keys) && (alive != 0 || live > 0); i++ {
 		s = t.find(keys[i])
 		var lo uint64
 		var ext uint32
@@ -468,22 +470,48 @@ func (t *table) match(keys []uint64, dst []WorkerMatch) []WorkerMatch {
 			}
 			alive &= lo
 		}
-		if extAlive > 0 {
-			for j := range dst[:nExt] {
-				if dst[j].Blocks == i {
-					if t.extHas(ext, dst[j].Worker) {
-						dst[j].Blocks++
-					} else {
-						extAlive--
-					}
-				}
-			}
+		if live > 0 {
+			live = t.extMatch(dst, live, ext)
 		}
 	}
 	for ; alive != 0; alive &= alive - 1 {
 		dst = append(dst, WorkerMatch{Worker: WorkerID(bits.TrailingZeros64(alive)), Blocks: i})
 	}
 	return dst
+}
+
+// extMatch advances the still-matching workers dst[:live] (all >= 64, Blocks equal to the
+// current key's index) over a key whose slot.ext is ext: a worker holding it counts one more
+// block, one that does not is moved past the new live end with its count final. It returns
+// the new live count.
+func (t *table) extMatch(dst []WorkerMatch, live int, ext uint32) int {
+	switch {
+	case ext == 0:
+		return 0
+	case ext&extInline != 0:
+		// At most the one worker survives.
+		w := WorkerID(ext &^ extInline)
+		for j := range dst[:live] {
+			if dst[j].Worker == w {
+				dst[j].Blocks++
+				dst[0], dst[j] = dst[j], dst[0]
+				return 1
+			}
+		}
+		return 0
+	}
+	set := t.ext[ext]
+	for j := 0; j < live; {
+		w := dst[j].Worker - 64
+		if k := int(w / 64); k < len(set) && set[k]&(1<<(w%64)) != 0 {
+			dst[j].Blocks++
+			j++
+			continue
+		}
+		live--
+		dst[j], dst[live] = dst[live], dst[j]
+	}
+	return live
 }
 
 // touch stamps s with tick unless it already carries it, so that hot keys shared by many

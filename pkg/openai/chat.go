@@ -83,6 +83,19 @@ func (r *ChatRequest) AppendUpstream(dst []byte, model string, edits Edits) []by
 // Has reports whether the client's body has the top-level field key.
 func (r *ChatRequest) Has(key string) bool { _, ok := r.raw[key]; return ok }
 
+// HasProcessorKwargs reports whether the body sets vLLM's mm_processor_kwargs to an object with
+// at least one member. vLLM then hashes each media item together with them, a client's uuid
+// included (BaseMultiModalProcessor._hash_mm_items), so the uuid is no longer the engine's mm
+// hash, and the kwargs may change the item's placeholder count.
+func (r *ChatRequest) HasProcessorKwargs() bool {
+	v, ok := r.raw["mm_processor_kwargs"]
+	if !ok {
+		return false
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(v, &m) == nil && len(m) > 0
+}
+
 // reasoningEfforts are vLLM's accepted reasoning_effort values.
 var reasoningEfforts = map[string]bool{"none": true, "minimal": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true}
 

@@ -63,8 +63,16 @@ func (pl *Pipeline) routeMedia(c *Call, r ChatRenderer, res *chat.Result) int {
 		c.route = mediaRouteTokens(res.TokenIDs, res.Exact, res.Media, nil)
 		return len(res.TokenIDs)
 	}
-	e := x.Expand(res, chat.UUIDIdentity)
+	identify := chat.UUIDIdentity
+	kwargs := c.Req.Chat != nil && c.Req.Chat.HasProcessorKwargs()
+	if kwargs {
+		identify = nil // the engine hashes the uuid with the kwargs: the keys are unknown
+	}
+	e := x.Expand(res, identify)
 	c.media.exact, c.media.stop, c.media.expanded = e.Exact, e.Stop, true
+	if kwargs && e.Exact < len(e.IDs) {
+		c.media.stop = "the request sets mm_processor_kwargs: the engine hashes each item with them (a uuid too) and they may change its token count, so the prompt is exact only before the first item"
+	}
 	c.route = mediaRouteTokens(e.IDs, e.Spans[0].Offset, res.Media, e.Spans)
 	keys := &indexer.MediaKeys{Tokens: make([]uint32, len(e.IDs))}
 	copy(keys.Tokens, e.IDs[:e.Exact])

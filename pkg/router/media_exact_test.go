@@ -23,7 +23,8 @@ import (
 // block keys are the engine's past the image: a worker whose events report the conversation
 // with the image's placeholders expanded and its uuid as the image blocks' extra key (vLLM's
 // [mm_hash, offset] form) matches every block of the request; the same pixels under another
-// uuid, or without one, match only the blocks before the image; /debug/route says where
+// uuid, without one, or with mm_processor_kwargs (vLLM then hashes the uuid with them), match
+// only the blocks before the image; /debug/route says where
 // exactness stops and why.
 func TestChatMediaExactPastImage(t *testing.T) {
 	const bs = 16
@@ -34,16 +35,20 @@ func TestChatMediaExactPastImage(t *testing.T) {
 	g.waitFor(t, "event stream up", func() bool { ok, _ := g.rt.Fleet().Ready(); return ok })
 
 	img := bigPNG(t, 200, 200)
-	body := func(uuid string) string {
+	body := func(uuid string, kwargs ...any) string {
 		part := map[string]any{"type": "image_url", "image_url": map[string]any{"url": img}}
 		if uuid != "" {
 			part["uuid"] = uuid
 		}
-		b, _ := json.Marshal(map[string]any{"model": "test-model", "max_tokens": 4, "messages": []any{
+		m := map[string]any{"model": "test-model", "max_tokens": 4, "messages": []any{
 			map[string]any{"role": "system", "content": strings.Repeat("You describe pictures for people who cannot see them. ", 6)},
 			map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "What is this?"}, part,
 				map[string]any{"type": "text", "text": strings.Repeat("Name the colours, the shapes and where they are. ", 4)}}},
-		}})
+		}}
+		if len(kwargs) > 0 {
+			m["mm_processor_kwargs"] = kwargs[0]
+		}
+		b, _ := json.Marshal(m)
 		return string(b)
 	}
 	// The engine's ids: the rendered prompt with <|image_pad|> repeated 49 times, the
@@ -82,23 +87,31 @@ func TestChatMediaExactPastImage(t *testing.T) {
 
 	blocks := func(r *http.Response) int { v, _ := strconv.Atoi(r.Header.Get(pipeline.HeaderMatchedBlocks)); return v }
 	for _, tt := range []struct {
-		uuid  string
-		want  int
-		exact int // exact_tokens /debug/route reports
-		note  string
+		uuid   string
+		kwargs any // mm_processor_kwargs, when not nil
+		want   int
+		exact  int // exact_tokens /debug/route reports
+		note   string
 	}{
-		{"u-a", n, len(ids), "every id is the engine's"},
-		{"u-b", at / bs, len(ids), "every id is the engine's"},
-		{"", at / bs, at, "no uuid"},
+		{"u-a", nil, n, len(ids), "every id is the engine's"},
+		{"u-b", nil, at / bs, len(ids), "every id is the engine's"},
+		{"", nil, at / bs, at, "no uuid"},
+		// vLLM hashes a uuid with non-empty processor kwargs: not the engine's key any more.
+		{"u-a", map[string]any{"max_pixels": 1 << 20}, at / bs, at, "mm_processor_kwargs"},
+		{"u-a", map[string]any{}, n, len(ids), "every id is the engine's"},
 	} {
-		resp, out := g.postChat(t, body(tt.uuid))
+		b := body(tt.uuid)
+		if tt.kwargs != nil {
+			b = body(tt.uuid, tt.kwargs)
+		}
+		resp, out := g.postChat(t, b)
 		if resp.StatusCode != http.StatusOK || blocks(resp) != tt.want {
 			t.Errorf("uuid %q: %d, %d blocks matched on %s; want %d: %s", tt.uuid, resp.StatusCode, blocks(resp), resp.Header.Get(pipeline.HeaderWorker), tt.want, out)
 		}
 		if tt.want == n && resp.Header.Get(pipeline.HeaderWorker) != mb.Worker().URL() {
 			t.Errorf("uuid %q: served by %s, not the worker holding the blocks", tt.uuid, resp.Header.Get(pipeline.HeaderWorker))
 		}
-		_, dbg := g.do(t, http.MethodPost, "/debug/route", body(tt.uuid), "")
+		_, dbg := g.do(t, http.MethodPost, "/debug/route", b, "")
 		var e pipeline.RouteExplanation
 		if err := json.Unmarshal([]byte(dbg), &e); err != nil || e.Media == nil {
 			t.Fatalf("/debug/route: %s", dbg)

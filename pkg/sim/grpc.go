@@ -221,21 +221,9 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 	if err != nil {
 		return err
 	}
-	var job *pdJob
-	var remote int
-	leaseID := g.id
-	if s.pd != nil {
-		var perr *pdError
-		if job, remote, perr = s.pd.start(ctx, eng, g.pd, g.ids); perr != nil {
-			return grpcStatusOf(perr)
-		}
-		if job != nil && job.oneToken {
-			one := uint32(1)
-			g.maxTokens, g.minTokens, g.n, maxTokens = &one, 0, 1, 1
-		}
-		// vLLM's internal request id is the external one with a random suffix (wire/pd.md
-		// §2.5): unique leases even when a client reuses request ids.
-		leaseID = s.pd.leaseID(g.id)
+	job, remote, leaseID, err := s.pdStart(ctx, eng, &g, &maxTokens)
+	if err != nil {
+		return err
 	}
 	n := max(g.n, 1)
 	ready := make(chan struct{}, 1)
@@ -319,6 +307,26 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 		s.cfg.OnCompleted()
 	}
 	return nil
+}
+
+// pdStart runs the pair role of a server that has one before g's generation on eng
+// (pdState.start): it returns the job, the prompt tokens whose KV arrived and the lease id
+// of a NIXL hand-off, and makes an SGLang prefill a one-token request.
+func (s *GRPCServer) pdStart(ctx context.Context, eng *Engine, g *genReq, maxTokens *int) (*pdJob, int, string, error) {
+	if s.pd == nil {
+		return nil, 0, g.id, nil
+	}
+	job, remote, perr := s.pd.start(ctx, eng, g.pd, g.ids)
+	if perr != nil {
+		return nil, 0, "", grpcStatusOf(perr)
+	}
+	if job != nil && job.oneToken {
+		one := uint32(1)
+		g.maxTokens, g.minTokens, g.n, *maxTokens = &one, 0, 1, 1
+	}
+	// vLLM's internal request id is the external one with a random suffix (wire/pd.md §2.5):
+	// unique leases even when a client reuses request ids.
+	return job, remote, s.pd.leaseID(g.id), nil
 }
 
 // abort aborts the engine requests of Generate call id; false when unknown.

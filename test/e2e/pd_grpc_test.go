@@ -97,6 +97,19 @@ func TestPDGRPCPairs(t *testing.T) {
 			if got, w := completionText(t, c.Body), completionText(t, want.Body); got != w {
 				t.Errorf("pair answer %q, want the aggregated %q", got, w)
 			}
+			// The decode simulator read the prefill's KV: the prefill leg succeeded there and
+			// its blocks are released (NIXL: by the decode's read, else held for the 30 s
+			// lease; SGLang: the decode registered for the room within the 5 s wait).
+			metric := func(s *harness.Sim, name string) float64 {
+				if f := scrape(t, s.MetricsURL())[name]; f != nil {
+					return f.sum(nil)
+				}
+				return 0
+			}
+			mustf(t, harness.Eventually(3*time.Second, func() bool {
+				return metric(p, "vllm:kv_cache_usage_perc") == 0 && metric(p, "vllm:request_success_total") >= 1
+			}), "prefill simulator: KV usage %v, %v requests done; want its blocks read and released, its leg done",
+				metric(p, "vllm:kv_cache_usage_perc"), metric(p, "vllm:request_success_total"))
 			mustf(t, cachedTokens(t, c.Body) == 0, "the first pair of a prompt reports %d cached tokens, want 0 (nothing was cached before the transfer)", cachedTokens(t, c.Body))
 			mustf(t, cachedBlocks(t, d) >= 300/16-2, "decode simulator holds %d blocks, want the transferred prompt's", cachedBlocks(t, d))
 

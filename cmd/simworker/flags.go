@@ -83,7 +83,10 @@ HTTP listener); a nixl decode engine reads them there. An sglang prefill engine 
 bootstrap server on --pd-bootstrap-port, waits for its decode engine and hands the prompt
 over; an sglang decode engine fetches it from bootstrap_host:bootstrap_port. The decode
 engine waits the transfer time (KV bytes / --pd-bandwidth) and caches the received blocks,
-publishing them as BlockStored events, then decodes without recomputing them.
+publishing them as BlockStored events, then decodes without recomputing them. With
+--grpc-port the gRPC service plays the same role: --runtime vllm takes kv_transfer_params_json
+(GenerateRequest field 8) and answers a prefill leg with the hand-off in GenerateComplete
+field 12; sglang takes disaggregated_params and tokenspeed kv_bootstrap_info rooms.
 
 Fault switches (for reliability tests):
   --fault-drop-every N      do not send every Nth event batch on the PUB (replay still has it)

@@ -307,7 +307,7 @@ func newServers(o *options, log *zap.Logger, m *textModel, ranks sim.Ranks, brid
 		return s, nil
 	}
 	gs, err := sim.NewGRPCServer(sim.GRPCConfig{Runtime: o.runtime, Model: o.model, TokenizerPath: o.tokenizerPath,
-		Codec: m.codec, BOSTokenID: m.bos, Logger: log, OnCompleted: onCompleted, Replies: m.replies}, ranks, bridge)
+		Codec: m.codec, BOSTokenID: m.bos, Logger: log, OnCompleted: onCompleted, Replies: m.replies, Pairs: hs}, ranks, bridge)
 	if err != nil {
 		hl.Close()
 		return nil, err

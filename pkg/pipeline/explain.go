@@ -156,7 +156,7 @@ func (pl *Pipeline) explainPD(c *Call, dec *decisionView) *pdExplain {
 	if d == nil {
 		return nil
 	}
-	out := &pdExplain{Transfer: pd.transferOf(d.Worker()), DecodePolicy: policyName(pd.decode), PrefillPolicy: policyName(pd.prefill),
+	out := &pdExplain{Transfer: pd.transferOf(d), DecodePolicy: policyName(pd.decode), PrefillPolicy: policyName(pd.prefill),
 		MinUncachedTokens: pd.minUncached, DecodeCachedTokens: dec.MatchedBlocks * bs}
 	out.Split = splitReason(len(tokens), out.DecodeCachedTokens, pd.minUncached)
 	mustPair := out.Transfer == PDTransferSGLang && d.Worker().Role() == worker.RoleDecode
@@ -167,9 +167,6 @@ func (pl *Pipeline) explainPD(c *Call, dec *decisionView) *pdExplain {
 		out.Note = "the prompt is shorter than min_uncached_tokens: splitting would not pay"
 	case out.Split == pdDecodeCached:
 		out.Note = "the decode worker holds all but fewer than min_uncached_tokens of the prompt: it prefills the rest itself"
-	}
-	if out.Split == pdPair && pairBlocked(c, d) {
-		out.Split = pdGRPC
 	}
 	if out.Split == pdPair && out.Transfer == PDTransferNIXL && multipleOutputs(c) {
 		out.Split = pdMultiple

@@ -81,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		pd: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_pd_requests_total",
-			Help: "Requests of disaggregated pools by outcome: pair, or why they ran whole on the decode worker (short_prompt, decode_cached, no_prefill_worker, multiple_outputs, grpc_worker, prefill_failed, transfer_failed).",
+			Help: "Requests of disaggregated pools by outcome: pair, why they ran whole on the decode worker (short_prompt, decode_cached, no_prefill_worker, multiple_outputs, prefill_failed, transfer_failed), or runtime_pd_not_supported (a grpc:// leg whose runtime cannot carry the transfer: refused with 400).",
 		}, []string{"outcome"}),
 		pdNoParams: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvgate_pd_missing_kv_params_total",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/policy"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -16,7 +17,9 @@ import (
 // a prefill worker (by the prefill policy, cache-aware on the pool's event index) gets the
 // prefill leg. vLLM NIXL pairs run sequentially (the prefill answer's kv_transfer_params go
 // into the decode body verbatim), SGLang pairs concurrently (one bootstrap room in both
-// bodies). The decode worker's answer is the client's.
+// bodies). grpc:// workers take the same pairs as Generate fields (engine.PDLeg: vLLM's
+// kv_transfer_params_json, SGLang's disaggregated_params, TokenSpeed's kv_bootstrap_info), and
+// a pair may mix HTTP and gRPC legs. The decode worker's answer is the client's.
 
 // Transfer styles of PD.Transfer (wire/pd.md §1).
 const (
@@ -37,7 +40,7 @@ type PD struct {
 	// a request run whole in a disaggregated pool). nil: the model's Policy.
 	PrefillPolicy, DecodePolicy policy.Policy
 	// Transfer is PDTransferNIXL or PDTransferSGLang; "" takes it from each prefill worker's
-	// runtime (sglang: SGLang bootstrap, otherwise NIXL).
+	// runtime (sglang, tokenspeed: bootstrap rooms, otherwise NIXL).
 	Transfer string
 	// MinUncachedTokens: a prompt shorter than this, or one the decode worker holds all but
 	// fewer than this many tokens of, runs whole on the decode worker (0: the default 256;
@@ -82,13 +85,18 @@ func newPDState(pd PD, def policy.Policy) (pdState, error) {
 	return st, nil
 }
 
-// transferOf returns the transfer style of a pair with worker w (either leg's: the runtime
-// of a fleet's workers is the same engine's).
-func (p *pdState) transferOf(w *worker.Worker) string {
+// transferOf returns the transfer style of a pair with worker m (either leg's: the runtime
+// of a fleet's workers is the same engine's): its spec's runtime, else the one its grpc://
+// engine detected; SGLang and TokenSpeed pair by bootstrap room.
+func (p *pdState) transferOf(m *fleet.Member) string {
 	if p.transfer != "" {
 		return p.transfer
 	}
-	if w.Spec().Runtime == worker.RuntimeSGLang {
+	rt := m.Worker().Spec().Runtime
+	if rt == "" {
+		rt = m.Engine().Runtime()
+	}
+	if rt == worker.RuntimeSGLang || rt == worker.RuntimeTokenSpeed {
 		return PDTransferSGLang
 	}
 	return PDTransferNIXL
@@ -102,8 +110,10 @@ const (
 	pdDecodeCached  = "decode_cached"     // the decode worker holds all but fewer than MinUncachedTokens
 	pdNoPrefill     = "no_prefill_worker" // no prefill worker can take it
 	pdMultiple      = "multiple_outputs"  // NIXL with n > 1 or several prompts: decode alone (as SMG)
-	pdGRPC          = "grpc_worker"       // a leg on a grpc:// worker: not paired yet
 	pdPrefillFailed = "prefill_failed"    // the prefill leg failed on every try: run whole
+	// A leg's grpc:// worker speaks a runtime that cannot carry the pair's transfer (vLLM
+	// carries NIXL, SGLang and TokenSpeed bootstrap rooms): the client gets a 400.
+	pdNotSupported = "runtime_pd_not_supported"
 	// NIXL: the decode engine refused the pair's transfer (a server error before answering,
 	// its KV read from the prefill worker having failed): run whole on it.
 	pdTransferFailed = "transfer_failed"

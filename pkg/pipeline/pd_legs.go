@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
 	"github.com/kvgate/kvgate/pkg/openai"
@@ -73,11 +75,12 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 	tokens := c.RouteTokens()
 	p := c.Req
 	p.Header, p.Edits = hdr, nixlPrefillEdits(c, c.Req.Edits)
+	p.PD = &engine.PDLeg{Prefill: true, KVTransferParams: nixlPrefillParams} // for a grpc:// worker
 	var params json.RawMessage
 	for attempt := 0; ; attempt++ {
 		pdec.record(tokens)
 		pctx, cancel := context.WithTimeout(ctx, c.Served.pd.timeout)
-		body, other, aerr := pl.callPrefill(pctx, c, pdec, &p)
+		kv, other, aerr := pl.callPrefill(pctx, c, pdec, &p)
 		cancel()
 		pl.done(c, pdec)
 		if other != nil { // the engine's verdict on the request: the client's answer
@@ -86,8 +89,17 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 			writePrefillAnswer(w, pdec, other)
 			return true
 		}
+		if aerr != nil && aerr.Status/100 == 4 && ctx.Err() == nil {
+			// A grpc:// engine's verdict on the request (INVALID_ARGUMENT, RESOURCE_EXHAUSTED),
+			// as an HTTP engine's 4xx answer above.
+			pl.done(c, ddec)
+			pl.countPD(w, c, pdPair)
+			w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
+			ep.writeError(w, aerr)
+			return true
+		}
 		if aerr == nil {
-			params = kvParams(body)
+			params = kv
 			break
 		}
 		if !pl.sendFailed(ctx, w, ep, pdec, aerr) {
@@ -96,7 +108,7 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 		}
 		failed := pdec.m
 		if attempt == 0 && retryable(aerr) && pl.route(s, pdec, c, failed, legPrefill) == nil {
-			if pdec.m != ddec.m && !pairBlocked(c, pdec.m) {
+			if pdec.m != ddec.m && pdSupported(pdec.m, PDTransferNIXL) {
 				continue
 			}
 			pl.done(c, pdec)
@@ -116,9 +128,10 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 		return true
 	}
 	d.Req.Edits = append(slices.Clip(c.Req.Edits), openai.Edit{Key: "kv_transfer_params", Value: params})
+	d.Req.PD = &engine.PDLeg{KVTransferParams: params}
 	w.Header().Set(HeaderPD, pdPair)
 	whole := d
-	whole.Req.Edits = c.Req.Edits
+	whole.Req.Edits, whole.Req.PD = c.Req.Edits, nil
 	pl.decodeNIXL(ctx, w, ddec, &d, &whole, ep)
 	return true
 }
@@ -134,9 +147,7 @@ func (pl *Pipeline) decodeNIXL(ctx context.Context, w http.ResponseWriter, ddec 
 	ddec.record(d.RouteTokens())
 	d.leg = legNameDecode
 	started, err := pl.send(ctx, w, ddec, d, ep, 0)
-	// An HTTP engine's 5xx answer is upstream_error (engine.HTTP); a transport failure is
-	// upstream_unreachable.
-	if err != nil && !started && err.Code == "upstream_error" && ctx.Err() == nil {
+	if err != nil && !started && transferFailed(err) && ctx.Err() == nil {
 		pl.met.upstream.WithLabelValues(ddec.m.Worker().URL(), "before_first_byte").Inc()
 		pl.countPD(w, d, pdTransferFailed)
 		started, err = pl.send(ctx, w, ddec, whole, ep, 1)
@@ -152,6 +163,14 @@ func (pl *Pipeline) decodeNIXL(ctx context.Context, w http.ResponseWriter, ddec 
 		out.Message = "decode worker " + ddec.m.Worker().URL() + " failed: " + err.Message
 		ep.writeError(w, &out)
 	}
+}
+
+// transferFailed reports whether a decode leg's failure before answering is the engine
+// failing the request (as after a failed KV read) rather than the worker being unreachable:
+// an HTTP engine's 5xx answer is upstream_error (engine.HTTP), a gRPC engine's failed request
+// INTERNAL; a transport failure is upstream_unreachable or UNAVAILABLE.
+func transferFailed(err *openai.Error) bool {
+	return err.Code == "upstream_error" || err.Code == codes.Internal.String()
 }
 
 // writePrefillAnswer gives the client a prefill leg's non-2xx answer as the engine wrote it.
@@ -196,9 +215,11 @@ func (pl *Pipeline) sendDecode(ctx context.Context, w http.ResponseWriter, ddec 
 	}
 }
 
-// bootstrapEdits returns the SGLang bootstrap fields of a pair whose prefill worker is pw,
-// after base: one random 63-bit room per output (arrays for several: wire/pd.md §4.1).
-func bootstrapEdits(c *Call, pw *worker.Worker, rand func() uint64, base openai.Edits) openai.Edits {
+// bootstrapRooms draws a pair's bootstrap rooms, one per output (wire/pd.md §4.1): random
+// 63-bit ones; when a leg is a grpc:// worker, consecutive ones from a random first one below
+// engine.SGLangRoomLimit, as the engine numbers a request's prompts from its first room
+// (SGLang's room is an int32), so that both legs name the same rooms.
+func bootstrapRooms(c *Call, grpcLeg bool, rand func() uint64) []uint64 {
 	items := 1
 	switch {
 	case c.Req.Chat != nil:
@@ -206,22 +227,45 @@ func bootstrapEdits(c *Call, pw *worker.Worker, rand func() uint64, base openai.
 	case c.Req.Completion != nil:
 		items = len(c.Req.Completion.Prompts)
 	}
-	host, port := bootstrapHost(pw), pw.Spec().BootstrapPort
-	if port == 0 {
-		port = worker.DefaultBootstrapPort // a both worker as the prefill worker
+	rooms := make([]uint64, max(items, 1))
+	var first uint64
+	if grpcLeg {
+		first = rand() % engine.SGLangRoomLimit
 	}
-	room := func() uint64 { return rand() & (1<<63 - 1) }
+	for i := range rooms {
+		if grpcLeg {
+			rooms[i] = (first + uint64(i)) % engine.SGLangRoomLimit
+		} else {
+			rooms[i] = rand() & (1<<63 - 1)
+		}
+	}
+	return rooms
+}
+
+// bootstrapEdits returns the SGLang bootstrap fields of a pair whose prefill worker is pw, for
+// rooms, after base (arrays for several outputs: wire/pd.md §4.1).
+func bootstrapEdits(pw *worker.Worker, rooms []uint64, base openai.Edits) openai.Edits {
+	host, port := bootstrapHost(pw), bootstrapPort(pw)
 	e := slices.Clip(base)
-	if items <= 1 {
+	if len(rooms) <= 1 {
 		return append(e, openai.Edit{Key: "bootstrap_host", Value: rawJSON(host)}, openai.Edit{Key: "bootstrap_port", Value: rawJSON(port)},
-			openai.Edit{Key: "bootstrap_room", Value: rawJSON(room())})
+			openai.Edit{Key: "bootstrap_room", Value: rawJSON(rooms[0])})
 	}
-	hosts, ports, rooms := make([]string, items), make([]int, items), make([]uint64, items)
-	for i := range items {
-		hosts[i], ports[i], rooms[i] = host, port, room()
+	hosts, ports := make([]string, len(rooms)), make([]int, len(rooms))
+	for i := range rooms {
+		hosts[i], ports[i] = host, port
 	}
 	return append(e, openai.Edit{Key: "bootstrap_host", Value: rawJSON(hosts)}, openai.Edit{Key: "bootstrap_port", Value: rawJSON(ports)},
 		openai.Edit{Key: "bootstrap_room", Value: rawJSON(rooms)})
+}
+
+// bootstrapPort returns a prefill worker's bootstrap port: its spec's, else SGLang's default
+// (a both worker as the prefill worker).
+func bootstrapPort(pw *worker.Worker) int {
+	if port := pw.Spec().BootstrapPort; port != 0 {
+		return port
+	}
+	return worker.DefaultBootstrapPort
 }
 
 // pairSGLang runs an SGLang pair: both legs at once with the same bootstrap fields, the
@@ -231,11 +275,14 @@ func bootstrapEdits(c *Call, pw *worker.Worker, rand func() uint64, base openai.
 func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) {
 	pl.countPD(w, c, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
-	edits := bootstrapEdits(c, pdec.m.Worker(), pl.rand, c.Req.Edits)
+	pw := pdec.m.Worker()
+	rooms := bootstrapRooms(c, pw.Kind() == worker.KindGRPC || ddec.m.Worker().Kind() == worker.KindGRPC, pl.rand)
+	edits := bootstrapEdits(pw, rooms, c.Req.Edits)
+	leg := &engine.PDLeg{Bootstrap: &engine.Bootstrap{Host: bootstrapHost(pw), Port: bootstrapPort(pw), Room: rooms[0]}}
 	p := c.Req
-	p.Header, p.Edits = hdr, edits
+	p.Header, p.Edits, p.PD = hdr, edits, leg
 	d := *c
-	d.Req.Header, d.Req.Edits = hdr, edits
+	d.Req.Header, d.Req.Edits, d.Req.PD = hdr, edits, leg
 	pdec.record(c.RouteTokens())
 	dctx, dcancel := context.WithCancelCause(ctx)
 	defer dcancel(nil)
@@ -302,22 +349,34 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 	reason := splitReason(len(tokens), ddec.matched*ddec.bs, pd.minUncached)
 	// An SGLang decode-mode server serves nothing without a bootstrap room: with one, every
 	// request is a pair (only a both worker may run one whole).
-	mustPair := pd.transferOf(ddec.m.Worker()) == PDTransferSGLang && ddec.m.Worker().Role() == worker.RoleDecode
+	mustPair := pd.transferOf(ddec.m) == PDTransferSGLang && ddec.m.Worker().Role() == worker.RoleDecode
 	if mustPair {
 		reason = pdPair
-	}
-	if reason == pdPair && pairBlocked(c, ddec.m) {
-		reason = pdGRPC
 	}
 	var pdec Decision
 	if reason == pdPair {
 		ddec.keys = slices.Clone(ddec.keys) // routing the prefill leg reuses the scratch they alias
-		if pl.route(s, &pdec, c, ddec.m, legPrefill) != nil || pairBlocked(c, pdec.m) {
+		if pl.route(s, &pdec, c, ddec.m, legPrefill) != nil {
 			pl.done(c, &pdec)
 			reason = pdNoPrefill
 		}
 	}
-	if reason == pdPair && pd.transferOf(pdec.m.Worker()) == PDTransferNIXL && multipleOutputs(c) {
+	if reason == pdPair {
+		if tr := pd.transferOf(pdec.m); !pdSupported(pdec.m, tr) || !pdSupported(ddec.m, tr) {
+			pl.done(c, &pdec)
+			pl.done(c, ddec)
+			pl.countPD(w, c, pdNotSupported)
+			rt, m := pdec.m.Engine().Runtime(), pdec.m
+			if !pdSupported(ddec.m, tr) {
+				rt, m = ddec.m.Engine().Runtime(), ddec.m
+			}
+			aerr := *engine.ErrPDNotSupported(rt)
+			aerr.Message = "worker " + m.Worker().URL() + ": " + aerr.Message
+			ep.writeError(w, &aerr)
+			return true
+		}
+	}
+	if reason == pdPair && pd.transferOf(pdec.m) == PDTransferNIXL && multipleOutputs(c) {
 		pl.done(c, &pdec)
 		reason = pdMultiple
 	}
@@ -339,7 +398,7 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 	if hdr.Get("X-Request-Id") == "" {
 		hdr.Set("X-Request-Id", pl.newRequestID())
 	}
-	if pd.transferOf(pdec.m.Worker()) == PDTransferSGLang {
+	if pd.transferOf(pdec.m) == PDTransferSGLang {
 		pl.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
 		return true
 	}
@@ -373,9 +432,10 @@ type prefillAnswer struct {
 }
 
 // callPrefill sends the prefill leg p to pdec's worker and reads its answer whole. It returns
-// the body on a 2xx, the answer to relay on another status, or the failure.
-// c is the pair's call, for the leg's span.
-func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p *engine.Request) (body []byte, other *prefillAnswer, aerr *openai.Error) {
+// the answer's NIXL hand-off on a 2xx (the body's kv_transfer_params from an HTTP worker, the
+// GenerateComplete's field 12 from a gRPC one; nil when it has none), the answer to relay on
+// another status, or the failure. c is the pair's call, for the leg's span.
+func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p *engine.Request) (kv json.RawMessage, other *prefillAnswer, aerr *openai.Error) {
 	ctx, span := pl.prefillSpan(ctx, c, pdec)
 	defer func() { endSpan(span, aerr) }()
 	resp, err := pdec.m.Engine().Generate(ctx, p)
@@ -386,6 +446,7 @@ func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p 
 		return nil, nil, engine.Classify(err)
 	}
 	defer resp.Body.Close()
+	var body []byte
 	for {
 		piece, err := resp.Body.Next()
 		body = append(body, piece...)
@@ -408,7 +469,10 @@ func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p 
 	if resp.Status/100 != 2 {
 		return nil, &prefillAnswer{status: resp.Status, header: resp.Header, body: body}, nil
 	}
-	return body, nil, nil
+	if resp.KVTransferParams != nil {
+		return resp.KVTransferParams(), nil, nil
+	}
+	return kvParams(body), nil, nil
 }
 
 // prefillStageFailed is the client's answer for a pair whose prefill leg failed and that
@@ -470,9 +534,17 @@ func (pl *Pipeline) stripTransferFields(c *Call) {
 	}
 }
 
-// pairBlocked reports whether m cannot serve a leg of c's pair: grpc:// workers get token ids
-// through Generate, where the pair's fields are not carried yet.
-func pairBlocked(c *Call, m *fleet.Member) bool { return m.Worker().Kind() != worker.KindHTTP }
+// pdSupported reports whether m can carry a leg of a pair of transfer style tr: any HTTP
+// worker (the legs are body fields), a grpc:// worker whose runtime carries it
+// (engine.PDRuntimeSupports), or one whose runtime is not detected yet (its engine refuses
+// the leg if it turns out unable: ErrPDNotSupported).
+func pdSupported(m *fleet.Member, tr string) bool {
+	if m.Worker().Kind() != worker.KindGRPC {
+		return true
+	}
+	rt := m.Engine().Runtime()
+	return rt == "" || engine.PDRuntimeSupports(rt, tr == PDTransferNIXL)
+}
 
 // multipleOutputs reports whether c asks for several outputs (n > 1, or several prompts): a
 // NIXL prefill answer carries one kv_transfer_params, so SMG sends such requests to the

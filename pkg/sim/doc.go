@@ -47,4 +47,10 @@
 // reply whose end stands for the model's EOS (ignore_eos and min_tokens carry generation past
 // it with sampled tokens, as they would past a real EOS). Latency metrics are in simulated
 // seconds.
+//
+// Prefill/decode roles (ServerConfig.PD, pd.go) are one engine's on both surfaces: a
+// GRPCServer given the HTTP server (GRPCConfig.Pairs) runs vLLM NIXL legs from
+// kv_transfer_params_json (the hand-off in GenerateComplete field 12) and SGLang or TokenSpeed
+// rooms from disaggregated_params or kv_bootstrap_info, with the HTTP server's leases, rooms,
+// side channel and bootstrap server.
 package sim

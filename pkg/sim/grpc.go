@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,11 @@ type GRPCConfig struct {
 	Replies *Replies
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
+	// Pairs, when set, gives Generate the prefill/decode role of that HTTP server over the
+	// same ranks (ServerConfig.PD; grpc_pd.go), sharing its leases, bootstrap rooms and side
+	// channel, as one engine serves both surfaces. nil, or a server without a role: an
+	// aggregated engine, which ignores transfer fields.
+	Pairs *Server
 }
 
 // kvSubscriber is the SubscribeKvEvents handler shared by the three services.
@@ -58,6 +64,7 @@ type GRPCServer struct {
 	cfg   GRPCConfig
 	ranks Ranks
 	kv    kvSubscriber // nil: UNIMPLEMENTED
+	pd    *pdState     // GRPCConfig.Pairs' pair state; nil: an aggregated engine
 	log   *zap.Logger
 	start time.Time
 
@@ -85,6 +92,9 @@ func NewGRPCServer(cfg GRPCConfig, ranks Ranks, kv *kvbridge.BridgeServer) (*GRP
 		cfg.Logger = zap.NewNop()
 	}
 	s := &GRPCServer{cfg: cfg, ranks: ranks, log: cfg.Logger, start: time.Now(), inflight: map[string]*inflightGen{}}
+	if cfg.Pairs != nil {
+		s.pd = cfg.Pairs.pd
+	}
 	if kv != nil {
 		var c captureRegistrar
 		kv.Register(&c)
@@ -128,6 +138,8 @@ type genReq struct {
 	minTokens int
 	ignoreEOS bool
 	rank      *int32
+	// pd holds the request's transfer fields (nil: none).
+	pd *pdLeg
 }
 
 // genOut is one message's worth of output for one sample index.
@@ -137,6 +149,9 @@ type genOut struct {
 	all    []uint32 // every token so far
 	info   Info
 	finish string // set on the last genOut of the index
+	// kv is a NIXL prefill's hand-off (GenerateComplete field 12), set on index 0's last
+	// genOut when its blocks were leased.
+	kv json.RawMessage
 }
 
 // sendFrames sends one genOut as the engines' Generate streams do: a chunk of the new tokens
@@ -199,9 +214,14 @@ func (s *GRPCServer) admit(g genReq) (*Engine, int, error) {
 }
 
 // generate runs g on one rank and calls emit for every chunk (streaming) and every sample's
-// end. It aborts the engine requests when ctx ends or emit fails.
-func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) error) error {
+// end. It aborts the engine requests when ctx ends or emit fails. On a server with a pair
+// role it runs the role around the generation (pdState.start, handoff and end).
+func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) error) (err error) {
 	eng, maxTokens, err := s.admit(g)
+	if err != nil {
+		return err
+	}
+	job, remote, leaseID, err := s.pdStart(ctx, eng, &g, &maxTokens)
 	if err != nil {
 		return err
 	}
@@ -209,6 +229,10 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 	ready := make(chan struct{}, 1)
 	reqs := make([]*Request, 0, n)
 	streams := make([]*Stream, 0, n)
+	outs := make([]genOut, n)
+	if job != nil {
+		defer func() { s.pd.end(job, leaseID, eng, reqs, outs[0].finish, err != nil) }()
+	}
 	abortAll := func() {
 		for _, r := range reqs {
 			eng.Abort(r)
@@ -216,7 +240,8 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 	}
 	for k := range n {
 		r := &Request{ID: fmt.Sprintf("%s-%d", g.id, k), Prompt: g.ids, MaxTokens: maxTokens, StopTokenIDs: g.stopIDs,
-			MinTokens: g.minTokens, IgnoreEOS: g.ignoreEOS, Seed: seedFor(g.ids, g.seed, k), Script: s.cfg.Replies.Next()}
+			MinTokens: g.minTokens, IgnoreEOS: g.ignoreEOS, Seed: seedFor(g.ids, g.seed, k), Script: s.cfg.Replies.Next(),
+			HoldKV: job != nil && job.holdKV, RemoteTokens: remote}
 		st, err := eng.Submit(r, g.stream, ready)
 		if err != nil {
 			abortAll()
@@ -237,7 +262,6 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 			s.mu.Unlock()
 		}()
 	}
-	outs := make([]genOut, n)
 	finished := make([]bool, n)
 	left := n
 	var buf []uint32
@@ -258,6 +282,9 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 				o.finish = info.FinishReason
 				finished[i] = true
 				left--
+				if i == 0 && job != nil && job.holdKV {
+					o.kv = s.pd.handoff(job, leaseID, eng, reqs, o.finish)
+				}
 			} else if !g.stream || len(o.delta) == 0 {
 				continue
 			}
@@ -280,6 +307,26 @@ func (s *GRPCServer) generate(ctx context.Context, g genReq, emit func(*genOut) 
 		s.cfg.OnCompleted()
 	}
 	return nil
+}
+
+// pdStart runs the pair role of a server that has one before g's generation on eng
+// (pdState.start): it returns the job, the prompt tokens whose KV arrived and the lease id
+// of a NIXL hand-off, and makes an SGLang prefill a one-token request.
+func (s *GRPCServer) pdStart(ctx context.Context, eng *Engine, g *genReq, maxTokens *int) (*pdJob, int, string, error) {
+	if s.pd == nil {
+		return nil, 0, g.id, nil
+	}
+	job, remote, perr := s.pd.start(ctx, eng, g.pd, g.ids)
+	if perr != nil {
+		return nil, 0, "", grpcStatusOf(perr)
+	}
+	if job != nil && job.oneToken {
+		one := uint32(1)
+		g.maxTokens, g.minTokens, g.n, *maxTokens = &one, 0, 1, 1
+	}
+	// vLLM's internal request id is the external one with a random suffix (wire/pd.md §2.5):
+	// unique leases even when a client reuses request ids.
+	return job, remote, s.pd.leaseID(g.id), nil
 }
 
 // abort aborts the engine requests of Generate call id; false when unknown.

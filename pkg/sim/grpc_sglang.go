@@ -33,6 +33,10 @@ func (t *sglangService) Generate(req *sglang.GenerateRequest, stream grpc.Server
 	if r := req.GetDataParallelRank(); r > 0 {
 		g.rank = &r
 	}
+	var err error
+	if g.pd, err = sglangLeg(req.GetDisaggregatedParams()); err != nil {
+		return err
+	}
 	id := req.GetRequestId()
 	return t.s.generate(stream.Context(), g, func(o *genOut) error {
 		prompt, cached := uint32(o.info.PromptTokens), uint32(o.info.CachedTokens)

@@ -54,6 +54,10 @@ func (t *tokenspeedService) Generate(req *tokenspeed.GenerateRequest, stream grp
 		seed := int64(*sp.SamplingSeed)
 		g.seed = &seed
 	}
+	var err error
+	if g.pd, err = tokenspeedLeg(req.GetKvBootstrapInfo()); err != nil {
+		return err
+	}
 	id := req.GetRequestId()
 	return t.s.generate(stream.Context(), g, func(o *genOut) error {
 		prompt, cached := uint32(o.info.PromptTokens), uint32(o.info.CachedTokens)

@@ -43,6 +43,10 @@ func (v *vllmService) Generate(req *vllm.GenerateRequest, stream grpc.ServerStre
 		seed := int64(*sp.Seed)
 		g.seed = &seed
 	}
+	var err error
+	if g.pd, err = vllmLeg(req.KvTransferParamsJson); err != nil {
+		return err
+	}
 	return v.s.generate(stream.Context(), g, func(o *genOut) error {
 		prompt, cached := uint32(o.info.PromptTokens), uint32(o.info.CachedTokens)
 		chunk := func(toks []uint32) error {
@@ -55,6 +59,10 @@ func (v *vllmService) Generate(req *vllm.GenerateRequest, stream grpc.ServerStre
 				CompletionTokens: uint32(len(out)), CachedTokens: cached, Index: uint32(o.index)}
 			if tok, ok := matchedStopToken(o, g.stopIDs); ok {
 				c.MatchedStop = &vllm.GenerateComplete_MatchedTokenId{MatchedTokenId: tok}
+			}
+			if o.kv != nil {
+				kv := string(o.kv)
+				c.KvTransferParamsJson = &kv
 			}
 			return stream.Send(&vllm.GenerateResponse{Response: &vllm.GenerateResponse_Complete{Complete: c}})
 		})

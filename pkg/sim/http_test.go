@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/kvgate/kvgate/internal/harness"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvgate/kvgate/internal/harness"
 )
 
 const defaultTestTimeout = 10 * time.Second
@@ -63,6 +64,7 @@ type testEnv struct {
 	ranks Ranks
 	reg   *prometheus.Registry
 	sink  *recordingSink
+	s     *Server
 }
 
 // newTestEnv starts dp engine ranks (time scale 1e-3 unless given) behind an httptest server;
@@ -104,6 +106,7 @@ func newTestEnv(t *testing.T, cfg Config, scale float64, dp int, scfg ServerConf
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.s = s
 	env.srv.Config.Handler = s.Handler()
 	env.srv.Start()
 	if h := s.BootstrapHandler(); h != nil {

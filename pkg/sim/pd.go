@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Prefill/decode roles of the HTTP server (wire/pd.md §7). A prefill server computes the
+// Prefill/decode roles (wire/pd.md §7), the same for both surfaces: the HTTP server's
+// adapters are in pd_http.go, the gRPC server's in grpc_pd.go, and a simworker's two servers
+// share one pdState (its leases, rooms and side channel). A prefill server computes the
 // prompt and hands its KV over; a decode server fetches it over a side channel (loopback HTTP
 // standing in for NIXL's RDMA read or SGLang's transfer engine), charges the transfer by bytes
 // over a bandwidth, caches the received blocks like computed ones (so they are published as
@@ -62,12 +68,20 @@ type PDConfig struct {
 // maxPDEntries bounds the held leases and bootstrap rooms: past it new ones are refused (503).
 const maxPDEntries = 4096
 
-// pdState is a Server's live pair state. The mutex guards leases and rooms.
+// pdState is a Server's live pair state, shared with its GRPCServer (GRPCConfig.Pairs);
+// it must not be copied. The mutex guards leases and rooms.
 type pdState struct {
 	cfg    PDConfig
+	nextID atomic.Uint64 // for leaseID
 	mu     sync.Mutex
 	leases map[string]*lease
 	rooms  map[uint64]*room
+}
+
+// leaseID returns a fresh lease id for a request with external id ext: ext and a unique
+// suffix, as vLLM's internal ids are (wire/pd.md §2.5).
+func (pd *pdState) leaseID(ext string) string {
+	return ext + "-" + strconv.FormatUint(pd.nextID.Add(1), 16)
 }
 
 // lease is a NIXL prefill's held blocks, waiting for its decode server's read.
@@ -116,12 +130,15 @@ func newPDState(cfg PDConfig) (*pdState, error) {
 	return &pdState{cfg: cfg, leases: map[string]*lease{}, rooms: map[uint64]*room{}}, nil
 }
 
-// pdFields are the transfer fields of a request body.
-type pdFields struct {
-	KV            *kvParams       `json:"kv_transfer_params"`
-	BootstrapHost json.RawMessage `json:"bootstrap_host"`
-	BootstrapPort json.RawMessage `json:"bootstrap_port"`
-	BootstrapRoom json.RawMessage `json:"bootstrap_room"`
+// pdLeg is one request's transfer fields, whichever surface carried them (an HTTP body's
+// kv_transfer_params and bootstrap_* fields, or a gRPC Generate's kv_transfer_params_json,
+// disaggregated_params or kv_bootstrap_info).
+type pdLeg struct {
+	kv *kvParams // NIXL; nil: none
+	// room, host and port are an SGLang-style rendezvous (room nil: none).
+	room *uint64
+	host string
+	port int
 }
 
 // kvParams are the NIXL keys the simulator reads (wire/pd.md §2.3).
@@ -140,209 +157,198 @@ func (p *kvParams) complete() bool {
 	return p.DoRemotePrefill && p.RemoteBlockIDs != nil && p.RemoteEngineID != "" && p.RemoteRequestID != "" && p.RemoteHost != "" && p.RemotePort > 0
 }
 
+// pdErrKind classifies a pair role's failure; each surface maps it to its own status.
+type pdErrKind int
+
+const (
+	pdBadInput  pdErrKind = iota // the request's transfer fields are missing or malformed
+	pdBusy                       // too many leases or rooms in flight
+	pdCancelled                  // the request ended while it waited
+	pdFailed                     // the transfer or the rendezvous failed
+)
+
+// pdError is a pair role's failure of one request.
+type pdError struct {
+	kind pdErrKind
+	msg  string
+}
+
+func (e *pdError) Error() string { return e.msg }
+
 // pdJob is what one request's pair role does around its generation.
 type pdJob struct {
 	holdKV bool   // NIXL prefill: hold the blocks and answer with params
 	room   *room  // SGLang prefill: the room to hand the prompt to
 	roomID uint64 // and its id, to drop it afterwards
+	// oneToken: the request runs with max_tokens 1, min_tokens 0, n 1 (an SGLang prefill:
+	// the first token goes to the decode server with the KV).
+	oneToken bool
 }
 
-// first returns the first element of a JSON scalar-or-array value (SGLang sends arrays for
-// several outputs; the simulator transfers one prompt per request, under the first room).
-func first(v json.RawMessage) json.RawMessage {
-	var arr []json.RawMessage
-	if len(v) > 0 && v[0] == '[' && json.Unmarshal(v, &arr) == nil && len(arr) > 0 {
-		return arr[0]
-	}
-	return v
-}
-
-// parsePDFields reads a body's transfer fields (nil when it has none).
-func parsePDFields(body []byte) (*pdFields, *apiError) {
-	var f pdFields
-	if err := json.Unmarshal(body, &f); err != nil {
-		return nil, badRequest("invalid transfer fields: %v", err)
-	}
-	return &f, nil
-}
-
-// pdStart runs the request's pair role before its generation: a decode server fetches and
-// pays for the KV (p.remote), a prefill server prepares to hand it over.
-func (s *Server) pdStart(ctx context.Context, p *parsedRequest) (*pdJob, *apiError) {
-	pd, f := s.pd, p.pd
-	if pd == nil || f == nil {
-		return nil, nil
+// start runs a request's pair role before its generation on eng: a decode server fetches
+// and pays for the prompt's KV (remote: the tokens that arrived), a prefill server prepares
+// to hand it over (job, nil when there is nothing to do afterwards). leg may be nil (a
+// request without transfer fields).
+func (pd *pdState) start(ctx context.Context, eng *Engine, leg *pdLeg, prompt []uint32) (job *pdJob, remote int, perr *pdError) {
+	if leg == nil {
+		leg = &pdLeg{}
 	}
 	switch {
 	case pd.cfg.Transfer == PDTransferNIXL && pd.cfg.Role == PDRolePrefill:
-		if f.KV != nil && f.KV.DoRemoteDecode {
-			return &pdJob{holdKV: true}, nil
+		if leg.kv != nil && leg.kv.DoRemoteDecode {
+			return &pdJob{holdKV: true}, 0, nil
 		}
-	case pd.cfg.Transfer == PDTransferNIXL && f.KV != nil && f.KV.complete():
-		url := "http://" + f.KV.RemoteHost + ":" + strconv.Itoa(f.KV.RemotePort) + "/pd/nixl/" + f.KV.RemoteRequestID
-		return nil, s.pull(ctx, p, url)
+	case pd.cfg.Transfer == PDTransferNIXL && leg.kv != nil && leg.kv.complete():
+		addr := "http://" + net.JoinHostPort(leg.kv.RemoteHost, strconv.Itoa(leg.kv.RemotePort)) + "/pd/nixl/" + url.PathEscape(leg.kv.RemoteRequestID)
+		remote, perr = pd.pull(ctx, eng, prompt, addr)
+		return nil, remote, perr
 	case pd.cfg.Transfer == PDTransferSGLang:
-		return s.sglangStart(ctx, p, f)
+		return pd.sglangStart(ctx, eng, leg, prompt)
 	}
-	return nil, nil
+	return nil, 0, nil
 }
 
-// sglangStart is pdStart for SGLang: a prefill server waits for its decode server to ask for
+// sglangStart is start for SGLang: a prefill server waits for its decode server to ask for
 // the room, then computes the prompt with one output token; a decode server reads the room's
 // KV from the prefill server's bootstrap server.
-func (s *Server) sglangStart(ctx context.Context, p *parsedRequest, f *pdFields) (*pdJob, *apiError) {
-	var id uint64
-	if err := json.Unmarshal(first(f.BootstrapRoom), &id); err != nil || len(f.BootstrapRoom) == 0 {
-		return nil, badRequest("bootstrap_room is required in disaggregation mode")
+func (pd *pdState) sglangStart(ctx context.Context, eng *Engine, leg *pdLeg, prompt []uint32) (*pdJob, int, *pdError) {
+	if leg.room == nil {
+		return nil, 0, &pdError{pdBadInput, "bootstrap_room is required in disaggregation mode"}
 	}
-	if s.pd.cfg.Role == PDRoleDecode {
-		var host string
-		var port int
-		if json.Unmarshal(first(f.BootstrapHost), &host) != nil || json.Unmarshal(first(f.BootstrapPort), &port) != nil || host == "" || port <= 0 {
-			return nil, badRequest("bootstrap_host and bootstrap_port are required in decode mode")
+	id := *leg.room
+	if pd.cfg.Role == PDRoleDecode {
+		if leg.host == "" || leg.port <= 0 || leg.port > 65535 {
+			return nil, 0, &pdError{pdBadInput, "bootstrap_host and bootstrap_port are required in decode mode"}
 		}
-		return nil, s.pull(ctx, p, "http://"+host+":"+strconv.Itoa(port)+"/pd/sglang/"+strconv.FormatUint(id, 10))
+		remote, perr := pd.pull(ctx, eng, prompt, "http://"+net.JoinHostPort(strings.Trim(leg.host, "[]"), strconv.Itoa(leg.port))+"/pd/sglang/"+strconv.FormatUint(id, 10))
+		return nil, remote, perr
 	}
-	rm, ok := s.pd.room(id)
+	rm, ok := pd.room(id)
 	if !ok {
-		return nil, &apiError{status: http.StatusServiceUnavailable, msg: "too many bootstrap rooms in flight"}
+		return nil, 0, &pdError{pdBusy, "too many bootstrap rooms in flight"}
 	}
-	t := time.NewTimer(s.pd.cfg.Wait)
+	t := time.NewTimer(pd.cfg.Wait)
 	defer t.Stop()
 	select {
 	case <-rm.decode:
 	case <-t.C:
-		s.pd.dropRoom(id, rm)
-		return nil, &apiError{status: http.StatusInternalServerError, msg: "bootstrap timeout: no decode server asked for the room"}
+		pd.dropRoom(id, rm)
+		return nil, 0, &pdError{pdFailed, "bootstrap timeout: no decode server asked for the room"}
 	case <-ctx.Done():
-		s.pd.dropRoom(id, rm)
-		return nil, &apiError{status: http.StatusServiceUnavailable, msg: "request cancelled"}
+		pd.dropRoom(id, rm)
+		return nil, 0, &pdError{pdCancelled, "request cancelled"}
 	}
-	p.maxTokens, p.minTokens, p.n = 1, 0, 1 // the first token goes to the decode server with the KV
-	return &pdJob{room: rm, roomID: id}, nil
+	return &pdJob{room: rm, roomID: id, oneToken: true}, 0, nil
 }
 
 // pull fetches the prompt's KV from url (a NIXL prefill's side channel or an SGLang
 // bootstrap server), checks it is this prompt's, and waits the transfer time of the tokens
-// the local cache does not hold. A failed transfer fails the request (vLLM's default
-// kv_load_failure_policy "fail").
-func (s *Server) pull(ctx context.Context, p *parsedRequest, url string) *apiError {
+// eng's cache does not hold; it returns how many prompt tokens arrived. A failed transfer
+// fails the request (vLLM's default kv_load_failure_policy "fail").
+func (pd *pdState) pull(ctx context.Context, eng *Engine, prompt []uint32, url string) (int, *pdError) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return badRequest("bad transfer address: %v", err)
+		return 0, &pdError{pdBadInput, "bad transfer address: " + err.Error()}
 	}
-	resp, err := s.pd.cfg.Client.Do(req)
+	resp, err := pd.cfg.Client.Do(req)
 	if err != nil {
-		return &apiError{status: http.StatusInternalServerError, msg: "KV transfer failed: " + err.Error()}
+		return 0, &pdError{pdFailed, "KV transfer failed: " + err.Error()}
 	}
 	defer resp.Body.Close()
 	var kv struct {
 		Tokens []uint32 `json:"tokens"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 64<<20)).Decode(&kv) != nil {
-		return &apiError{status: http.StatusInternalServerError, msg: fmt.Sprintf("KV transfer failed: the prefill side answered %d", resp.StatusCode)}
+		return 0, &pdError{pdFailed, fmt.Sprintf("KV transfer failed: the prefill side answered %d", resp.StatusCode)}
 	}
-	prompt := p.prompts[0]
-	if len(kv.Tokens) > len(prompt) || !slicesEqual(kv.Tokens, prompt[:len(kv.Tokens)]) {
-		return &apiError{status: http.StatusInternalServerError, msg: "KV transfer failed: the transferred KV is another prompt's"}
+	if len(kv.Tokens) > len(prompt) || !slices.Equal(kv.Tokens, prompt[:len(kv.Tokens)]) {
+		return 0, &pdError{pdFailed, "KV transfer failed: the transferred KV is another prompt's"}
 	}
-	eng := s.ranks.Pick()
 	local := eng.CachedTokens(prompt)
-	bytes := float64(max(len(kv.Tokens)-local, 0)) * float64(s.pd.cfg.KVBytesPerToken)
-	wait := time.Duration(bytes / s.pd.cfg.Bandwidth * float64(time.Second) * eng.TimeScale())
+	bytes := float64(max(len(kv.Tokens)-local, 0)) * float64(pd.cfg.KVBytesPerToken)
+	wait := time.Duration(bytes / pd.cfg.Bandwidth * float64(time.Second) * eng.TimeScale())
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return &apiError{status: http.StatusServiceUnavailable, msg: "request cancelled"}
+			return 0, &pdError{pdCancelled, "request cancelled"}
 		}
 	}
-	p.remote = len(kv.Tokens)
-	return nil
+	return len(kv.Tokens), nil
 }
 
-func slicesEqual(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// handoff ends a NIXL prefill's generation g for a non-streaming answer: when the request
-// finished by length or stop, its blocks are leased to the decode server and the answer's
-// kv_transfer_params returned; otherwise the blocks are freed at once and nil returned.
-func (s *Server) handoff(job *pdJob, g *generation) json.RawMessage {
-	if job == nil || !job.holdKV {
+// handoff ends a NIXL prefill's generation for its answer: id names the lease (the answer's
+// remote_request_id), reqs are the request's engine requests on eng, the first one handed
+// over, finish how it ended. When it finished by length or stop, its blocks are leased to the
+// decode server and the answer's kv_transfer_params returned; otherwise every held block is
+// freed at once and nil returned. The other requests' blocks are freed by end.
+func (pd *pdState) handoff(job *pdJob, id string, eng *Engine, reqs []*Request, finish string) json.RawMessage {
+	if job == nil || !job.holdKV || len(reqs) == 0 {
 		return nil
 	}
-	c := g.choices[0]
-	if c.finish != "length" && c.finish != "stop" {
-		s.release(g)
+	if finish != "length" && finish != "stop" {
+		release(eng, reqs)
 		return nil
 	}
-	id := g.id
-	l := &lease{tokens: c.req.Prompt, eng: g.eng, req: c.req}
-	blocks := g.eng.HeldBlocks(c.req)
-	s.pd.mu.Lock()
-	full := len(s.pd.leases) >= maxPDEntries
+	r := reqs[0]
+	l := &lease{tokens: r.Prompt, eng: eng, req: r}
+	blocks := eng.HeldBlocks(r)
+	pd.mu.Lock()
+	full := len(pd.leases) >= maxPDEntries
 	if !full {
-		s.pd.leases[id] = l
-		l.timer = time.AfterFunc(s.pd.cfg.Lease, func() { s.pd.take(id) })
+		pd.leases[id] = l
+		l.timer = time.AfterFunc(pd.cfg.Lease, func() { pd.take(id) })
 	}
-	s.pd.mu.Unlock()
+	pd.mu.Unlock()
 	if full {
-		s.release(g)
+		release(eng, reqs)
 		return nil
 	}
-	for _, c := range g.choices[1:] { // one handoff per request: the other samples' blocks are not read
-		g.eng.ReleaseHeld(c.req)
-	}
-	host, port, _ := splitHostPort(s.pd.cfg.SideChannel)
+	host, port, _ := splitHostPort(pd.cfg.SideChannel)
 	ids := make([]int, len(blocks))
 	for i, b := range blocks {
 		ids[i] = int(b)
 	}
 	out, _ := json.Marshal(map[string]any{"do_remote_prefill": true, "do_remote_decode": false, "remote_block_ids": [][]int{ids},
-		"remote_engine_id": s.pd.cfg.EngineID, "remote_request_id": id, "remote_host": host, "remote_port": port, "tp_size": 1,
-		"remote_num_tokens": len(c.req.Prompt)})
+		"remote_engine_id": pd.cfg.EngineID, "remote_request_id": id, "remote_host": host, "remote_port": port, "tp_size": 1,
+		"remote_num_tokens": len(r.Prompt)})
 	return out
 }
 
-// release frees every held block of g (a handoff that will not happen).
-func (s *Server) release(g *generation) {
-	for _, c := range g.choices {
-		g.eng.ReleaseHeld(c.req)
+// release frees every held block of reqs (a handoff that will not happen).
+func release(eng *Engine, reqs []*Request) {
+	for _, r := range reqs {
+		eng.ReleaseHeld(r)
 	}
 }
 
-// pdEnd ends a request's pair role after its answer (err: it failed): held blocks no lease
-// took are freed; an SGLang prefill hands the prompt to its room, or fails the room.
-func (s *Server) pdEnd(job *pdJob, g *generation, err error) {
+// end ends a request's pair role after its answer (failed: it did not complete): held
+// blocks no lease took are freed (one handoff per request: the other samples' blocks are not
+// read); an SGLang prefill hands the first prompt to its room, or fails the room. id, eng,
+// reqs and finish are as for handoff.
+func (pd *pdState) end(job *pdJob, id string, eng *Engine, reqs []*Request, finish string, failed bool) {
 	if job == nil {
 		return
 	}
 	if job.holdKV {
-		s.pd.mu.Lock()
-		_, leased := s.pd.leases[g.id]
-		s.pd.mu.Unlock()
-		if !leased {
-			s.release(g)
+		pd.mu.Lock()
+		l := pd.leases[id]
+		pd.mu.Unlock()
+		for _, r := range reqs {
+			if l == nil || l.req != r {
+				eng.ReleaseHeld(r)
+			}
 		}
 	}
 	if job.room != nil {
 		var kv []uint32
-		if err == nil && g.choices[0].finish != "abort" {
-			kv = g.choices[0].req.Prompt
+		if !failed && len(reqs) > 0 && finish != "abort" {
+			kv = reqs[0].Prompt
 		}
 		job.room.kv <- kv // capacity 1, sent once
-		s.pd.dropRoom(job.roomID, job.room)
+		pd.dropRoom(job.roomID, job.room)
 	}
 }
 
@@ -381,59 +387,6 @@ func (pd *pdState) dropRoom(id uint64, r *room) {
 		delete(pd.rooms, id)
 	}
 	pd.mu.Unlock()
-}
-
-// handleNIXLRead is a NIXL prefill's side channel: the decode server reads a lease's prompt
-// KV, which releases the blocks.
-func (s *Server) handleNIXLRead(w http.ResponseWriter, r *http.Request) {
-	l := s.pd.take(r.PathValue("id"))
-	if l == nil {
-		writeError(w, &apiError{status: http.StatusNotFound, msg: "no held KV for that request (expired or read)"})
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string][]uint32{"tokens": l.tokens})
-}
-
-// BootstrapHandler is an SGLang prefill server's bootstrap server (--pd-bootstrap-port): GET
-// /pd/sglang/{room} registers the decode server and answers with the room's KV once the
-// prefill computed it, within PDConfig.Wait. nil for other servers.
-func (s *Server) BootstrapHandler() http.Handler {
-	if s.pd == nil || s.pd.cfg.Transfer != PDTransferSGLang || s.pd.cfg.Role != PDRolePrefill {
-		return nil
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /pd/sglang/{room}", s.handleBootstrap)
-	return mux
-}
-
-func (s *Server) handleBootstrap(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseUint(r.PathValue("room"), 10, 64)
-	if err != nil {
-		writeError(w, badRequest("bad room %q", r.PathValue("room")))
-		return
-	}
-	rm, ok := s.pd.room(id)
-	if !ok {
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "too many bootstrap rooms in flight"})
-		return
-	}
-	rm.decodeOnce.Do(func() { close(rm.decode) })
-	t := time.NewTimer(s.pd.cfg.Wait)
-	defer t.Stop()
-	var kv []uint32
-	select {
-	case kv = <-rm.kv:
-	case <-t.C:
-	case <-r.Context().Done():
-	}
-	s.pd.dropRoom(id, rm)
-	if kv == nil {
-		writeError(w, &apiError{status: http.StatusGone, msg: "the prefill for this room failed or timed out"})
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string][]uint32{"tokens": kv})
 }
 
 // splitHostPort splits a side channel address into remote_host and remote_port.

@@ -463,8 +463,9 @@ func (p *exprParser) filterExpr(n *node, start int) (*node, bool) {
 }
 
 // testsOfUndefined are the tests that Jinja2 answers True for an undefined value (it has
-// __iter__, __len__ and __getitem__, and __call__) and the library False.
-var testsOfUndefined = map[string]bool{"iterable": true, "sequence": true, "callable": true}
+// __iter__, __len__ and __getitem__, and __call__) and the library False, and the number
+// tests, which must see big integers (operators.go's testFilter).
+var testsOfUndefined = map[string]bool{"iterable": true, "sequence": true, "callable": true, "number": true, "integer": true}
 
 // startsTestArg reports whether t would start the argument of a test written without
 // parentheses (x is divisibleby 3), as filterExpr reads one.

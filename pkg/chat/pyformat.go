@@ -452,21 +452,22 @@ func modFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 	if v, ok, err := bigArith("%", a, b); ok {
 		return v, err
 	}
+	if (isBigInt(a) || isBigInt(b)) && isPyNumber(a) && isPyNumber(b) { // a big int and a float
+		x, err := pyFloatOf(a)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		y, err := pyFloatOf(b)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		return floatMod(x, y)
+	}
 	if !isNumeric(a) || !isNumeric(b) {
 		return jinja.Undefined(), fmt.Errorf("TypeError: unsupported operand type(s) for %%: '%s' and '%s'", pyTypeNameOf(a), pyTypeNameOf(b))
 	}
 	if a.IsFloat() || b.IsFloat() {
-		x, y := asFloat(a), asFloat(b)
-		if y == 0 {
-			return jinja.Undefined(), fmt.Errorf("ZeroDivisionError: float modulo")
-		}
-		m := math.Mod(x, y)
-		if m != 0 && (m < 0) != (y < 0) {
-			m += y
-		} else if m == 0 {
-			m = math.Copysign(0, y)
-		}
-		return jinja.NewFloat(m), nil
+		return floatMod(asFloat(a), asFloat(b))
 	}
 	x, y := asInt(a), asInt(b)
 	if y == 0 {
@@ -480,6 +481,20 @@ func modFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 		m += y
 	}
 	return jinja.NewInt(m), nil
+}
+
+// floatMod is Python's float x % y: the result takes the divisor's sign.
+func floatMod(x, y float64) (jinja.Value, error) {
+	if y == 0 {
+		return jinja.Undefined(), fmt.Errorf("ZeroDivisionError: float modulo")
+	}
+	m := math.Mod(x, y)
+	if m != 0 && (m < 0) != (y < 0) {
+		m += y
+	} else if m == 0 {
+		m = math.Copysign(0, y)
+	}
+	return jinja.NewFloat(m), nil
 }
 
 // formatFilterName is Jinja2's |format (the library has none), renamed like trim.

@@ -43,6 +43,14 @@ const (
 	testFilterName = "__kvgate_test"
 )
 
+// binaryFilterNames are the private filters of the binary operators rewriteOperators
+// rewrites (arith.go has * / // ** and the ordering comparisons).
+var binaryFilterNames = map[string]string{
+	"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName,
+	"*": mulFilterName, "/": divFilterName, "//": floorDivFilterName, "**": powFilterName,
+	"<": ltFilterName, "<=": leFilterName, ">": gtFilterName, ">=": geFilterName,
+}
+
 // opEdit is one change of rewriteOperators: text inserted at pos, replacing n bytes there.
 type opEdit struct {
 	pos, rank, n int
@@ -112,10 +120,15 @@ func operatorEdits(statement bool, toks []token, closeAt int) []opEdit {
 					text: fmt.Sprintf(")|%s('%s', %t)", testFilterName, test, !negated)})
 			return
 		}
-		name := map[string]string{"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName}[op]
+		if op == "neg" {
+			tag = append(tag,
+				opEdit{pos: toks[at].pos, rank: rankReplace, n: 1, text: "("},
+				opEdit{pos: offset(end), rank: rankClose, text: ")|" + negFilterName})
+			return
+		}
 		tag = append(tag,
 			opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
-			opEdit{pos: toks[at].pos, rank: rankReplace, n: 1, text: ")|" + name + "("},
+			opEdit{pos: toks[at].pos, rank: rankReplace, n: len(toks[at].val), text: ")|" + binaryFilterNames[op] + "("},
 			opEdit{pos: offset(end), rank: rankClose, text: ")"})
 	}}
 	if !statement {

@@ -121,6 +121,15 @@ var (
 	replValue  = jinja.NewCallable("replace", replaceFilter)
 	lenValue   = jinja.NewCallable("length", lengthFilter)
 	testValue  = jinja.NewCallable("is", testFilter)
+	mulValue   = jinja.NewCallable("*", mulFilter)
+	divValue   = jinja.NewCallable("/", divFilter)
+	fdivValue  = jinja.NewCallable("//", floorDivFilter)
+	powValue   = jinja.NewCallable("**", powFilter)
+	negValue   = jinja.NewCallable("-", negFilter)
+	ltValue    = jinja.NewCallable("<", ltFilter)
+	leValue    = jinja.NewCallable("<=", leFilter)
+	gtValue    = jinja.NewCallable(">", gtFilter)
+	geValue    = jinja.NewCallable(">=", geFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
@@ -135,7 +144,9 @@ var privateFilters = []struct {
 	{subFilterName, subValue}, {iterFilterName, iterValue}, {catFilterName, catValue},
 	{tildeFilterName, tildeValue}, {modFilterName, modValue}, {formatFilterName, fmtValue},
 	{joinFilterName, joinValue}, {replaceFilterName, replValue}, {lengthFilterName, lenValue},
-	{testFilterName, testValue},
+	{testFilterName, testValue}, {mulFilterName, mulValue}, {divFilterName, divValue},
+	{floorDivFilterName, fdivValue}, {powFilterName, powValue}, {negFilterName, negValue},
+	{ltFilterName, ltValue}, {leFilterName, leValue}, {gtFilterName, gtValue}, {geFilterName, geValue},
 	{strFilterName, strValue}, {stringFilterName, stringVal}, {tojsonFilterName, tojsonValue},
 }
 

@@ -525,6 +525,34 @@ PROBES = [
     ("bigint-arith", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for k, v in tc.function.arguments.items() if v is integer %}"
      "{{ v + 1 }}|{{ v - 1 }}|{{ 1 - v }}|{{ v + v }}|{{ v - v }}|{{ v + true }}|{{ v + 0.5 }}|{{ v - 1.5 }}|{{ v % 7 }}|{{ -7 % v }}|{{ v % -7 }}|{{ v % v }}|"
      "{{ v % 2.5 }}|{{ 1e300 % v }}\n{% endfor %}{% endfor %}{% endfor %}{{ 9223372036854775807 + 1 }}|{{ -9223372036854775807 - 2 }}|{{ (9223372036854775807 + 1) - 1 }}"),
+    ("bigint-compare", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for k, v in tc.function.arguments.items() if v is integer %}"
+     "{{ v < 0 }}{{ v > 9223372036854775807 }}{{ v >= -9223372036854775808 }}{{ v <= 1.8446744073709552e+19 }}{{ v < 1.8446744073709552e+19 }}"
+     "{{ v > 1e300 }}{{ 0.5 < v }}{{ v < v + 1 }}{{ [v, 1] < [v, 2] }}{{ [1, v] > [1, 2] }}{{ v < true }}|"
+     "{{ v * 3 }}|{{ v * v }}|{{ v * -1.5 }}|{{ v // 7 }}|{{ v // -7 }}|{{ -v // 7 }}|{{ v // 2.5 }}|{{ v / 3 }}|{{ v / v }}|{{ 1 / v }}|"
+     "{{ v ** 2 }}|{{ v ** 0 }}|{{ 2 ** -2 }}|{{ -v }}|{{ -(-v) }}|{{ -v|abs if v is not integer else '' }}\n{% endfor %}{% endfor %}{% endfor %}"
+     "{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7.5 // -2 }}|{{ -0.0 // 5 }}|{{ 7 / 2 }}|{{ 2 ** 64 }}|{{ 2 ** 0.5 }}|{{ (-8) ** 2 }}|{{ 'ab' * 2 }}|{{ 3 * 'x' }}"
+     "|{{ [1] * 2 }}|{{ 'a' * -1 }}|{{ 4611686018427387904 * 2 }}|{{ -9223372036854775807 - 1 }}|{{ -(-9223372036854775807 - 1) }}|{{ - true }}"
+     "|{{ 'a' < 'b' }}{{ [1, 'a'] < [1, 'b'] }}{{ 1 < 2.5 }}{{ true < 2 }}{{ 1 <= 1.0 }}{{ 'b' >= 'a' }}{{ (1, 2) < (1, 3) }}"
+     "{% for m in messages %}{{ loop.index0 > 0 }}{{ (m.content or '')|length >= 1 }}{% endfor %}"),
+    ("op-lt-str-int", "{{ 'a' < 1 }}"),
+    ("op-gt-none", "{% for m in messages %}{{ m.nothing > 1 }}{% endfor %}"),
+    ("op-le-list-str", "{{ [1] <= 'a' }}"),
+    ("op-ge-none-int", "{{ none >= 1 }}"),
+    ("op-lt-list-tuple", "{{ [1] < (1,) }}"),
+    ("op-div-zero", "{{ 1 / 0 }}"),
+    ("op-fdiv-zero", "{{ 1 // 0 }}"),
+    ("op-fdiv-float-zero", "{{ 1.5 // 0.0 }}"),
+    ("op-div-str", "{{ 'a' / 2 }}"),
+    ("op-mul-str-float", "{{ 'a' * 2.5 }}"),
+    ("op-mul-list-list", "{{ [1] * [2] }}"),
+    ("op-neg-str", "{% for m in messages %}{{ -m.role }}{% endfor %}"),
+    ("op-neg-list", "{{ -[1] }}"),
+    ("op-pow-zero", "{{ 0 ** -1 }}"),
+    ("op-pow-str", "{{ 'a' ** 2 }}"),
+    ("op-bigint-div-zero", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value / 0 }}{% endfor %}{% endfor %}"),
+    ("op-bigint-fdiv-zero", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.big // 0 }}{% endfor %}{% endfor %}"),
+    ("op-bigint-lt-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value < 'a' }}{% endfor %}{% endfor %}"),
+    ("op-bigint-mul-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ 'ab' * tc.function.arguments.value }}{% endfor %}{% endfor %}"),
     ("op-bigint-mod-zero", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value % 0 }}{% endfor %}{% endfor %}"),
     ("op-bigint-add-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value + 'x' }}{% endfor %}{% endfor %}"),
     ("op-bigint-iter", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for x in tc.function.arguments.value %}{% endfor %}{% endfor %}{% endfor %}"),

@@ -134,12 +134,15 @@ var (
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
 
-// privateFilters are the render variables behind the private filter names the source
-// rewrites use (template.go's sourceRewrites).
-var privateFilters = []struct {
+// privateFilter is one render variable behind a private filter name.
+type privateFilter struct {
 	name  string
 	value jinja.Value
-}{
+}
+
+// privateFilters are the render variables behind the private filter names the source
+// rewrites use (template.go's sourceRewrites).
+var privateFilters = []privateFilter{
 	{trimFilterName, trimValue}, {isspaceFilterName, spaceValue}, {addFilterName, addValue},
 	{subFilterName, subValue}, {iterFilterName, iterValue}, {catFilterName, catValue},
 	{tildeFilterName, tildeValue}, {modFilterName, modValue}, {formatFilterName, fmtValue},
@@ -387,7 +390,7 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if t.shares {
 		schemas = &r.schemas
 	}
-	vars, cfm, err := r.buildVars(req, format, schemas)
+	vars, cfm, err := r.buildVars(req, format, schemas, t.filters)
 	if err != nil {
 		return "", err
 	}
@@ -447,8 +450,9 @@ var notTemplateVars = map[string]bool{
 
 // buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
 // conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
-// schemas come from schemas when it is not nil (the template does not change its values).
-func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache) (map[string]jinja.Value, *continueFinal, *openai.Error) {
+// schemas come from schemas when it is not nil (the template does not change its values);
+// filters are the private filters the template calls (compiled.filters).
+func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache, filters []privateFilter) (map[string]jinja.Value, *continueFinal, *openai.Error) {
 	var merged orderedVars
 	if len(r.defaults) > 0 {
 		d, err := decodeJSON(r.defaults)
@@ -493,11 +497,11 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	if err != nil {
 		return nil, nil, err
 	}
-	vars := make(map[string]jinja.Value, 4+len(privateFilters)+len(r.specials)+len(merged.keys))
+	vars := make(map[string]jinja.Value, 4+len(filters)+len(r.specials)+len(merged.keys))
 	// The globals hold no state, so one value serves every render.
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
-	for _, f := range privateFilters {
+	for _, f := range filters {
 		vars[f.name] = f.value
 	}
 	for i := range r.specialVs {

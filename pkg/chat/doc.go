@@ -15,8 +15,8 @@
 //     (DetectContentFormat, §4), tools (§5), template kwargs and continue_final_message
 //     (§7);
 //   - rendering with github.com/ardanlabs/jinja set up as transformers sets up Jinja2
-//     (§8; env.go lists what is closed with render variables, jsonvalues.go the one value the
-//     library cannot hold exactly);
+//     (§8; env.go lists what is closed with render variables, bigint.go how integers beyond
+//     int64, which the library's values cannot hold, are kept exact);
 //   - tokenization with pkg/tokenizer (§9): Encode(text, addSpecial=false) unless the
 //     request sets add_special_tokens;
 //   - gpt-oss models (model_type "gpt_oss") are rendered with the Harmony encoding instead,
@@ -39,7 +39,7 @@
 // conversation and variables and renders it, contentformat.go detects the content format
 // (with jinjalex.go's lexer and jinjaexpr.go's expression parser, as the library exports no
 // AST), whitespace.go applies Jinja2's whitespace control to the source, operators.go gives
-// +, - and for loops Python's rules, env.go sets up the Jinja environment (tojson.go,
+// +, - and for loops Python's rules (arith.go * / // **, unary - and ordering comparisons), env.go sets up the Jinja environment (tojson.go,
 // concat.go and their rewrites of the template source make it faster), jsonvalues.go and pystring.go give request values Python's
 // rules, mutate.go and schemacache.go share decoded tool schemas, sandbox.go renders untrusted
 // templates, harmony.go renders gpt-oss, media.go checks, counts and hashes the media parts of

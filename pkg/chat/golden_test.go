@@ -24,17 +24,7 @@ var goldenNow = time.Date(2026, 7, 26, 9, 5, 3, 0, time.Local)
 // knownDivergences are the (template, case) pairs where ardanlabs/jinja cannot give
 // Python's bytes, with the reason. Every other golden case must match exactly, and a pair
 // listed here that starts matching fails the test too, so the list stays true.
-var knownDivergences = map[string]string{
-	// Integers beyond int64 (18446744073709551615 in a tool schema): the library's values
-	// have no arbitrary-precision integer, so tojson prints the nearest float.
-	"qwen3/tools-bigint":          "integer beyond int64 printed as a float",
-	"qwen2.5/tools-bigint":        "integer beyond int64 printed as a float",
-	"llama3.1-tools/tools-bigint": "integer beyond int64 printed as a float",
-	"llama3.2/tools-bigint":       "integer beyond int64 printed as a float",
-	"qwen3-coder/tools-bigint":    "integer beyond int64 printed as a float",
-	"granite3.3/tools-bigint":     "integer beyond int64 printed as a float",
-	"granite4/tools-bigint":       "integer beyond int64 printed as a float",
-}
+var knownDivergences = map[string]string{}
 
 type goldenCase struct {
 	ID     string   `json:"id"`

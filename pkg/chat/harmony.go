@@ -3,6 +3,7 @@ package chat
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -712,6 +713,16 @@ func writeSerde(b *strings.Builder, v jinja.Value) {
 		}
 		b.WriteByte('}')
 	default:
+		if x, ok := bigOf(v); ok && isBigInt(v) {
+			// serde_json holds an integer beyond i64 as u64 when it fits, else as f64.
+			if x.IsUint64() {
+				b.WriteString(x.String())
+			} else {
+				f, _ := new(big.Float).SetInt(x).Float64()
+				b.WriteString(ryuFloat(f))
+			}
+			return
+		}
 		b.WriteString("null")
 	}
 }

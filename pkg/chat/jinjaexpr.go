@@ -29,8 +29,10 @@ var other = &node{kind: nOther}
 type exprParser struct {
 	toks []token
 	pos  int
-	// rec, if set, is told of every binary +, -, ~ and % with the token indexes of its left
-	// operand's start, of the operator and of the end of its right operand (exclusive), and
+	// rec, if set, is told of every binary operator of recordedOps and of every ordering
+	// comparison that is not chained (< <= > >=) with the token indexes of its left
+	// operand's start, of the operator and of the end of its right operand (exclusive), of
+	// every unary - but of a number literal (op "neg", the operator's index twice), and
 	// of every argument-less "is [not] T" for T in testsOfUndefined (op "is T" or "is not
 	// T", the subject's start, the "is" and the end of the test name).
 	rec func(op string, start, at, end int)
@@ -150,12 +152,15 @@ func (p *exprParser) binary(next func() (*node, bool), ops ...string) (*node, bo
 		if _, ok := next(); !ok {
 			return nil, false
 		}
-		if p.rec != nil && (matched == "+" || matched == "-" || matched == "~" || matched == "%") {
+		if p.rec != nil && recordedOps[matched] {
 			p.rec(matched, start, at, p.pos)
 		}
 		n = other
 	}
 }
+
+// recordedOps are the binary operators rec is told of.
+var recordedOps = map[string]bool{"+": true, "-": true, "~": true, "%": true, "*": true, "/": true, "//": true, "**": true}
 
 func (p *exprParser) or() (*node, bool)  { return p.binary(p.and, "or") }
 func (p *exprParser) and() (*node, bool) { return p.binary(p.not, "and") }
@@ -171,20 +176,33 @@ func (p *exprParser) not() (*node, bool) {
 }
 
 func (p *exprParser) compare() (*node, bool) {
+	start := p.pos
 	n, ok := p.math1()
 	if !ok {
 		return nil, false
 	}
+	// An ordering comparison alone (not chained: a < b < c is left as it is) is recorded.
+	ops, orderAt := 0, -1
+	defer func() {
+		if ok && ops == 1 && orderAt >= 0 && p.rec != nil {
+			p.rec(p.toks[orderAt].val, start, orderAt, p.pos)
+		}
+	}()
 	for {
+		ops++
+		if p.is(tkOp, "<") || p.is(tkOp, "<=") || p.is(tkOp, ">") || p.is(tkOp, ">=") {
+			orderAt = p.pos
+		}
 		switch {
 		case p.accept(tkOp, "=="), p.accept(tkOp, "!="), p.accept(tkOp, "<"), p.accept(tkOp, "<="),
 			p.accept(tkOp, ">"), p.accept(tkOp, ">="), p.accept(tkName, "in"):
 		case p.is(tkName, "not") && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == tkName && p.toks[p.pos+1].val == "in":
 			p.pos += 2
 		default:
+			ops--
 			return n, true
 		}
-		if _, ok := p.math1(); !ok {
+		if _, ok = p.math1(); !ok {
 			return nil, false
 		}
 		n = other
@@ -204,8 +222,13 @@ func (p *exprParser) unary(withFilter bool) (*node, bool) {
 	start := p.pos
 	var n *node
 	if p.accept(tkOp, "-") || p.accept(tkOp, "+") {
+		neg := p.toks[start].val == "-"
 		if _, ok := p.unary(false); !ok {
 			return nil, false
+		}
+		// A negated number literal is left to the library (-1 is common and exact there).
+		if neg && p.rec != nil && !(p.pos == start+2 && p.toks[start+1].kind == tkNumber) {
+			p.rec("neg", start, start, p.pos)
 		}
 		n = other
 	} else {
@@ -463,8 +486,9 @@ func (p *exprParser) filterExpr(n *node, start int) (*node, bool) {
 }
 
 // testsOfUndefined are the tests that Jinja2 answers True for an undefined value (it has
-// __iter__, __len__ and __getitem__, and __call__) and the library False.
-var testsOfUndefined = map[string]bool{"iterable": true, "sequence": true, "callable": true}
+// __iter__, __len__ and __getitem__, and __call__) and the library False, and the number
+// tests, which must see big integers (operators.go's testFilter).
+var testsOfUndefined = map[string]bool{"iterable": true, "sequence": true, "callable": true, "number": true, "integer": true}
 
 // startsTestArg reports whether t would start the argument of a test written without
 // parentheses (x is divisibleby 3), as filterExpr reads one.

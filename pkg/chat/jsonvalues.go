@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,9 +19,7 @@ import (
 // first position and takes the last value), a number without '.', 'e' or 'E' is an int and
 // every other number a float.
 //
-// One rule cannot be kept: the library's values have no arbitrary-precision integer, so an
-// integer outside int64 becomes the nearest float (Python keeps it exact). Such numbers in
-// tool schemas are the one known value divergence (the tools-bigint golden case).
+// An integer outside int64 is kept exact, as Python keeps it, in bigint.go's form.
 
 var errBadJSON = errors.New("invalid JSON")
 
@@ -286,7 +285,10 @@ done:
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return jinja.NewInt(n), nil
 		}
-		// Beyond int64: Python keeps the int exactly; the library cannot (see above).
+		if x, ok := new(big.Int).SetString(s, 10); ok {
+			return newBigInt(x), nil // beyond int64: exact, as Python keeps it
+		}
+		return jinja.Undefined(), errBadJSON
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	var ne *strconv.NumError

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"math/big"
 	"sort"
 	"strings"
 
@@ -29,9 +30,11 @@ import (
 // chains of rewriteConcat get the same check per operand (__kvgate_cat: the operand must be
 // a string).
 //
-// The iterable, sequence and callable tests are rewritten likewise, X is [not] T into
-// (X)|__kvgate_test('T', not negated): Jinja2's undefined is iterable, a sequence and callable
-// (it has __iter__, __len__, __getitem__ and __call__), the library's is none of them.
+// The iterable, sequence, callable, number and integer tests are rewritten likewise, X is
+// [not] T into (X)|__kvgate_test('T', not negated): Jinja2's undefined is iterable, a
+// sequence and callable (it has __iter__, __len__, __getitem__ and __call__), the library's
+// is none of them; a big integer (bigint.go) is a number and an integer and not callable, and
+// a bool is a number (numbers.Number), which the library's tests do not know.
 const (
 	addFilterName  = "__kvgate_add"
 	subFilterName  = "__kvgate_sub"
@@ -39,6 +42,14 @@ const (
 	catFilterName  = "__kvgate_cat"
 	testFilterName = "__kvgate_test"
 )
+
+// binaryFilterNames are the private filters of the binary operators rewriteOperators
+// rewrites (arith.go has * / // ** and the ordering comparisons).
+var binaryFilterNames = map[string]string{
+	"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName,
+	"*": mulFilterName, "/": divFilterName, "//": floorDivFilterName, "**": powFilterName,
+	"<": ltFilterName, "<=": leFilterName, ">": gtFilterName, ">=": geFilterName,
+}
 
 // opEdit is one change of rewriteOperators: text inserted at pos, replacing n bytes there.
 type opEdit struct {
@@ -109,10 +120,15 @@ func operatorEdits(statement bool, toks []token, closeAt int) []opEdit {
 					text: fmt.Sprintf(")|%s('%s', %t)", testFilterName, test, !negated)})
 			return
 		}
-		name := map[string]string{"+": addFilterName, "-": subFilterName, "~": tildeFilterName, "%": modFilterName}[op]
+		if op == "neg" {
+			tag = append(tag,
+				opEdit{pos: toks[at].pos, rank: rankReplace, n: 1, text: "("},
+				opEdit{pos: offset(end), rank: rankClose, text: ")|" + negFilterName})
+			return
+		}
 		tag = append(tag,
 			opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
-			opEdit{pos: toks[at].pos, rank: rankReplace, n: 1, text: ")|" + name + "("},
+			opEdit{pos: toks[at].pos, rank: rankReplace, n: len(toks[at].val), text: ")|" + binaryFilterNames[op] + "("},
 			opEdit{pos: offset(end), rank: rankClose, text: ")"})
 	}}
 	if !statement {
@@ -168,7 +184,7 @@ func pyTypeNameOf(v jinja.Value) string {
 	switch {
 	case v.IsBool():
 		return "bool"
-	case v.IsInt():
+	case v.IsInt(), isBigInt(v):
 		return "int"
 	case v.IsList() && isTuple(v):
 		return "tuple"
@@ -241,9 +257,12 @@ func addFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 		}
 		x, y := asInt(a), asInt(b)
 		if sum := x + y; (x >= 0) == (y >= 0) && (sum >= 0) != (x >= 0) {
-			return jinja.Undefined(), fmt.Errorf("the sum of %d and %d is beyond int64", x, y)
+			return newBigInt(new(big.Int).Add(big.NewInt(x), big.NewInt(y))), nil
 		}
 		return jinja.NewInt(x + y), nil
+	}
+	if v, ok, err := bigArith("+", a, b); ok {
+		return v, err
 	}
 	return jinja.Undefined(), fmt.Errorf("TypeError: unsupported operand type(s) for +: '%s' and '%s'", pyTypeNameOf(a), pyTypeNameOf(b))
 }
@@ -257,6 +276,9 @@ func subFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 	if a.IsUndefined() || b.IsUndefined() {
 		return jinja.Undefined(), errUndefined("-")
 	}
+	if v, ok, err := bigArith("-", a, b); ok {
+		return v, err
+	}
 	if !isNumeric(a) || !isNumeric(b) {
 		return jinja.Undefined(), fmt.Errorf("TypeError: unsupported operand type(s) for -: '%s' and '%s'", pyTypeNameOf(a), pyTypeNameOf(b))
 	}
@@ -265,7 +287,7 @@ func subFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 	}
 	x, y := asInt(a), asInt(b)
 	if d := x - y; (x >= 0) != (y >= 0) && (d >= 0) != (x >= 0) {
-		return jinja.Undefined(), fmt.Errorf("the difference of %d and %d is beyond int64", x, y)
+		return newBigInt(new(big.Int).Sub(big.NewInt(x), big.NewInt(y))), nil
 	}
 	return jinja.NewInt(x - y), nil
 }
@@ -277,7 +299,7 @@ func iterFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, erro
 		return jinja.Undefined(), fmt.Errorf("for: no iterable")
 	}
 	v := args[0]
-	if v.IsNone() || isNumeric(v) || v.IsCallable() {
+	if v.IsNone() || isNumeric(v) || v.IsCallable() { // a big integer too (callable)
 		return jinja.Undefined(), fmt.Errorf("TypeError: '%s' object is not iterable", pyTypeNameOf(v))
 	}
 	return v, nil
@@ -311,7 +333,11 @@ func testFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, erro
 	case "iterable", "sequence":
 		r = v.IsUndefined() || v.IsString() || v.IsList() || v.IsDict()
 	case "callable":
-		r = v.IsUndefined() || v.IsCallable()
+		r = v.IsUndefined() || v.IsCallable() && !isBigInt(v)
+	case "number": // isinstance(v, numbers.Number): bools too
+		r = isPyNumber(v)
+	case "integer": // isinstance(v, int), bools excepted
+		r = v.IsInt() || isBigInt(v)
 	}
 	return jinja.NewBool(r == args[2].AsBool()), nil
 }

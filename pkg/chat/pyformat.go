@@ -193,6 +193,14 @@ func (sp *percentSpec) convert() (sign, body string, err error) {
 			body = string([]rune(body)[:sp.prec])
 		}
 	case 'd', 'i', 'u', 'o', 'x', 'X':
+		if x, ok := bigOf(arg); ok && isBigInt(arg) {
+			neg, digits := bigPercentDigits(x, sp.conv)
+			if neg {
+				sign = "-"
+			}
+			body = sp.prefixed(digits)
+			break
+		}
 		n, err := formatInt(arg, sp.conv)
 		if err != nil {
 			return "", "", err
@@ -202,10 +210,13 @@ func (sp *percentSpec) convert() (sign, body string, err error) {
 		}
 		body = sp.intDigits(n)
 	case 'e', 'E', 'f', 'F', 'g', 'G':
-		if !isNumeric(arg) {
+		if !isPyNumber(arg) {
 			return "", "", fmt.Errorf("TypeError: must be real number, not %s", pyTypeNameOf(arg))
 		}
-		f := asFloat(arg)
+		f, err := pyFloatOf(arg)
+		if err != nil {
+			return "", "", err
+		}
 		if math.Signbit(f) && !math.IsNaN(f) {
 			sign, f = "-", -f
 		}
@@ -218,6 +229,8 @@ func (sp *percentSpec) convert() (sign, body string, err error) {
 		switch {
 		case arg.IsString() && utf8.RuneCountInString(arg.AsString()) == 1:
 			body = arg.AsString()
+		case isBigInt(arg):
+			return "", "", fmt.Errorf("OverflowError: %%c arg not in range(0x110000)")
 		case isIntLike(arg):
 			n := asInt(arg)
 			if n < 0 || n > 0x10ffff {
@@ -249,20 +262,28 @@ func (sp *percentSpec) intDigits(n int64) string {
 	if n < 0 {
 		u = uint64(-n) // MinInt64 wraps to itself, whose uint64 is its magnitude
 	}
-	var prefix, digits string
+	var digits string
 	switch sp.conv {
 	case 'o':
 		digits = strconv.FormatUint(u, 8)
-		if sp.alt {
-			prefix = "0o"
-		}
 	case 'x', 'X':
 		digits = strconv.FormatUint(u, 16)
-		if sp.alt {
-			prefix = "0x"
-		}
 	default:
 		digits = strconv.FormatUint(u, 10)
+	}
+	return sp.prefixed(digits)
+}
+
+// prefixed pads an integer's digits with zeros to the precision and adds the # prefix.
+func (sp *percentSpec) prefixed(digits string) string {
+	var prefix string
+	if sp.alt {
+		switch sp.conv {
+		case 'o':
+			prefix = "0o"
+		case 'x', 'X':
+			prefix = "0x"
+		}
 	}
 	for sp.hasPrec && len(digits) < sp.prec {
 		digits = "0" + digits
@@ -428,21 +449,25 @@ func modFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 		}
 		return jinja.NewString(s), nil
 	}
+	if v, ok, err := bigArith("%", a, b); ok {
+		return v, err
+	}
+	if (isBigInt(a) || isBigInt(b)) && isPyNumber(a) && isPyNumber(b) { // a big int and a float
+		x, err := pyFloatOf(a)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		y, err := pyFloatOf(b)
+		if err != nil {
+			return jinja.Undefined(), err
+		}
+		return floatMod(x, y)
+	}
 	if !isNumeric(a) || !isNumeric(b) {
 		return jinja.Undefined(), fmt.Errorf("TypeError: unsupported operand type(s) for %%: '%s' and '%s'", pyTypeNameOf(a), pyTypeNameOf(b))
 	}
 	if a.IsFloat() || b.IsFloat() {
-		x, y := asFloat(a), asFloat(b)
-		if y == 0 {
-			return jinja.Undefined(), fmt.Errorf("ZeroDivisionError: float modulo")
-		}
-		m := math.Mod(x, y)
-		if m != 0 && (m < 0) != (y < 0) {
-			m += y
-		} else if m == 0 {
-			m = math.Copysign(0, y)
-		}
-		return jinja.NewFloat(m), nil
+		return floatMod(asFloat(a), asFloat(b))
 	}
 	x, y := asInt(a), asInt(b)
 	if y == 0 {
@@ -456,6 +481,20 @@ func modFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 		m += y
 	}
 	return jinja.NewInt(m), nil
+}
+
+// floatMod is Python's float x % y: the result takes the divisor's sign.
+func floatMod(x, y float64) (jinja.Value, error) {
+	if y == 0 {
+		return jinja.Undefined(), fmt.Errorf("ZeroDivisionError: float modulo")
+	}
+	m := math.Mod(x, y)
+	if m != 0 && (m < 0) != (y < 0) {
+		m += y
+	} else if m == 0 {
+		m = math.Copysign(0, y)
+	}
+	return jinja.NewFloat(m), nil
 }
 
 // formatFilterName is Jinja2's |format (the library has none), renamed like trim.

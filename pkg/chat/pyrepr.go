@@ -100,8 +100,8 @@ func printsText(toks []token) bool {
 // rewriteString renames the string filter (see rewriteTrim).
 func rewriteString(src string) string { return renameFilter(src, "string", stringFilterName) }
 
-// strFilter prints a list or dict as Python's str() does; any other value is returned as it
-// is, for the library to print as before.
+// strFilter prints a list, dict or big integer as Python's str() does; any other value is
+// returned as it is, for the library to print as before.
 func strFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 	if len(args) != 1 {
 		return jinja.Undefined(), fmt.Errorf("print filter takes one value")
@@ -110,6 +110,9 @@ func strFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 		var b strings.Builder
 		writeRepr(&b, v, nil)
 		return jinja.NewString(b.String()), nil
+	} else if digits, ok := bigIntText(v); ok {
+		s, err := bigIntString(digits)
+		return jinja.NewString(s), err
 	}
 	return args[0], nil
 }
@@ -133,6 +136,9 @@ func pyStr(v jinja.Value) string {
 		var b strings.Builder
 		writeRepr(&b, v, nil)
 		return b.String()
+	}
+	if digits, ok := bigIntText(v); ok {
+		return digits
 	}
 	return v.String()
 }
@@ -180,6 +186,10 @@ func writeRepr(b *strings.Builder, v jinja.Value, ancestors []any) {
 		}
 		b.WriteByte('}')
 	default:
+		if digits, ok := bigIntText(v); ok {
+			b.WriteString(digits)
+			return
+		}
 		b.WriteString(v.String())
 	}
 }

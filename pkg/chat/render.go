@@ -122,21 +122,35 @@ var (
 	replValue  = jinja.NewCallable("replace", replaceFilter)
 	lenValue   = jinja.NewCallable("length", lengthFilter)
 	testValue  = jinja.NewCallable("is", testFilter)
+	mulValue   = jinja.NewCallable("*", mulFilter)
+	divValue   = jinja.NewCallable("/", divFilter)
+	fdivValue  = jinja.NewCallable("//", floorDivFilter)
+	powValue   = jinja.NewCallable("**", powFilter)
+	negValue   = jinja.NewCallable("-", negFilter)
+	ltValue    = jinja.NewCallable("<", ltFilter)
+	leValue    = jinja.NewCallable("<=", leFilter)
+	gtValue    = jinja.NewCallable(">", gtFilter)
+	geValue    = jinja.NewCallable(">=", geFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
 
-// privateFilters are the render variables behind the private filter names the source
-// rewrites use (template.go's sourceRewrites).
-var privateFilters = []struct {
+// privateFilter is one render variable behind a private filter name.
+type privateFilter struct {
 	name  string
 	value jinja.Value
-}{
+}
+
+// privateFilters are the render variables behind the private filter names the source
+// rewrites use (template.go's sourceRewrites).
+var privateFilters = []privateFilter{
 	{trimFilterName, trimValue}, {isspaceFilterName, spaceValue}, {addFilterName, addValue},
 	{subFilterName, subValue}, {iterFilterName, iterValue}, {catFilterName, catValue},
 	{tildeFilterName, tildeValue}, {modFilterName, modValue}, {formatFilterName, fmtValue},
 	{joinFilterName, joinValue}, {replaceFilterName, replValue}, {lengthFilterName, lenValue},
-	{testFilterName, testValue},
+	{testFilterName, testValue}, {mulFilterName, mulValue}, {divFilterName, divValue},
+	{floorDivFilterName, fdivValue}, {powFilterName, powValue}, {negFilterName, negValue},
+	{ltFilterName, ltValue}, {leFilterName, leValue}, {gtFilterName, gtValue}, {geFilterName, geValue},
 	{strFilterName, strValue}, {stringFilterName, stringVal}, {tojsonFilterName, tojsonValue},
 }
 
@@ -377,7 +391,7 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if t.shares {
 		schemas = &r.schemas
 	}
-	vars, cfm, err := r.buildVars(req, format, schemas)
+	vars, cfm, err := r.buildVars(req, format, schemas, t.filters)
 	if err != nil {
 		return "", err
 	}
@@ -437,8 +451,9 @@ var notTemplateVars = map[string]bool{
 
 // buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
 // conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
-// schemas come from schemas when it is not nil (the template does not change its values).
-func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache) (map[string]jinja.Value, *continueFinal, *openai.Error) {
+// schemas come from schemas when it is not nil (the template does not change its values);
+// filters are the private filters the template calls (compiled.filters).
+func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache, filters []privateFilter) (map[string]jinja.Value, *continueFinal, *openai.Error) {
 	var merged orderedVars
 	if len(r.defaults) > 0 {
 		d, err := decodeJSON(r.defaults)
@@ -483,11 +498,11 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	if err != nil {
 		return nil, nil, err
 	}
-	vars := make(map[string]jinja.Value, 4+len(privateFilters)+len(r.specials)+len(merged.keys))
+	vars := make(map[string]jinja.Value, 4+len(filters)+len(r.specials)+len(merged.keys))
 	// The globals hold no state, so one value serves every render.
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
-	for _, f := range privateFilters {
+	for _, f := range filters {
 		vars[f.name] = f.value
 	}
 	for i := range r.specialVs {

@@ -271,6 +271,10 @@ type compiled struct {
 	shares bool
 	// macros: the template defines macros, whose nesting each render counts (recursion.go).
 	macros bool
+	// filters: the private filters the rewritten source may call (a superset: every one
+	// whose name it contains); only these become render variables, which keeps the
+	// variables' map small.
+	filters []privateFilter
 }
 
 // sourceRewrites turn a template's source into what the library renders as Jinja2 renders
@@ -293,7 +297,14 @@ func compileTemplate(src string) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src), shares: !mayMutateValues(rewritten), macros: macros}, nil
+	var filters []privateFilter
+	for _, f := range privateFilters {
+		if strings.Contains(rewritten, f.name) {
+			filters = append(filters, f)
+		}
+	}
+	return &compiled{source: src, tmpl: t, format: DetectContentFormat(src), shares: !mayMutateValues(rewritten), macros: macros,
+		filters: filters}, nil
 }
 
 // compileRecovered compiles with the library, turning a panic into an error.

@@ -1,8 +1,11 @@
 package chat
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
@@ -35,6 +38,9 @@ func tojsonFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Valu
 		return jinja.NewString(""), nil
 	}
 	if len(args) > 1 || len(kwargs) > 0 {
+		if hasBigInt(args[0], 0) {
+			return bigTojson(args, kwargs)
+		}
 		return libraryTojson(args, kwargs)
 	}
 	bp := jsonBufPool.Get().(*[]byte)
@@ -123,7 +129,7 @@ func (a *ancestors) pop() {
 
 // appendTojson appends v as the library's tojson writes it with default arguments: Python's
 // json.dumps(v, ensure_ascii=False) with ", " and ": " separators, keys in insertion order,
-// undefined and callables as null.
+// undefined and callables as null, a big integer as its digits.
 func appendTojson(b []byte, v jinja.Value, anc *ancestors) ([]byte, error) {
 	switch {
 	case v.IsString():
@@ -173,6 +179,10 @@ func appendTojson(b []byte, v jinja.Value, anc *ancestors) ([]byte, error) {
 		return append(b, "false"...), nil
 	case v.IsFloat():
 		return pyfloat.Append(b, v.AsFloat()), nil
+	}
+	if digits, ok := bigIntText(v); ok {
+		s, err := bigIntString(digits)
+		return append(b, s...), err
 	}
 	return append(b, "null"...), nil
 }
@@ -230,4 +240,108 @@ func appendJSONString(b []byte, s string) []byte {
 		i++
 	}
 	return append(b, '"')
+}
+
+// maxBigIntDepth bounds the walks for big integers; a deeper (or circular) value is left to
+// the library, which reports a circular one.
+const maxBigIntDepth = 256
+
+// hasBigInt reports whether v holds a big integer (bigint.go) within maxBigIntDepth levels.
+func hasBigInt(v jinja.Value, depth int) bool {
+	if depth > maxBigIntDepth {
+		return false
+	}
+	switch {
+	case v.IsDict():
+		for _, x := range v.AsDict().Data {
+			if hasBigInt(x, depth+1) {
+				return true
+			}
+		}
+	case v.IsList():
+		for _, x := range v.AsList().Items {
+			if hasBigInt(x, depth+1) {
+				return true
+			}
+		}
+	default:
+		return isBigInt(v)
+	}
+	return false
+}
+
+// bigTojsonMark starts the string that stands for a big integer in bigTojson. The library
+// writes its NUL as \u0000 in any mode; the random part keeps a request's own strings from
+// ever matching it.
+var bigTojsonMark = func() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "\x00" + hex.EncodeToString(b[:]) + ":"
+}()
+
+// bigTojson is the library's tojson with arguments of a value holding big integers, which
+// the library would write as null: each is replaced by a marked string of its digits, and
+// the quoted marked strings in the output by the digits.
+func bigTojson(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	v, err := markBigInts(args[0], 0)
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	out, err := libraryTojson(append([]jinja.Value{v}, args[1:]...), kwargs)
+	if err != nil || !out.IsString() {
+		return out, err
+	}
+	s := out.AsString()
+	mark := `"\u0000` + bigTojsonMark[1:]
+	var b strings.Builder
+	for {
+		i := strings.Index(s, mark)
+		if i < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		s = s[i+len(mark):]
+		j := strings.IndexByte(s, '"')
+		if j < 0 {
+			return jinja.Undefined(), errors.New("tojson: big integer lost")
+		}
+		b.WriteString(s[:j])
+		s = s[j+1:]
+	}
+	b.WriteString(s)
+	return jinja.NewString(b.String()), nil
+}
+
+// markBigInts copies v with each big integer replaced by bigTojsonMark and its digits.
+func markBigInts(v jinja.Value, depth int) (jinja.Value, error) {
+	if depth > maxBigIntDepth {
+		return v, nil
+	}
+	switch {
+	case v.IsDict():
+		out := jinja.NewDict()
+		d, od := v.AsDict(), out.AsDict()
+		for _, k := range d.Keys {
+			x, err := markBigInts(d.Data[k], depth+1)
+			if err != nil {
+				return v, err
+			}
+			od.Set(k, x)
+		}
+		return out, nil
+	case v.IsList():
+		items := make([]jinja.Value, len(v.AsList().Items))
+		for i, x := range v.AsList().Items {
+			var err error
+			if items[i], err = markBigInts(x, depth+1); err != nil {
+				return v, err
+			}
+		}
+		return jinja.NewList(items), nil
+	}
+	if digits, ok := bigIntText(v); ok {
+		s, err := bigIntString(digits)
+		return jinja.NewString(bigTojsonMark + s), err
+	}
+	return v, nil
 }

@@ -508,6 +508,56 @@ PROBES = [
     ("repr-print", "{% for m in messages %}{{ m.content }}|{% endfor %}{{ messages }}|{{ tools }}"),
     ("repr-containers", "{% for m in messages %}{{ [(m.role, m.content)] }}{{ {'r': [m.content, 1, 2.5, none, true]} }}{% endfor %}"
      "{{ ('x',) }}{{ () }}{{ [[], {}] }}{{ ['\\x85' ~ 'a'] }}{{ {'\\u2028': ('\\xa0',)} }}{{ [1]|string|length }}{{ [' \\x1c ']|trim }}"),
+    # Integers beyond int64 (py-bigint: tool schema and tool-call arguments) are Python ints:
+    # printed, repr'ed, formatted, serialised and tested as ints, and + - % exact.
+    ("bigint-print", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for k, v in tc.function.arguments.items() %}"
+     "{{ k }}={{ v }}|{{ v|string }}|{{ 'x' ~ v ~ 'y' }}|{{ [v, k] }}|{{ {k: v} }}|{{ v is number }}{{ v is integer }}{{ v is float }}"
+     "{{ v is callable }}{{ v is iterable }}{{ v is defined }}{{ v is not number }}|{{ v|default(0) }}|{{ [v]|join(',') }}\n{% endfor %}{% endfor %}{% endfor %}"
+     "{% for t in tools or [] %}{% for k, p in t.function.parameters.properties.items() %}{{ k }}: {{ p }} {{ p.maximum }} {{ p.enum }}\n{% endfor %}{% endfor %}"
+     "{{ true is number }}{{ true is integer }}{{ 1 is integer }}{{ 1.0 is integer }}{{ none is number }}{{ nothing is number }}"),
+    ("bigint-format", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for k, v in tc.function.arguments.items() if v is integer %}"
+     "{{ '%d|%i|%s|%r|%x|%X|%#x|%o|%#o|%e|%.3g|%f|%30d|%-30d|%+d|% d|%031d|%.25d|%a' % (v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v) }}"
+     "{{ '%s'|format(v) }}{{ '%(n)d' % {'n': v} }}\n{% endfor %}{% endfor %}{% endfor %}"),
+    ("bigint-tojson", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments|tojson }}\n"
+     "{{ tc.function.arguments|tojson(indent=2) }}\n{{ tc.function.arguments|tojson(sort_keys=true, separators=[',', ':']) }}\n"
+     "{{ tc.function.arguments|tojson(ensure_ascii=true, indent='\t') }}\n{{ tc.function.arguments.values()|list|tojson(indent=1) }}\n"
+     "{% endfor %}{% endfor %}{{ tools|tojson }}\n{{ tools|tojson(indent=4) }}"),
+    ("bigint-arith", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for k, v in tc.function.arguments.items() if v is integer %}"
+     "{{ v + 1 }}|{{ v - 1 }}|{{ 1 - v }}|{{ v + v }}|{{ v - v }}|{{ v + true }}|{{ v + 0.5 }}|{{ v - 1.5 }}|{{ v % 7 }}|{{ -7 % v }}|{{ v % -7 }}|{{ v % v }}|"
+     "{{ v % 2.5 }}|{{ 1e300 % v }}\n{% endfor %}{% endfor %}{% endfor %}{{ 9223372036854775807 + 1 }}|{{ -9223372036854775807 - 2 }}|{{ (9223372036854775807 + 1) - 1 }}"),
+    ("bigint-compare", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for k, v in tc.function.arguments.items() if v is integer %}"
+     "{{ v < 0 }}{{ v > 9223372036854775807 }}{{ v >= -9223372036854775808 }}{{ v <= 1.8446744073709552e+19 }}{{ v < 1.8446744073709552e+19 }}"
+     "{{ v > 1e300 }}{{ 0.5 < v }}{{ v < v + 1 }}{{ [v, 1] < [v, 2] }}{{ [1, v] > [1, 2] }}{{ v < true }}|"
+     "{{ v * 3 }}|{{ v * v }}|{{ v * -1.5 }}|{{ v // 7 }}|{{ v // -7 }}|{{ -v // 7 }}|{{ v // 2.5 }}|{{ v / 3 }}|{{ v / v }}|{{ 1 / v }}|"
+     "{{ v ** 2 }}|{{ v ** 0 }}|{{ 2 ** -2 }}|{{ -v }}|{{ -(-v) }}|{{ -v|abs if v is not integer else '' }}\n{% endfor %}{% endfor %}{% endfor %}"
+     "{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7.5 // -2 }}|{{ -0.0 // 5 }}|{{ 7 / 2 }}|{{ 2 ** 64 }}|{{ 2 ** 0.5 }}|{{ (-8) ** 2 }}|{{ 'ab' * 2 }}|{{ 3 * 'x' }}"
+     "|{{ [1] * 2 }}|{{ 'a' * -1 }}|{{ 4611686018427387904 * 2 }}|{{ -9223372036854775807 - 1 }}|{{ -(-9223372036854775807 - 1) }}|{{ - true }}"
+     "|{{ 'a' < 'b' }}{{ [1, 'a'] < [1, 'b'] }}{{ 1 < 2.5 }}{{ true < 2 }}{{ 1 <= 1.0 }}{{ 'b' >= 'a' }}{{ (1, 2) < (1, 3) }}"
+     "{% for m in messages %}{{ loop.index0 > 0 }}{{ (m.content or '')|length >= 1 }}{% endfor %}"),
+    ("op-lt-str-int", "{{ 'a' < 1 }}"),
+    ("op-gt-none", "{% for m in messages %}{{ m.nothing > 1 }}{% endfor %}"),
+    ("op-le-list-str", "{{ [1] <= 'a' }}"),
+    ("op-ge-none-int", "{{ none >= 1 }}"),
+    ("op-lt-list-tuple", "{{ [1] < (1,) }}"),
+    ("op-div-zero", "{{ 1 / 0 }}"),
+    ("op-fdiv-zero", "{{ 1 // 0 }}"),
+    ("op-fdiv-float-zero", "{{ 1.5 // 0.0 }}"),
+    ("op-div-str", "{{ 'a' / 2 }}"),
+    ("op-mul-str-float", "{{ 'a' * 2.5 }}"),
+    ("op-mul-list-list", "{{ [1] * [2] }}"),
+    ("op-neg-str", "{% for m in messages %}{{ -m.role }}{% endfor %}"),
+    ("op-neg-list", "{{ -[1] }}"),
+    ("op-pow-zero", "{{ 0 ** -1 }}"),
+    ("op-pow-str", "{{ 'a' ** 2 }}"),
+    ("op-bigint-div-zero", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value / 0 }}{% endfor %}{% endfor %}"),
+    ("op-bigint-fdiv-zero", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.big // 0 }}{% endfor %}{% endfor %}"),
+    ("op-bigint-lt-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value < 'a' }}{% endfor %}{% endfor %}"),
+    ("op-bigint-mul-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ 'ab' * tc.function.arguments.value }}{% endfor %}{% endfor %}"),
+    ("op-bigint-mod-zero", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value % 0 }}{% endfor %}{% endfor %}"),
+    ("op-bigint-add-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ tc.function.arguments.value + 'x' }}{% endfor %}{% endfor %}"),
+    ("op-bigint-iter", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for x in tc.function.arguments.value %}{% endfor %}{% endfor %}{% endfor %}"),
+    ("op-bigint-call", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% if tc.function.arguments.value is defined %}{{ tc.function.arguments.value() }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-char", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ '%c' % tc.function.arguments.value }}{% endfor %}{% endfor %}"),
     ("repr-string", "{% for m in messages %}{{ m|string }}{{ m.content|string }}{{ [m.role, m.content] }}{% endfor %}"
      "{{ ['it\\'s', 'a\"b', 'x\\'y\"z', '', '\\\\'] }}{{ {'k\\'': 'v\"'} }}"),
 ]

@@ -1,0 +1,168 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Python's int has no bound; the library's values hold int64 only. An integer beyond int64 in
+// a request's JSON (a tool schema's "maximum": 18446744073709551615, a tool call's argument)
+// is kept exactly as a value the library carries without looking inside: a callable whose
+// name is bigIntPrefix and the decimal digits. The library passes callables through
+// variables, loops, attribute and item access, filters' arguments and default(), and never
+// calls one unless a template calls it. Everything that looks at a number is ours already
+// (the print filter, |string, ~, + - %, tojson, repr, %-formatting, the number tests) and
+// reads the digits back here; the library's own operators (* / // ** < > == in) would treat
+// the value as a callable, which is the one place left to the rewrite of rewriteBigOps.
+//
+// A value of int64 range is always a plain int (newBigInt), so the library's hot paths
+// never see this form unless a request holds a big integer.
+const bigIntPrefix = "\x00int:"
+
+// maxIntDigits is CPython's default int_max_str_digits (3.11+): printing an int of more
+// digits raises ValueError, as json.dumps, str() and repr() of it do in the engine.
+const maxIntDigits = 4300
+
+// newBigInt returns x as a template value: a plain int when it fits int64.
+func newBigInt(x *big.Int) jinja.Value {
+	if x.IsInt64() {
+		return jinja.NewInt(x.Int64())
+	}
+	return jinja.NewCallable(bigIntPrefix+x.String(), callBigInt)
+}
+
+func callBigInt([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	return jinja.Undefined(), errors.New("TypeError: 'int' object is not callable")
+}
+
+// bigIntText returns the decimal digits (with a leading '-' when negative) of a big integer
+// value, and false for any other value.
+func bigIntText(v jinja.Value) (string, bool) {
+	if !v.IsCallable() {
+		return "", false
+	}
+	return strings.CutPrefix(v.AsCallable().Name, bigIntPrefix)
+}
+
+func isBigInt(v jinja.Value) bool {
+	_, ok := bigIntText(v)
+	return ok
+}
+
+// isPyInt reports whether v is a Python int: an int, a bool or a big integer.
+func isPyInt(v jinja.Value) bool { return isIntLike(v) || isBigInt(v) }
+
+// isPyNumber reports whether v is a Python int or float (bool included).
+func isPyNumber(v jinja.Value) bool { return isNumeric(v) || isBigInt(v) }
+
+// bigOf returns an int, bool or big integer as a *big.Int (false for any other value).
+func bigOf(v jinja.Value) (*big.Int, bool) {
+	if isIntLike(v) {
+		return big.NewInt(asInt(v)), true
+	}
+	s, ok := bigIntText(v)
+	if !ok {
+		return nil, false
+	}
+	x, ok := new(big.Int).SetString(s, 10)
+	return x, ok
+}
+
+// bigIntString is str() of a big integer, with CPython's limit on the digits it prints.
+func bigIntString(digits string) (string, error) {
+	if n := len(strings.TrimPrefix(digits, "-")); n > maxIntDigits {
+		return "", fmt.Errorf("ValueError: Exceeds the limit (%d digits) for integer string conversion; use sys.set_int_max_str_digits() to increase the limit", maxIntDigits)
+	}
+	return digits, nil
+}
+
+// bigToFloat is Python's float(int): the nearest float, OverflowError beyond its range.
+func bigToFloat(x *big.Int) (float64, error) {
+	f, _ := new(big.Float).SetInt(x).Float64()
+	if math.IsInf(f, 0) {
+		return 0, errors.New("OverflowError: int too large to convert to float")
+	}
+	return f, nil
+}
+
+// pyFloatOf is float(v) of a Python number.
+func pyFloatOf(v jinja.Value) (float64, error) {
+	if x, ok := bigOf(v); ok && !isIntLike(v) {
+		return bigToFloat(x)
+	}
+	return asFloat(v), nil
+}
+
+// bigIntResult returns an arithmetic result, refusing one too large for Python to print
+// (bounding the time and memory of ** and * chains as well).
+func bigIntResult(x *big.Int) (jinja.Value, error) {
+	if x.BitLen() > maxIntDigits*10/3 { // more than about maxIntDigits digits
+		return jinja.Undefined(), fmt.Errorf("ValueError: an integer result of more than %d digits", maxIntDigits)
+	}
+	return newBigInt(x), nil
+}
+
+// bigArith is Python's a op b for + - * // % where one operand is a big integer and both are
+// Python numbers; ok is false when it does not apply.
+func bigArith(op string, a, b jinja.Value) (v jinja.Value, ok bool, err error) {
+	if !isBigInt(a) && !isBigInt(b) || !isPyNumber(a) || !isPyNumber(b) {
+		return jinja.Undefined(), false, nil
+	}
+	if a.IsFloat() || b.IsFloat() {
+		x, err := pyFloatOf(a)
+		if err != nil {
+			return jinja.Undefined(), true, err
+		}
+		y, err := pyFloatOf(b)
+		if err != nil {
+			return jinja.Undefined(), true, err
+		}
+		switch op {
+		case "+":
+			return jinja.NewFloat(x + y), true, nil
+		case "-":
+			return jinja.NewFloat(x - y), true, nil
+		}
+		return jinja.Undefined(), false, nil
+	}
+	x, _ := bigOf(a)
+	y, _ := bigOf(b)
+	switch op {
+	case "+":
+		v, err = bigIntResult(x.Add(x, y))
+	case "-":
+		v, err = bigIntResult(x.Sub(x, y))
+	case "%":
+		if y.Sign() == 0 {
+			return jinja.Undefined(), true, errors.New("ZeroDivisionError: integer modulo by zero")
+		}
+		// Python's % takes the divisor's sign: floor division's remainder.
+		m := new(big.Int)
+		new(big.Int).DivMod(x, y, m) // Euclidean: m >= 0
+		if m.Sign() != 0 && y.Sign() < 0 {
+			m.Add(m, y)
+		}
+		v, err = bigIntResult(m)
+	default:
+		return jinja.Undefined(), false, nil
+	}
+	return v, true, err
+}
+
+// bigPercentDigits is a %d/%i/%u/%o/%x/%X conversion of a big integer: its sign and the
+// digits of its magnitude in the conversion's base.
+func bigPercentDigits(x *big.Int, conv byte) (neg bool, digits string) {
+	base := 10
+	switch conv {
+	case 'o':
+		base = 8
+	case 'x', 'X':
+		base = 16
+	}
+	return x.Sign() < 0, new(big.Int).Abs(x).Text(base)
+}

@@ -12,12 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvgate/kvgate/pkg/chat/parse"
-	"github.com/kvgate/kvgate/pkg/indexer"
-	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/kvgate/kvgate/pkg/chat/parse"
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/openai"
 )
 
 // ServerConfig configures the simulator's OpenAI-compatible HTTP surface.

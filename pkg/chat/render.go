@@ -471,17 +471,14 @@ var notTemplateVars = map[string]bool{
 	"return_tensors": true, "return_dict": true, "return_assistant_tokens_mask": true, "tokenizer_kwargs": true,
 }
 
-// buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
-// conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
-// schemas come from schemas when it is not nil (the template does not change its values);
-// filters are the private filters the template calls (compiled.filters). big reports that
-// a decoded JSON value holds an integer beyond int64.
-func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache, filters []privateFilter) (vars map[string]jinja.Value, cfm *continueFinal, big bool, perr *openai.Error) {
-	var merged orderedVars
+// mergeKwargs merges the request's template kwargs in vLLM's order (§7): the defaults, tools,
+// chat_template_kwargs, the generation flags, documents and reasoning_effort. big reports that a
+// decoded JSON value holds an integer beyond int64.
+func (r *Renderer) mergeKwargs(req *openai.ChatRequest, schemas *schemaCache) (merged orderedVars, big bool, perr *openai.Error) {
 	if len(r.defaults) > 0 {
 		d, dbig, err := decodeJSONBig(r.defaults)
 		if err != nil {
-			return nil, nil, false, openai.BadRequest("", "default chat template kwargs are not valid JSON")
+			return merged, false, openai.BadRequest("", "default chat template kwargs are not valid JSON")
 		}
 		big = big || dbig
 		merged.mergeDict(d.AsDict())
@@ -489,7 +486,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	if req.Tools != nil {
 		tools, tbig, err := toolDicts(req.Tools, schemas)
 		if err != nil {
-			return nil, nil, false, err
+			return merged, false, err
 		}
 		big = big || tbig
 		merged.merge("tools", tools)
@@ -498,7 +495,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	if req.ChatTemplateKwargs != nil {
 		kw, kbig, err := decodeJSONBig(req.ChatTemplateKwargs)
 		if err != nil {
-			return nil, nil, false, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs is not valid JSON")
+			return merged, false, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs is not valid JSON")
 		}
 		big = big || kbig
 		hasThinkingKwarg = kw.AsDict().Has("enable_thinking")
@@ -509,7 +506,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	if req.Documents != nil {
 		docs, dbig, err := decodeJSONBig(req.Documents)
 		if err != nil {
-			return nil, nil, false, openai.BadRequest("documents", "documents is not valid JSON")
+			return merged, false, openai.BadRequest("documents", "documents is not valid JSON")
 		}
 		big = big || dbig
 		merged.merge("documents", docs)
@@ -520,7 +517,19 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 			merged.merge("enable_thinking", jinja.NewBool(req.ReasoningEffort != "none"))
 		}
 	}
+	return merged, big, nil
+}
 
+// buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
+// conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
+// schemas come from schemas when it is not nil (the template does not change its values);
+// filters are the private filters the template calls (compiled.filters). big reports that
+// a decoded JSON value holds an integer beyond int64.
+func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache, filters []privateFilter) (vars map[string]jinja.Value, cfm *continueFinal, big bool, perr *openai.Error) {
+	merged, big, perr := r.mergeKwargs(req, schemas)
+	if perr != nil {
+		return nil, nil, false, perr
+	}
 	conv, cbig, err := r.conversation(req.Messages, format)
 	if err != nil {
 		return nil, nil, false, err

@@ -91,7 +91,7 @@ func BenchmarkRenderConcat(b *testing.B) {
 	if perr != nil {
 		b.Fatal(perr.Message)
 	}
-	vars, _, perr := r.buildVars(req, r.defaultT.format, nil, r.defaultT.filters)
+	vars, _, _, perr := r.buildVars(req, r.defaultT.format, nil, r.defaultT.filters)
 	if perr != nil {
 		b.Fatal(perr.Message)
 	}

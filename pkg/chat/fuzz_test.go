@@ -76,7 +76,7 @@ func FuzzDetectContentFormat(f *testing.F) {
 }
 
 // FuzzCompileTemplate feeds arbitrary template sources through the source rewrites
-// (sourceRewrites, rewriteMacros): they never panic and take bounded time, the whitespace
+// (sourceRewrites and the big variant's, rewriteMacros): they never panic and take bounded time, the whitespace
 // rewrite is idempotent (its output leaves the library nothing to trim), and a source the
 // library compiles as written still compiles once rewritten.
 func FuzzCompileTemplate(f *testing.F) {
@@ -89,6 +89,7 @@ func FuzzCompileTemplate(f *testing.F) {
 		"{% for m in messages %}{{ m.content }}\n{% endfor %}", "a  {%- raw -%}  {{ x }}  {%- endraw -%}  q",
 		"{{ 'a' + b ~ c % d - e }}{% set x = a + [1] %}{% for y in x + z if y is not iterable %}{% endfor %}",
 		"{% macro f(n) %}{{ f(n - 1) }}{% endmacro %}{{ '%s'|format(f(1)) }}", "a{ \n{%- if y %}{% endif %}{# c #}",
+		"{% if a == b and c not in d %}{{ x is eq y }}{{ x is not in(z) }}{{ v|round(-1)|int }}{% endif %}",
 	} {
 		f.Add(s)
 	}
@@ -103,11 +104,15 @@ func checkRewrites(t *testing.T, src string) {
 	}
 	_, libErr := compileRecovered(prepareSource(src))
 	_, err := compileTemplate(src)
+	_, bigErr := compileWith(src, bigSourceRewrites)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("compiling took %v", d)
 	}
 	if libErr == nil && err != nil {
 		t.Fatalf("the library compiles %q, but not once rewritten: %v", src, err)
+	}
+	if libErr == nil && bigErr != nil {
+		t.Fatalf("the library compiles %q, but not its big variant: %v", src, bigErr)
 	}
 }
 
@@ -115,7 +120,8 @@ func checkRewrites(t *testing.T, src string) {
 // templates (Jinja syntax fragments inserted and bytes deleted at random places).
 func TestRewritesMutated(t *testing.T) {
 	frags := []string{"{{", "}}", "{%", "%}", "{#", "#}", "-", "+", "~", "%", "'", "\"", "(", ")", "[", "]", "{", "}",
-		"\n", " ", "is iterable", " if x else ", "|join", "|format(1)", "{% raw %}", "{% endraw %}", "{% macro m() %}", "{% endmacro %}"}
+		"\n", " ", "is iterable", " if x else ", "|join", "|format(1)", "{% raw %}", "{% endraw %}", "{% macro m() %}", "{% endmacro %}",
+		" == ", " != ", " in ", " not in ", " is eq ", " is not in ", "|int", "|round(1, 'ceil')", "|max"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, name := range []string{"qwen2.5", "llama3.1-tools", "qwen3-coder", "granite3.3", "command-r7b"} {
 		b, err := os.ReadFile(repoPath(".cache", "templates", name+".jinja"))

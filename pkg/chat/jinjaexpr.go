@@ -36,6 +36,12 @@ type exprParser struct {
 	// of every argument-less "is [not] T" for T in testsOfUndefined (op "is T" or "is not
 	// T", the subject's start, the "is" and the end of the test name).
 	rec func(op string, start, at, end int)
+	// eq makes rec also told of ==, !=, in and not in when not chained (op "not in" at the
+	// "not"), and recTest of every test of equalityTests with an argument: the filter it
+	// becomes (negated when "is not"), the subject's start, the "is", the end of the test
+	// name, and the end of a bare argument (x is eq y; -1 for parentheses, x is eq(y)).
+	eq      bool
+	recTest func(filter string, start, at, nameEnd, argEnd int)
 }
 
 func (p *exprParser) peek() token {
@@ -182,16 +188,26 @@ func (p *exprParser) compare() (*node, bool) {
 		return nil, false
 	}
 	// An ordering comparison alone (not chained: a < b < c is left as it is) is recorded.
-	ops, orderAt := 0, -1
+	ops, orderAt, eqAt, eqOp := 0, -1, -1, ""
 	defer func() {
-		if ok && ops == 1 && orderAt >= 0 && p.rec != nil {
+		if !ok || ops != 1 || p.rec == nil {
+			return
+		}
+		if orderAt >= 0 {
 			p.rec(p.toks[orderAt].val, start, orderAt, p.pos)
+		} else if eqAt >= 0 && p.eq {
+			p.rec(eqOp, start, eqAt, p.pos)
 		}
 	}()
 	for {
 		ops++
-		if p.is(tkOp, "<") || p.is(tkOp, "<=") || p.is(tkOp, ">") || p.is(tkOp, ">=") {
+		switch {
+		case p.is(tkOp, "<") || p.is(tkOp, "<=") || p.is(tkOp, ">") || p.is(tkOp, ">="):
 			orderAt = p.pos
+		case p.is(tkOp, "==") || p.is(tkOp, "!=") || p.is(tkName, "in"):
+			eqAt, eqOp = p.pos, p.peek().val
+		case p.is(tkName, "not") && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == tkName && p.toks[p.pos+1].val == "in":
+			eqAt, eqOp = p.pos, "not in"
 		}
 		switch {
 		case p.accept(tkOp, "=="), p.accept(tkOp, "!="), p.accept(tkOp, "<"), p.accept(tkOp, "<="),
@@ -454,8 +470,21 @@ func (p *exprParser) filterExpr(n *node, start int) (*node, bool) {
 				}
 				p.rec(op, start, at, p.pos)
 			}
+			dotted := false
 			for p.is(tkOp, ".") && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == tkName {
 				p.pos += 2
+				dotted = true
+			}
+			nameEnd := p.pos
+			filters, isEqTest := equalityTests[name]
+			recTest := func(argEnd int) {
+				if p.eq && p.recTest != nil && isEqTest && !dotted {
+					f := filters[0]
+					if negated {
+						f = filters[1]
+					}
+					p.recTest(f, start, at, nameEnd, argEnd)
+				}
 			}
 			t := p.peek()
 			switch {
@@ -463,6 +492,7 @@ func (p *exprParser) filterExpr(n *node, start int) (*node, bool) {
 				if !p.callArgs() {
 					return nil, false
 				}
+				recTest(-1)
 			case (t.kind == tkName || t.kind == tkString || t.kind == tkNumber || p.is(tkOp, "[") || p.is(tkOp, "{")) &&
 				!(t.kind == tkName && (t.val == "else" || t.val == "or" || t.val == "and")):
 				a, ok := p.primary()
@@ -472,6 +502,7 @@ func (p *exprParser) filterExpr(n *node, start int) (*node, bool) {
 				if _, ok := p.postfix(a); !ok {
 					return nil, false
 				}
+				recTest(p.pos)
 			}
 			n = &node{kind: nTest, sub: n}
 		case p.is(tkOp, "("):

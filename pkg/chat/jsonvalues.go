@@ -25,17 +25,24 @@ var errBadJSON = errors.New("invalid JSON")
 
 // decodeJSON decodes one raw JSON value (which must be valid) into a template value.
 func decodeJSON(b []byte) (jinja.Value, error) {
+	v, _, err := decodeJSONBig(b)
+	return v, err
+}
+
+// decodeJSONBig is decodeJSON that also reports whether the value holds an integer beyond
+// int64 (a request that renders with a template's big variant, bigeq.go).
+func decodeJSONBig(b []byte) (jinja.Value, bool, error) {
 	d := decoderPool.Get().(*jsonDecoder)
 	defer d.release()
 	d.b = b
 	v, err := d.value()
 	if err != nil {
-		return jinja.Undefined(), err
+		return jinja.Undefined(), false, err
 	}
 	if d.skip(); d.i != len(d.b) {
-		return jinja.Undefined(), errBadJSON
+		return jinja.Undefined(), false, errBadJSON
 	}
-	return v, nil
+	return v, d.big, nil
 }
 
 // jsonDecoder decodes JSON text; with loose set it also accepts NaN, Infinity and
@@ -45,6 +52,7 @@ type jsonDecoder struct {
 	b     []byte
 	i     int
 	loose bool // accept NaN, Infinity, -Infinity (json.loads does)
+	big   bool // an integer beyond int64 was decoded
 	keys  []string
 	vals  []jinja.Value // object member values, then array items, of the open containers
 }
@@ -286,6 +294,7 @@ done:
 			return jinja.NewInt(n), nil
 		}
 		if x, ok := new(big.Int).SetString(s, 10); ok {
+			d.big = true
 			return newBigInt(x), nil // beyond int64: exact, as Python keeps it
 		}
 		return jinja.Undefined(), errBadJSON
@@ -302,22 +311,28 @@ done:
 // (any JSON value; invalid text, "" and whitespace become {}), a JSON object or list is
 // kept, anything else (null, numbers, bools) becomes {}.
 func loadsArguments(raw []byte) jinja.Value {
+	v, _ := loadsArgumentsBig(raw)
+	return v
+}
+
+// loadsArgumentsBig is loadsArguments that also reports an integer beyond int64.
+func loadsArgumentsBig(raw []byte) (jinja.Value, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return jinja.NewDict()
+		return jinja.NewDict(), false
 	}
 	switch raw[0] {
 	case '{', '[':
-		if v, err := decodeJSON(raw); err == nil {
-			return v
+		if v, big, err := decodeJSONBig(raw); err == nil {
+			return v, big
 		}
-		return jinja.NewDict()
+		return jinja.NewDict(), false
 	case '"':
 		text := raw[1 : len(raw)-1]
 		if bytes.IndexByte(raw, '\\') >= 0 {
 			var s string
 			if json.Unmarshal(raw, &s) != nil {
-				return jinja.NewDict()
+				return jinja.NewDict(), false
 			}
 			text = []byte(s)
 		}
@@ -326,12 +341,12 @@ func loadsArguments(raw []byte) jinja.Value {
 		d.b, d.loose = text, true
 		v, err := d.value()
 		if err != nil {
-			return jinja.NewDict()
+			return jinja.NewDict(), false
 		}
 		if d.skip(); d.i != len(d.b) {
-			return jinja.NewDict()
+			return jinja.NewDict(), false
 		}
-		return v
+		return v, d.big
 	}
-	return jinja.NewDict()
+	return jinja.NewDict(), false
 }

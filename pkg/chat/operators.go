@@ -66,7 +66,13 @@ const (
 	rankReplace
 )
 
-func rewriteOperators(src string) string {
+func rewriteOperators(src string) string { return rewriteOps(src, false) }
+
+// rewriteBigOperators is rewriteOperators for a template's big variant (bigeq.go): ==, !=,
+// in, not in and the equality tests too.
+func rewriteBigOperators(src string) string { return rewriteOps(src, true) }
+
+func rewriteOps(src string, big bool) string {
 	var edits []opEdit
 	ok := scanTagsAt(src, func(statement bool, toks []token, end int) {
 		if len(toks) == 0 {
@@ -76,7 +82,7 @@ func rewriteOperators(src string) string {
 		if c := src[closeAt-1]; c == '-' || c == '+' {
 			closeAt--
 		}
-		edits = append(edits, operatorEdits(statement, toks, closeAt)...)
+		edits = append(edits, operatorEdits(statement, toks, closeAt, big)...)
 	})
 	if !ok || len(edits) == 0 {
 		return src
@@ -100,8 +106,8 @@ func rewriteOperators(src string) string {
 }
 
 // operatorEdits returns the edits of one tag (its tokens; closeAt: the offset of its closer),
-// or nil when the parser cannot read all of it.
-func operatorEdits(statement bool, toks []token, closeAt int) []opEdit {
+// or nil when the parser cannot read all of it; big adds the big variant's edits.
+func operatorEdits(statement bool, toks []token, closeAt int, big bool) []opEdit {
 	offset := func(i int) int {
 		if i < len(toks) {
 			return toks[i].pos
@@ -126,11 +132,32 @@ func operatorEdits(statement bool, toks []token, closeAt int) []opEdit {
 				opEdit{pos: offset(end), rank: rankClose, text: ")|" + negFilterName})
 			return
 		}
+		name, n := binaryFilterNames[op], len(toks[at].val)
+		if f, ok := equalityOps[op]; ok {
+			name = f
+			if op == "not in" {
+				n = toks[at+1].pos + len(toks[at+1].val) - toks[at].pos
+			}
+		}
 		tag = append(tag,
 			opEdit{pos: toks[start].pos, rank: rankOpen, text: "("},
-			opEdit{pos: toks[at].pos, rank: rankReplace, n: len(toks[at].val), text: ")|" + binaryFilterNames[op] + "("},
+			opEdit{pos: toks[at].pos, rank: rankReplace, n: n, text: ")|" + name + "("},
 			opEdit{pos: offset(end), rank: rankClose, text: ")"})
 	}}
+	p.eq = big
+	// X is T(Y) becomes (X)|filter(Y); X is T Y becomes (X)|filter(Y).
+	p.recTest = func(filter string, start, at, nameEnd, argEnd int) {
+		last := toks[nameEnd-1]
+		replace := opEdit{pos: toks[at].pos, rank: rankReplace, n: last.pos + len(last.val) - toks[at].pos, text: ")|" + filter}
+		tag = append(tag, opEdit{pos: toks[start].pos, rank: rankOpen, text: "("})
+		if argEnd < 0 {
+			tag = append(tag, replace)
+			return
+		}
+		replace.n = toks[nameEnd].pos - toks[at].pos
+		replace.text += "("
+		tag = append(tag, replace, opEdit{pos: offset(argEnd), rank: rankClose, text: ")"})
+	}
 	if !statement {
 		if _, ok := p.tuple(true, ""); !ok || p.pos != len(toks) {
 			return nil

@@ -131,6 +131,17 @@ var (
 	leValue    = jinja.NewCallable("<=", leFilter)
 	gtValue    = jinja.NewCallable(">", gtFilter)
 	geValue    = jinja.NewCallable(">=", geFilter)
+	eqValue    = jinja.NewCallable("==", eqFilter)
+	neValue    = jinja.NewCallable("!=", neFilter)
+	inValue    = jinja.NewCallable("in", inFilter)
+	notInValue = jinja.NewCallable("not in", notInFilter)
+	intValue   = jinja.NewCallable("int", bigIntFilter)
+	floatValue = jinja.NewCallable("float", bigFloatFilter)
+	absValue   = jinja.NewCallable("abs", bigAbsFilter)
+	roundValue = jinja.NewCallable("round", bigRoundFilter)
+	sumValue   = jinja.NewCallable("sum", bigSumFilter)
+	maxValue   = jinja.NewCallable("max", bigMaxFilter)
+	minValue   = jinja.NewCallable("min", bigMinFilter)
 	strValue   = jinja.NewCallable("str", strFilter)
 	stringVal  = jinja.NewCallable("string", stringFilter)
 )
@@ -152,6 +163,9 @@ var privateFilters = []privateFilter{
 	{floorDivFilterName, fdivValue}, {powFilterName, powValue}, {negFilterName, negValue},
 	{ltFilterName, ltValue}, {leFilterName, leValue}, {gtFilterName, gtValue}, {geFilterName, geValue},
 	{strFilterName, strValue}, {stringFilterName, stringVal}, {tojsonFilterName, tojsonValue},
+	{eqFilterName, eqValue}, {neFilterName, neValue}, {inFilterName, inValue}, {notInFilterName, notInValue},
+	{intFilterName, intValue}, {floatFilterName, floatValue}, {absFilterName, absValue}, {roundFilterName, roundValue},
+	{sumFilterName, sumValue}, {maxFilterName, maxValue}, {minFilterName, minValue},
 }
 
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,
@@ -391,9 +405,17 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if t.shares {
 		schemas = &r.schemas
 	}
-	vars, cfm, err := r.buildVars(req, format, schemas, t.filters)
+	vars, cfm, big, err := r.buildVars(req, format, schemas, t.filters)
 	if err != nil {
 		return "", err
+	}
+	if big { // only requests holding a big integer pay for comparing them (bigeq.go)
+		if v := t.bigVariant(); v != t {
+			t = v
+			for _, f := range t.filters {
+				vars[f.name] = f.value
+			}
+		}
 	}
 	if t.macros {
 		setMacroDepth(vars)
@@ -449,42 +471,44 @@ var notTemplateVars = map[string]bool{
 	"return_tensors": true, "return_dict": true, "return_assistant_tokens_mask": true, "tokenizer_kwargs": true,
 }
 
-// buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
-// conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
-// schemas come from schemas when it is not nil (the template does not change its values);
-// filters are the private filters the template calls (compiled.filters).
-func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache, filters []privateFilter) (map[string]jinja.Value, *continueFinal, *openai.Error) {
-	var merged orderedVars
+// mergeKwargs merges the request's template kwargs in vLLM's order (§7): the defaults, tools,
+// chat_template_kwargs, the generation flags, documents and reasoning_effort. big reports that a
+// decoded JSON value holds an integer beyond int64.
+func (r *Renderer) mergeKwargs(req *openai.ChatRequest, schemas *schemaCache) (merged orderedVars, big bool, perr *openai.Error) {
 	if len(r.defaults) > 0 {
-		d, err := decodeJSON(r.defaults)
+		d, dbig, err := decodeJSONBig(r.defaults)
 		if err != nil {
-			return nil, nil, openai.BadRequest("", "default chat template kwargs are not valid JSON")
+			return merged, false, openai.BadRequest("", "default chat template kwargs are not valid JSON")
 		}
+		big = big || dbig
 		merged.mergeDict(d.AsDict())
 	}
 	if req.Tools != nil {
-		tools, err := toolDicts(req.Tools, schemas)
+		tools, tbig, err := toolDicts(req.Tools, schemas)
 		if err != nil {
-			return nil, nil, err
+			return merged, false, err
 		}
+		big = big || tbig
 		merged.merge("tools", tools)
 	}
 	hasThinkingKwarg := false
 	if req.ChatTemplateKwargs != nil {
-		kw, err := decodeJSON(req.ChatTemplateKwargs)
+		kw, kbig, err := decodeJSONBig(req.ChatTemplateKwargs)
 		if err != nil {
-			return nil, nil, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs is not valid JSON")
+			return merged, false, openai.BadRequest("chat_template_kwargs", "chat_template_kwargs is not valid JSON")
 		}
+		big = big || kbig
 		hasThinkingKwarg = kw.AsDict().Has("enable_thinking")
 		merged.mergeDict(kw.AsDict())
 	}
 	merged.merge("add_generation_prompt", jinja.NewBool(req.AddGenerationPrompt))
 	merged.merge("continue_final_message", jinja.NewBool(req.ContinueFinalMessage))
 	if req.Documents != nil {
-		docs, err := decodeJSON(req.Documents)
+		docs, dbig, err := decodeJSONBig(req.Documents)
 		if err != nil {
-			return nil, nil, openai.BadRequest("documents", "documents is not valid JSON")
+			return merged, false, openai.BadRequest("documents", "documents is not valid JSON")
 		}
+		big = big || dbig
 		merged.merge("documents", docs)
 	}
 	if req.ReasoningEffort != "" {
@@ -493,12 +517,25 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 			merged.merge("enable_thinking", jinja.NewBool(req.ReasoningEffort != "none"))
 		}
 	}
+	return merged, big, nil
+}
 
-	conv, err := r.conversation(req.Messages, format)
-	if err != nil {
-		return nil, nil, err
+// buildVars builds the template variables of §7: kwargs merged in vLLM's order, the
+// conversation of §3, tools of §5, special tokens, and the environment's globals. Tool
+// schemas come from schemas when it is not nil (the template does not change its values);
+// filters are the private filters the template calls (compiled.filters). big reports that
+// a decoded JSON value holds an integer beyond int64.
+func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *schemaCache, filters []privateFilter) (vars map[string]jinja.Value, cfm *continueFinal, big bool, perr *openai.Error) {
+	merged, big, perr := r.mergeKwargs(req, schemas)
+	if perr != nil {
+		return nil, nil, false, perr
 	}
-	vars := make(map[string]jinja.Value, 4+len(filters)+len(r.specials)+len(merged.keys))
+	conv, cbig, err := r.conversation(req.Messages, format)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	big = big || cbig
+	vars = make(map[string]jinja.Value, 4+len(filters)+len(r.specials)+len(merged.keys))
 	// The globals hold no state, so one value serves every render.
 	vars["range"] = rangeValue
 	vars["strftime_now"] = r.strftime
@@ -510,7 +547,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	}
 	for i, k := range merged.keys {
 		if k == "messages" {
-			return nil, nil, openai.BadRequest("chat_template_kwargs", "jinja2.environment.Template.render() got multiple values for keyword argument 'messages'")
+			return nil, nil, false, openai.BadRequest("chat_template_kwargs", "jinja2.environment.Template.render() got multiple values for keyword argument 'messages'")
 		}
 		if !notTemplateVars[k] {
 			vars[k] = merged.vals[i]
@@ -523,7 +560,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 		// transformers accepts JSON schemas (dicts) or Python functions as tools.
 		for _, t := range listItems(tools) {
 			if !t.IsDict() {
-				return nil, nil, openai.BadRequest("tools", "Tools should either be a JSON schema, or a callable function with type hints and a docstring suitable for auto-conversion to a schema.")
+				return nil, nil, false, openai.BadRequest("tools", "Tools should either be a JSON schema, or a callable function with type hints and a docstring suitable for auto-conversion to a schema.")
 			}
 		}
 	}
@@ -533,7 +570,7 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	} else if !docs.IsNone() {
 		for _, d := range listItems(docs) {
 			if !d.IsDict() {
-				return nil, nil, openai.BadRequest("documents", "Documents should be a list of dicts with 'title' and 'text' keys!")
+				return nil, nil, false, openai.BadRequest("documents", "Documents should be a list of dicts with 'title' and 'text' keys!")
 			}
 		}
 	}
@@ -542,14 +579,13 @@ func (r *Renderer) buildVars(req *openai.ChatRequest, format string, schemas *sc
 	agp, _ := merged.get("add_generation_prompt")
 	vars["add_generation_prompt"] = agp
 
-	var cfm *continueFinal
 	if req.ContinueFinalMessage {
 		if cfm, err = appendContinueTag(conv); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	vars["messages"] = jinja.NewList(conv)
-	return vars, cfm, nil
+	return vars, cfm, big, nil
 }
 
 // listItems returns the items of a list value (nil for anything else).
@@ -629,8 +665,8 @@ func (o *orderedVars) get(k string) (jinja.Value, bool) {
 
 // toolDicts is ChatCompletionToolsParam.model_dump() of each tool (§5):
 // {"type": "function", "function": {"name", "description"|None, "parameters"|None, extras}}.
-// The parameters come from schemas when it is not nil.
-func toolDicts(tools []openai.ChatTool, schemas *schemaCache) (jinja.Value, *openai.Error) {
+// The parameters come from schemas when it is not nil; big reports an integer beyond int64.
+func toolDicts(tools []openai.ChatTool, schemas *schemaCache) (v jinja.Value, big bool, perr *openai.Error) {
 	items := make([]jinja.Value, len(tools))
 	for i, t := range tools {
 		fn := jinja.NewDict()
@@ -645,20 +681,23 @@ func toolDicts(tools []openai.ChatTool, schemas *schemaCache) (jinja.Value, *ope
 		params := jinja.None()
 		if t.Parameters != nil {
 			var err error
+			var pbig bool
 			if schemas != nil {
-				params, err = schemas.decode(t.Parameters)
+				params, pbig, err = schemas.decode(t.Parameters)
 			} else {
-				params, err = decodeJSON(t.Parameters)
+				params, pbig, err = decodeJSONBig(t.Parameters)
 			}
+			big = big || pbig
 			if err != nil {
-				return jinja.Undefined(), openai.BadRequest(fmt.Sprintf("tools[%d].function.parameters", i), "tool parameters are not valid JSON")
+				return jinja.Undefined(), false, openai.BadRequest(fmt.Sprintf("tools[%d].function.parameters", i), "tool parameters are not valid JSON")
 			}
 		}
 		f.Set("parameters", params)
 		for _, m := range t.Extra {
-			v, err := decodeJSON(m.Value)
+			v, vbig, err := decodeJSONBig(m.Value)
+			big = big || vbig
 			if err != nil {
-				return jinja.Undefined(), openai.BadRequest(fmt.Sprintf("tools[%d].function", i), "tool function is not valid JSON")
+				return jinja.Undefined(), false, openai.BadRequest(fmt.Sprintf("tools[%d].function", i), "tool function is not valid JSON")
 			}
 			f.Set(m.Key, v)
 		}
@@ -668,13 +707,14 @@ func toolDicts(tools []openai.ChatTool, schemas *schemaCache) (jinja.Value, *ope
 		tool.AsDict().Set("function", fn)
 		items[i] = tool
 	}
-	return jinja.NewList(items), nil
+	return jinja.NewList(items), big, nil
 }
 
 // conversation turns request messages into template messages (§3): each a fresh dict in
 // the key order role, content, then tool_calls, reasoning, reasoning_content (assistant),
 // tool_call_id (tool) or tools (developer), then name.
-func (r *Renderer) conversation(msgs []openai.ChatMessage, format string) ([]jinja.Value, *openai.Error) {
+// big reports an integer beyond int64 in a tool call's arguments or a developer's tools.
+func (r *Renderer) conversation(msgs []openai.ChatMessage, format string) (conv []jinja.Value, big bool, perr *openai.Error) {
 	out := make([]jinja.Value, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
@@ -687,10 +727,10 @@ func (r *Renderer) conversation(msgs []openai.ChatMessage, format string) ([]jin
 		default:
 			parts, err := r.contentParts(m, i)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if content, err = r.contentValue(parts, format, m.Role == "tool", fmt.Sprintf("messages[%d].content", i)); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 		d := jinja.NewDict()
@@ -713,7 +753,9 @@ func (r *Renderer) conversation(msgs []openai.ChatMessage, format string) ([]jin
 					}
 					fn := jinja.NewDict()
 					fn.AsDict().Keys = make([]string, 0, 2)
-					fn.AsDict().Set("arguments", loadsArguments(c.Arguments))
+					args, abig := loadsArgumentsBig(c.Arguments)
+					big = big || abig
+					fn.AsDict().Set("arguments", args)
 					fn.AsDict().Set("name", name)
 					call := jinja.NewDict()
 					call.AsDict().Keys = make([]string, 0, 3)
@@ -735,9 +777,10 @@ func (r *Renderer) conversation(msgs []openai.ChatMessage, format string) ([]jin
 		case "developer":
 			tools := jinja.None()
 			if m.Tools != nil {
-				v, err := decodeJSON(m.Tools)
+				v, tbig, err := decodeJSONBig(m.Tools)
+				big = big || tbig
 				if err != nil {
-					return nil, openai.BadRequest(fmt.Sprintf("messages[%d].tools", i), "tools is not valid JSON")
+					return nil, false, openai.BadRequest(fmt.Sprintf("messages[%d].tools", i), "tools is not valid JSON")
 				}
 				tools = v
 			}
@@ -748,7 +791,7 @@ func (r *Renderer) conversation(msgs []openai.ChatMessage, format string) ([]jin
 		}
 		out[i] = d
 	}
-	return out, nil
+	return out, big, nil
 }
 
 // contentParts returns the parts of a message's content in order: texts (null ones dropped;

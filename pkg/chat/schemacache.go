@@ -25,8 +25,14 @@ import (
 type schemaCache struct {
 	// mu guards the fields below.
 	mu    sync.RWMutex
-	vals  map[string]jinja.Value
+	vals  map[string]schemaEntry
 	bytes int
+}
+
+// schemaEntry is a decoded schema and whether it holds an integer beyond int64.
+type schemaEntry struct {
+	v   jinja.Value
+	big bool
 }
 
 const (
@@ -34,17 +40,18 @@ const (
 	maxSchemaBytes   = 1 << 20
 )
 
-// decode returns the template value of the schema raw, decoding it on a miss.
-func (c *schemaCache) decode(raw []byte) (jinja.Value, error) {
+// decode returns the template value of the schema raw, decoding it on a miss, and whether
+// it holds an integer beyond int64.
+func (c *schemaCache) decode(raw []byte) (jinja.Value, bool, error) {
 	c.mu.RLock()
-	v, ok := c.vals[string(raw)]
+	e, ok := c.vals[string(raw)]
 	c.mu.RUnlock()
 	if ok {
-		return v, nil
+		return e.v, e.big, nil
 	}
-	v, err := decodeJSON(raw)
+	v, big, err := decodeJSONBig(raw)
 	if err != nil || len(raw) > maxSchemaBytes/16 {
-		return v, err
+		return v, big, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -52,11 +59,11 @@ func (c *schemaCache) decode(raw []byte) (jinja.Value, error) {
 		c.vals, c.bytes = nil, 0
 	}
 	if c.vals == nil {
-		c.vals = map[string]jinja.Value{}
+		c.vals = map[string]schemaEntry{}
 	}
 	if _, ok := c.vals[string(raw)]; !ok {
-		c.vals[string(raw)] = v
+		c.vals[string(raw)] = schemaEntry{v, big}
 		c.bytes += len(raw)
 	}
-	return v, nil
+	return v, big, nil
 }

@@ -57,8 +57,8 @@ func TestSharedSchemas(t *testing.T) {
 	// Two requests with the same schema get the same values.
 	r := renderers["qwen3"]
 	req := mustParse(t, string(body))
-	a, _ := toolDicts(req.Tools, &r.schemas)
-	b, _ := toolDicts(req.Tools, &r.schemas)
+	a, _, _ := toolDicts(req.Tools, &r.schemas)
+	b, _, _ := toolDicts(req.Tools, &r.schemas)
 	pa, _ := a.AsList().Items[0].AsDict().Data["function"].AsDict().Get("parameters")
 	pb, _ := b.AsList().Items[0].AsDict().Data["function"].AsDict().Get("parameters")
 	if unsafe.Pointer(pa.AsDict()) != unsafe.Pointer(pb.AsDict()) {
@@ -69,14 +69,14 @@ func TestSharedSchemas(t *testing.T) {
 func TestSchemaCacheBound(t *testing.T) {
 	var c schemaCache
 	for i := range 3 * maxSchemaEntries {
-		if _, err := c.decode(fmt.Appendf(nil, `{"n": %d}`, i)); err != nil {
+		if _, _, err := c.decode(fmt.Appendf(nil, `{"n": %d}`, i)); err != nil {
 			t.Fatal(err)
 		}
 		if len(c.vals) > maxSchemaEntries || c.bytes > maxSchemaBytes {
 			t.Fatalf("after %d schemas: %d entries, %d bytes", i+1, len(c.vals), c.bytes)
 		}
 	}
-	if _, err := c.decode([]byte(`{"n": `)); err == nil {
+	if _, _, err := c.decode([]byte(`{"n": `)); err == nil {
 		t.Errorf("invalid JSON decoded")
 	}
 }

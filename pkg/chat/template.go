@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -275,6 +276,34 @@ type compiled struct {
 	// whose name it contains); only these become render variables, which keeps the
 	// variables' map small.
 	filters []privateFilter
+	// big is the template's big variant (bigeq.go), compiled on first need; nil for a
+	// variant itself.
+	big *lazyVariant
+}
+
+// lazyVariant is a template's big variant, compiled once on first use. Safe for concurrent
+// use; must not be copied.
+type lazyVariant struct {
+	once sync.Once
+	t    *compiled
+}
+
+// bigVariant returns the template to render a request holding a big integer with: the big
+// variant, or t itself when the variant does not compile (it renders the same as t but for
+// big integers).
+func (t *compiled) bigVariant() *compiled {
+	if t.big == nil {
+		return t
+	}
+	t.big.once.Do(func() {
+		if v, err := compileWith(t.source, bigSourceRewrites); err == nil {
+			t.big.t = v
+		}
+	})
+	if t.big.t == nil {
+		return t
+	}
+	return t.big.t
 }
 
 // sourceRewrites turn a template's source into what the library renders as Jinja2 renders
@@ -288,8 +317,18 @@ var sourceRewrites = []func(string) string{
 }
 
 func compileTemplate(src string) (*compiled, error) {
+	t, err := compileWith(src, sourceRewrites)
+	if err != nil {
+		return nil, err
+	}
+	t.big = new(lazyVariant)
+	return t, nil
+}
+
+// compileWith compiles src after the rewrites (sourceRewrites, or bigSourceRewrites).
+func compileWith(src string, rewrites []func(string) string) (*compiled, error) {
 	rewritten := src
-	for _, rw := range sourceRewrites {
+	for _, rw := range rewrites {
 		rewritten = rw(rewritten)
 	}
 	rewritten, macros := rewriteMacros(rewritten)

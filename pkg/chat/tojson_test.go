@@ -140,7 +140,7 @@ func BenchmarkTojson(b *testing.B) {
 	if perr != nil {
 		b.Fatal(perr.Message)
 	}
-	tools, err := toolDicts(req.Tools, nil)
+	tools, _, err := toolDicts(req.Tools, nil)
 	if err != nil {
 		b.Fatal(err.Message)
 	}

@@ -534,6 +534,41 @@ PROBES = [
      "|{{ [1] * 2 }}|{{ 'a' * -1 }}|{{ 4611686018427387904 * 2 }}|{{ -9223372036854775807 - 1 }}|{{ -(-9223372036854775807 - 1) }}|{{ - true }}"
      "|{{ 'a' < 'b' }}{{ [1, 'a'] < [1, 'b'] }}{{ 1 < 2.5 }}{{ true < 2 }}{{ 1 <= 1.0 }}{{ 'b' >= 'a' }}{{ (1, 2) < (1, 3) }}"
      "{% for m in messages %}{{ loop.index0 > 0 }}{{ (m.content or '')|length >= 1 }}{% endfor %}"),
+    # Big integers in ==, !=, in, not in, the equality tests and the int, float, abs, round,
+    # sum, max and min filters (pkg/chat renders these with a template's big variant).
+    ("bigint-equal", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}"
+     "{{ a.value == a.value }}{{ a.value == a.value + 0 }}{{ a.value != a.value }}{{ a.value == a.edge }}{{ a.value != a.edge }}"
+     "{{ a.edge == 9223372036854775807 }}{{ a.edge - 1 == 9223372036854775807 }}{{ a.edge == 9.223372036854775808e18 }}"
+     "{{ a.value == 1.8446744073709552e19 }}{{ a.value == 'x' }}{{ a.value == none }}{{ a.value == true }}{{ a.small == 7 }}{{ a.f == 2.5 }}"
+     "{{ [a.value] == [a.value] }}{{ {'k': a.big} == {'k': a.big} }}{{ a.list == a.list }}{{ a.list[1] == -9223372036854775807 - 2 }}"
+     "{{ (a.value,) == [a.value] }}{{ [a.value, 1] != [a.value, 1] }}|"
+     "{{ a.value in [1, a.value] }}{{ a.value in [a.edge] }}{{ a.value not in [a.value] }}{{ a.edge - 1 in a.list }}"
+     "{{ a.list[0] + 1 in [a.edge] }}{{ 'value' in a }}{{ a.value in a }}{{ a.big not in a.values()|list }}{{ 1.8446744073709552e19 in [a.value] }}|"
+     "{{ a.value is eq a.value }}{{ a.value is equalto(a.value) }}{{ a.value is ne a.edge }}{{ a.value is not eq a.edge }}"
+     "{{ a.value is in [a.value] }}{{ a.value is not in a.list }}{{ a.edge is eq(a.value) }}|"
+     "{% if a.value == a.value %}if{% endif %}{% if a.value != a.value %}no{% elif a.big == a.big %}elif{% endif %}"
+     "{% set s = a.value == a.value %}{{ s }}{% for x in a.list if x == a.list[1] %}{{ x }}{% endfor %}{{ 'y' if a.big == a.big else 'n' }}"
+     "{{ a.small == 7.0 }}{{ messages[0].role == 'user' }}{{ [1, 2] == [1, 2] }}{{ (1,) == [1] }}{{ 'a' in 'abc' }}{{ 'user' in messages[0].values()|list }}"
+     "{% endif %}{% endfor %}{% endfor %}"),
+    ("bigint-filters", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}"
+     "{{ a.value|int }}|{{ a.neg|int }}|{{ a.value|int(5) }}|{{ a.small|int }}|{{ '12'|int }}|{{ a.value|float }}|{{ a.neg|float }}|{{ a.small|float }}|"
+     "{{ a.neg|abs }}|{{ a.value|abs }}|{{ a.small|abs }}|{{ (-9223372036854775807 - 1)|abs }}|{{ a.f|abs }}|"
+     "{{ a.value|round }}|{{ a.value|round(2) }}|{{ a.value|round(-1) }}|{{ a.value|round(-3) }}|{{ a.big|round(-5) }}|{{ a.neg|round(-1) }}|"
+     "{{ a.value|round(-25) }}|{{ a.value|round(-20) }}|{{ a.value|round(-19) }}|{{ a.value|round(precision=-2) }}|{{ a.value|round(1, 'ceil') }}|"
+     "{{ a.value|round(0, 'floor') }}|{{ a.value|round(-2, 'ceil') }}|{{ a.neg|round(-1, 'floor') }}|"
+     "{{ a.list|sum }}|{{ [a.value, 1]|sum }}|{{ [a.value, a.neg]|sum }}|{{ [a.value, 0.5]|sum }}|{{ [1, 2]|sum(start=a.value) }}|{{ [1, 2]|sum }}|"
+     "{{ [{'n': a.value}, {'n': 1}]|sum(attribute='n') }}|{{ a.list|max }}|{{ a.list|min }}|{{ [a.value, a.edge, 1]|max }}|{{ [a.value, a.neg, 2.5]|min }}|"
+     "{{ [a.small, a.value]|max }}|{{ [{'n': a.value}, {'n': a.edge}]|max(attribute='n') }}|{{ [{'n': a.value}, {'n': a.edge}]|min(attribute='n') }}|"
+     "{{ [3, 1]|max }}|{{ [a.value, a.value + 0]|max is eq a.value }}"
+     "{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-in-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ a.value in 'abc' }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-in-int", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ 1 in a.value }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-float-overflow", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ (a.value ** 20)|float }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-max-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ [a.value, 'x']|max }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-min-none", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ [a.value, none]|min }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-sum-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ [a.value, 'x']|sum }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-round-method", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ a.value|round(0, 'up') }}{% endif %}{% endfor %}{% endfor %}"),
+    ("op-bigint-round-float", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ a.value|round(1.5) }}{% endif %}{% endfor %}{% endfor %}"),
     ("op-lt-str-int", "{{ 'a' < 1 }}"),
     ("op-gt-none", "{% for m in messages %}{{ m.nothing > 1 }}{% endfor %}"),
     ("op-le-list-str", "{{ [1] <= 'a' }}"),

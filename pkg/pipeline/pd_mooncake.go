@@ -202,8 +202,7 @@ func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *
 	p.Header, p.Edits, p.PD = hdr, prefillEdits(c, c.Req.Edits, pp), nil
 	if eng.dp {
 		// The engine id is the rank's: pin the prefill leg to it, as llm-d does.
-		p.Header = hdr.Clone()
-		p.Header.Set("X-Data-Parallel-Rank", strconv.Itoa(eng.rank))
+		p.SetHeader = http.Header{"X-Data-Parallel-Rank": {strconv.Itoa(eng.rank)}}
 	}
 	d := *c
 	d.Req.Header, d.Req.PD = hdr, nil

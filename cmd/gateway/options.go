@@ -326,7 +326,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Policy, "policy", o.Policy, "routing policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&o.PrefillPolicy, "prefill-policy", o.PrefillPolicy, "policy picking the prefill worker of a prefill/decode pair (any --policy name)")
 	fs.StringVar(&o.DecodePolicy, "decode-policy", o.DecodePolicy, "policy picking the decode worker of a pair, and the worker of a request a disaggregated pool runs whole")
-	fs.StringVar(&o.PDTransfer, "pd-transfer", o.PDTransfer, "KV hand-off of prefill/decode pairs: nixl (vLLM NixlConnector, sequential) or sglang (bootstrap room, concurrent); empty: sglang for prefill workers with runtime=sglang, else nixl")
+	fs.StringVar(&o.PDTransfer, "pd-transfer", o.PDTransfer, "KV hand-off of prefill/decode pairs: nixl (vLLM NixlConnector, sequential), mooncake (vLLM MooncakeConnector, concurrent) or sglang (bootstrap room, concurrent); empty: sglang for prefill workers with runtime=sglang, else nixl")
 	fs.IntVar(&o.PDMinUncachedTokens, "pd-min-uncached-tokens", o.PDMinUncachedTokens, "a prompt shorter than this, or one the decode worker holds all but fewer than this many tokens of, runs whole on the decode worker (negative: always split)")
 	fs.DurationVar(&o.PDTimeout, "pd-timeout", o.PDTimeout, "bound on a pair's prefill leg (its answer, or for sglang its whole call)")
 	fs.Float64Var(&o.CacheThreshold, "cache-threshold", o.CacheThreshold, "cache_aware: minimum matched/request block ratio for the best-matching worker to win")

@@ -76,12 +76,15 @@ gateway's family rules (Qwen2/2.5/3-VL on a data: URL's image size), each item i
 uuid (else a SHA-256 of its bytes or URL) in its blocks' hashes, and BlockStored events carry
 the keys as extra_keys (--kv-extra-keys pairs|ids).
 
-Prefill/decode disaggregation (wire/pd.md): --pd-role prefill|decode --pd-transfer nixl|sglang
+Prefill/decode disaggregation (wire/pd.md): --pd-role prefill|decode --pd-transfer nixl|mooncake|sglang
 makes the engine one side of a pair. A nixl prefill engine answers requests tagged
 do_remote_decode with kv_transfer_params naming its held blocks and its side channel (this
 HTTP listener); a nixl decode engine reads them there. An sglang prefill engine serves a
 bootstrap server on --pd-bootstrap-port, waits for its decode engine and hands the prompt
-over; an sglang decode engine fetches it from bootstrap_host:bootstrap_port. The decode
+over; an sglang decode engine fetches it from bootstrap_host:bootstrap_port. A mooncake prefill
+engine holds a request's blocks under its kv_transfer_params transfer_id and serves GET /query
+(its engine id) and the KV on --pd-bootstrap-port; a mooncake decode engine needs transfer_id,
+remote_engine_id and remote_bootstrap_addr (400 otherwise) and fetches the KV there. The decode
 engine waits the transfer time (KV bytes / --pd-bandwidth) and caches the received blocks,
 publishing them as BlockStored events, then decodes without recomputing them. With
 --grpc-port the gRPC service plays the same role: --runtime vllm takes kv_transfer_params_json
@@ -173,12 +176,12 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM CAs: require client certificates signed by them on HTTP and gRPC (mTLS; needs --tls-cert)")
 	fs.StringVar(&o.pdRole, "pd-role", "", "prefill or decode: one side of prefill/decode pairs (empty = an aggregated engine)")
-	fs.StringVar(&o.pdTransfer, "pd-transfer", "nixl", "KV hand-off of --pd-role: nixl (vLLM NixlConnector) or sglang (bootstrap room)")
-	fs.IntVar(&o.pdBootstrapPort, "pd-bootstrap-port", 8998, "port of an sglang prefill engine's bootstrap server")
+	fs.StringVar(&o.pdTransfer, "pd-transfer", "nixl", "KV hand-off of --pd-role: nixl (vLLM NixlConnector), mooncake (vLLM MooncakeConnector) or sglang (bootstrap room)")
+	fs.IntVar(&o.pdBootstrapPort, "pd-bootstrap-port", 8998, "port of an sglang or mooncake prefill engine's bootstrap server")
 	fs.Float64Var(&o.pdBandwidth, "pd-bandwidth", 25e9, "KV transfer bytes per simulated second")
 	fs.IntVar(&o.pdKVBytesPerToken, "pd-kv-bytes-per-token", 262144, "KV bytes of one token (the default is a 32B model's: 64 layers x 8 KV heads x 128 x K,V x 2 bytes)")
-	fs.DurationVar(&o.pdLease, "pd-lease", 30*time.Second, "how long a nixl prefill engine holds unread blocks (vLLM kv_lease_duration)")
-	fs.DurationVar(&o.pdWait, "pd-wait", 300*time.Second, "how long an sglang engine waits for the other side (SGLang's bootstrap and waiting timeouts)")
+	fs.DurationVar(&o.pdLease, "pd-lease", 30*time.Second, "how long a nixl or mooncake prefill engine holds unread blocks (vLLM kv_lease_duration)")
+	fs.DurationVar(&o.pdWait, "pd-wait", 300*time.Second, "how long an sglang engine waits for the other side, and a mooncake prefill's bootstrap server for the prefill (SGLang's bootstrap and waiting timeouts)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug|info|warn|error")
 }
 

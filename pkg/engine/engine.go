@@ -76,6 +76,9 @@ type Request struct {
 	// Header holds the client's request headers; only request ids and trace context are passed
 	// on (forwardHeaders), never credentials.
 	Header http.Header
+	// SetHeader holds headers the gateway itself sets on an HTTP worker's call (a Mooncake
+	// prefill leg's X-Data-Parallel-Rank); nil: none.
+	SetHeader http.Header
 }
 
 // Response is a worker's answer. Status and Header are final once Body.Next has returned its

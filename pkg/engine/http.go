@@ -159,6 +159,9 @@ func (e *httpEngine) Generate(ctx context.Context, r *Request) (*Response, error
 			req.Header.Set(h, v)
 		}
 	}
+	for k, v := range r.SetHeader {
+		req.Header[k] = v
+	}
 	injectTrace(ctx, req.Header)
 	e.authorize(req)
 	if stream {

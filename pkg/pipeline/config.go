@@ -128,6 +128,8 @@ type Pipeline struct {
 	fleet   *fleet.Fleet
 	// rand draws bootstrap rooms and pair request ids (goroutine-safe).
 	rand func() uint64
+	// mooncake caches the prefill workers' Mooncake engine ids.
+	mooncake mooncakeEngines
 	// loadMaxAge is how old an engine-load sample may be before only in-flight counts.
 	loadMaxAge time.Duration
 	// tracer is Config.Tracing's tracer, nil when tracing is off.

@@ -168,7 +168,7 @@ func (pl *Pipeline) explainPD(c *Call, dec *decisionView) *pdExplain {
 	case out.Split == pdDecodeCached:
 		out.Note = "the decode worker holds all but fewer than min_uncached_tokens of the prompt: it prefills the rest itself"
 	}
-	if out.Split == pdPair && out.Transfer == PDTransferNIXL && multipleOutputs(c) {
+	if out.Split == pdPair && out.Transfer != PDTransferSGLang && multipleOutputs(c) {
 		out.Split = pdMultiple
 	}
 	if out.Split != pdPair {

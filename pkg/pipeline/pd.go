@@ -17,14 +17,16 @@ import (
 // a prefill worker (by the prefill policy, cache-aware on the pool's event index) gets the
 // prefill leg. vLLM NIXL pairs run sequentially (the prefill answer's kv_transfer_params go
 // into the decode body verbatim), SGLang pairs concurrently (one bootstrap room in both
-// bodies). grpc:// workers take the same pairs as Generate fields (engine.PDLeg: vLLM's
+// bodies), vLLM Mooncake pairs concurrently too (a router-minted transfer_id in both, the
+// prefill engine's id from its bootstrap server in the decode leg's: pd_mooncake.go). grpc:// workers take the same pairs as Generate fields (engine.PDLeg: vLLM's
 // kv_transfer_params_json, SGLang's disaggregated_params, TokenSpeed's kv_bootstrap_info), and
 // a pair may mix HTTP and gRPC legs. The decode worker's answer is the client's.
 
 // Transfer styles of PD.Transfer (wire/pd.md §1).
 const (
-	PDTransferNIXL   = "nixl"
-	PDTransferSGLang = "sglang"
+	PDTransferNIXL     = "nixl"
+	PDTransferSGLang   = "sglang"
+	PDTransferMooncake = "mooncake" // vLLM MooncakeConnector: router-minted transfer_id, concurrent legs
 )
 
 // Defaults of PD fields left zero.
@@ -39,8 +41,9 @@ type PD struct {
 	// PrefillPolicy picks the prefill worker, DecodePolicy the decode worker (and the worker of
 	// a request run whole in a disaggregated pool). nil: the model's Policy.
 	PrefillPolicy, DecodePolicy policy.Policy
-	// Transfer is PDTransferNIXL or PDTransferSGLang; "" takes it from each prefill worker's
-	// runtime (sglang, tokenspeed: bootstrap rooms, otherwise NIXL).
+	// Transfer is PDTransferNIXL, PDTransferMooncake or PDTransferSGLang; "" takes it from
+	// each prefill worker's runtime (sglang, tokenspeed: bootstrap rooms, otherwise NIXL:
+	// Mooncake is only ever chosen).
 	Transfer string
 	// MinUncachedTokens: a prompt shorter than this, or one the decode worker holds all but
 	// fewer than this many tokens of, runs whole on the decode worker (0: the default 256;
@@ -62,9 +65,9 @@ type pdState struct {
 // newPDState validates pd and fills its defaults from the model's policy.
 func newPDState(pd PD, def policy.Policy) (pdState, error) {
 	switch pd.Transfer {
-	case "", PDTransferNIXL, PDTransferSGLang:
+	case "", PDTransferNIXL, PDTransferSGLang, PDTransferMooncake:
 	default:
-		return pdState{}, fmt.Errorf("pd transfer %q is not nixl or sglang", pd.Transfer)
+		return pdState{}, fmt.Errorf("pd transfer %q is not nixl, mooncake or sglang", pd.Transfer)
 	}
 	if pd.Timeout < 0 {
 		return pdState{}, errors.New("pd timeout must not be negative")
@@ -109,11 +112,14 @@ const (
 	pdShortPrompt   = "short_prompt"      // fewer prompt tokens than MinUncachedTokens
 	pdDecodeCached  = "decode_cached"     // the decode worker holds all but fewer than MinUncachedTokens
 	pdNoPrefill     = "no_prefill_worker" // no prefill worker can take it
-	pdMultiple      = "multiple_outputs"  // NIXL with n > 1 or several prompts: decode alone (as SMG)
+	pdMultiple      = "multiple_outputs"  // NIXL or Mooncake with n > 1 or several prompts: decode alone (as SMG)
 	pdPrefillFailed = "prefill_failed"    // the prefill leg failed on every try: run whole
 	// A leg's grpc:// worker speaks a runtime that cannot carry the pair's transfer (vLLM
 	// carries NIXL, SGLang and TokenSpeed bootstrap rooms): the client gets a 400.
 	pdNotSupported = "runtime_pd_not_supported"
+	// Mooncake: the prefill worker's bootstrap server did not tell its engine id (GET /query
+	// failed): the request runs whole on the decode worker.
+	pdQueryFailed = "bootstrap_query_failed"
 	// NIXL: the decode engine refused the pair's transfer (a server error before answering,
 	// its KV read from the prefill worker having failed): run whole on it.
 	pdTransferFailed = "transfer_failed"

@@ -28,12 +28,13 @@ import (
 // toy proxy's and llm-d's null keys included; wire/pd.md §2.1).
 var nixlPrefillParams = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
 
-// nixlPrefillEdits returns the edits of a NIXL prefill leg of c, after base (the stripped
-// client fields): one token, not streamed, one sample, no minimum, do_remote_decode.
-func nixlPrefillEdits(c *Call, base openai.Edits) openai.Edits {
+// prefillEdits returns the edits of a vLLM (NIXL or Mooncake) prefill leg of c with
+// kv_transfer_params kv, after base (the stripped client fields): one token, not streamed, one
+// sample, no minimum.
+func prefillEdits(c *Call, base openai.Edits, kv json.RawMessage) openai.Edits {
 	one := json.RawMessage(`1`)
 	e := append(slices.Clip(base),
-		openai.Edit{Key: "kv_transfer_params", Value: nixlPrefillParams},
+		openai.Edit{Key: "kv_transfer_params", Value: kv},
 		openai.Edit{Key: "stream", Value: json.RawMessage(`false`)},
 		openai.Edit{Key: "stream_options"},
 		openai.Edit{Key: "max_tokens", Value: one},
@@ -74,7 +75,7 @@ func kvParams(body []byte) json.RawMessage {
 func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, s *routeScratch, ddec, pdec *Decision, hdr http.Header) bool {
 	tokens := c.RouteTokens()
 	p := c.Req
-	p.Header, p.Edits = hdr, nixlPrefillEdits(c, c.Req.Edits)
+	p.Header, p.Edits = hdr, prefillEdits(c, c.Req.Edits, nixlPrefillParams)
 	p.PD = &engine.PDLeg{Prefill: true, KVTransferParams: nixlPrefillParams} // for a grpc:// worker
 	var params json.RawMessage
 	for attempt := 0; ; attempt++ {
@@ -283,6 +284,15 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 	p.Header, p.Edits, p.PD = hdr, edits, leg
 	d := *c
 	d.Req.Header, d.Req.Edits, d.Req.PD = hdr, edits, leg
+	pl.pairConcurrent(ctx, w, c, ep, ddec, pdec, &p, &d, nil)
+}
+
+// pairConcurrent sends a pair's prefill leg p and decode leg d at once (SGLang, Mooncake: the
+// decode engine waits for the KV) and answers the client with the decode leg. Either leg
+// failing ends the other: a failed prefill cancels the decode leg at once (which would
+// otherwise wait for the KV for minutes), a failed decode cancels the prefill leg; the prefill
+// leg is bounded by the PD timeout. onFail, when set, runs when either leg fails.
+func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, p *engine.Request, d *Call, onFail func()) {
 	pdec.record(c.RouteTokens())
 	dctx, dcancel := context.WithCancelCause(ctx)
 	defer dcancel(nil)
@@ -290,11 +300,14 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 	defer pcancel()
 	perr := make(chan *openai.Error, 1)
 	go func() {
-		_, other, aerr := pl.callPrefill(pctx, c, pdec, &p)
+		_, other, aerr := pl.callPrefill(pctx, c, pdec, p)
 		if other != nil {
 			aerr = statusError(other)
 		}
 		if aerr != nil {
+			if onFail != nil {
+				onFail()
+			}
 			aerr = prefillStageFailed(pdec.m, aerr)
 			dcancel(&legError{e: aerr})
 		}
@@ -305,7 +318,10 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 	// decode leg that failed before answering may have failed because the prefill worker did
 	// (a decode engine whose KV fetch was refused): the prefill leg's verdict, if it comes
 	// within prefillVerdictGrace, is the client's error, since it names the cause.
-	pl.sendDecode(dctx, w, ddec, &d, ep, func(failed bool) *openai.Error {
+	pl.sendDecode(dctx, w, ddec, d, ep, func(failed bool) *openai.Error {
+		if failed && onFail != nil {
+			onFail()
+		}
 		if failed {
 			t := time.NewTimer(prefillVerdictGrace)
 			defer t.Stop()
@@ -376,7 +392,7 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 			return true
 		}
 	}
-	if reason == pdPair && pd.transferOf(pdec.m) == PDTransferNIXL && multipleOutputs(c) {
+	if reason == pdPair && pd.transferOf(pdec.m) != PDTransferSGLang && multipleOutputs(c) {
 		pl.done(c, &pdec)
 		reason = pdMultiple
 	}
@@ -398,9 +414,12 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 	if hdr.Get("X-Request-Id") == "" {
 		hdr.Set("X-Request-Id", pl.newRequestID())
 	}
-	if pd.transferOf(pdec.m) == PDTransferSGLang {
+	switch pd.transferOf(pdec.m) {
+	case PDTransferSGLang:
 		pl.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
 		return true
+	case PDTransferMooncake:
+		return pl.pairMooncake(ctx, w, c, ep, ddec, &pdec, hdr)
 	}
 	return pl.pairNIXL(ctx, w, c, ep, s, ddec, &pdec, hdr)
 }
@@ -542,13 +561,17 @@ func pdSupported(m *fleet.Member, tr string) bool {
 	if m.Worker().Kind() != worker.KindGRPC {
 		return true
 	}
+	if tr == PDTransferMooncake {
+		return false // the gRPC servicers carry no Mooncake parameters yet
+	}
 	rt := m.Engine().Runtime()
 	return rt == "" || engine.PDRuntimeSupports(rt, tr == PDTransferNIXL)
 }
 
 // multipleOutputs reports whether c asks for several outputs (n > 1, or several prompts): a
 // NIXL prefill answer carries one kv_transfer_params, so SMG sends such requests to the
-// decode worker alone (wire/pd.md §2.1), and so does kvgate.
+// decode worker alone (wire/pd.md §2.1), and so does kvgate; a Mooncake pair's one
+// transfer_id names one prompt's KV, so those run whole too.
 func multipleOutputs(c *Call) bool {
 	switch {
 	case c.Req.Completion != nil:

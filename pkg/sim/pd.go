@@ -31,19 +31,27 @@ import (
 // full key set reads them there. SGLang: both legs carry bootstrap_host/port/room; the
 // prefill server waits for its decode server to ask for the room on its bootstrap server
 // (BootstrapHandler), prefills, hands over the prompt and answers with one token; the decode
-// server waits for the room's KV and decodes.
+// server waits for the room's KV and decodes. Mooncake (vLLM MooncakeConnector): a prefill
+// request's kv_transfer_params carry do_remote_decode:true and the router's transfer_id; the
+// prefill server answers without params and holds the blocks under that id (a lease, as
+// NIXL's); its bootstrap server answers GET /query with its engine id and hands the KV over
+// on GET /pd/mooncake/{transfer_id}, waiting for the prefill when the decode server asks
+// first (the legs run at once). A decode server needs transfer_id, remote_engine_id and
+// remote_bootstrap_addr, and fetches the KV there.
 
 // PD roles and transfer styles.
 const (
-	PDRolePrefill    = "prefill"
-	PDRoleDecode     = "decode"
-	PDTransferNIXL   = "nixl"
-	PDTransferSGLang = "sglang"
+	PDRolePrefill      = "prefill"
+	PDRoleDecode       = "decode"
+	PDTransferNIXL     = "nixl"
+	PDTransferSGLang   = "sglang"
+	PDTransferMooncake = "mooncake"
 )
 
 // PDConfig makes a Server one side of prefill/decode pairs. Zero fields take the defaults.
 type PDConfig struct {
-	// Role is PDRolePrefill or PDRoleDecode; Transfer PDTransferNIXL or PDTransferSGLang.
+	// Role is PDRolePrefill or PDRoleDecode; Transfer PDTransferNIXL, PDTransferMooncake or
+	// PDTransferSGLang.
 	Role, Transfer string
 	// SideChannel is host:port of this server's own HTTP listener, which a NIXL prefill
 	// server puts in its answers' remote_host and remote_port.
@@ -54,7 +62,7 @@ type PDConfig struct {
 	// kv_lease_duration).
 	Lease time.Duration
 	// Wait bounds an SGLang prefill server's wait for its decode server and a decode
-	// server's wait for the KV (default 300 s, SGLang's bootstrap and waiting timeouts).
+	// server's (SGLang, Mooncake) wait for the KV (default 300 s, SGLang's bootstrap and waiting timeouts).
 	Wait time.Duration
 	// Bandwidth is the transfer's bytes per simulated second (default 25e9, a 200 Gb/s
 	// link), KVBytesPerToken the KV size of one token (default 262144: 64 layers × 8 KV
@@ -76,6 +84,8 @@ type pdState struct {
 	mu     sync.Mutex
 	leases map[string]*lease
 	rooms  map[uint64]*room
+	// pushes are Mooncake reads waiting for their transfer's prefill, by transfer_id.
+	pushes map[string]chan struct{}
 }
 
 // leaseID returns a fresh lease id for a request with external id ext: ext and a unique
@@ -104,8 +114,8 @@ func newPDState(cfg PDConfig) (*pdState, error) {
 	switch {
 	case cfg.Role != PDRolePrefill && cfg.Role != PDRoleDecode:
 		return nil, fmt.Errorf("sim: pd role %q is not prefill or decode: %w", cfg.Role, ErrBadConfig)
-	case cfg.Transfer != PDTransferNIXL && cfg.Transfer != PDTransferSGLang:
-		return nil, fmt.Errorf("sim: pd transfer %q is not nixl or sglang: %w", cfg.Transfer, ErrBadConfig)
+	case cfg.Transfer != PDTransferNIXL && cfg.Transfer != PDTransferSGLang && cfg.Transfer != PDTransferMooncake:
+		return nil, fmt.Errorf("sim: pd transfer %q is not nixl, mooncake or sglang: %w", cfg.Transfer, ErrBadConfig)
 	case cfg.Role == PDRolePrefill && cfg.Transfer == PDTransferNIXL && cfg.SideChannel == "":
 		return nil, fmt.Errorf("sim: a nixl prefill server needs its side channel address: %w", ErrBadConfig)
 	}
@@ -127,7 +137,7 @@ func newPDState(cfg PDConfig) (*pdState, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second}
 	}
-	return &pdState{cfg: cfg, leases: map[string]*lease{}, rooms: map[uint64]*room{}}, nil
+	return &pdState{cfg: cfg, leases: map[string]*lease{}, rooms: map[uint64]*room{}, pushes: map[string]chan struct{}{}}, nil
 }
 
 // pdLeg is one request's transfer fields, whichever surface carried them (an HTTP body's
@@ -150,6 +160,9 @@ type kvParams struct {
 	RemoteRequestID string  `json:"remote_request_id"`
 	RemoteHost      string  `json:"remote_host"`
 	RemotePort      int     `json:"remote_port"`
+	// Mooncake (wire/pd.md §3).
+	TransferID          string `json:"transfer_id"`
+	RemoteBootstrapAddr string `json:"remote_bootstrap_addr"`
 }
 
 // complete reports whether p names a transfer a decode engine can run (wire/pd.md §2.8).
@@ -177,7 +190,8 @@ func (e *pdError) Error() string { return e.msg }
 
 // pdJob is what one request's pair role does around its generation.
 type pdJob struct {
-	holdKV bool   // NIXL prefill: hold the blocks and answer with params
+	holdKV bool   // NIXL prefill: hold the blocks and answer with params; Mooncake: hold them
+	xferID string // Mooncake prefill: the transfer_id its blocks are held under
 	room   *room  // SGLang prefill: the room to hand the prompt to
 	roomID uint64 // and its id, to drop it afterwards
 	// oneToken: the request runs with max_tokens 1, min_tokens 0, n 1 (an SGLang prefill:
@@ -204,6 +218,16 @@ func (pd *pdState) start(ctx context.Context, eng *Engine, leg *pdLeg, prompt []
 		return nil, remote, perr
 	case pd.cfg.Transfer == PDTransferSGLang:
 		return pd.sglangStart(ctx, eng, leg, prompt)
+	case pd.cfg.Transfer == PDTransferMooncake && pd.cfg.Role == PDRolePrefill:
+		// Without a transfer_id vLLM's connector warns and sends nothing: an ordinary request.
+		if leg.kv != nil && leg.kv.DoRemoteDecode && leg.kv.TransferID != "" {
+			if len(leg.kv.TransferID) > 256 {
+				return nil, 0, &pdError{pdBadInput, "transfer_id is longer than 256 bytes"}
+			}
+			return &pdJob{holdKV: true, xferID: leg.kv.TransferID}, 0, nil
+		}
+	case pd.cfg.Transfer == PDTransferMooncake && leg.kv != nil && leg.kv.DoRemotePrefill:
+		return pd.mooncakePull(ctx, eng, leg.kv, prompt)
 	}
 	return nil, 0, nil
 }
@@ -239,6 +263,23 @@ func (pd *pdState) sglangStart(ctx context.Context, eng *Engine, leg *pdLeg, pro
 		return nil, 0, &pdError{pdCancelled, "request cancelled"}
 	}
 	return &pdJob{room: rm, roomID: id, oneToken: true}, 0, nil
+}
+
+// mooncakePull is start for a Mooncake decode request with do_remote_prefill: it needs the
+// three keys (vLLM's connector otherwise warns and transfers nothing; the simulator refuses
+// the request, so a router that forgets one is seen) and reads the KV from the prefill
+// server's bootstrap server.
+func (pd *pdState) mooncakePull(ctx context.Context, eng *Engine, kv *kvParams, prompt []uint32) (*pdJob, int, *pdError) {
+	if kv.TransferID == "" || kv.RemoteEngineID == "" || kv.RemoteBootstrapAddr == "" {
+		return nil, 0, &pdError{pdBadInput, "kv_transfer_params with do_remote_prefill need transfer_id, remote_engine_id and remote_bootstrap_addr"}
+	}
+	u, err := url.Parse(kv.RemoteBootstrapAddr)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return nil, 0, &pdError{pdBadInput, fmt.Sprintf("remote_bootstrap_addr %q is not http://host:port", kv.RemoteBootstrapAddr)}
+	}
+	addr := "http://" + u.Host + "/pd/mooncake/" + url.PathEscape(kv.TransferID) + "?engine_id=" + url.QueryEscape(kv.RemoteEngineID)
+	remote, perr := pd.pull(ctx, eng, prompt, addr)
+	return nil, remote, perr
 }
 
 // pull fetches the prompt's KV from url (a NIXL prefill's side channel or an SGLang
@@ -288,6 +329,10 @@ func (pd *pdState) handoff(job *pdJob, id string, eng *Engine, reqs []*Request, 
 	if job == nil || !job.holdKV || len(reqs) == 0 {
 		return nil
 	}
+	if job.xferID != "" {
+		id = job.xferID
+		defer pd.pushReady(id) // after the lease is stored (or not)
+	}
 	if finish != "length" && finish != "stop" {
 		release(eng, reqs)
 		return nil
@@ -305,6 +350,9 @@ func (pd *pdState) handoff(job *pdJob, id string, eng *Engine, reqs []*Request, 
 	if full {
 		release(eng, reqs)
 		return nil
+	}
+	if job.xferID != "" {
+		return nil // a Mooncake prefill answers without params
 	}
 	host, port, _ := splitHostPort(pd.cfg.SideChannel)
 	ids := make([]int, len(blocks))
@@ -331,6 +379,10 @@ func release(eng *Engine, reqs []*Request) {
 func (pd *pdState) end(job *pdJob, id string, eng *Engine, reqs []*Request, finish string, failed bool) {
 	if job == nil {
 		return
+	}
+	if job.xferID != "" {
+		id = job.xferID
+		defer pd.pushReady(id) // a prefill that failed before its handoff: the reader stops waiting
 	}
 	if job.holdKV {
 		pd.mu.Lock()
@@ -397,4 +449,49 @@ func splitHostPort(addr string) (string, int, error) {
 	}
 	port, err := strconv.Atoi(p)
 	return h, port, err
+}
+
+// pushReady wakes the Mooncake read waiting for transfer id, if any.
+func (pd *pdState) pushReady(id string) {
+	pd.mu.Lock()
+	ch := pd.pushes[id]
+	delete(pd.pushes, id)
+	pd.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// mooncakeTake returns transfer id's lease, releasing its blocks, waiting within PDConfig.Wait
+// for its prefill when the decode server asks first; nil when the prefill did not hold them
+// (it failed, finished otherwise, or the wait ran out). busy: too many reads wait.
+func (pd *pdState) mooncakeTake(ctx context.Context, id string) (l *lease, busy bool) {
+	pd.mu.Lock()
+	if pd.leases[id] != nil {
+		pd.mu.Unlock()
+		return pd.take(id), false
+	}
+	ch := pd.pushes[id]
+	if ch == nil {
+		if len(pd.pushes) >= maxPDEntries {
+			pd.mu.Unlock()
+			return nil, true
+		}
+		ch = make(chan struct{})
+		pd.pushes[id] = ch
+	}
+	pd.mu.Unlock()
+	t := time.NewTimer(pd.cfg.Wait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	pd.mu.Lock()
+	if pd.pushes[id] == ch {
+		delete(pd.pushes, id)
+	}
+	pd.mu.Unlock()
+	return pd.take(id), false
 }

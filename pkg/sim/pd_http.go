@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -120,16 +121,54 @@ func (s *Server) handleNIXLRead(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string][]uint32{"tokens": l.tokens})
 }
 
-// BootstrapHandler is an SGLang prefill server's bootstrap server (--pd-bootstrap-port): GET
+// BootstrapHandler is a prefill server's bootstrap server (--pd-bootstrap-port). SGLang: GET
 // /pd/sglang/{room} registers the decode server and answers with the room's KV once the
-// prefill computed it, within PDConfig.Wait. nil for other servers.
+// prefill computed it, within PDConfig.Wait. Mooncake: GET /query names the engine (vLLM's
+// answer, keyed by DP rank), GET /pd/mooncake/{transfer_id} hands over a transfer's KV (the
+// push). nil for other servers.
 func (s *Server) BootstrapHandler() http.Handler {
-	if s.pd == nil || s.pd.cfg.Transfer != PDTransferSGLang || s.pd.cfg.Role != PDRolePrefill {
+	if s.pd == nil || s.pd.cfg.Role != PDRolePrefill {
 		return nil
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /pd/sglang/{room}", s.handleBootstrap)
+	switch s.pd.cfg.Transfer {
+	case PDTransferSGLang:
+		mux.HandleFunc("GET /pd/sglang/{room}", s.handleBootstrap)
+	case PDTransferMooncake:
+		mux.HandleFunc("GET /query", s.handleMooncakeQuery)
+		mux.HandleFunc("GET /pd/mooncake/{id}", s.handleMooncakeRead)
+	default:
+		return nil
+	}
 	return mux
+}
+
+// handleMooncakeQuery answers as vLLM's bootstrap server: one DP rank, its engine id and its
+// worker's address.
+func (s *Server) handleMooncakeQuery(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"0": map[string]any{"engine_id": s.pd.cfg.EngineID,
+		"worker_addr": map[string]any{"0": map[string]string{"0": s.pd.cfg.SideChannel}}}})
+}
+
+// handleMooncakeRead hands a transfer's KV to the decode server that names this engine,
+// releasing the blocks.
+func (s *Server) handleMooncakeRead(w http.ResponseWriter, r *http.Request) {
+	if e := r.URL.Query().Get("engine_id"); e != s.pd.cfg.EngineID {
+		writeError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("remote_engine_id %q is not this engine (%s)", e, s.pd.cfg.EngineID)})
+		return
+	}
+	l, busy := s.pd.mooncakeTake(r.Context(), r.PathValue("id"))
+	switch {
+	case busy:
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, msg: "too many transfers waiting"})
+		return
+	case l == nil:
+		writeError(w, &apiError{status: http.StatusGone, msg: "no KV for that transfer_id (the prefill failed, expired or was read)"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string][]uint32{"tokens": l.tokens})
 }
 
 func (s *Server) handleBootstrap(w http.ResponseWriter, r *http.Request) {

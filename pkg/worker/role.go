@@ -18,7 +18,7 @@ const (
 )
 
 // DefaultBootstrapPort is SGLang's --disaggregation-bootstrap-port default (wire/pd.md §4.1),
-// the bootstrap_port of a prefill worker whose spec gives none.
+// and vLLM's VLLM_MOONCAKE_BOOTSTRAP_PORT (§3): the bootstrap_port of a prefill worker whose spec gives none.
 const DefaultBootstrapPort = 8998
 
 // ParseRole returns the role named s (case-insensitive); "" and "both" are RoleBoth.

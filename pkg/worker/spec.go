@@ -73,7 +73,7 @@ type Spec struct {
 	// stored event, else use the gateway's --block-size".
 	BlockSize int `json:"block_size,omitempty" yaml:"block_size,omitempty"`
 	// Role is prefill, decode or both (""; the default): see Role. BootstrapPort is the
-	// SGLang bootstrap server port of a prefill worker (default DefaultBootstrapPort; 0 on
+	// SGLang or vLLM Mooncake bootstrap server port of a prefill worker (default DefaultBootstrapPort; 0 on
 	// other roles, where it is not accepted).
 	Role          Role `json:"role,omitempty" yaml:"role,omitempty"`
 	BootstrapPort int  `json:"bootstrap_port,omitempty" yaml:"bootstrap_port,omitempty"`

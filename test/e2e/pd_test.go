@@ -93,7 +93,7 @@ func cachedBlocks(t *testing.T, s *harness.Sim) int {
 }
 
 func TestPDPairs(t *testing.T) {
-	for _, transfer := range []string{"nixl", "sglang"} {
+	for _, transfer := range []string{"nixl", "sglang", "mooncake"} {
 		t.Run(transfer, func(t *testing.T) {
 			gw, p, d, agg := pdFleet(t, transfer)
 			prompt := text("pd-"+transfer, 300)
@@ -189,7 +189,7 @@ func TestPDPairs(t *testing.T) {
 // whole; streamed: the error event), within the --pd-timeout bound, and no request is left in
 // flight at the gateway.
 func TestPDPrefillKilledMidRequest(t *testing.T) {
-	for _, transfer := range []string{"nixl", "sglang"} {
+	for _, transfer := range []string{"nixl", "sglang", "mooncake"} {
 		t.Run(transfer, func(t *testing.T) {
 			// 400 prompt tokens at 10 ms each: every prefill leg takes about 4 s.
 			gw, p, _, _ := pdFleet(t, transfer, "--prefill-per-token", "10ms")

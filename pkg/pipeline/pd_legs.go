@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -299,13 +300,16 @@ func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c
 	pctx, pcancel := context.WithTimeout(ctx, c.Served.pd.timeout)
 	defer pcancel()
 	perr := make(chan *openai.Error, 1)
+	// ended is set when the decode leg's end ends the prefill leg: a prefill cut off then did
+	// not fail (its KV was no longer needed), so onFail must not run for it.
+	var ended atomic.Bool
 	go func() {
 		_, other, aerr := pl.callPrefill(pctx, c, pdec, p)
 		if other != nil {
 			aerr = statusError(other)
 		}
 		if aerr != nil {
-			if onFail != nil {
+			if onFail != nil && !ended.Load() {
 				onFail()
 			}
 			aerr = prefillStageFailed(pdec.m, aerr)
@@ -334,6 +338,7 @@ func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c
 			case <-t.C:
 			}
 		}
+		ended.Store(true)
 		pcancel()
 		return nil
 	})

@@ -1,4 +1,4 @@
-//go:build e2e || reliability
+//go:build reliability
 
 package reliability
 

@@ -27,9 +27,10 @@ import (
 // the library's own (libraryFilters), so the variant renders every other value as the
 // template does.
 //
-// Left to the library: comparison chains (a == b == c), the tests given by name to
-// select/reject/selectattr/rejectattr, and big integers made by a template's arithmetic in a
-// request that holds none.
+// A big integer made by a template's arithmetic in a request that holds none sends the
+// render to the big variant too (render.go's renderCompiled). Left to the library:
+// comparison chains (a == b == c) and the tests given by name to
+// select/reject/selectattr/rejectattr.
 const (
 	eqFilterName    = "__kvgate_eq"
 	neFilterName    = "__kvgate_ne"
@@ -220,10 +221,17 @@ func notInFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, err
 }
 
 // bigIntFilter is Jinja2's do_int: a big integer is int() of itself (base applies to
-// strings only).
+// strings only), and a finite float beyond int64 is its exact integer, which the library
+// turns into 0.
 func bigIntFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
 	if len(args) > 0 && isBigInt(args[0]) {
 		return args[0], nil
+	}
+	if len(args) > 0 && args[0].IsFloat() {
+		if f := args[0].AsFloat(); !math.IsInf(f, 0) && !math.IsNaN(f) && (f >= 1<<63 || f < -(1<<63)) {
+			x, _ := big.NewFloat(f).Int(nil)
+			return newBigInt(x), nil
+		}
 	}
 	return callLibrary("int", args, kwargs)
 }

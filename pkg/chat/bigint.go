@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -28,11 +29,16 @@ const bigIntPrefix = "\x00int:"
 // digits raises ValueError, as json.dumps, str() and repr() of it do in the engine.
 const maxIntDigits = 4300
 
+// bigIntsMade counts the big integers made by newBigInt, so a render of the plain variant
+// can tell that it made one and must be rendered again with the big variant (render.go).
+var bigIntsMade atomic.Uint64
+
 // newBigInt returns x as a template value: a plain int when it fits int64.
 func newBigInt(x *big.Int) jinja.Value {
 	if x.IsInt64() {
 		return jinja.NewInt(x.Int64())
 	}
+	bigIntsMade.Add(1)
 	return jinja.NewCallable(bigIntPrefix+x.String(), callBigInt)
 }
 

@@ -395,8 +395,22 @@ func (r *Renderer) checkToolParser(req *openai.ChatRequest) *openai.Error {
 	return openai.BadRequest("tool_choice", fmt.Sprintf(`tool_choice=function "%s" requires --tool-call-parser to be set`, req.ToolChoice.Name))
 }
 
-// renderCompiled renders a trusted template in process.
+// renderCompiled renders a trusted template in process. A render of the plain variant in
+// which an arithmetic filter made a big integer (2 ** 64) is rendered again, from freshly
+// built values, with the big variant that compares it exactly: a render is pure, so the
+// first one leaves nothing behind.
 func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string, *openai.Error) {
+	out, again, err := r.renderVariant(req, t, false)
+	if again {
+		out, _, err = r.renderVariant(req, t, true)
+	}
+	return out, err
+}
+
+// renderVariant renders with the plain variant, or the big one when forceBig is set or the
+// request holds a big integer. again reports a plain render during which a big integer
+// was made, by this render or (rarely, at the cost of one more render) a concurrent one.
+func (r *Renderer) renderVariant(req *openai.ChatRequest, t *compiled, forceBig bool) (_ string, again bool, _ *openai.Error) {
 	format := r.opts.ContentFormat
 	if format == "" || format == "auto" {
 		format = t.format
@@ -407,9 +421,9 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	}
 	vars, cfm, big, err := r.buildVars(req, format, schemas, t.filters)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	if big { // only requests holding a big integer pay for comparing them (bigeq.go)
+	if big || forceBig { // only requests holding a big integer pay for comparing them (bigeq.go)
 		if v := t.bigVariant(); v != t {
 			t = v
 			for _, f := range t.filters {
@@ -420,17 +434,23 @@ func (r *Renderer) renderCompiled(req *openai.ChatRequest, t *compiled) (string,
 	if t.macros {
 		setMacroDepth(vars)
 	}
+	plain := !big && !forceBig && t.big != nil
+	made := bigIntsMade.Load()
 	out, rerr := execTemplate(t.tmpl, vars)
+	if plain && bigIntsMade.Load() != made {
+		return "", true, nil
+	}
 	if rerr != nil {
-		return "", openai.BadRequest("", rerr.Error())
+		return "", false, openai.BadRequest("", rerr.Error())
 	}
 	if len(out) > r.maxPrompt {
-		return "", openai.BadRequest("", fmt.Sprintf("the rendered prompt is %d bytes, more than the %d allowed", len(out), r.maxPrompt))
+		return "", false, openai.BadRequest("", fmt.Sprintf("the rendered prompt is %d bytes, more than the %d allowed", len(out), r.maxPrompt))
 	}
 	if cfm != nil {
-		return cfm.cut(out)
+		out, err := cfm.cut(out)
+		return out, false, err
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // execTemplate renders with the library, turning a panic into an error: templates are

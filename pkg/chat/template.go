@@ -313,8 +313,12 @@ func (t *compiled) bigVariant() *compiled {
 // the macro depth count (rewriteMacros), whose calls need no print filter.
 var sourceRewrites = []func(string) string{
 	prepareSource, rewriteWhitespace, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
-	rewriteReplace, rewriteLength, rewriteIsspace, rewriteTojson, rewriteConcat, rewriteOperators, rewriteOutputs,
+	rewriteReplace, rewriteLength, rewriteIsspace, rewriteTojson, rewriteIntFilter, rewriteConcat, rewriteOperators, rewriteOutputs,
 }
+
+// rewriteIntFilter gives the plain variant the big variant's |int, which returns the exact
+// integer of a float beyond int64 (1e20|int) where the library's gives 0.
+func rewriteIntFilter(src string) string { return renameFilter(src, "int", intFilterName) }
 
 func compileTemplate(src string) (*compiled, error) {
 	t, err := compileWith(src, sourceRewrites)

@@ -569,6 +569,15 @@ PROBES = [
     ("op-bigint-sum-str", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ [a.value, 'x']|sum }}{% endif %}{% endfor %}{% endfor %}"),
     ("op-bigint-round-method", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ a.value|round(0, 'up') }}{% endif %}{% endfor %}{% endfor %}"),
     ("op-bigint-round-float", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set a = tc.function.arguments %}{% if a.value is defined %}{{ a.value|round(1.5) }}{% endif %}{% endfor %}{% endfor %}"),
+    # |int of a float beyond int64: Python's exact integer (the library's gives 0).
+    ("int-float-big", "{{ 1e20|int }}|{{ (-1e20)|int }}|{{ 1.5e300|int|string|length }}|{{ 9.3e18|int }}|{{ (1e20|int) + 1 }}|"
+     "{{ 2.5|int }}|{{ (-9.2e18)|int }}|{{ 1e20|int|string }}|{{ [1e20|int]|tojson }}"),
+    # Big integers a template's own arithmetic makes in a request that holds none: the plain
+    # variant's render is redone with the big variant.
+    ("bigint-made", "{{ 2 ** 64 == 2 ** 64 }}|{{ 2 ** 64 != 2 ** 64 + 1 }}|{{ 2 ** 64 in [2 ** 64] }}|{{ (2 ** 63) * 2 == 2 ** 64 }}|"
+     "{{ (1e20|int) == (1e20|int) }}|{{ (1e20|int) > 5 }}|{{ [2 ** 64]|max == 2 ** 64 }}|{{ 2 ** 64 is eq 2 ** 64 }}|"
+     "{% set ns = namespace(n=[]) %}{% for m in messages %}{% set ns.n = ns.n + [m.role] %}{% endfor %}{{ ns.n|length }}|{{ messages|length * 2 ** 64 == 2 ** 64 * messages|length }}"),
+    ("bigint-made-error", "{{ 2 ** 64 }}{{ 2 ** 64 < 'a' }}"),
     ("op-lt-str-int", "{{ 'a' < 1 }}"),
     ("op-gt-none", "{% for m in messages %}{{ m.nothing > 1 }}{% endfor %}"),
     ("op-le-list-str", "{{ [1] <= 'a' }}"),

@@ -284,9 +284,13 @@ func (s *ZMQSource) consume(ctx context.Context) {
 			st := s.streams[it.rank]
 			switch it.kind {
 			case zmqItemLive:
+				applySlots.acquire()
 				st.live(it.seq, it.payload)
+				applySlots.release()
 			case zmqItemReplay:
+				applySlots.acquire()
 				st.replayMsg(it.gen, it.seq, it.payload, it.end)
+				applySlots.release()
 			case zmqItemConnected:
 				st.connected()
 			case zmqItemMalformed:

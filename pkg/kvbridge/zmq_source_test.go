@@ -767,3 +767,60 @@ func TestZMQSourceManyStreamsNoStall(t *testing.T) {
 		}
 	}
 }
+
+// overlapConsumer records how many Batch calls run at once across the sources sharing it.
+type overlapConsumer struct {
+	*chanConsumer
+	now, peak *atomic.Int32
+}
+
+func (c overlapConsumer) Batch(rank int, b *indexer.Batch) bool {
+	n := c.now.Add(1)
+	for p := c.peak.Load(); n > p && !c.peak.CompareAndSwap(p, n); p = c.peak.Load() {
+	}
+	time.Sleep(time.Millisecond) // an apply long enough for the sources' calls to overlap
+	c.now.Add(-1)
+	return c.chanConsumer.Batch(rank, b)
+}
+
+// TestZMQSourcesShareApplySlots: sources busy at once decode and apply at most
+// cap(applySlots) batches at a time (GOMAXPROCS − 1, at least 1), so that a burst of
+// replays after a partition never takes every P from the requests; every batch still
+// arrives, in order.
+func TestZMQSourcesShareApplySlots(t *testing.T) {
+	const n, per = 8, 20
+	var now, peak atomic.Int32
+	pubs := make([]*Publisher, n)
+	cs := make([]overlapConsumer, n)
+	for i := range pubs {
+		pubs[i] = startPublisher(t, PublisherConfig{Endpoint: "tcp://127.0.0.1:*", StartSeq: 1})
+		pubEP, _ := pubs[i].Endpoints()
+		cs[i] = overlapConsumer{newChanConsumer(), &now, &peak}
+		s := startSource(t, ZMQConfig{Worker: fmt.Sprint("w", i), Endpoint: pubEP}, cs[i], nil)
+		syncSource(t, pubs[i], cs[i].chanConsumer, s, 0)
+	}
+	peak.Store(0)
+	lasts := make([]uint64, n)
+	var wg sync.WaitGroup
+	for i := range pubs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				seq, err := pubs[i].Publish(storedBatch(1000, 0))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				lasts[i] = seq
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range cs {
+		checkContiguous(t, cs[i].untilSeq(t, 0, lasts[i]), 0)
+	}
+	if got, want := int(peak.Load()), cap(applySlots); got > want || got == 0 {
+		t.Errorf("%d sources applied batches at once, want between 1 and %d", got, want)
+	}
+}

@@ -1,4 +1,4 @@
-//go:build reliability
+//go:build e2e || reliability
 
 package reliability
 

@@ -20,7 +20,9 @@
 // one of those: that copies the prefix here while its own worker frees a slot soon (issue 27:
 // taking any request when none of the look-ahead was cached here left most long documents of
 // the overload bench on every worker and cost 3 points of hit rate). It still never idles the
-// slot: a copy costs one prefill, an idle slot the time to the next hand-off. A request passed
+// slot: a copy costs one prefill, an idle slot the time to the next hand-off. The look-ahead
+// (DefaultLookAhead 32) is what makes the last case rare: with k workers sharing the prefixes
+// evenly, all n requests are cached elsewhere with probability ((k−1)/k)^n. A request passed
 // over on a worker that suits it as well as it will find soon MaxSkips times goes next on such
 // a worker: a key whose prompts share a cached prefix must not overtake another key's for
 // ever and undo fairness; a pass-over while its own worker frees a slot soon does not count.

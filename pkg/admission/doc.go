@@ -13,15 +13,19 @@
 //
 // Cache-aware hand-off: Next(w), called when worker w frees a slot, scores the first LookAhead
 // requests of the highest non-empty band (in fair order) against w through each request's
-// Score callback, and grants the one w suits best: the most blocks cached on w beyond what its
-// best other worker holds (Fit.Matched − Fit.Elsewhere), then the longest prefix on w, then
-// fair order. So a freed worker takes a request cached here, else one cached nowhere, and one
-// cached on another worker only when the whole look-ahead is: that would copy the prefix here
-// while its own worker frees a slot soon (issue 27: without this the overload bench copied most
-// long documents onto every worker and lost 3 points of hit rate). A request passed over on a
-// worker that suits it as well as any Config.MaxSkips times goes next on such a worker: a key
-// whose prompts share a cached prefix must not overtake another key's for ever and undo
-// fairness; a pass-over where another worker holds the request's prefix does not count.
+// Score callback, and grants the one that loses least by running on w: cached on w beyond
+// what its best other worker holds (Fit.Matched − Fit.Elsewhere, in blocks), else cached
+// nowhere (a new prefix: some worker must prefill it), else cached on a worker not expected to
+// free a slot soon (Fit.Late), and only when the whole look-ahead is cached on workers that are,
+// one of those: that copies the prefix here while its own worker frees a slot soon (issue 27:
+// taking any request when none of the look-ahead was cached here left most long documents of
+// the overload bench on every worker and cost 3 points of hit rate). It still never idles the
+// slot: a copy costs one prefill, an idle slot the time to the next hand-off. The look-ahead
+// (DefaultLookAhead 32) is what makes the last case rare: with k workers sharing the prefixes
+// evenly, all n requests are cached elsewhere with probability ((k−1)/k)^n. A request passed
+// over on a worker that suits it as well as it will find soon MaxSkips times goes next on such
+// a worker: a key whose prompts share a cached prefix must not overtake another key's for
+// ever and undo fairness; a pass-over while its own worker frees a slot soon does not count.
 // The age bound (Config.MaxWait) overrides both: a request that has waited longer than it goes
 // first, whatever its band, so a low band is never starved forever.
 //

@@ -7,15 +7,17 @@ import (
 
 // Next grants the best waiting request that may use worker w, which has a free slot: the
 // oldest of those past the age bound if any, else, in the highest band with a request that
-// fits w, the one of its first LookAhead (in fair order) that w suits best: the most blocks
-// cached on w beyond what its best other worker holds (Fit.Matched − Fit.Elsewhere), then the
-// longest cached prefix on w, then fair order; unless a request ahead of it in fair order that
-// w suits as well as any other worker has been passed over MaxSkips times already: then that
-// one. So a freed worker takes a request cached here, else one cached nowhere (or as well here
-// as anywhere), and one cached on another worker only when none of the look-ahead is either:
-// granting that one would copy its prefix onto w while its own worker frees a slot soon. The
-// ticket leaves the queue and its Wait returns w. It reports false when no waiting request
-// fits w. Score callbacks run without the queue's lock.
+// fits w, the one of its first LookAhead (in fair order) that loses least by running on w
+// (Fit.better): one cached here beyond what its best other worker holds (Fit.Matched −
+// Fit.Elsewhere, in blocks), else one cached nowhere (someone must prefill it), else one whose
+// holder is not expected to free a slot soon (Fit.Late), and only then one whose holder is:
+// granting that one copies its prefix onto w while its own worker frees a slot soon. Ties go
+// to the longest prefix on w, then fair order; unless a request ahead in fair order that w
+// suits as well as it will find soon has been passed over MaxSkips times already: then that
+// one. Next never leaves the slot idle while a request fits w: a copy costs one prefill of the
+// prefix, an idle slot waits for the next hand-off. The ticket leaves the queue and its Wait
+// returns w. It reports false when no waiting request fits w. Score callbacks run without the
+// queue's lock.
 func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 	var buf [MaxLookAhead]*Ticket[W]
 	var skips [MaxLookAhead]int
@@ -76,10 +78,9 @@ func (q *Queue[W]) candidatesLocked(dst []*Ticket[W], minPrio int, skipAged bool
 }
 
 // choose scores cands against w and returns the index of the one to grant (-1: none fits) and
-// which of them w suits as well as any other worker (Fit.gain ≥ 0; a bit per index): in age
+// which of them w suits as well as they will find soon (Fit.near; a bit per index): in age
 // order the first that fits (aged); else the first in fair order already passed over MaxSkips
-// times that w suits as well as any worker, else the highest gain, then the longest cached
-// prefix on w, the earliest on ties.
+// times that w suits so, else the best by Fit.better, the earliest on ties.
 func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best int, well uint64) {
 	best = -1
 	var bf Fit
@@ -91,16 +92,16 @@ func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best
 		if !f.OK {
 			continue
 		}
-		g := f.gain()
-		if g >= 0 {
+		near := f.near()
+		if near {
 			well |= 1 << i
 		}
-		// The skip bound holds only where w is as good as any worker for the request: one
+		// The skip bound holds only where w is as good as the request will find soon: one
 		// cached elsewhere waits for its own worker rather than be copied here.
-		if aged || skips[i] >= q.cfg.MaxSkips && g >= 0 {
+		if aged || skips[i] >= q.cfg.MaxSkips && near {
 			return i, well
 		}
-		if best < 0 || g > bf.gain() || g == bf.gain() && f.Matched > bf.Matched {
+		if best < 0 || f.better(bf) {
 			best, bf = i, f
 		}
 	}
@@ -108,8 +109,8 @@ func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best
 }
 
 // grant gives w to cands[best] if it is still waiting, and counts a skip for each request
-// ahead of it that w suited as well as any worker (well): only a pass-over on such a worker
-// delays a request; elsewhere it was waiting for its own worker anyway.
+// ahead of it that w suited as well as it will find soon (well): only a pass-over on such a
+// worker delays a request; otherwise it was waiting for its own worker anyway.
 func (q *Queue[W]) grant(cands []*Ticket[W], well uint64, best int, w W) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()

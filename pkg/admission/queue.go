@@ -22,8 +22,11 @@ var (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultMaxLen    = 1024
-	DefaultLookAhead = 8
+	DefaultMaxLen = 1024
+	// DefaultLookAhead: a request cached elsewhere is copied onto a freed worker only when the
+	// whole look-ahead is; with 3 workers that is 4% of hand-offs at 8, 10⁻⁶ at 32, and 32
+	// scores cost a few microseconds per hand-off (docs/operations.md §4b).
+	DefaultLookAhead = 32
 	DefaultMaxSkips  = 2
 	// MaxLookAhead bounds LookAhead: Next scores that many requests per freed slot.
 	MaxLookAhead = 64
@@ -75,6 +78,12 @@ type Fit struct {
 	// another worker's next free slot: Next grants it here only when nothing waiting suits this
 	// worker as well (see Next).
 	Elsewhere int
+	// Late reports that no worker holding the Elsewhere blocks is expected to free a slot for
+	// the request soon (each is full for a reason its own requests ending does not clear, such
+	// as its engine's own queue). Waiting for it would not be brief, so such a request ranks
+	// after those cached nowhere but before those whose holder frees a slot soon, and its
+	// pass-overs count toward the skip bound.
+	Late bool
 	// OK reports whether the worker may serve the request at all.
 	OK bool
 }
@@ -82,6 +91,23 @@ type Fit struct {
 // gain is what granting the request to this worker saves over granting it to its best other
 // worker: > 0 only here, 0 as well here as anywhere (or cached nowhere), < 0 better elsewhere.
 func (f Fit) gain() int { return f.Matched - f.Elsewhere }
+
+// near reports whether the worker is as good a place for the request as it will find soon:
+// cached here at least as well as anywhere, or its better worker will not free a slot soon.
+func (f Fit) near() bool { return f.gain() >= 0 || f.Late }
+
+// better reports whether f ranks before g for the same freed worker: near before not near
+// (a request whose own worker frees a slot soon waits for it), then the most blocks cached
+// here beyond elsewhere, then the longest prefix here.
+func (f Fit) better(g Fit) bool {
+	if f.near() != g.near() {
+		return f.near()
+	}
+	if f.gain() != g.gain() {
+		return f.gain() > g.gain()
+	}
+	return f.Matched > g.Matched
+}
 
 // Queue is one pool's admission queue, for workers of type W. Safe for concurrent use.
 //

@@ -351,11 +351,14 @@ func TestConcurrent(t *testing.T) {
 // counts no skips on this worker, so the skip bound does not force it here either.
 func TestHandOffElsewhere(t *testing.T) {
 	// home names the worker that holds a request's 32-block prefix ("": none).
-	home := map[string]string{"on2": "w2", "on3": "w3", "on1": "w1", "on2b": "w2"}
+	// late3 is held by w3, which is not expected to free a slot soon (Fit.Late).
+	home := map[string]string{"on2": "w2", "on3": "w3", "on1": "w1", "on2b": "w2", "late3": "w3"}
 	score := func(name string) func(string) Fit {
 		return func(w string) Fit {
 			h := home[name]
 			switch {
+			case name == "late3" && w != h:
+				return Fit{Elsewhere: 32, Late: true, OK: true}
 			case name == "half2": // 16 blocks on w2 only
 				if w == "w2" {
 					return Fit{Matched: 16, OK: true}
@@ -402,6 +405,22 @@ func TestHandOffElsewhere(t *testing.T) {
 			reqs:  []string{"half2", "on2", "on2b", "new", "on2"},
 			grant: []string{"w2", "w2", "w1", "w2"},
 			want:  []string{"on2", "on2b", "new", "half2"},
+		},
+		{
+			// late3's holder will not free a slot soon: w1 takes it after the new prefix
+			// (someone must prefill that) but before on2, whose w2 frees a slot soon.
+			name:  "cached on a late worker goes after cached nowhere, before cached on a worker freeing soon",
+			reqs:  []string{"on2", "late3", "new"},
+			grant: []string{"w1", "w1", "w1"},
+			want:  []string{"new", "late3", "on2"},
+		},
+		{
+			// Waiting for w3 is not brief, so w1 is as good as late3 will find soon: its
+			// pass-overs there count, and after two it goes next.
+			name:  "the skip bound holds for a request whose holder is late",
+			reqs:  []string{"late3", "on1", "on1", "on1"},
+			grant: []string{"w1", "w1", "w1", "w1"},
+			want:  []string{"on1", "on1", "late3", "on1"},
 		},
 		{
 			name:  "work-conserving: with only requests cached elsewhere the worker takes the first",

@@ -12,6 +12,7 @@ import (
 	"github.com/kvgate/kvgate/pkg/admission"
 	"github.com/kvgate/kvgate/pkg/clientauth"
 	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -22,8 +23,8 @@ import (
 // others wait, so nobody overtakes the queue. A slot is handed over when a request ends on a
 // worker (handOff, from serve), when a request joins the queue, and every kickInterval (a
 // worker that came up or joined), each time to the request the queue chooses for that worker:
-// the best band, fair across client keys, the longest cached prefix on that worker within the
-// look-ahead. The hand-off reserves the slot (an empty worker.Hold) before it asks the queue,
+// the best band, fair across client keys, within the look-ahead the request that loses least
+// by running there (cached there, else nowhere, else on a worker not freeing a slot soon). The hand-off reserves the slot (an empty worker.Hold) before it asks the queue,
 // so a request arriving meanwhile cannot take it; the woken request takes its own load on the
 // worker and drops the reservation.
 //
@@ -167,8 +168,8 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 // adapter), the leading blocks of c's prompt the worker holds, as route scores them, and the
 // most any other healthy worker of the pool that may serve it holds (admission.Fit.Elsewhere:
 // a freed worker then prefers a request cached nowhere to one whose prefix another worker
-// holds, which would copy that prefix here). It takes its own scratch: hand-offs on several
-// workers may score c at once.
+// holds, which would copy that prefix here), and whether those holders are all late
+// (allLate). It takes its own scratch: hand-offs on several workers may score c at once.
 func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) admission.Fit {
 	tokens, t, low := c.RouteTokens(), c.Target, c.lowBand
 	serves := func(m *fleet.Member) bool {
@@ -189,18 +190,42 @@ func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) admission.Fit {
 		s := pl.takeScratch()
 		defer pl.scratch.Put(s)
 		s.workers = append(s.workers[:0], m.LookupWorker())
+		others := s.members[:0]
 		for _, o := range pl.fleet.Snapshot().Members() {
 			if o != m && serves(o) && o.Worker().Healthy() && o.DrainingSince().IsZero() {
 				s.workers = append(s.workers, o.LookupWorker())
+				others = append(others, o)
 			}
 		}
+		s.members = others
 		s.scores = t.Pool.Lookup().Score(&s.lookup, tokens, t.Namespace, s.workers, s.scores, false)
 		f := admission.Fit{Matched: s.scores[0].Matched, OK: true}
 		for _, sc := range s.scores[1:] {
 			f.Elsewhere = max(f.Elsewhere, sc.Matched)
 		}
+		if f.Elsewhere > f.Matched {
+			f.Late = pl.allLate(others, s.scores[1:], f.Elsewhere)
+		}
 		return f
 	}
+}
+
+// allLate reports whether every one of others whose score holds best blocks is not expected to
+// free a slot soon (admission.Fit.Late): its engine's own queue is at
+// QueueConfig.MaxWaitingPerWorker (engineFull), so no hand-off offers its slots until a
+// scrape shows the engine drained, however many of this replica's requests end there. A
+// worker merely at its in-flight bound is not late: each request of ours that ends there hands
+// its slot over at once.
+func (pl *Pipeline) allLate(others []*fleet.Member, scores []indexer.Score, best int) bool {
+	now := pl.now()
+	for i, sc := range scores {
+		if sc.Matched == best {
+			if w := others[i].Worker(); !pl.engineFull(w, w.InFlight(), now) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // handOff offers a free slot of m, if it has one, to md's queue, and reports whether a waiting

@@ -3,11 +3,19 @@ package pipeline
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/kvgate/kvgate/pkg/admission"
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/fleet"
+	"github.com/kvgate/kvgate/pkg/indexer"
+	"github.com/kvgate/kvgate/pkg/policy"
+	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // TestQueueTimeout: the queue deadline is the smaller of --queue-timeout and the timeout the
@@ -93,5 +101,68 @@ func TestQueueRetryAfter(t *testing.T) {
 	queueError(context.Background(), h, q, 0, admission.ErrFull, "m", 1000, time.Second)
 	if h.Get("Retry-After-Ms") != "2000" || h.Get("Retry-After") != "2" {
 		t.Errorf("39 waiting, 50 ms apart: Retry-After %q, Retry-After-Ms %q; want 2, 2000", h.Get("Retry-After"), h.Get("Retry-After-Ms"))
+	}
+}
+
+// TestScorerLate: the queue's Score reports a request cached on another worker as Late only
+// when every worker holding its best prefix is full by its engine's own queue
+// (--max-waiting-per-worker), which no request of ours ending there clears; a holder at its
+// in-flight bound frees a slot soon and is not late.
+func TestScorerLate(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
+	idx, _ := indexer.New(indexer.Config{})
+	pl, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx}}, Logger: zap.NewNop(), Now: func() time.Time { return now },
+		MaxInFlightPerWorker: 4, Queue: QueueConfig{Max: 8, MaxWaitingPerWorker: 1}, Fleet: fleet.Config{EngineMetricsInterval: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []*worker.Worker
+	for i := range 3 {
+		w, err := pl.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.SetHealth(true, "")
+		ws = append(ws, w)
+	}
+	members := map[*worker.Worker]*fleet.Member{}
+	for _, m := range pl.Fleet().Snapshot().Members() {
+		members[m.Worker()] = m
+	}
+	// A 4-block prompt stored on workers 1 and 2 (engine hashes: opaque, unique per block).
+	toks := make([]uint32, 4*fleet.DefaultBlockSize)
+	for i := range toks {
+		toks[i] = uint32(i + 1)
+	}
+	store := func(w *worker.Worker, salt uint64) {
+		hashes := []uint64{salt + 1, salt + 2, salt + 3, salt + 4}
+		batch := indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, BlockSize: fleet.DefaultBlockSize, Medium: "GPU", Hashes: hashes, Tokens: toks}}}
+		pl.Fleet().TopicConsumer(strings.TrimPrefix(w.URL(), "http://")).Batch(0, &batch)
+	}
+	store(ws[1], 100)
+	store(ws[2], 200)
+	c := &Call{Req: engine.Request{Tokens: [][]uint32{toks}}}
+	pl.Resolve(c, "m")
+	score := pl.scorer(c)
+	engineFull := func(w *worker.Worker) {
+		w.Acquire(worker.Hold{}) // one of ours in flight: the engine bound applies
+		w.SetEngineLoad(3, now)
+		w.SetEngineWaiting(2)
+	}
+
+	if f := score(members[ws[0]]); f != (admission.Fit{Elsewhere: 4, OK: true}) {
+		t.Fatalf("holders at no bound: got %+v, want 4 blocks elsewhere, not late", f)
+	}
+	engineFull(ws[1])
+	if f := score(members[ws[0]]); f.Late {
+		t.Errorf("worker 2 still frees slots soon: got %+v, want not late", f)
+	}
+	engineFull(ws[2])
+	if f := score(members[ws[0]]); f != (admission.Fit{Elsewhere: 4, Late: true, OK: true}) {
+		t.Errorf("both holders full by their engines: got %+v, want 4 blocks elsewhere, late", f)
+	}
+	if f := score(members[ws[1]]); f != (admission.Fit{Matched: 4, Elsewhere: 4, OK: true}) {
+		t.Errorf("scored on a holder: got %+v, want 4 here and elsewhere, not late", f)
 	}
 }

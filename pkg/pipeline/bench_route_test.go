@@ -109,3 +109,46 @@ func BenchmarkRouteDecision(b *testing.B) {
 		dec.pick.Done() // the request ends: release the load the pick took
 	}
 }
+
+// BenchmarkQueueScore is one admission-queue Score call (scorer) for a 1024-token prompt
+// whose first 512 tokens are stored on one of 3 event-fed workers, scored on another: what
+// each request of the look-ahead costs a hand-off beyond the queue's own work (hash 64
+// blocks, look them up on the 3 workers).
+func BenchmarkQueueScore(b *testing.B) {
+	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
+	idx, _ := indexer.New(indexer.Config{})
+	pl, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx}}, Logger: zap.NewNop(), MaxInFlightPerWorker: 8, Queue: QueueConfig{Max: 8}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 3 {
+		w, err := pl.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.SetHealth(true, "")
+	}
+	ms := pl.Fleet().Snapshot().Members()
+	rng := rand.New(rand.NewPCG(1, 1))
+	toks := make([]uint32, 1024)
+	for i := range toks {
+		toks[i] = uint32(rng.IntN(150000))
+	}
+	hashes := make([]uint64, 32)
+	for i := range hashes {
+		hashes[i] = uint64(i + 1)
+	}
+	batch := indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, BlockSize: fleet.DefaultBlockSize, Medium: "GPU", Hashes: hashes, Tokens: toks[:512]}}}
+	pl.Fleet().TopicConsumer(strings.TrimPrefix(ms[1].Worker().URL(), "http://")).Batch(0, &batch)
+	c := &Call{Req: engine.Request{Tokens: [][]uint32{toks}}}
+	pl.Resolve(c, "m")
+	score := pl.scorer(c)
+	if f := score(ms[0]); f.Elsewhere != 32 {
+		b.Fatalf("got %+v, want 32 blocks elsewhere", f)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		score(ms[0])
+	}
+}

@@ -41,6 +41,8 @@ type routeScratch struct {
 	cands   []policy.Candidate
 	lookup  indexer.LookupScratch
 	req     policy.Request
+	// members are the workers of workers[1:] in the admission queue's Score (scorer).
+	members []*fleet.Member
 	// disagg is set when the last route's pool has role=prefill workers (healthy or not): it
 	// runs disaggregated (pd.go).
 	disagg bool

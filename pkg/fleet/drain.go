@@ -23,7 +23,7 @@ const drainPoll = 20 * time.Millisecond
 // drainLocked starts m's drain: a goroutine under Run's context when the fleet runs (a
 // shutdown ends the wait, and stopAll then stops m), else, before Run, an immediate teardown.
 func (f *Fleet) drainLocked(m *Member) {
-	m.drainStart.Store(f.cfg.Now().UnixNano())
+	m.drainStart.Store(f.stamp(f.cfg.Now()))
 	f.log.Info("worker draining", zap.String("worker", m.w.URL()), zap.String("origin", m.origin), zap.Int64("in_flight", m.w.InFlight()))
 	if f.runCtx == nil {
 		f.wg.Add(1)

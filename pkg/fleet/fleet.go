@@ -99,8 +99,9 @@ type Fleet struct {
 	nextID  indexer.WorkerID
 	freeIDs []indexer.WorkerID
 	runCtx  context.Context // nil until Run starts
-	// started is when Run started (unix nanos; 0 before), read by Ready without the lock.
+	// started is when Run started (a stamp, clock.go; 0 before), read by Ready without the lock.
 	started atomic.Int64
+	epoch   time.Time // the clock's reading in New, which stamps count from (clock.go)
 	stopped bool           // Run has returned or is returning
 	wg      sync.WaitGroup // per-worker goroutines and drains started under runCtx
 	// desired holds each origin's wanted workers (SyncWorkers, AddWorker), origins the order
@@ -146,7 +147,7 @@ func New(cfg Config, pools []PoolConfig) (*Fleet, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	f := &Fleet{cfg: cfg, log: cfg.Logger, transport: engine.NewTransport(), desired: map[string][]worker.Spec{}}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), transport: engine.NewTransport(), desired: map[string][]worker.Spec{}}
 	s := &Snapshot{pools: map[string]*Pool{}}
 	for i, pc := range pools {
 		p, err := f.newPool(pc, i == 0, s.def)
@@ -173,7 +174,7 @@ func New(cfg Config, pools []PoolConfig) (*Fleet, error) {
 // startedAt returns when Run started (the zero time before).
 func (f *Fleet) startedAt() time.Time {
 	if t := f.started.Load(); t != 0 {
-		return time.Unix(0, t)
+		return f.instant(t)
 	}
 	return time.Time{}
 }
@@ -194,7 +195,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 		return errors.New("fleet: run: already running")
 	}
 	f.runCtx = ctx
-	f.started.Store(f.cfg.Now().UnixNano())
+	f.started.Store(f.stamp(f.cfg.Now()))
 	for _, m := range f.Snapshot().members {
 		f.startLocked(m)
 	}

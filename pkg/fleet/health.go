@@ -112,15 +112,15 @@ func (m *Member) inconclusive() bool {
 	now := m.f.cfg.Now()
 	first := m.failingSince.Load()
 	if first == 0 {
-		m.failingSince.Store(now.UnixNano())
-		first = now.UnixNano()
+		first = m.f.stamp(now)
+		m.failingSince.Store(first)
 		m.f.log.Info("worker failed a health check while serving requests; checking it again before taking it out", zap.String("worker", m.w.URL()))
 	}
-	return now.Sub(time.Unix(0, first)) < m.f.cfg.HealthInterval && now.Sub(m.w.LastServed()) < m.f.cfg.HealthInterval
+	return now.Sub(m.f.instant(first)) < m.f.cfg.HealthInterval && now.Sub(m.w.LastServed()) < m.f.cfg.HealthInterval
 }
 
 // wentDown records when the worker turned unhealthy.
-func (m *Member) wentDown() { m.downSince.CompareAndSwap(0, m.f.cfg.Now().UnixNano()) }
+func (m *Member) wentDown() { m.downSince.CompareAndSwap(0, m.f.stamp(m.f.cfg.Now())) }
 
 // forgetIfLongDown forgets the worker's cache (forgetCache) once it has been unhealthy for a
 // whole HealthInterval, once per outage. A worker down for less keeps its blocks in the index:
@@ -133,7 +133,7 @@ func (m *Member) wentDown() { m.downSince.CompareAndSwap(0, m.f.cfg.Now().UnixNa
 // wrong answer.
 func (m *Member) forgetIfLongDown() {
 	since := m.downSince.Load()
-	if since <= 0 || m.f.cfg.Now().Sub(time.Unix(0, since)) < m.f.cfg.HealthInterval {
+	if since <= 0 || m.f.cfg.Now().Sub(m.f.instant(since)) < m.f.cfg.HealthInterval {
 		return
 	}
 	if m.downSince.CompareAndSwap(since, -1) { // -1: down, and forgotten

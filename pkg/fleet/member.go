@@ -29,13 +29,13 @@ type Member struct {
 	// specBlockSize is the spec's block_size, kept here because Worker.Spec copies the whole
 	// spec and routing reads it for every candidate.
 	specBlockSize int
-	// drainStart is when the member began draining (unix nanos; 0: serving).
+	// drainStart is when the member began draining (a stamp, clock.go; 0: serving).
 	drainStart atomic.Int64
 	// healthyOnce is set by the first health check that passed (readiness waits, for a while,
 	// for a worker that never passed one). recheck asks the health loop for an early check.
 	healthyOnce atomic.Bool
 	recheck     chan struct{}
-	// downSince is when the worker turned unhealthy (unix nanos), 0 while healthy, -1 once
+	// downSince is when the worker turned unhealthy (a stamp, clock.go), 0 while healthy, -1 once
 	// its cache has been forgotten (health.go, forgetIfLongDown). failingSince is when the
 	// checks of a worker still in rotation began to fail (0: they pass; inconclusive).
 	downSince    atomic.Int64
@@ -140,7 +140,7 @@ func (m *Member) close() { m.closeOnce.Do(m.eng.Close) }
 // DrainingSince returns when the member began draining (the zero time: it is serving).
 func (m *Member) DrainingSince() time.Time {
 	if t := m.drainStart.Load(); t != 0 {
-		return time.Unix(0, t)
+		return m.f.instant(t)
 	}
 	return time.Time{}
 }

@@ -101,7 +101,7 @@ type Fleet struct {
 	runCtx  context.Context // nil until Run starts
 	// started is when Run started (a stamp, clock.go; 0 before), read by Ready without the lock.
 	started atomic.Int64
-	epoch   time.Time // the clock's reading in New, which stamps count from (clock.go)
+	epoch   time.Time      // the clock's reading in New, which stamps count from (clock.go)
 	stopped bool           // Run has returned or is returning
 	wg      sync.WaitGroup // per-worker goroutines and drains started under runCtx
 	// desired holds each origin's wanted workers (SyncWorkers, AddWorker), origins the order

@@ -32,9 +32,11 @@ build: deps
 testdata:
 	@tools/testdata.sh
 
-# The repository's own consistency: go.mod tidy, generated code reproducible from the protos.
+# The repository's own consistency: go.mod tidy, the patched library in third_party exactly
+# upstream plus its patch, generated code reproducible from the protos.
 check: deps-test
 	$(GO) mod tidy -diff
+	tools/third-party.sh --check
 	tools/generate.sh --check
 
 test: deps-test testdata build check

@@ -58,3 +58,5 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect
 )
+
+replace github.com/ardanlabs/jinja v1.12.0 => ./third_party/jinja

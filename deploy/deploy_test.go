@@ -312,6 +312,18 @@ func TestDockerfileBuildsExistingCommands(t *testing.T) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
 	}
+	// A module go.mod replaces by a directory must be in the image before go mod download.
+	mod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	download := bytes.Index(b, []byte("RUN go mod download"))
+	for _, m := range regexp.MustCompile(`=> \./([^/\s]+)`).FindAllSubmatch(mod, -1) {
+		at := bytes.Index(b, []byte("COPY "+string(m[1])+"/"))
+		if at < 0 || download < 0 || at > download {
+			t.Errorf("go.mod replaces a module by ./%s, which the Dockerfile does not copy before go mod download", m[1])
+		}
+	}
 }
 
 func TestMetricNamesInPromQL(t *testing.T) {

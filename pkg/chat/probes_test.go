@@ -12,13 +12,18 @@ import (
 
 // knownProbeDivergences are the probe/case pairs that cannot match yet, with the reason; a
 // listed pair that starts matching fails.
-var knownProbeDivergences = map[string]string{}
+// "probe/*" lists every case of a probe.
+var knownProbeDivergences = map[string]string{
+	// Both raise UndefinedError; the messages differ.
+	"op-undef-namespace/*": "the library's namespace() is a plain dict, so the message says 'dict object' where Jinja2 says 'jinja2.utils.Namespace object'",
+	"op-undef-set/*":       "the library's undefined values do not carry where they came from, so an undefined value held in a variable is named by the variable ('t' is undefined) where Jinja2 names its origin ('dict object' has no attribute 'nokey')",
+}
 
 // TestProbes renders the small templates of tools/chat/gen.py's PROBES (Python's string
 // methods with Python whitespace, Python's repr of strings in printed lists and dicts,
 // Jinja2's whitespace control, Python's operators) with the "py-" conversations and compares
 // each full prompt, or the rejection, with Jinja2's (for the "op-" probes, the rejection's
-// exception name too).
+// exception name too, and for the "op-undef-" probes its message).
 func TestProbes(t *testing.T) {
 	f, err := os.Open(filepath.Join("testdata", "golden", "probes.jsonl"))
 	if err != nil {
@@ -61,7 +66,11 @@ func TestProbes(t *testing.T) {
 			if rerr != nil {
 				got = "!" // the reference records the exception type only
 				// The operators' errors name Python's exception, as the engine's 400 does.
-				if strings.HasPrefix(line.ID, "op-") {
+				// For the "op-undef-" probes, the message too.
+				switch {
+				case strings.HasPrefix(line.ID, "op-undef-"):
+					got += rerr.Message
+				case strings.HasPrefix(line.ID, "op-"):
 					got += strings.SplitN(rerr.Message, ":", 2)[0]
 				}
 			}
@@ -69,6 +78,9 @@ func TestProbes(t *testing.T) {
 				want = "!"
 			}
 			_, known := knownProbeDivergences[line.ID+"/"+c.ID]
+			if _, all := knownProbeDivergences[line.ID+"/*"]; all {
+				known = true
+			}
 			if got == want && known {
 				t.Errorf("%s/%s: listed in knownProbeDivergences but now matches", line.ID, c.ID)
 			}

@@ -602,6 +602,26 @@ PROBES = [
     ("op-bigint-iter", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% for x in tc.function.arguments.value %}{% endfor %}{% endfor %}{% endfor %}"),
     ("op-bigint-call", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% if tc.function.arguments.value is defined %}{{ tc.function.arguments.value() }}{% endif %}{% endfor %}{% endfor %}"),
     ("op-bigint-char", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{{ '%c' % tc.function.arguments.value }}{% endfor %}{% endfor %}"),
+    # Jinja2's Undefined prints as "" and is falsy, but raises UndefinedError when an
+    # attribute, an item or a slice is taken of it; the message names where it came from
+    # ("op-undef-" probes record it whole).
+    ("op-undef-name-attr", "{{ nothing.x }}"),
+    ("op-undef-name-item", "{{ nothing['x'] }}"),
+    ("op-undef-name-slice", "{{ nothing[1:] }}"),
+    ("op-undef-name-call", "{{ nothing.strip() }}"),
+    ("op-undef-key-attr", "{% for m in messages %}{{ m.nokey.x }}{% endfor %}"),
+    ("op-undef-key-item", "{% for m in messages %}{{ m['no key']['x'] }}{% endfor %}"),
+    ("op-undef-past-end", "{{ messages[99].role }}"),
+    ("op-undef-tools", "{% if tools[0].function is defined %}T{% endif %}"),
+    ("op-undef-default", "{{ nothing|default('d') }}|{{ nothing.x|default('d') }}"),
+    ("op-undef-previtem", "{% for m in messages %}{{ loop.previtem.role }}{% endfor %}"),
+    ("op-undef-namespace", "{% set ns = namespace(a=1) %}{{ ns.a }}|{{ ns.b }}|{{ ns.b.c }}"),
+    ("op-undef-none", "{{ none.x }}|{{ none.x is defined }}|{{ none.x.y }}"),
+    ("op-undef-set", "{% set t = messages[0].nokey %}{{ t is defined }}{% set u = t['k'] %}"),
+    ("op-undef-ok", "{{ nothing }}|{{ nothing is defined }}|{% for x in nothing %}{% endfor %}{{ messages[99] }}|"
+     "{{ nothing ~ 'x' }}|{{ nothing|length }}|{{ messages[0].nokey is defined }}|{{ 'x' if nothing else 'y' }}|"
+     "{{ messages[0].get('nokey').x }}|{% for m in messages %}{{ m.content.nomethod is defined }}{% endfor %}|"
+     "{{ (tools or [{}])[0].function is defined }}|{{ nothing.x if false else 'z' }}"),
     ("repr-string", "{% for m in messages %}{{ m|string }}{{ m.content|string }}{{ [m.role, m.content] }}{% endfor %}"
      "{{ ['it\\'s', 'a\"b', 'x\\'y\"z', '', '\\\\'] }}{{ {'k\\'': 'v\"'} }}"),
 ]
@@ -618,6 +638,8 @@ def probes(convs):
                 _, cases[c["id"]] = render_request(src, SWEEP_SPECIAL, c["request"])
             except Exception as exc:
                 cases[c["id"]] = "!" + type(exc).__name__
+                if pid.startswith("op-undef-"):
+                    cases[c["id"]] += ": " + str(exc)
         lines.append({"id": pid, "source": src, "cases": cases})
     return lines
 

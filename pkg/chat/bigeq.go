@@ -220,20 +220,44 @@ func notInFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, err
 	return jinja.NewBool(!r), err
 }
 
-// bigIntFilter is Jinja2's do_int: a big integer is int() of itself (base applies to
-// strings only), and a finite float beyond int64 is its exact integer, which the library
-// turns into 0.
+// bigIntFilter is Jinja2's do_int(value, default=0, base=10): a big integer is int() of
+// itself (base applies to strings only), a float its exact integer part (the library
+// turns one beyond int64 into 0) and a string is parsed as Python parses it (pyint.go).
 func bigIntFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) > 0 && isBigInt(args[0]) {
-		return args[0], nil
+	if len(args) == 0 {
+		return callLibrary("int", args, kwargs)
 	}
-	if len(args) > 0 && args[0].IsFloat() {
-		if f := args[0].AsFloat(); !math.IsInf(f, 0) && !math.IsNaN(f) && (f >= 1<<63 || f < -(1<<63)) {
-			x, _ := big.NewFloat(f).Int(nil)
-			return newBigInt(x), nil
+	switch v := args[0]; {
+	case isBigInt(v):
+		return v, nil
+	case v.IsFloat():
+		return pyIntOfFloat(v.AsFloat(), intFilterArg(args, kwargs, 1, "default", jinja.NewInt(0)))
+	case v.IsString():
+		def := intFilterArg(args, kwargs, 1, "default", jinja.NewInt(0))
+		base := intFilterArg(args, kwargs, 2, "base", jinja.NewInt(10))
+		if !base.IsInt() && !base.IsBool() {
+			base = jinja.NewInt(-1) // int(s, base) raises TypeError, which do_int catches
 		}
+		b := int64(0)
+		if base.IsInt() {
+			b = base.AsInt()
+		} else if base.AsBool() {
+			b = 1
+		}
+		return pyIntOfString(v.AsString(), def, b)
 	}
 	return callLibrary("int", args, kwargs)
+}
+
+// intFilterArg is do_int's argument at position i, or named name, or def.
+func intFilterArg(args []jinja.Value, kwargs map[string]jinja.Value, i int, name string, def jinja.Value) jinja.Value {
+	if i < len(args) {
+		return args[i]
+	}
+	if v, ok := kwargs[name]; ok {
+		return v
+	}
+	return def
 }
 
 // bigFloatFilter is Jinja2's do_float: float() of a big integer, whose OverflowError

@@ -1440,6 +1440,7 @@ func filterDictsort(args []Value, kwargs map[string]Value) (Value, error) {
 	items := make([]Value, len(keys))
 	for i, key := range keys {
 		items[i] = NewList([]Value{NewString(key), d.Data[key]})
+		items[i].AsList().tuple = true // kvgate patch: Python's (key, value) pairs are tuples
 	}
 
 	return NewList(items), nil

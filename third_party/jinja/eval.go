@@ -1476,6 +1476,7 @@ func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 			items := make([]Value, 0, d.Len())
 			for _, key := range d.Keys {
 				pair := NewList([]Value{NewString(key), d.Data[key]})
+				pair.AsList().tuple = true // kvgate patch: Python's (key, value) pairs are tuples
 				items = append(items, pair)
 			}
 			return NewList(items), nil

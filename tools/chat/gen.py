@@ -622,12 +622,40 @@ PROBES = [
      "{{ nothing ~ 'x' }}|{{ nothing|length }}|{{ messages[0].nokey is defined }}|{{ 'x' if nothing else 'y' }}|"
      "{{ messages[0].get('nokey').x }}|{% for m in messages %}{{ m.content.nomethod is defined }}{% endfor %}|"
      "{{ (tools or [{}])[0].function is defined }}|{{ nothing.x if false else 'z' }}"),
+    # Comparison chains: Python's a < b < c is a < b and b < c, each operand evaluated once.
+    ("op-chain", "{{ 3 > 2 > 1 }}|{{ 1 < 2 < 3 }}|{{ 1 < 3 < 2 }}|{{ 1 == 1 == 1 }}|{{ 2 == 2 == true }}|"
+     "{{ 0 < messages|length <= 100 }}|{{ 'a' < 'b' < 'c' }}|{{ 1 != 2 != 1 }}|{{ 1 < 2 > 0 }}|{{ 2 > 1 == 1 }}|"
+     "{{ 1 in [1] in [[1]] }}|{{ 0 <= 1 < 2 < 3 }}|{{ 3 < 2 < 'x' }}"),
+    ("op-chain-types", "{{ 1 < 2 < 'a' }}"),
+    # |int of a string: int(s, base), else int(float(s)), else the default; int() of an
+    # infinite float raises OverflowError, which do_int does not catch.
+    ("int-string", "{{ '1e20'|int }}|{{ '12'|int }}|{{ ' 12 '|int }}|{{ '1.5'|int }}|{{ 'x'|int }}|{{ '1_000'|int }}|"
+     "{{ '-3.9'|int }}|{{ 'nan'|int }}|{{ '99999999999999999999'|int }}|{{ '-99999999999999999999'|int(3) }}|"
+     "{{ '0x1A'|int(0, 16) }}|{{ '1A'|int(base=16) }}|{{ '12.0'|int(5, 16) }}|{{ '1e-5'|int }}|{{ '\u0663'|int }}|{{ ''|int(4) }}|"
+     "{{ '-0'|int }}|{{ '+7'|int }}|{{ '7.'|int }}|{{ '.5e1'|int }}|{{ '1__0'|int(9) }}|{{ '1e20'|int is number }}"),
+    ("op-int-string-inf", "{{ 'inf'|int }}"),
+    # (Not a constant: Jinja2 folds 1e308 * 10 into code naming inf, a NameError.)
+    ("op-int-float-inf", "{{ (messages|length * 1e308 * 10)|int }}"),
+    ("int-float", "{{ (messages|length * 1e308 * 10 * 0)|int(5) }}|{{ -2.5|int }}|{{ 1e20|int }}|{{ -1e19|int }}|{{ 3.99|int(1) }}|{{ true|int }}|{{ none|int(2) }}|{{ [1]|int }}"),
+    ("int-string-more", "{{ ' \u3000-1_0 \x85'|int }}|{{ '0b101'|int(base=0) }}|{{ '0o17'|int(0) }}|{{ '010'|int(7, 0) }}|{{ '0_0'|int(7, 0) }}|"
+     "{{ '0x_f'|int(0, 16) }}|{{ '--5'|int(7) }}|{{ '1_'|int(7) }}|{{ '_1'|int(7) }}|{{ 'z'|int(7, 36) }}|{{ '12'|int(7, 37) }}|"
+     "{{ '12'|int(7, 1) }}|{{ '1.5e3'|int }}|{{ '1_0.5_0e1_0'|int }}|{{ '1._5'|int(7) }}|{{ '-inf'|int(7) if false else 1 }}|"
+     "{{ '+nan'|int(7) }}|{{ 'Infinity'|length }}|{{ '0x10'|int(7) }}|{{ '1e-400'|int }}|{{ '\u0661\u0662.5'|int }}|{{ '\u00b2'|int(7) }}|"
+     "{{ '1' * 5000 | int(7) if false else 2 }}|{{ '12'|int('x') }}"),
+    ("op-int-string-big-exp", "{{ '1e400'|int }}"),
+    ("op-dict-items", "{% set d = {'b': 1, 'a': [2]} %}{{ d.items()|list }}|{{ (d|dictsort)[0] == ['a', [2]] }}|{{ (d|dictsort)[0] == ('a', [2]) }}"),
+    ("dictsort", "{% set d = {'b': 1, 'a': [2]} %}{{ d|dictsort }}|{{ d|dictsort|first }}|"
+     "{% for k, v in d|dictsort %}{{ k }}{{ v }}{% endfor %}|{{ d|dictsort(reverse=true)|list }}"),
     ("repr-string", "{% for m in messages %}{{ m|string }}{{ m.content|string }}{{ [m.role, m.content] }}{% endfor %}"
      "{{ ['it\\'s', 'a\"b', 'x\\'y\"z', '', '\\\\'] }}{{ {'k\\'': 'v\"'} }}"),
 ]
 
 
 def probes(convs):
+    ids = [pid for pid, _ in PROBES]
+    dup = sorted({pid for pid in ids if ids.count(pid) > 1})
+    if dup:
+        sys.exit("PROBES: duplicate ids %s" % ", ".join(dup))
     lines = []
     for pid, src in PROBES:
         cases = {}

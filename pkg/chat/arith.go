@@ -14,8 +14,15 @@ import (
 // it answers 'a' < 1, none < 1 and [1] < 'a' (Jinja2: TypeError), 1 / 0 and 1 // 0
 // (ZeroDivisionError), -'a' (TypeError), and knows no integer beyond int64 (bigint.go), so
 // the gateway would route prompts the engine refuses with a 400. rewriteOperators rewrites
-// them into these filters as it does + and - (operators.go); a comparison chain (a < b < c)
-// and a negated number literal (-1) are left to the library, which gets both right.
+// them into these filters as it does + and - (operators.go); a negated number literal (-1)
+// is left to the library, which gets it right.
+//
+// A comparison chain, a < b <= c, is Python's a < b and b <= c: the library compares it
+// right for operands of one type but finds 1 < 2 < 'a' False where Python raises, so it
+// becomes (a)|__kvgate_chain('<', (b), '<=', (c)), each comparison Python's, stopping at the
+// first false one. Unlike Python, every operand is evaluated before the first comparison:
+// one that raises when evaluated (an attribute of an undefined name) raises here even after
+// a false comparison. No template of the sweep chains comparisons over such operands.
 
 const (
 	mulFilterName      = "__kvgate_mul"
@@ -27,6 +34,7 @@ const (
 	leFilterName       = "__kvgate_le"
 	gtFilterName       = "__kvgate_gt"
 	geFilterName       = "__kvgate_ge"
+	chainFilterName    = "__kvgate_chain"
 )
 
 // maxRepeat bounds the result of str * int and list * int (bytes or items): far beyond any
@@ -352,4 +360,33 @@ func exactOf(v jinja.Value) *big.Float {
 	}
 	x, _ := bigOf(v)
 	return new(big.Float).SetInt(x)
+}
+
+// chainOps are the comparisons a chain may hold, by the name __kvgate_chain is given.
+var chainOps = map[string]func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error){
+	"<": ltFilter, "<=": leFilter, ">": gtFilter, ">=": geFilter,
+	"==": eqFilter, "!=": neFilter, "in": inFilter, "not in": notInFilter,
+}
+
+// chainFilter is a comparison chain: its first operand, then (operator, operand) pairs.
+func chainFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) < 3 || len(args)%2 == 0 {
+		return jinja.Undefined(), errors.New("comparison chain: malformed arguments")
+	}
+	left := args[0]
+	for i := 1; i < len(args); i += 2 {
+		var op func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error)
+		if args[i].IsString() {
+			op = chainOps[args[i].AsString()]
+		}
+		if op == nil {
+			return jinja.Undefined(), fmt.Errorf("comparison chain: unknown operator %s", args[i].String())
+		}
+		r, err := op([]jinja.Value{left, args[i+1]}, nil)
+		if err != nil || !r.IsTruthy() {
+			return r, err
+		}
+		left = args[i+1]
+	}
+	return jinja.NewBool(true), nil
 }

@@ -42,6 +42,10 @@ type exprParser struct {
 	// name, and the end of a bare argument (x is eq y; -1 for parentheses, x is eq(y)).
 	eq      bool
 	recTest func(filter string, start, at, nameEnd, argEnd int)
+	// recChain, if set, is told of every comparison chain (a < b <= c, a == b in c): the
+	// start of its first operand, the index of each operator ("not in" at the "not") and
+	// the end of its last operand.
+	recChain func(start int, ops []int, end int)
 }
 
 func (p *exprParser) peek() token {
@@ -187,9 +191,13 @@ func (p *exprParser) compare() (*node, bool) {
 	if !ok {
 		return nil, false
 	}
-	// An ordering comparison alone (not chained: a < b < c is left as it is) is recorded.
+	// An ordering comparison alone is recorded, and so is a chain (a < b < c).
 	ops, orderAt, eqAt, eqOp := 0, -1, -1, ""
+	var at []int
 	defer func() {
+		if ok && ops > 1 && p.recChain != nil {
+			p.recChain(start, at, p.pos)
+		}
 		if !ok || ops != 1 || p.rec == nil {
 			return
 		}
@@ -209,6 +217,7 @@ func (p *exprParser) compare() (*node, bool) {
 		case p.is(tkName, "not") && p.pos+1 < len(p.toks) && p.toks[p.pos+1].kind == tkName && p.toks[p.pos+1].val == "in":
 			eqAt, eqOp = p.pos, "not in"
 		}
+		at = append(at, p.pos)
 		switch {
 		case p.accept(tkOp, "=="), p.accept(tkOp, "!="), p.accept(tkOp, "<"), p.accept(tkOp, "<="),
 			p.accept(tkOp, ">"), p.accept(tkOp, ">="), p.accept(tkName, "in"):
@@ -216,6 +225,7 @@ func (p *exprParser) compare() (*node, bool) {
 			p.pos += 2
 		default:
 			ops--
+			at = at[:len(at)-1]
 			return n, true
 		}
 		if _, ok = p.math1(); !ok {

@@ -145,6 +145,22 @@ func operatorEdits(statement bool, toks []token, closeAt int, big bool) []opEdit
 			opEdit{pos: offset(end), rank: rankClose, text: ")"})
 	}}
 	p.eq = big
+	// a < b <= c becomes (a)|__kvgate_chain('<', (b), '<=', (c)).
+	p.recChain = func(start int, ops []int, end int) {
+		tag = append(tag, opEdit{pos: toks[start].pos, rank: rankOpen, text: "("})
+		for i, at := range ops {
+			op, n := toks[at].val, len(toks[at].val)
+			if op == "not" {
+				op, n = "not in", toks[at+1].pos+len(toks[at+1].val)-toks[at].pos
+			}
+			text := "), '" + op + "', ("
+			if i == 0 {
+				text = ")|" + chainFilterName + "('" + op + "', ("
+			}
+			tag = append(tag, opEdit{pos: toks[at].pos, rank: rankReplace, n: n, text: text})
+		}
+		tag = append(tag, opEdit{pos: offset(end), rank: rankClose, text: "))"})
+	}
 	// X is T(Y) becomes (X)|filter(Y); X is T Y becomes (X)|filter(Y).
 	p.recTest = func(filter string, start, at, nameEnd, argEnd int) {
 		last := toks[nameEnd-1]

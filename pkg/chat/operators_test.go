@@ -22,7 +22,8 @@ func TestRewriteOperators(t *testing.T) {
 		{"{{ a // b ** 2 / c }}{{ x[-1] - -y }}", "{{ ((a )|__kvgate_floordiv( (b )|__kvgate_pow( 2 )))|__kvgate_div( c )}}{{ (x[-1] )|__kvgate_sub( (y )|__kvgate_neg)}}"},
 		{"{% if a <= b and c >= d or e < f %}", "{% if (a )|__kvgate_le( b )and (c )|__kvgate_ge( d )or (e )|__kvgate_lt( f )%}"},
 		// Left alone: comparison chains, equality and membership, which the library gets right.
-		{"{% if a < b < c %}{% if a == b %}{% if a in b %}{% if a < b == c %}", "{% if a < b < c %}{% if a == b %}{% if a in b %}{% if a < b == c %}"},
+		{"{% if a < b < c %}{% if a == b %}{% if a in b %}{% if a < b == c %}", "{% if (a )|__kvgate_chain('<', ( b ), '<', ( c ))%}{% if a == b %}{% if a in b %}{% if (a )|__kvgate_chain('<', ( b ), '==', ( c ))%}"},
+		{"{{ x + 1 < y not in z }}", "{{ ((x )|__kvgate_add( 1 ))|__kvgate_chain('<', ( y ), 'not in', ( z ))}}"},
 		// Left alone: statements it does not read, unreadable tags, text and comments.
 		{"{% macro m(x=1 + 2) %}{% endmacro %}a + b{# a + b #}", "{% macro m(x=1 + 2) %}{% endmacro %}a + b{# a + b #}"},
 		{"{{ a + }}{{ a + b c }}", "{{ a + }}{{ a + b c }}"},

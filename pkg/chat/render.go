@@ -136,6 +136,7 @@ var (
 	inValue    = jinja.NewCallable("in", inFilter)
 	notInValue = jinja.NewCallable("not in", notInFilter)
 	intValue   = jinja.NewCallable("int", bigIntFilter)
+	chainValue = jinja.NewCallable(chainFilterName, chainFilter)
 	floatValue = jinja.NewCallable("float", bigFloatFilter)
 	absValue   = jinja.NewCallable("abs", bigAbsFilter)
 	roundValue = jinja.NewCallable("round", bigRoundFilter)
@@ -166,6 +167,7 @@ var privateFilters = []privateFilter{
 	{eqFilterName, eqValue}, {neFilterName, neValue}, {inFilterName, inValue}, {notInFilterName, notInValue},
 	{intFilterName, intValue}, {floatFilterName, floatValue}, {absFilterName, absValue}, {roundFilterName, roundValue},
 	{sumFilterName, sumValue}, {maxFilterName, maxValue}, {minFilterName, minValue},
+	{chainFilterName, chainValue},
 }
 
 // New builds a Renderer for the model in dir (tokenizer.json, tokenizer_config.json,

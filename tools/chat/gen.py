@@ -627,6 +627,13 @@ PROBES = [
      "{{ 0 < messages|length <= 100 }}|{{ 'a' < 'b' < 'c' }}|{{ 1 != 2 != 1 }}|{{ 1 < 2 > 0 }}|{{ 2 > 1 == 1 }}|"
      "{{ 1 in [1] in [[1]] }}|{{ 0 <= 1 < 2 < 3 }}|{{ 3 < 2 < 'x' }}"),
     ("op-chain-types", "{{ 1 < 2 < 'a' }}"),
+    ("op-chain-types-eq", "{{ 1 == 1 < 'a' }}"),
+    ("op-chain-more", "{{ 1 not in [2] not in [[1]] }}|{{ 'a' in 'abc' in ['abc'] }}|{{ none == none != 1 }}|{{ 2 > 1 > 0 > -1 }}|"
+     "{{ 1 < 2 < 3 and 3 > 2 }}|{{ not 1 < 2 < 3 }}|{{ (1 < 2) < 3 }}|{{ 1 + 1 < 2 * 2 < 10 - 1 }}|{{ [1] < [2] <= [2] }}|"
+     "{% set xs = [1, 2, 3] %}{{ xs|select('lt', 3)|list }}|{% if 0 < messages|length < 50 %}in{% endif %}|{{ 1 < 2 < 'a' if false else 'ok' }}|"
+     "{% for m in messages if 0 < m.role|length < 5 %}{{ m.role }}{% endfor %}"),
+    ("op-chain-bigint", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set v = tc.function.arguments.value %}"
+     "{{ v == v == v }}|{{ 0 < v < v + 1 }}|{{ v > 0 > -1 }}{% endfor %}{% endfor %}"),
     # |int of a string: int(s, base), else int(float(s)), else the default; int() of an
     # infinite float raises OverflowError, which do_int does not catch.
     ("int-string", "{{ '1e20'|int }}|{{ '12'|int }}|{{ ' 12 '|int }}|{{ '1.5'|int }}|{{ 'x'|int }}|{{ '1_000'|int }}|"

@@ -65,7 +65,7 @@ var bigFilterRenames = [][2]string{
 // bigSourceRewrites are sourceRewrites for the big variant: the filters renamed before
 // rewriteConcat (as join and replace are), and the operators rewritten with equality.
 var bigSourceRewrites = []func(string) string{
-	prepareSource, rewriteWhitespace, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
+	prepareSource, rewriteWhitespace, rewriteIntLiterals, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
 	rewriteReplace, rewriteLength, rewriteIsspace, rewriteTojson, rewriteBigFilters, rewriteConcat, rewriteBigOperators, rewriteOutputs,
 }
 

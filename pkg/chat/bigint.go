@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"strings"
 	"sync/atomic"
 
@@ -171,4 +172,59 @@ func bigPercentDigits(x *big.Int, conv byte) (neg bool, digits string) {
 		base = 16
 	}
 	return x.Sign() < 0, new(big.Int).Abs(x).Text(base)
+}
+
+// bigLiteralName is the render variable rewriteIntLiterals calls for an integer literal
+// beyond int64 in a template's source, which the library refuses to compile.
+const bigLiteralName = "__kvgate_bigint"
+
+// intLiteral is Jinja2's integer_re: binary, octal, hex (any case) and decimal literals,
+// with '_' between digits; a decimal has no leading zero but for zero itself.
+var intLiteral = regexp.MustCompile(`(?i)^(0b(_?[01])+|0o(_?[0-7])+|0x(_?[0-9a-f])+|[1-9](_?[0-9])*|0(_?0)*)$`)
+
+// rewriteIntLiterals gives the library the integer literals Jinja2 reads and it does not:
+// one beyond int64 becomes __kvgate_bigint('digits'), a call of bigLiteral, and a literal
+// with '_' or a base prefix that fits int64 its decimal digits.
+func rewriteIntLiterals(src string) string {
+	var edits []opEdit
+	ok := scanTags(src, func(_ bool, toks []token) {
+		for _, t := range toks {
+			if t.kind != tkNumber || !intLiteral.MatchString(t.val) {
+				continue
+			}
+			x, ok := pyParseInt(t.val, 0)
+			if !ok {
+				continue
+			}
+			text := x.String()
+			if !x.IsInt64() {
+				text = bigLiteralName + "('" + text + "')"
+			}
+			if text != t.val {
+				edits = append(edits, opEdit{pos: t.pos, n: len(t.val), text: text})
+			}
+		}
+	})
+	if !ok || len(edits) == 0 {
+		return src
+	}
+	var b strings.Builder
+	last := 0
+	for _, e := range edits {
+		b.WriteString(src[last:e.pos])
+		b.WriteString(e.text)
+		last = e.pos + e.n
+	}
+	b.WriteString(src[last:])
+	return b.String()
+}
+
+// bigLiteral is the value of a big integer literal: its digits, made a big integer.
+func bigLiteral(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 1 && args[0].IsString() {
+		if x, ok := new(big.Int).SetString(args[0].AsString(), 10); ok {
+			return newBigInt(x), nil
+		}
+	}
+	return jinja.Undefined(), errors.New("integer literal: malformed")
 }

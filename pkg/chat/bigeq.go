@@ -28,9 +28,9 @@ import (
 // template does.
 //
 // A big integer made by a template's arithmetic in a request that holds none sends the
-// render to the big variant too (render.go's renderCompiled). Left to the library:
-// comparison chains (a == b == c) and the tests given by name to
-// select/reject/selectattr/rejectattr.
+// render to the big variant too (render.go's renderCompiled). Comparison chains
+// (a == b == c, arith.go) and the comparison tests given by name to select, reject,
+// selectattr and rejectattr (select.go) are Python's in both variants.
 const (
 	eqFilterName    = "__kvgate_eq"
 	neFilterName    = "__kvgate_ne"
@@ -65,7 +65,7 @@ var bigFilterRenames = [][2]string{
 // bigSourceRewrites are sourceRewrites for the big variant: the filters renamed before
 // rewriteConcat (as join and replace are), and the operators rewritten with equality.
 var bigSourceRewrites = []func(string) string{
-	prepareSource, rewriteWhitespace, rewriteIntLiterals, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
+	prepareSource, rewriteWhitespace, rewriteIntLiterals, rewriteSelect, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
 	rewriteReplace, rewriteLength, rewriteIsspace, rewriteTojson, rewriteBigFilters, rewriteConcat, rewriteBigOperators, rewriteOutputs,
 }
 
@@ -77,17 +77,22 @@ func rewriteBigFilters(src string) string {
 }
 
 // libraryFilters are the library's own int, float, abs, round, sum, max and min, which the
-// private filters call for values that are not big integers. The library keeps its filters
+// private filters call for values that are not big integers, and select, reject,
+// selectattr and rejectattr, which select.go's call for the tests it leaves to them. The library keeps its filters
 // as variables of the scope under the user's ("__filter_" + name), so a template can hand
 // them to a callable; this is done once.
 var libraryFilters = sync.OnceValues(func() (map[string]jinja.Value, error) {
+	var names []string
+	for _, r := range append(bigFilterRenames, selectRenames...) {
+		names = append(names, r[0])
+	}
 	var src strings.Builder
 	src.WriteString("{{ f(")
-	for i, r := range bigFilterRenames {
+	for i, name := range names {
 		if i > 0 {
 			src.WriteString(", ")
 		}
-		src.WriteString("__filter_" + r[0])
+		src.WriteString("__filter_" + name)
 	}
 	src.WriteString(") }}")
 	t, err := jinja.Compile(src.String())
@@ -97,8 +102,8 @@ var libraryFilters = sync.OnceValues(func() (map[string]jinja.Value, error) {
 	got := map[string]jinja.Value{}
 	capture := jinja.NewCallable("f", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		for i, v := range args {
-			if i < len(bigFilterRenames) && v.IsCallable() {
-				got[bigFilterRenames[i][0]] = v
+			if i < len(names) && v.IsCallable() {
+				got[names[i]] = v
 			}
 		}
 		return jinja.None(), nil
@@ -106,7 +111,7 @@ var libraryFilters = sync.OnceValues(func() (map[string]jinja.Value, error) {
 	if _, err := t.RenderValues(map[string]jinja.Value{"f": capture}); err != nil {
 		return nil, err
 	}
-	if len(got) != len(bigFilterRenames) {
+	if len(got) != len(names) {
 		return nil, errors.New("chat: the template library's filters are not reachable")
 	}
 	return got, nil

@@ -107,7 +107,7 @@ func TestRenderVariables(t *testing.T) {
 		{"tool call arguments are parsed", "{% for c in messages[0].tool_calls %}{{ c.function.arguments|tojson }};{% endfor %}",
 			`{"messages":[{"role":"assistant","tool_calls":[{"id":"1","function":{"name":"f","arguments":"{\"b\":1.50,\"a\":[1]}"}},{"id":"2","function":{"name":"g","arguments":"not json"}},{"id":"3","function":{"name":"h","arguments":"42"}}]}]}`,
 			`{"b": 1.5, "a": [1]};{};42;`, Options{}},
-		{"templates cannot mutate shared values across renders", "{% set l = messages %}{{ l.append(1) }}{{ messages|length }}", `{"messages":[]}`, "None1", Options{}},
+		{"templates cannot mutate shared values across renders", "{{ messages[0].role }}{% set m = messages[0] %}{% set m.role = 'x' %}", `{"messages":[{"role":"user","content":"a"}]}`, "user", Options{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := literalRenderer(t, tt.src, tt.opts)
@@ -121,6 +121,18 @@ func TestRenderVariables(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRenderRefusesMutatingMethods: Jinja2's immutable sandbox refuses the methods that
+// change a list or a dict, so a template that calls one gets the engine's 400.
+func TestRenderRefusesMutatingMethods(t *testing.T) {
+	for _, src := range []string{"{% set l = messages %}{{ l.append(1) }}", "{{ messages[0].update({'role': 'x'}) }}", "{{ messages.extend([1]) }}"} {
+		r := literalRenderer(t, src, Options{})
+		_, err := r.RenderText(mustParse(t, `{"messages":[{"role":"user","content":"a"}]}`))
+		if err == nil || !strings.Contains(err.Message, "SecurityError: access to attribute") {
+			t.Errorf("%s: got %v, want a SecurityError", src, err)
+		}
 	}
 }
 

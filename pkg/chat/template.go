@@ -312,7 +312,7 @@ func (t *compiled) bigVariant() *compiled {
 // before rewriteOperators rewrites the rest, then the print filter around outputs, and last
 // the macro depth count (rewriteMacros), whose calls need no print filter.
 var sourceRewrites = []func(string) string{
-	prepareSource, rewriteWhitespace, rewriteIntLiterals, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
+	prepareSource, rewriteWhitespace, rewriteIntLiterals, rewriteSelect, rewriteTrim, rewriteString, rewriteFormat, rewriteJoin,
 	rewriteReplace, rewriteLength, rewriteIsspace, rewriteTojson, rewriteIntFilter, rewriteConcat, rewriteOperators, rewriteOutputs,
 }
 

@@ -1417,6 +1417,9 @@ func pythonWhitespace(r rune) bool {
 
 func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 	list := obj.AsList()
+	if m, ok := unsafeMethod("list", method); ok { // kvgate patch: Jinja2's immutable sandbox
+		return m, nil
+	}
 
 	switch method {
 	case "append":
@@ -1469,6 +1472,9 @@ func (e *evaluator) listMethod(obj Value, method string) (Value, error) {
 
 func (e *evaluator) dictMethod(obj Value, method string) (Value, error) {
 	d := obj.AsDict()
+	if m, ok := unsafeMethod("dict", method); ok { // kvgate patch: Jinja2's immutable sandbox
+		return m, nil
+	}
 
 	switch method {
 	case "items":

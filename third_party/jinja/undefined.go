@@ -2,7 +2,10 @@ package jinja
 
 // This file is not part of the upstream library: kvgate added it (see KVGATE.md).
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // UndefinedError is Jinja2's UndefinedError: an attribute, an item or a slice was taken of
 // an undefined value. Jinja2's default Undefined prints as "" and is falsy, but raises as
@@ -108,4 +111,27 @@ func pyQuote(s string) string {
 	}
 	b.WriteString(q)
 	return b.String()
+}
+
+// unsafeMethod is what Jinja2's ImmutableSandboxedEnvironment, the one transformers renders
+// chat templates in, gives for a method that changes a list or a dict (its _mutable_spec):
+// a value that raises SecurityError when called. Upstream's append, insert and dict's pop
+// and update changed the value, so a template could alter a request's messages, and render,
+// where the engine answers 400. The lists are Jinja2 3.1.2's (Debian's, the reference of
+// kvgate's tests); Jinja2 3.1.6 also refuses a list's pop and clear, which 3.1.2 allows.
+func unsafeMethod(kind, method string) (Value, bool) {
+	switch method {
+	case "append", "extend", "insert", "remove", "reverse", "sort":
+		if kind != "list" {
+			return Undefined(), false
+		}
+	case "clear", "pop", "popitem", "setdefault", "update":
+		if kind != "dict" {
+			return Undefined(), false
+		}
+	default:
+		return Undefined(), false
+	}
+	err := errors.New("SecurityError: access to attribute '" + method + "' of '" + kind + "' object is unsafe.")
+	return NewCallable(kind+"."+method, func([]Value, map[string]Value) (Value, error) { return Undefined(), err }), true
 }

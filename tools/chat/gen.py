@@ -630,6 +630,25 @@ PROBES = [
     ("int-literals", "{{ 18446744073709551616 }}|{{ 18446744073709551616 == 18446744073709551616 }}|{{ -9223372036854775808 }}|"
      "{{ 9223372036854775807 + 1 }}|{{ 1_000 }}|{{ 0x1F }}|{{ 0o17 + 0b101 }}|{{ 0XFF_FF }}|{{ [99999999999999999999]|tojson }}|"
      "{% set n = 123456789012345678901234567890 %}{{ n // 10 }}|{{ n is number }}|{{ n > 1 < 2 }}|{{ 1e3 }}|{{ 0 }}|{{ 00 }}|{{ 10.5 }}"),
+    ("op-bigint-select", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set v = tc.function.arguments.value %}"
+     "{{ [v, 1, v]|select('equalto', v)|list|length }}|{{ [{'n': v}, {'n': 2}]|selectattr('n', 'eq', v)|list|length }}|"
+     "{{ [{'n': v}]|rejectattr('n', '==', v)|list|length }}|{{ [v, 1]|select('gt', 5)|list|length }}|{{ [v, 1]|reject('in', [v])|list }}|"
+     "{{ [{'a': {'b': v} }]|selectattr('a.b', 'equalto', v)|list|length }}|{{ [v]|select|list|length }}|{{ [v, 3]|select('ne', 3)|list|length }}|"
+     "{{ [[v]]|selectattr('0', 'equalto', v)|list|length }}|{{ [{'m': 1}]|selectattr('n', 'equalto', v)|list|length }}|"
+     "{{ [v, 2]|select('lessthan', v)|list }}|{{ [v, 'x']|select('string')|list }}|{{ [1, 2]|select('==', 2)|list }}{% endfor %}{% endfor %}"),
+    ("op-bigint-select-types", "{% for m in messages %}{% for tc in m.tool_calls or [] %}{% set v = tc.function.arguments.value %}"
+     "{{ [v, 'a']|select('<', 3)|list }}{% endfor %}{% endfor %}"),
+    # Jinja2's immutable sandbox: a method that changes a list or a dict raises SecurityError
+    # when called (messages or tools altered by a template never render).
+    ("op-sandbox-append", "{% set l = [1] %}{% set _ = l.append(2) %}{{ l }}"),
+    ("op-sandbox-pop", "{{ messages.pop() }}"),
+    ("op-sandbox-remove", "{% set l = [1] %}{{ l.remove(1) }}"),
+    ("op-sandbox-sort", "{% set l = [2, 1] %}{{ l.sort() }}"),
+    ("op-sandbox-dict-update", "{% for m in messages %}{% set _ = m.update({'role': 'x'}) %}{{ m.role }}{% endfor %}"),
+    ("op-sandbox-dict-pop", "{% set d = {'a': 1} %}{{ d.pop('a') }}"),
+    ("op-sandbox-setdefault", "{% set d = {'a': 1} %}{{ d.setdefault('b', 2) }}"),
+    ("sandbox-safe", "{% set d = {'a': 1, 'b': [3, 1]} %}{{ d.get('a') }}|{{ d.items()|list }}|{{ d.keys()|list }}|{{ d.values()|list }}|"
+     "{{ d.b|sort }}|{{ d.b|reverse|list }}|{{ d.copy() if false else 'c' }}|{{ messages[0].role }}"),
     ("op-chain-types", "{{ 1 < 2 < 'a' }}"),
     ("op-chain-types-eq", "{{ 1 == 1 < 'a' }}"),
     ("op-chain-more", "{{ 1 not in [2] not in [[1]] }}|{{ 'a' in 'abc' in ['abc'] }}|{{ none == none != 1 }}|{{ 2 > 1 > 0 > -1 }}|"
@@ -677,7 +696,7 @@ def probes(convs):
                 _, cases[c["id"]] = render_request(src, SWEEP_SPECIAL, c["request"])
             except Exception as exc:
                 cases[c["id"]] = "!" + type(exc).__name__
-                if pid.startswith("op-undef-"):
+                if pid.startswith("op-undef-") or pid.startswith("op-sandbox-"):
                     cases[c["id"]] += ": " + str(exc)
         lines.append({"id": pid, "source": src, "cases": cases})
     return lines

@@ -145,22 +145,7 @@ func operatorEdits(statement bool, toks []token, closeAt int, big bool) []opEdit
 			opEdit{pos: offset(end), rank: rankClose, text: ")"})
 	}}
 	p.eq = big
-	// a < b <= c becomes (a)|__kvgate_chain('<', (b), '<=', (c)).
-	p.recChain = func(start int, ops []int, end int) {
-		tag = append(tag, opEdit{pos: toks[start].pos, rank: rankOpen, text: "("})
-		for i, at := range ops {
-			op, n := toks[at].val, len(toks[at].val)
-			if op == "not" {
-				op, n = "not in", toks[at+1].pos+len(toks[at+1].val)-toks[at].pos
-			}
-			text := "), '" + op + "', ("
-			if i == 0 {
-				text = ")|" + chainFilterName + "('" + op + "', ("
-			}
-			tag = append(tag, opEdit{pos: toks[at].pos, rank: rankReplace, n: n, text: text})
-		}
-		tag = append(tag, opEdit{pos: offset(end), rank: rankClose, text: "))"})
-	}
+	p.recChain = func(start int, ops []int, end int) { tag = append(tag, chainEdits(toks, start, ops, offset(end))...) }
 	// X is T(Y) becomes (X)|filter(Y); X is T Y becomes (X)|filter(Y).
 	p.recTest = func(filter string, start, at, nameEnd, argEnd int) {
 		last := toks[nameEnd-1]
@@ -220,6 +205,25 @@ func operatorEdits(statement bool, toks []token, closeAt int, big bool) []opEdit
 		return nil
 	}
 	return tag
+}
+
+// chainEdits are the edits of a comparison chain (its first operand's start, its operators'
+// token indexes, the offset of its end): a < b <= c becomes
+// (a)|__kvgate_chain('<', (b), '<=', (c)).
+func chainEdits(toks []token, start int, ops []int, end int) []opEdit {
+	edits := []opEdit{{pos: toks[start].pos, rank: rankOpen, text: "("}}
+	for i, at := range ops {
+		op, n := toks[at].val, len(toks[at].val)
+		if op == "not" {
+			op, n = "not in", toks[at+1].pos+len(toks[at+1].val)-toks[at].pos
+		}
+		text := "), '" + op + "', ("
+		if i == 0 {
+			text = ")|" + chainFilterName + "('" + op + "', ("
+		}
+		edits = append(edits, opEdit{pos: toks[at].pos, rank: rankReplace, n: n, text: text})
+	}
+	return append(edits, opEdit{pos: end, rank: rankClose, text: "))"})
 }
 
 // pyTypeNameOf is type(v).__name__ for the values a template sees (bool included).

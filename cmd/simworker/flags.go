@@ -88,8 +88,9 @@ remote_engine_id and remote_bootstrap_addr (400 otherwise) and fetches the KV th
 engine waits the transfer time (KV bytes / --pd-bandwidth) and caches the received blocks,
 publishing them as BlockStored events, then decodes without recomputing them. With
 --grpc-port the gRPC service plays the same role: --runtime vllm takes kv_transfer_params_json
-(GenerateRequest field 8) and answers a prefill leg with the hand-off in GenerateComplete
-field 12; sglang takes disaggregated_params and tokenspeed kv_bootstrap_info rooms.
+(GenerateRequest field 8, NIXL's or Mooncake's) and answers a NIXL prefill leg with the
+hand-off in GenerateComplete field 12; sglang takes disaggregated_params and tokenspeed
+kv_bootstrap_info rooms.
 
 Fault switches (for reliability tests):
   --fault-drop-every N      do not send every Nth event batch on the PUB (replay still has it)

@@ -24,6 +24,10 @@ type PDLeg struct {
 	// Bootstrap is SGLang's disaggregated_params (field 10) or TokenSpeed's kv_bootstrap_info
 	// (field 11), the same on both legs. nil: none.
 	Bootstrap *Bootstrap
+	// DataParallelRank is vLLM's GenerateRequest field 9 (data_parallel_rank), the gRPC form
+	// of the X-Data-Parallel-Rank header: it pins a Mooncake prefill leg to the DP rank whose
+	// engine id the decode leg names. nil: none.
+	DataParallelRank *int32
 }
 
 // Bootstrap is an SGLang-style rendezvous: the prefill worker's bootstrap server and a room.
@@ -47,8 +51,9 @@ const (
 func (b *Bootstrap) roomOf(i int, limit uint64) uint64 { return (b.Room%limit + uint64(i)) % limit }
 
 // PDRuntimeSupports reports whether a gRPC worker of runtime rt carries the legs of a pair
-// of the given style: vLLM carries NIXL's kv_transfer_params_json (nixl true), SGLang and
-// TokenSpeed the bootstrap rendezvous (nixl false). An unknown runtime carries neither.
+// of the given style: vLLM carries kv_transfer_params_json (nixl true: NIXL's and
+// Mooncake's parameters), SGLang and TokenSpeed the bootstrap rendezvous (nixl false). An
+// unknown runtime carries neither.
 func PDRuntimeSupports(rt worker.Runtime, nixl bool) bool {
 	if nixl {
 		return rt == worker.RuntimeVLLM
@@ -59,7 +64,7 @@ func PDRuntimeSupports(rt worker.Runtime, nixl bool) bool {
 // ErrPDNotSupported is the answer for a pair leg a gRPC worker's runtime cannot carry.
 func ErrPDNotSupported(rt worker.Runtime) *openai.Error {
 	return &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Code: "runtime_pd_not_supported",
-		Message: "prefill/decode disaggregation is not supported over gRPC for runtime " + string(rt) + " with this transfer (vLLM: nixl; SGLang, TokenSpeed: bootstrap)"}
+		Message: "prefill/decode disaggregation is not supported over gRPC for runtime " + string(rt) + " with this transfer (vLLM: nixl, mooncake; SGLang, TokenSpeed: bootstrap)"}
 }
 
 // checkPD refuses a leg the runtime cannot carry.
@@ -67,7 +72,7 @@ func checkPD(rt worker.Runtime, leg *PDLeg) *openai.Error {
 	if leg == nil {
 		return nil
 	}
-	nixl := leg.Prefill || leg.KVTransferParams != nil
+	nixl := leg.Prefill || leg.KVTransferParams != nil || leg.DataParallelRank != nil
 	if (nixl && leg.Bootstrap != nil) || (nixl || leg.Bootstrap != nil) && !PDRuntimeSupports(rt, nixl) {
 		return ErrPDNotSupported(rt)
 	}

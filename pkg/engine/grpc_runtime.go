@@ -119,6 +119,9 @@ func (v *vllmClient) generate(ctx context.Context, r *genRequest) (genStream, er
 		kv := string(r.pd.KVTransferParams)
 		req.KvTransferParamsJson = &kv
 	}
+	if r.pd != nil {
+		req.DataParallelRank = r.pd.DataParallelRank
+	}
 	st, err := v.c.Generate(ctx, req)
 	if err != nil {
 		return nil, err

@@ -566,11 +566,8 @@ func pdSupported(m *fleet.Member, tr string) bool {
 	if m.Worker().Kind() != worker.KindGRPC {
 		return true
 	}
-	if tr == PDTransferMooncake {
-		return false // the gRPC servicers carry no Mooncake parameters yet
-	}
 	rt := m.Engine().Runtime()
-	return rt == "" || engine.PDRuntimeSupports(rt, tr == PDTransferNIXL)
+	return rt == "" || engine.PDRuntimeSupports(rt, tr == PDTransferNIXL || tr == PDTransferMooncake)
 }
 
 // multipleOutputs reports whether c asks for several outputs (n > 1, or several prompts): a

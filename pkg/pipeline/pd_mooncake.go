@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kvgate/kvgate/pkg/engine"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -199,13 +200,18 @@ func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *
 	pl.countPD(w, c, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pw.URL())
 	p := c.Req
-	p.Header, p.Edits, p.PD = hdr, prefillEdits(c, c.Req.Edits, pp), nil
+	// An HTTP worker takes the legs as body edits, a grpc:// (vLLM) one as PD: the same
+	// parameters in kv_transfer_params_json, the prefill leg's settings as NIXL's.
+	p.Header, p.Edits = hdr, prefillEdits(c, c.Req.Edits, pp)
+	p.PD = &engine.PDLeg{Prefill: true, KVTransferParams: pp}
 	if eng.dp {
 		// The engine id is the rank's: pin the prefill leg to it, as llm-d does.
 		p.SetHeader = http.Header{"X-Data-Parallel-Rank": {strconv.Itoa(eng.rank)}}
+		rank := int32(eng.rank)
+		p.PD.DataParallelRank = &rank
 	}
 	d := *c
-	d.Req.Header, d.Req.PD = hdr, nil
+	d.Req.Header, d.Req.PD = hdr, &engine.PDLeg{KVTransferParams: dp}
 	d.Req.Edits = append(slices.Clip(c.Req.Edits), openai.Edit{Key: "kv_transfer_params", Value: dp})
 	pl.pairConcurrent(ctx, w, c, ep, ddec, pdec, &p, &d, func() { pl.mooncake.forget(addr) })
 	return true

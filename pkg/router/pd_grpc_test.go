@@ -1,10 +1,12 @@
 package router
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -174,5 +176,78 @@ func TestPDGRPCRuntimeNotSupported(t *testing.T) {
 	}
 	if got := g.metricValue(t, "kvgate_pd_requests_total", "outcome", "runtime_pd_not_supported"); got != 1 {
 		t.Errorf("runtime_pd_not_supported count %v, want 1", got)
+	}
+}
+
+// A Mooncake pair of grpc:// vLLM workers: both legs carry the parameters in
+// kv_transfer_params_json (field 8), the prefill leg NIXL's one-token settings, and, when the
+// bootstrap server answers per DP rank, data_parallel_rank (field 9) pinning it to rank 0.
+func TestPDGRPCMooncakePair(t *testing.T) {
+	for _, tc := range []struct {
+		name, query string
+		rank        *int32
+	}{
+		{"one rank", `{"0":{"engine_id":"eng-1"}}`, nil},
+		{"dp ranks", `{"1":{"engine_id":"eng-r1"},"0":{"engine_id":"eng-r0"}}`, new(int32)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, d := newFakeVLLM(), newFakeVLLM()
+			p.gen, d.gen = vllmPrefill(""), echoUpper
+			b := newFakeBootstrap(t, http.StatusOK, tc.query)
+			purl := "grpc://" + startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, p) })
+			durl := "grpc://" + startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, d) })
+			g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1, Transfer: pipeline.PDTransferMooncake, Timeout: 2 * time.Second}},
+				"url="+purl+",runtime=vllm,role=prefill,bootstrap_port="+b.port(), "url="+durl+",runtime=vllm,role=decode")
+			resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"max_tokens":20}`, longPrompt))
+			if resp.StatusCode != http.StatusOK || !strings.Contains(body, "ABCDEFGHIJ") {
+				t.Fatalf("got %d %s, want 200 with the decode answer", resp.StatusCode, body)
+			}
+			if got := resp.Header.Get(pipeline.HeaderPD); got != pdPair {
+				t.Fatalf("outcome %q, want a pair", got)
+			}
+			var pr, dr *vllm.GenerateRequest
+			for _, c := range []struct {
+				ch  chan *vllm.GenerateRequest
+				out **vllm.GenerateRequest
+			}{{p.reqs, &pr}, {d.reqs, &dr}} {
+				select {
+				case *c.out = <-c.ch:
+				case <-time.After(5 * time.Second):
+					t.Fatal("a leg never reached its worker")
+				}
+			}
+			var pkv, dkv map[string]any
+			if err := json.Unmarshal([]byte(pr.GetKvTransferParamsJson()), &pkv); err != nil {
+				t.Fatalf("prefill field 8 %q: %v", pr.GetKvTransferParamsJson(), err)
+			}
+			if err := json.Unmarshal([]byte(dr.GetKvTransferParamsJson()), &dkv); err != nil {
+				t.Fatalf("decode field 8 %q: %v", dr.GetKvTransferParamsJson(), err)
+			}
+			id, _ := pkv["transfer_id"].(string)
+			if !transferIDRe.MatchString(id) || pkv["do_remote_decode"] != true || pkv["do_remote_prefill"] != false || len(pkv) != 3 {
+				t.Errorf("prefill field 8 %v: want do_remote_decode and a minted transfer_id", pkv)
+			}
+			engineID := "eng-1"
+			if tc.rank != nil {
+				engineID = "eng-r0"
+			}
+			want := map[string]any{"do_remote_decode": false, "do_remote_prefill": true, "transfer_id": id,
+				"remote_engine_id": engineID, "remote_bootstrap_addr": "http://127.0.0.1:" + b.port()}
+			if !cmp.Equal(dkv, want) {
+				t.Errorf("decode field 8 %v, want %v", dkv, want)
+			}
+			if sp := pr.GetSamplingParams(); sp.GetMaxTokens() != 1 || pr.Stream || !sp.IgnoreEos {
+				t.Errorf("prefill leg: max_tokens %d, stream %v, ignore_eos %v; want NIXL's prefill settings", sp.GetMaxTokens(), pr.Stream, sp.IgnoreEos)
+			}
+			if !cmp.Equal(pr.DataParallelRank, tc.rank) || dr.DataParallelRank != nil {
+				t.Errorf("data_parallel_rank: prefill %v, decode %v; want %v and none", pr.DataParallelRank, dr.DataParallelRank, tc.rank)
+			}
+			if dr.GetSamplingParams().GetMaxTokens() != 20 {
+				t.Errorf("decode leg is not the client's request: %v", dr.GetSamplingParams())
+			}
+			if resp.Header.Get(pipeline.HeaderPD) != pdPair || resp.Header.Get(pipeline.HeaderPrefillWorker) != purl || resp.Header.Get(pipeline.HeaderWorker) != durl {
+				t.Errorf("headers %v: want a pair, prefill %s, decode %s", resp.Header, purl, durl)
+			}
+		})
 	}
 }

@@ -20,16 +20,16 @@ import (
 // blocks (its cached tokens and events show them), and a stopped prefill simulator gives the
 // documented outcome within the bound.
 
-// grpcPDFleet starts a prefill and a decode simulator over gRPC for runtime (vllm: NIXL,
-// sglang: bootstrap rooms), an aggregated HTTP simulator to compare answers with, and a
+// grpcPDFleet starts a prefill and a decode simulator over gRPC for runtime and transfer (vllm:
+// NIXL or Mooncake in kv_transfer_params_json; sglang and tokenspeed: bootstrap rooms, SGLang's int32 disaggregated_params and TokenSpeed's
+// int64 kv_bootstrap_info), an aggregated HTTP simulator to compare answers with, and a
 // gateway over the pair's grpc:// endpoints.
-func grpcPDFleet(t *testing.T, runtime string) (gw *harness.Gateway, p, d, agg *harness.Sim, purl, durl string) {
+func grpcPDFleet(t *testing.T, runtime, transfer string) (gw *harness.Gateway, p, d, agg *harness.Sim, purl, durl string) {
 	l := newLauncher(t)
 	ports, err := harness.FreeTCPPorts(3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	transfer := map[string]string{"vllm": "nixl", "sglang": "sglang"}[runtime]
 	common := []string{"--pd-transfer", transfer, "--pd-wait", "5s", "--runtime", runtime}
 	p = startSim(t, l, harness.SimOptions{Name: "grpc-prefill", Args: append([]string{"--pd-role", "prefill", "--grpc-port", fmt.Sprint(ports[0]),
 		"--pd-bootstrap-port", fmt.Sprint(ports[2])}, common...)})
@@ -39,7 +39,7 @@ func grpcPDFleet(t *testing.T, runtime string) (gw *harness.Gateway, p, d, agg *
 	gw = startGateway(t, l, harness.GatewayOptions{Name: "gateway",
 		Workers: []string{"url=" + purl + ",runtime=" + runtime + ",role=prefill,bootstrap_port=" + fmt.Sprint(ports[2]),
 			"url=" + durl + ",runtime=" + runtime + ",role=decode"},
-		Args: []string{"--pd-min-uncached-tokens", "32", "--pd-timeout", "5s", "--health-interval", "250ms"}})
+		Args: []string{"--pd-min-uncached-tokens", "32", "--pd-timeout", "5s", "--health-interval", "250ms", "--pd-transfer", transfer}})
 	return gw, p, d, agg, purl, durl
 }
 
@@ -56,9 +56,12 @@ func cachedTokens(t *testing.T, body []byte) int {
 }
 
 func TestPDGRPCPairs(t *testing.T) {
-	for _, runtime := range []string{"vllm", "sglang"} {
-		t.Run(runtime, func(t *testing.T) {
-			gw, p, d, agg, purl, durl := grpcPDFleet(t, runtime)
+	for _, mode := range []struct{ runtime, transfer string }{
+		{"vllm", "nixl"}, {"vllm", "mooncake"}, {"sglang", "sglang"}, {"tokenspeed", "sglang"},
+	} {
+		runtime, transfer := mode.runtime, mode.transfer
+		t.Run(runtime+"-"+transfer, func(t *testing.T) {
+			gw, p, d, agg, purl, durl := grpcPDFleet(t, runtime, transfer)
 			pdCount := func(outcome string) float64 {
 				if f := scrape(t, gw.MetricsURL())["kvgate_pd_requests_total"]; f != nil {
 					return f.sum(map[string]string{"outcome": outcome})
@@ -115,9 +118,9 @@ func TestPDGRPCPairs(t *testing.T) {
 
 			// The same prompt again: the decode simulator finds the transferred blocks in its
 			// cache (usage cached_tokens), whether it runs whole there (NIXL: its gRPC events
-			// put them in the gateway's index) or as a pair (SGLang pairs every request).
+			// put them in the gateway's index) or as a pair (SGLang and TokenSpeed pair every request).
 			wantOutcome := "decode_cached"
-			if runtime == "sglang" {
+			if transfer == "sglang" {
 				wantOutcome = "pair"
 			}
 			var again completion
@@ -143,17 +146,25 @@ func TestPDGRPCPairs(t *testing.T) {
 
 			// Without the prefill simulator, a long prompt gets the documented outcome within
 			// the bound: NIXL runs it whole on the decode worker (prefill_failed, or
-			// no_prefill_worker once the prefill worker is marked down); an SGLang decode-mode
+			// no_prefill_worker once the prefill worker is marked down); an SGLang or TokenSpeed decode-mode
 			// worker serves only pairs, so the client gets a 503 naming the prefill stage.
 			mustf(t, p.Stop(harness.DefaultStopTimeout) == nil, "stopping the prefill simulator")
 			start := time.Now()
 			k := postCompletion(t, gw.URL, map[string]any{"model": testModel, "prompt": text("pd-grpc-after-"+runtime, 300), "max_tokens": 4})
 			mustf(t, time.Since(start) < 10*time.Second, "took %v after the prefill simulator stopped", time.Since(start))
 			outcome := k.Header.Get("X-Kvgate-Pd")
-			if runtime == "vllm" {
+			switch transfer {
+			case "nixl":
 				mustf(t, k.Status == http.StatusOK && k.worker() == durl && (outcome == "prefill_failed" || outcome == "no_prefill_worker"),
 					"after the prefill simulator stopped: %d %v %s, want 200 whole on the decode worker", k.Status, k.Header, k.Body)
-			} else {
+			case "mooncake":
+				// Concurrent legs: a prefill leg that fails ends the waiting decode leg (503
+				// naming the stage); once the prefill worker is down, or its bootstrap server
+				// cannot be asked, the request runs whole on the decode worker.
+				whole := k.Status == http.StatusOK && k.worker() == durl && (outcome == "no_prefill_worker" || outcome == "bootstrap_query_failed")
+				failed := k.Status == http.StatusServiceUnavailable && strings.Contains(string(k.Body), "prefill")
+				mustf(t, whole || failed, "after the prefill simulator stopped: %d %v %s, want 200 whole on the decode worker or 503 naming the prefill stage", k.Status, k.Header, k.Body)
+			default:
 				mustf(t, k.Status == http.StatusServiceUnavailable && strings.Contains(string(k.Body), "prefill"),
 					"after the prefill simulator stopped: %d %v %s, want 503 naming the prefill stage", k.Status, k.Header, k.Body)
 			}

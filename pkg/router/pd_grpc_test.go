@@ -191,8 +191,23 @@ func TestPDGRPCMooncakePair(t *testing.T) {
 		{"dp ranks", `{"1":{"engine_id":"eng-r1"},"0":{"engine_id":"eng-r0"}}`, new(int32)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The decode servicer answers once the prefill leg has arrived, as a Mooncake decode
+			// engine waits for the KV push (else the pair's end could cancel the prefill leg
+			// before it is sent).
 			p, d := newFakeVLLM(), newFakeVLLM()
-			p.gen, d.gen = vllmPrefill(""), echoUpper
+			pushed := make(chan struct{}, 4)
+			p.gen = func(r *vllm.GenerateRequest, s grpc.ServerStreamingServer[vllm.GenerateResponse]) error {
+				pushed <- struct{}{}
+				return vllmPrefill("")(r, s)
+			}
+			d.gen = func(r *vllm.GenerateRequest, s grpc.ServerStreamingServer[vllm.GenerateResponse]) error {
+				select {
+				case <-pushed:
+				case <-s.Context().Done():
+					return s.Context().Err()
+				}
+				return echoUpper(r, s)
+			}
 			b := newFakeBootstrap(t, http.StatusOK, tc.query)
 			purl := "grpc://" + startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, p) })
 			durl := "grpc://" + startGRPC(t, func(s *grpc.Server) { vllm.RegisterVllmEngineServer(s, d) })

@@ -233,6 +233,15 @@ func TestPDMooncakeQueryTimeout(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("took %v, want about the 2 s query bound", took)
 	}
+	// It gave up on the hung server, not on another failure before asking it.
+	if got := b.queries.Load(); got != 1 {
+		t.Errorf("the bootstrap server was asked %d times, want 1", got)
+	}
+	select {
+	case r := <-p.reqs:
+		t.Errorf("the prefill worker got a leg %v without an engine id", r)
+	default:
+	}
 }
 
 // A failed prefill leg cancels the waiting decode leg and answers 503 naming the prefill stage

@@ -42,7 +42,13 @@ func TestPDMooncakeQuery(t *testing.T) {
 func TestPDMooncakePair(t *testing.T) {
 	for _, decodeFirst := range []bool{false, true} {
 		t.Run(fmt.Sprint("decodeFirst=", decodeFirst), func(t *testing.T) {
-			p, d, agg := pdTrio(t, PDTransferMooncake, time.Second)
+			// Asked first, the prefill's read waits up to the wait bound for the prefill: a
+			// bound far longer than the test's 10 s shows the prefill wakes the read.
+			wait := time.Second
+			if decodeFirst {
+				wait = time.Minute
+			}
+			p, d, agg := pdTrio(t, PDTransferMooncake, wait)
 			engine := p.s.pd.cfg.EngineID
 			ids := idsJSON(seqTokens(1, 101))
 			pkv, dkv := mooncakeParams(p, "xfer-1", engine)
@@ -50,13 +56,32 @@ func TestPDMooncakePair(t *testing.T) {
 			var dc, pc chan [2]any
 			if decodeFirst {
 				dc = postAsync(t, d, fmt.Sprintf(req, `,"kv_transfer_params":`+dkv))
-				time.Sleep(50 * time.Millisecond) // the decode server asks before the prefill exists
+				asked := func() bool {
+					p.s.pd.mu.Lock()
+					defer p.s.pd.mu.Unlock()
+					return p.s.pd.pushes["xfer-1"] != nil
+				}
+				for deadline := time.Now().Add(5 * time.Second); !asked(); time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the decode server's read never waited at the prefill server")
+					}
+				}
 				pc = postAsync(t, p, `{"prompt":`+ids+`,"max_tokens":1,"stream":false,"kv_transfer_params":`+pkv+`}`)
 			} else {
 				pc = postAsync(t, p, `{"prompt":`+ids+`,"max_tokens":1,"stream":false,"kv_transfer_params":`+pkv+`}`)
 				dc = postAsync(t, d, fmt.Sprintf(req, `,"kv_transfer_params":`+dkv))
 			}
-			pres, dres := <-pc, <-dc
+			var pres, dres [2]any
+			for _, c := range []struct {
+				ch  chan [2]any
+				out *[2]any
+			}{{pc, &pres}, {dc, &dres}} {
+				select {
+				case *c.out = <-c.ch:
+				case <-time.After(10 * time.Second):
+					t.Fatal("a leg did not answer within 10 s: the prefill did not wake the waiting read")
+				}
+			}
 			if pres[0] != http.StatusOK || dres[0] != http.StatusOK {
 				t.Fatalf("prefill %v, decode %v", pres, dres)
 			}
@@ -77,6 +102,9 @@ func TestPDMooncakePair(t *testing.T) {
 				t.Errorf("prefill still holds %d blocks after the read", got)
 			}
 			// The read released the transfer: a second decode with it fails (after the wait bound).
+			if decodeFirst {
+				return
+			}
 			if status, body := d.post(t, fmt.Sprintf(req, `,"kv_transfer_params":`+dkv)); status != http.StatusInternalServerError || !strings.Contains(string(body), "KV transfer failed") {
 				t.Errorf("second read: %d %s, want 500 KV transfer failed", status, body)
 			}

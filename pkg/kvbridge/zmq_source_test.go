@@ -463,6 +463,15 @@ func TestZMQSourcePublisherProcessRestart(t *testing.T) {
 	c := newChanConsumer()
 	s := startSource(t, ZMQConfig{Worker: "w", Endpoint: tcpEP(ports), Replay: tcpEP(ports + 1)}, c, nil)
 	syncSource(t, p1, c, s, 0)
+	// Past seq 0 before the restart: a new instance's first batch then goes back in sequence,
+	// as an engine's does after any real run. (Had the first instance stopped at seq 0, the
+	// new one's seq 0 would read as a duplicate of it, and the test would race on whether the
+	// SUB reconnected before the new batches.)
+	for end := publishN(t, p1, 3); ; {
+		if r := c.next(t); r.Reset == "" && r.Seq == end {
+			break
+		}
+	}
 	cancel1()
 	<-done1
 	if err := p1.Close(); err != nil {

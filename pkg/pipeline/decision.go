@@ -46,6 +46,10 @@ type routeScratch struct {
 	// disagg is set when the last route's pool has role=prefill workers (healthy or not): it
 	// runs disaggregated (pd.go).
 	disagg bool
+	// also, when set, is excluded from the next route besides its exclude argument (a pair's
+	// retried prefill leg avoids both the failed prefill worker and the decode worker); route
+	// clears it.
+	also *fleet.Member
 }
 
 // RouteError classifies why no worker could be chosen.

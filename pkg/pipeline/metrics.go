@@ -19,10 +19,11 @@ type metrics struct {
 	upstream   *prometheus.CounterVec // worker, kind
 	tokensSeen prometheus.Counter
 	// Prefill/decode disaggregation (pd.go): requests of disaggregated pools by outcome,
-	// decode legs sent without kv_transfer_params, requests whose transfer fields were
-	// stripped.
+	// decode legs sent without kv_transfer_params, prefill legs retried on another worker,
+	// requests whose transfer fields were stripped.
 	pd         *prometheus.CounterVec // outcome
 	pdNoParams prometheus.Counter
+	pdRetried  prometheus.Counter
 	pdStripped prometheus.Counter
 	// The admission queue's, by model (pool) and priority band; queued also by outcome.
 	queueDepth *prometheus.GaugeVec
@@ -87,6 +88,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvgate_pd_missing_kv_params_total",
 			Help: "NIXL decode legs sent without kv_transfer_params because the prefill answer had none (the decode worker prefilled itself).",
 		}),
+		pdRetried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvgate_pd_prefill_retries_total",
+			Help: "Prefill legs sent again on another prefill worker after their first worker failed (a server or transport error, or the PD timeout).",
+		}),
 		pdStripped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvgate_pd_client_transfer_fields_total",
 			Help: "Requests whose own kv_transfer_params or bootstrap_* fields were stripped (a client must not direct KV transfers).",
@@ -115,7 +120,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen,
-		m.pd, m.pdNoParams, m.pdStripped, m.queueDepth, m.queueWait, m.queued} {
+		m.pd, m.pdNoParams, m.pdRetried, m.pdStripped, m.queueDepth, m.queueWait, m.queued} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("router: register metrics: %w", err)
 		}

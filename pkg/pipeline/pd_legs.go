@@ -108,12 +108,8 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 			pl.done(c, ddec)
 			return true
 		}
-		failed := pdec.m
-		if attempt == 0 && retryable(aerr) && pl.route(s, pdec, c, failed, legPrefill) == nil {
-			if pdec.m != ddec.m && pdSupported(pdec.m, PDTransferNIXL) {
-				continue
-			}
-			pl.done(c, pdec)
+		if attempt == 0 && retryable(aerr) && pl.reroutePrefill(s, pdec, c, ddec, PDTransferNIXL) {
+			continue
 		}
 		pl.countPD(w, c, pdPrefillFailed)
 		return false
@@ -126,7 +122,7 @@ func (pl *Pipeline) pairNIXL(ctx context.Context, w http.ResponseWriter, c *Call
 		// prefills itself (SMG's behaviour), and the metric says so.
 		pl.countPD(w, c, pdPair)
 		pl.met.pdNoParams.Inc()
-		pl.sendDecode(ctx, w, ddec, &d, ep, nil)
+		pl.sendDecode(ctx, w, ddec, &d, ep)
 		return true
 	}
 	d.Req.Edits = append(slices.Clip(c.Req.Edits), openai.Edit{Key: "kv_transfer_params", Value: params})
@@ -186,25 +182,37 @@ func writePrefillAnswer(w http.ResponseWriter, pdec *Decision, a *prefillAnswer)
 	_, _ = w.Write(a.body)
 }
 
-// sendDecode sends a pair's decode leg d on ddec's worker and answers the client with it;
-// ended, when set, runs as soon as the call has ended, told whether it failed before
-// answering (SGLang: it ends the prefill leg, and returns the prefill leg's own failure, if
-// any, for the client). A decode leg that a failed prefill leg ended (legCause) answers with
-// the prefill failure.
-func (pl *Pipeline) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *Decision, d *Call, ep *Endpoint, ended func(failed bool) *openai.Error) {
+// sendDecode sends a pair's decode leg d on ddec's worker and answers the client with it.
+func (pl *Pipeline) sendDecode(ctx context.Context, w http.ResponseWriter, ddec *Decision, d *Call, ep *Endpoint) {
+	started, err, pe := pl.decodeLeg(ctx, w, ddec, d, ep, nil)
+	pl.done(d, ddec)
+	pl.decodeFailed(ctx, w, ep, ddec, started, err, pe)
+}
+
+// decodeLeg sends a pair's decode leg d on ddec's worker, answering the client with it, and
+// leaves ddec held. ended, when set, runs as soon as the call has ended, told whether it
+// failed before answering (concurrent pairs: it ends the prefill leg, and returns the prefill
+// leg's own failure, if any, for the client). It returns whether anything reached the client,
+// the leg's failure, and the failure to answer for it (pe: ended's, or that of a failed prefill
+// leg that ended this one: legCause), which decodeFailed writes.
+func (pl *Pipeline) decodeLeg(ctx context.Context, w http.ResponseWriter, ddec *Decision, d *Call, ep *Endpoint, ended func(failed bool) *openai.Error) (started bool, err, pe *openai.Error) {
 	ddec.record(d.RouteTokens())
 	d.leg = legNameDecode
-	started, err := pl.send(ctx, w, ddec, d, ep, 0)
-	pl.done(d, ddec)
-	var pe *openai.Error
+	started, err = pl.send(ctx, w, ddec, d, ep, 0)
 	if ended != nil {
 		pe = ended(err != nil && !started)
 	}
+	if err != nil && !started && pe == nil {
+		pe = legCause(ctx)
+	}
+	return started, err, pe
+}
+
+// decodeFailed answers the client for a decode leg that failed before answering (err, pe as
+// decodeLeg returned them); it does nothing when the leg answered.
+func (pl *Pipeline) decodeFailed(ctx context.Context, w http.ResponseWriter, ep *Endpoint, ddec *Decision, started bool, err, pe *openai.Error) {
 	if err == nil || started {
 		return
-	}
-	if pe == nil {
-		pe = legCause(ctx)
 	}
 	if pe != nil {
 		ep.writeError(w, pe)
@@ -271,12 +279,8 @@ func bootstrapPort(pw *worker.Worker) int {
 }
 
 // pairSGLang runs an SGLang pair: both legs at once with the same bootstrap fields, the
-// decode answer relayed. Either leg failing ends the other: a failed prefill cancels the
-// decode leg at once (which would otherwise wait for the KV for minutes), a failed decode
-// cancels the prefill leg; the prefill leg is bounded by the PD timeout.
-func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) {
-	pl.countPD(w, c, pdPair)
-	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
+// decode answer relayed (pairConcurrent; its result is pairConcurrent's).
+func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) *openai.Error {
 	pw := pdec.m.Worker()
 	rooms := bootstrapRooms(c, pw.Kind() == worker.KindGRPC || ddec.m.Worker().Kind() == worker.KindGRPC, pl.rand)
 	edits := bootstrapEdits(pw, rooms, c.Req.Edits)
@@ -285,7 +289,7 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 	p.Header, p.Edits, p.PD = hdr, edits, leg
 	d := *c
 	d.Req.Header, d.Req.Edits, d.Req.PD = hdr, edits, leg
-	pl.pairConcurrent(ctx, w, c, ep, ddec, pdec, &p, &d, nil)
+	return pl.pairConcurrent(ctx, w, c, ep, ddec, pdec, &p, &d, nil)
 }
 
 // pairConcurrent sends a pair's prefill leg p and decode leg d at once (SGLang, Mooncake: the
@@ -293,7 +297,16 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 // failing ends the other: a failed prefill cancels the decode leg at once (which would
 // otherwise wait for the KV for minutes), a failed decode cancels the prefill leg; the prefill
 // leg is bounded by the PD timeout. onFail, when set, runs when either leg fails.
-func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, p *engine.Request, d *Call, onFail func()) {
+//
+// A prefill leg that failed with a server error, a transport error or the PD timeout, before
+// anything reached the client, is not answered: pairConcurrent returns its failure with ddec
+// still held, for the caller to run the pair again on another prefill worker (a fresh room or
+// transfer id: the decode leg that joined the failed one has been ended) or the request whole.
+// Otherwise it returns nil, having answered the client and released ddec. pdec is released
+// either way.
+func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, p *engine.Request, d *Call, onFail func()) *openai.Error {
+	w.Header().Set(HeaderPD, pdPair)
+	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
 	pdec.record(c.RouteTokens())
 	dctx, dcancel := context.WithCancelCause(ctx)
 	defer dcancel(nil)
@@ -301,15 +314,18 @@ func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c
 	defer pcancel()
 	perr := make(chan *openai.Error, 1)
 	// ended is set when the decode leg's end ends the prefill leg: a prefill cut off then did
-	// not fail (its KV was no longer needed), so onFail must not run for it.
+	// not fail (its KV was no longer needed), so it is no failure (nil on perr, no onFail).
 	var ended atomic.Bool
 	go func() {
 		_, other, aerr := pl.callPrefill(pctx, c, pdec, p)
 		if other != nil {
 			aerr = statusError(other)
 		}
+		if aerr != nil && ended.Load() {
+			aerr = nil
+		}
 		if aerr != nil {
-			if onFail != nil && !ended.Load() {
+			if onFail != nil {
 				onFail()
 			}
 			aerr = prefillStageFailed(pdec.m, aerr)
@@ -322,7 +338,7 @@ func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c
 	// decode leg that failed before answering may have failed because the prefill worker did
 	// (a decode engine whose KV fetch was refused): the prefill leg's verdict, if it comes
 	// within prefillVerdictGrace, is the client's error, since it names the cause.
-	pl.sendDecode(dctx, w, ddec, d, ep, func(failed bool) *openai.Error {
+	started, err, pe := pl.decodeLeg(dctx, w, ddec, d, ep, func(failed bool) *openai.Error {
 		if failed && onFail != nil {
 			onFail()
 		}
@@ -342,8 +358,15 @@ func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c
 		pcancel()
 		return nil
 	})
-	<-perr
+	prefillErr := <-perr
 	pl.done(c, pdec)
+	if prefillErr != nil && prefillErr.Status >= 500 && err != nil && !started && ctx.Err() == nil {
+		return prefillErr
+	}
+	pl.countPD(w, c, pdPair)
+	pl.done(d, ddec)
+	pl.decodeFailed(ctx, w, ep, ddec, started, err, pe)
+	return nil
 }
 
 // prefillVerdictGrace is how long a pair whose decode leg failed before answering waits for
@@ -419,14 +442,58 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 	if hdr.Get("X-Request-Id") == "" {
 		hdr.Set("X-Request-Id", pl.newRequestID())
 	}
-	switch pd.transferOf(pdec.m) {
-	case PDTransferSGLang:
-		pl.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
-		return true
-	case PDTransferMooncake:
-		return pl.pairMooncake(ctx, w, c, ep, ddec, &pdec, hdr)
+	tr := pd.transferOf(pdec.m)
+	for attempt := 0; ; attempt++ {
+		answered, failed := true, (*openai.Error)(nil)
+		switch tr {
+		case PDTransferSGLang:
+			failed = pl.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
+		case PDTransferMooncake:
+			answered, failed = pl.pairMooncake(ctx, w, c, ep, ddec, &pdec, hdr)
+		default:
+			return pl.pairNIXL(ctx, w, c, ep, s, ddec, &pdec, hdr)
+		}
+		if failed == nil {
+			return answered
+		}
+		if attempt == 0 && pl.reroutePrefill(s, &pdec, c, ddec, tr) {
+			continue
+		}
+		return pl.concurrentFailed(w, c, ep, ddec, failed, mustPair)
 	}
-	return pl.pairNIXL(ctx, w, c, ep, s, ddec, &pdec, hdr)
+}
+
+// reroutePrefill picks another prefill worker for a pair whose prefill leg failed on pdec's
+// (released) worker: one that carries transfer style tr, not the decode worker. It reports
+// false, with nothing held, when there is none.
+func (pl *Pipeline) reroutePrefill(s *routeScratch, pdec *Decision, c *Call, ddec *Decision, tr string) bool {
+	failed := pdec.m
+	s.also = ddec.m
+	if pl.route(s, pdec, c, failed, legPrefill) != nil {
+		return false
+	}
+	if c.Served.pd.transferOf(pdec.m) == tr && pdSupported(pdec.m, tr) {
+		pl.met.pdRetried.Inc()
+		return true
+	}
+	pl.done(c, pdec)
+	return false
+}
+
+// concurrentFailed ends a concurrent pair whose prefill leg failed on every try (failed: the
+// last failure, nothing sent to the client): the request runs whole on the decode worker
+// (servePair's false), counted as prefill_failed, unless that worker serves only pairs (an
+// SGLang decode-mode server: mustPair), when the client gets the failure.
+func (pl *Pipeline) concurrentFailed(w http.ResponseWriter, c *Call, ep *Endpoint, ddec *Decision, failed *openai.Error, mustPair bool) bool {
+	if mustPair {
+		pl.countPD(w, c, pdPair)
+		pl.done(c, ddec)
+		ep.writeError(w, failed)
+		return true
+	}
+	w.Header().Del(HeaderPrefillWorker)
+	pl.countPD(w, c, pdPrefillFailed)
+	return false
 }
 
 // countPD counts a disaggregated pool's request by outcome and names it in the response.
@@ -499,8 +566,8 @@ func (pl *Pipeline) callPrefill(ctx context.Context, c *Call, pdec *Decision, p 
 	return kvParams(body), nil, nil
 }
 
-// prefillStageFailed is the client's answer for a pair whose prefill leg failed and that
-// cannot run whole (an SGLang decode leg waits for the KV): the prefill stage is unavailable,
+// prefillStageFailed is the client's answer for a concurrent pair whose prefill leg failed,
+// unless the pair is run again or whole (servePair): the prefill stage is unavailable,
 // a 503 the client may retry whatever the prefill worker answered (a 5xx, a transport error,
 // the PD timeout), named in the message. A 4xx is the engine's verdict on the request and
 // keeps its status.

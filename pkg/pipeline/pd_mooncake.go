@@ -181,10 +181,10 @@ func (pl *Pipeline) newTransferID() string {
 }
 
 // pairMooncake runs a vLLM Mooncake pair: the prefill worker's engine id from its bootstrap
-// server, then both legs at once. It reports false, having released the prefill worker, when
-// the bootstrap server cannot be asked (the request then runs whole on the decode worker,
-// counted as bootstrap_query_failed).
-func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) bool {
+// server, then both legs at once (pairConcurrent; failed is its result). It reports false,
+// having released the prefill worker, when the bootstrap server cannot be asked (the request
+// then runs whole on the decode worker, counted as bootstrap_query_failed).
+func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) (answered bool, failed *openai.Error) {
 	pw := pdec.m.Worker()
 	addr := mooncakeBootstrapAddr(pw)
 	eng, err := pl.mooncake.lookup(ctx, addr)
@@ -192,13 +192,11 @@ func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *
 		pl.done(c, pdec)
 		pl.log.Warn("mooncake bootstrap query failed; running the request whole", zap.String("prefill_worker", pw.URL()), zap.String("error", err.Error()))
 		pl.countPD(w, c, pdQueryFailed)
-		return false
+		return false, nil
 	}
 	xfer := pl.newTransferID()
 	pp, _ := json.Marshal(mooncakePrefillParams{DoRemoteDecode: true, TransferID: xfer})
 	dp, _ := json.Marshal(mooncakeDecodeParams{DoRemotePrefill: true, TransferID: xfer, RemoteEngineID: eng.id, RemoteBootstrapAddr: addr})
-	pl.countPD(w, c, pdPair)
-	w.Header().Set(HeaderPrefillWorker, pw.URL())
 	p := c.Req
 	// An HTTP worker takes the legs as body edits, a grpc:// (vLLM) one as PD: the same
 	// parameters in kv_transfer_params_json, the prefill leg's settings as NIXL's.
@@ -213,6 +211,5 @@ func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *
 	d := *c
 	d.Req.Header, d.Req.PD = hdr, &engine.PDLeg{KVTransferParams: dp}
 	d.Req.Edits = append(slices.Clip(c.Req.Edits), openai.Edit{Key: "kv_transfer_params", Value: dp})
-	pl.pairConcurrent(ctx, w, c, ep, ddec, pdec, &p, &d, func() { pl.mooncake.forget(addr) })
-	return true
+	return true, pl.pairConcurrent(ctx, w, c, ep, ddec, pdec, &p, &d, func() { pl.mooncake.forget(addr) })
 }

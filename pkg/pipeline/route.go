@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,6 +24,11 @@ func (pl *Pipeline) route(s *routeScratch, dec *Decision, c *Call, exclude *flee
 	pl.fleet.Snapshot().Select(&s.sel, c.Target, exclude, pl.cfg.MaxInFlightPerWorker)
 	pl.engineBound(&s.sel, c)
 	s.disagg = keepRole(&s.sel, k)
+	if s.also != nil {
+		also := s.also
+		s.also = nil
+		s.sel.Candidates = slices.DeleteFunc(s.sel.Candidates, func(m *fleet.Member) bool { return m == also })
+	}
 	if c.Req.Pass != nil && !httpOnly(&s.sel) {
 		return engine.PassOnGRPC(c.Req.Pass.Path)
 	}

@@ -11,9 +11,8 @@ import (
 	"github.com/kvgate/kvgate/pkg/pipeline"
 )
 
-// TestPDSGLangPrefillFailureMatrix: an SGLang pair whose prefill leg fails cannot run whole
-// (its decode leg waits for the KV, and role=decode SGLang servers serve only pairs), so the
-// client gets, plain or streamed, a 503 naming the prefill stage and its worker whatever the
+// TestPDSGLangPrefillFailureMatrix: an SGLang pair whose only prefill worker fails cannot run
+// whole (role=decode SGLang servers serve only pairs), so the client gets, plain or streamed, a 503 naming the prefill stage and its worker whatever the
 // prefill worker did (a 5xx, a dropped connection, no answer within --pd-timeout); a 4xx is the
 // engine's verdict on the request and keeps its status. The waiting decode leg is ended at
 // once in every case.

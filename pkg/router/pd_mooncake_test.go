@@ -244,8 +244,9 @@ func TestPDMooncakeQueryTimeout(t *testing.T) {
 	}
 }
 
-// A failed prefill leg cancels the waiting decode leg and answers 503 naming the prefill stage
-// (the decode leg has already been sent, as for SGLang), and the next pair asks /query again.
+// A failed prefill leg cancels the waiting decode leg (it has already been sent, as for
+// SGLang); with no other prefill worker the request runs whole on the decode worker (a vLLM
+// engine prefills itself without transfer params), and the next pair asks /query again.
 func TestPDMooncakeFailedPrefillEndsDecodeAndRefreshes(t *testing.T) {
 	p, d := newFakeWorker(t, "test-model"), newFakeWorker(t, "test-model")
 	waiting := make(chan struct{}, 4)
@@ -263,7 +264,7 @@ func TestPDMooncakeFailedPrefillEndsDecodeAndRefreshes(t *testing.T) {
 		http.Error(w, "prefill out of memory", http.StatusInternalServerError)
 	}
 	d.handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) {
-		if !failing.Load() {
+		if !failing.Load() || body["kv_transfer_params"] == nil {
 			answer(w, r, body)
 			return
 		}
@@ -275,13 +276,16 @@ func TestPDMooncakeFailedPrefillEndsDecodeAndRefreshes(t *testing.T) {
 	b := newFakeBootstrap(t, http.StatusOK, `{"0":{"engine_id":"eng-1"}}`)
 	g := mooncakeGateway(t, p, d, b)
 	resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"max_tokens":3}`, longPrompt))
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "prefill stage: prefill worker "+p.url()+" failed") {
-		t.Errorf("got %d %s, want a 503 naming the prefill stage and worker", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "decoded") || resp.Header.Get(pipeline.HeaderPD) != pdPrefillFailed {
+		t.Errorf("got %d %v %s, want the decode worker's whole answer, prefill_failed", resp.StatusCode, resp.Header, body)
 	}
 	select {
 	case <-dEnded:
 	case <-time.After(defaultTestTimeout):
 		t.Fatal("the decode leg was not cancelled")
+	}
+	if leg, whole := d.nextReq(t), d.nextReq(t); leg["kv_transfer_params"] == nil || whole["kv_transfer_params"] != nil {
+		t.Errorf("decode worker got %v then %v, want the pair's leg, then the request whole without transfer params", leg, whole)
 	}
 	b.set(http.StatusOK, `{"0":{"engine_id":"eng-2"}}`)
 	failing.Store(false)
@@ -289,7 +293,6 @@ func TestPDMooncakeFailedPrefillEndsDecodeAndRefreshes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("second pair: %d %s", resp.StatusCode, body)
 	}
-	d.nextReq(t)
 	if db := d.nextReq(t); db["kv_transfer_params"].(map[string]any)["remote_engine_id"] != "eng-2" {
 		t.Errorf("second pair's decode params %v, want the engine id asked again after the failure", db["kv_transfer_params"])
 	}

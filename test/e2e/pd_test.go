@@ -278,3 +278,80 @@ func TestPDNIXLTransferFailedRunsWhole(t *testing.T) {
 		t.Errorf("kvgate_pd_requests_total: %v transfer_failed (pair %v, decode_cached %v), want 2", got, f.sum(map[string]string{"outcome": "pair"}), f.sum(map[string]string{"outcome": "decode_cached"}))
 	}
 }
+
+// TestPDPrefillKilledRetried kills one of two prefill simulators while it computes the prefill
+// legs of concurrent requests, plain and streamed: no client sees the failure. Each pair on the
+// killed worker runs again on the other one (an SGLang or Mooncake pair with a fresh room or
+// transfer id, its first decode leg ended), and every answer comes within the bound.
+func TestPDPrefillKilledRetried(t *testing.T) {
+	for _, transfer := range []string{"nixl", "sglang", "mooncake"} {
+		t.Run(transfer, func(t *testing.T) {
+			l := newLauncher(t)
+			ports, err := harness.FreeTCPPorts(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var prefills []*harness.Sim
+			var specs []string
+			for i, port := range ports {
+				// 400 prompt tokens at 4 ms each: every prefill leg takes about 1.6 s, and the
+				// simulator computes one at a time, so the survivor's legs take up to 6.4 s: the
+				// bounds are set above that.
+				p := startSim(t, l, harness.SimOptions{Name: fmt.Sprint("prefill-", i), Events: true, Args: []string{"--pd-role", "prefill",
+					"--pd-transfer", transfer, "--pd-bootstrap-port", fmt.Sprint(port), "--pd-wait", "20s", "--prefill-per-token", "4ms"}})
+				prefills = append(prefills, p)
+				specs = append(specs, p.WorkerSpec(true)+",role=prefill,bootstrap_port="+fmt.Sprint(port))
+			}
+			d := startSim(t, l, harness.SimOptions{Name: "decode", Events: true, Args: []string{"--pd-role", "decode", "--pd-transfer", transfer, "--pd-wait", "20s"}})
+			gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: append(specs, d.WorkerSpec(true)+",role=decode"),
+				Args: []string{"--pd-transfer", transfer, "--pd-min-uncached-tokens", "32", "--pd-timeout", "15s", "--health-interval", "250ms"}})
+			const n = 4
+			type answer struct {
+				status int
+				body   string
+				took   time.Duration
+			}
+			answers := make(chan answer, n)
+			for i := range n {
+				body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": text(fmt.Sprintf("pd-retry-%s-%d", transfer, i), 400),
+					"max_tokens": 4, "stream": i%2 == 1})
+				go func() {
+					start := time.Now()
+					resp, err := httpClient.Post(gw.URL+"/v1/completions", "application/json", bytes.NewReader(body))
+					if err != nil {
+						answers <- answer{status: -1, body: err.Error(), took: time.Since(start)}
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					answers <- answer{status: resp.StatusCode, body: string(b), took: time.Since(start)}
+				}()
+			}
+			running := func(s *harness.Sim) float64 {
+				if f := scrape(t, s.MetricsURL())["vllm:num_requests_running"]; f != nil {
+					return f.sum(nil)
+				}
+				return 0
+			}
+			mustf(t, harness.Eventually(10*time.Second, func() bool { return running(prefills[0]) >= 1 && running(prefills[1]) >= 1 }),
+				"the prefill legs did not reach both prefill simulators")
+			prefills[0].Kill()
+			for range n {
+				var a answer
+				select {
+				case a = <-answers:
+				case <-time.After(40 * time.Second):
+					t.Fatal("a client got no answer 40 s after a prefill simulator was killed")
+				}
+				t.Logf("answer after %v: %d %.160s", a.took, a.status, a.body)
+				mustf(t, a.took < 30*time.Second, "answered after %v", a.took)
+				mustf(t, a.status == http.StatusOK && (strings.Contains(a.body, `"text"`) || strings.Contains(a.body, "data: [DONE]")) && !strings.Contains(a.body, `"error"`),
+					"after one prefill simulator was killed: %d %s", a.status, a.body)
+			}
+			m := scrape(t, gw.MetricsURL())
+			retries, outcomes := m["kvgate_pd_prefill_retries_total"], m["kvgate_pd_requests_total"]
+			mustf(t, retries != nil && retries.sum(nil) >= 1, "no prefill leg was retried")
+			mustf(t, outcomes != nil && outcomes.sum(map[string]string{"outcome": "pair"}) == n, "outcomes %v: want every request a pair", outcomes)
+		})
+	}
+}

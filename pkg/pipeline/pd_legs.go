@@ -280,7 +280,7 @@ func bootstrapPort(pw *worker.Worker) int {
 
 // pairSGLang runs an SGLang pair: both legs at once with the same bootstrap fields, the
 // decode answer relayed (pairConcurrent; its result is pairConcurrent's).
-func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) *openai.Error {
+func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) *pairFailure {
 	pw := pdec.m.Worker()
 	rooms := bootstrapRooms(c, pw.Kind() == worker.KindGRPC || ddec.m.Worker().Kind() == worker.KindGRPC, pl.rand)
 	edits := bootstrapEdits(pw, rooms, c.Req.Edits)
@@ -298,13 +298,15 @@ func (pl *Pipeline) pairSGLang(ctx context.Context, w http.ResponseWriter, c *Ca
 // otherwise wait for the KV for minutes), a failed decode cancels the prefill leg; the prefill
 // leg is bounded by the PD timeout. onFail, when set, runs when either leg fails.
 //
-// A prefill leg that failed with a server error, a transport error or the PD timeout, before
-// anything reached the client, is not answered: pairConcurrent returns its failure with ddec
-// still held, for the caller to run the pair again on another prefill worker (a fresh room or
-// transfer id: the decode leg that joined the failed one has been ended) or the request whole.
+// A pair that failed before anything reached the client is not answered when the caller may
+// do better: pairConcurrent returns the failure with ddec still held. A prefill leg that failed
+// with a server error, a transport error or the PD timeout may run again on another prefill
+// worker (a fresh room or transfer id: the decode leg that joined the failed one has been
+// ended) or the request whole; a decode leg that failed the transfer while the prefill leg did
+// not fail (the engine's server error: its KV read failed) may run the request whole.
 // Otherwise it returns nil, having answered the client and released ddec. pdec is released
 // either way.
-func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, p *engine.Request, d *Call, onFail func()) *openai.Error {
+func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, p *engine.Request, d *Call, onFail func()) *pairFailure {
 	w.Header().Set(HeaderPD, pdPair)
 	w.Header().Set(HeaderPrefillWorker, pdec.m.Worker().URL())
 	pdec.record(c.RouteTokens())
@@ -360,13 +362,26 @@ func (pl *Pipeline) pairConcurrent(ctx context.Context, w http.ResponseWriter, c
 	})
 	prefillErr := <-perr
 	pl.done(c, pdec)
-	if prefillErr != nil && prefillErr.Status >= 500 && err != nil && !started && ctx.Err() == nil {
-		return prefillErr
+	if err != nil && !started && ctx.Err() == nil {
+		switch {
+		case prefillErr != nil && prefillErr.Status >= 500:
+			return &pairFailure{err: prefillErr}
+		case prefillErr == nil && pe == nil && transferFailed(err):
+			return &pairFailure{err: err, transfer: true}
+		}
 	}
 	pl.countPD(w, c, pdPair)
 	pl.done(d, ddec)
 	pl.decodeFailed(ctx, w, ep, ddec, started, err, pe)
 	return nil
+}
+
+// pairFailure is how a concurrent pair failed without answering the client (pairConcurrent).
+type pairFailure struct {
+	err *openai.Error
+	// transfer: the decode leg failed the transfer while the prefill leg did not fail;
+	// otherwise the prefill leg failed.
+	transfer bool
 }
 
 // prefillVerdictGrace is how long a pair whose decode leg failed before answering waits for
@@ -444,7 +459,7 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 	}
 	tr := pd.transferOf(pdec.m)
 	for attempt := 0; ; attempt++ {
-		answered, failed := true, (*openai.Error)(nil)
+		answered, failed := true, (*pairFailure)(nil)
 		switch tr {
 		case PDTransferSGLang:
 			failed = pl.pairSGLang(ctx, w, c, ep, ddec, &pdec, hdr)
@@ -456,10 +471,10 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 		if failed == nil {
 			return answered
 		}
-		if attempt == 0 && pl.reroutePrefill(s, &pdec, c, ddec, tr) {
+		if !failed.transfer && attempt == 0 && pl.reroutePrefill(s, &pdec, c, ddec, tr) {
 			continue
 		}
-		return pl.concurrentFailed(w, c, ep, ddec, failed, mustPair)
+		return pl.concurrentFailed(ctx, w, c, ep, ddec, failed, mustPair)
 	}
 }
 
@@ -480,19 +495,30 @@ func (pl *Pipeline) reroutePrefill(s *routeScratch, pdec *Decision, c *Call, dde
 	return false
 }
 
-// concurrentFailed ends a concurrent pair whose prefill leg failed on every try (failed: the
-// last failure, nothing sent to the client): the request runs whole on the decode worker
-// (servePair's false), counted as prefill_failed, unless that worker serves only pairs (an
-// SGLang decode-mode server: mustPair), when the client gets the failure.
-func (pl *Pipeline) concurrentFailed(w http.ResponseWriter, c *Call, ep *Endpoint, ddec *Decision, failed *openai.Error, mustPair bool) bool {
-	if mustPair {
+// concurrentFailed ends a concurrent pair that failed on every try without answering the
+// client (f: the last failure): the request runs whole on the decode worker (servePair's
+// false), counted as prefill_failed or, when the decode leg failed the transfer, as
+// transfer_failed (the engine then prefills it itself, as after a failed NIXL transfer); a
+// worker that serves only pairs (an SGLang decode-mode server: mustPair) gives the client the
+// failure instead.
+func (pl *Pipeline) concurrentFailed(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec *Decision, f *pairFailure, mustPair bool) bool {
+	switch {
+	case mustPair:
 		pl.countPD(w, c, pdPair)
 		pl.done(c, ddec)
-		ep.writeError(w, failed)
+		if f.transfer {
+			pl.decodeFailed(ctx, w, ep, ddec, false, f.err, nil)
+		} else {
+			ep.writeError(w, f.err)
+		}
 		return true
+	case f.transfer:
+		pl.met.upstream.WithLabelValues(ddec.m.Worker().URL(), "before_first_byte").Inc()
+		pl.countPD(w, c, pdTransferFailed)
+	default:
+		w.Header().Del(HeaderPrefillWorker)
+		pl.countPD(w, c, pdPrefillFailed)
 	}
-	w.Header().Del(HeaderPrefillWorker)
-	pl.countPD(w, c, pdPrefillFailed)
 	return false
 }
 

@@ -184,7 +184,7 @@ func (pl *Pipeline) newTransferID() string {
 // server, then both legs at once (pairConcurrent; failed is its result). It reports false,
 // having released the prefill worker, when the bootstrap server cannot be asked (the request
 // then runs whole on the decode worker, counted as bootstrap_query_failed).
-func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) (answered bool, failed *openai.Error) {
+func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *Call, ep *Endpoint, ddec, pdec *Decision, hdr http.Header) (answered bool, failed *pairFailure) {
 	pw := pdec.m.Worker()
 	addr := mooncakeBootstrapAddr(pw)
 	eng, err := pl.mooncake.lookup(ctx, addr)

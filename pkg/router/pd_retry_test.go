@@ -205,3 +205,51 @@ func TestPDConcurrentPrefillFailsEverywhere(t *testing.T) {
 		})
 	}
 }
+
+// A decode engine that fails a concurrent pair's transfer (a server error before answering,
+// the prefill leg having answered) gets the request whole, as after a failed NIXL transfer:
+// counted transfer_failed, answered by its whole run; an SGLang decode-mode worker, which
+// serves only pairs, gives the client a 502 naming it.
+func TestPDConcurrentTransferFailedRunsWhole(t *testing.T) {
+	cases := []struct {
+		transfer, decodeRole string
+		whole                bool
+	}{
+		{pipeline.PDTransferMooncake, "decode", true},
+		{pipeline.PDTransferSGLang, "both", true},
+		{pipeline.PDTransferSGLang, "decode", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.transfer+"/"+tc.decodeRole, func(t *testing.T) {
+			f := newRetryFleet(t, 1, false)
+			f.legs.Store(1) // the prefill leg answers
+			answer := f.d.handle
+			f.d.handle = func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+				if transferKey(body) == "" {
+					answer(w, r, body)
+					return
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				http.Error(w, `{"error":{"message":"KV transfer failed","code":500}}`, http.StatusInternalServerError)
+			}
+			g := f.gateway(t, tc.transfer, tc.decodeRole)
+			resp, body := g.post(t, fmt.Sprintf(`{"prompt":%q,"max_tokens":3}`, longPrompt))
+			if tc.whole {
+				if resp.StatusCode != http.StatusOK || !strings.Contains(body, "decoded") || resp.Header.Get(pipeline.HeaderPD) != pdTransferFailed {
+					t.Errorf("got %d %v %s, want the decode worker's whole answer, transfer_failed", resp.StatusCode, resp.Header, body)
+				}
+				if leg, whole := f.d.nextReq(t), f.d.nextReq(t); transferKey(leg) == "" || transferKey(whole) != "" {
+					t.Errorf("decode worker got %v then %v, want the pair's leg, then the request whole", leg, whole)
+				}
+			} else if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "decode worker "+f.d.url()+" failed") {
+				t.Errorf("got %d %s, want a 502 naming the decode worker", resp.StatusCode, body)
+			}
+			if n := g.metricSum(t, "kvgate_pd_requests_total"); n != 1 {
+				t.Errorf("kvgate_pd_requests_total sums to %v, want the one request counted once", n)
+			}
+			if n := g.metricValue(t, "kvgate_pd_prefill_retries_total"); n != 0 {
+				t.Errorf("%v prefill retries, want none (the prefill leg answered)", n)
+			}
+		})
+	}
+}

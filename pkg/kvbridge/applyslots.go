@@ -2,8 +2,8 @@ package kvbridge
 
 import "runtime"
 
-// applySlots bounds how many sources decode and apply batches at once to GOMAXPROCS − 1 (at
-// least 1), so that event processing never holds every P. When a partition heals, every
+// applySlots bounds how many sources, ZMQ and gRPC alike, decode and apply batches at once to
+// GOMAXPROCS − 1 (at least 1), so that event processing never holds every P. When a partition heals, every
 // subscriber replays its outage together: without the bound, hundreds of consumer goroutines
 // are runnable at once and a request's handler waits behind them in the scheduler's run
 // queues (the fault phase's lookup p99 rose from ~0.3 to 6 ms at 64 engines on 2 cores).

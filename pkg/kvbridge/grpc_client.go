@@ -275,7 +275,11 @@ func (s *GRPCSource) runStream(ctx context.Context) (end grpcStreamEnd, progress
 			return s.classify(err), progressed, err
 		}
 		s.markUp()
+		// The batch is converted and applied in one of the shared apply slots, as a ZMQ
+		// source's; RecvMsg's protobuf decoding runs before, outside them.
+		applySlots.acquire()
 		s.rules.live(s.msg.GetSequenceNumber(), &s.msg)
+		applySlots.release()
 		if s.repair {
 			return endRepair, s.rules.delivered() > delivered, errors.New("repair: resubscribing from the cursor")
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -779,5 +780,42 @@ func TestNewBridgeServerErrors(t *testing.T) {
 		if _, err := NewBridgeServer(cfg, nil); err == nil {
 			t.Errorf("NewBridgeServer(%+v): got nil error, want one", cfg)
 		}
+	}
+}
+
+// TestGRPCSourcesShareApplySlots: gRPC sources busy at once convert and apply at most
+// cap(applySlots) batches at a time, the slots ZMQ sources take too; every batch still
+// arrives, in order.
+func TestGRPCSourcesShareApplySlots(t *testing.T) {
+	const n, per = 8, 20
+	var now, peak atomic.Int32
+	script, conn := newScript(t)
+	cs := make([]overlapConsumer, n)
+	calls := make([]grpcCall, n)
+	for i := range cs {
+		cs[i] = overlapConsumer{newChanConsumer(), &now, &peak}
+		src, _ := newTestSource(t, conn, worker.RuntimeVLLM, cs[i], nil)
+		runSource(t, src)
+		calls[i] = script.next(t)
+	}
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := uint64(1); s <= per; s++ {
+				if err := calls[i].Stream.Send(&common.KvEventBatch{SequenceNumber: s, Events: []*common.KvCacheEvent{grpcRemovedEv(int64(s))}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range cs {
+		checkContiguous(t, cs[i].untilSeq(t, 0, per), 0)
+	}
+	if got, want := int(peak.Load()), cap(applySlots); got > want || got == 0 {
+		t.Errorf("%d sources applied batches at once, want between 1 and %d", got, want)
 	}
 }

@@ -162,19 +162,23 @@ func TestPDConcurrentPrefillRetried(t *testing.T) {
 	}
 }
 
+// concurrentFallbacks are the decode workers a concurrent pair that cannot be answered falls
+// back on: ones that run the request whole (a Mooncake decode worker is a vLLM engine, an
+// SGLang both worker an ordinary server), and one that cannot (an SGLang decode-mode server).
+var concurrentFallbacks = []struct {
+	transfer, decodeRole string
+	whole                bool
+}{
+	{pipeline.PDTransferMooncake, "decode", true},
+	{pipeline.PDTransferSGLang, "both", true},
+	{pipeline.PDTransferSGLang, "decode", false},
+}
+
 // Every prefill worker failing: a Mooncake pair, or an SGLang one whose decode worker is a
 // both worker, runs whole on the decode worker, counted as prefill_failed; an SGLang
 // decode-mode worker's client gets the 503 naming the prefill stage.
 func TestPDConcurrentPrefillFailsEverywhere(t *testing.T) {
-	cases := []struct {
-		transfer, decodeRole string
-		whole                bool
-	}{
-		{pipeline.PDTransferMooncake, "decode", true},
-		{pipeline.PDTransferSGLang, "both", true},
-		{pipeline.PDTransferSGLang, "decode", false},
-	}
-	for _, tc := range cases {
+	for _, tc := range concurrentFallbacks {
 		t.Run(tc.transfer+"/"+tc.decodeRole, func(t *testing.T) {
 			f := newRetryFleet(t, 2, true)
 			g := f.gateway(t, tc.transfer, tc.decodeRole)
@@ -211,15 +215,7 @@ func TestPDConcurrentPrefillFailsEverywhere(t *testing.T) {
 // counted transfer_failed, answered by its whole run; an SGLang decode-mode worker, which
 // serves only pairs, gives the client a 502 naming it.
 func TestPDConcurrentTransferFailedRunsWhole(t *testing.T) {
-	cases := []struct {
-		transfer, decodeRole string
-		whole                bool
-	}{
-		{pipeline.PDTransferMooncake, "decode", true},
-		{pipeline.PDTransferSGLang, "both", true},
-		{pipeline.PDTransferSGLang, "decode", false},
-	}
-	for _, tc := range cases {
+	for _, tc := range concurrentFallbacks {
 		t.Run(tc.transfer+"/"+tc.decodeRole, func(t *testing.T) {
 			f := newRetryFleet(t, 1, false)
 			f.legs.Store(1) // the prefill leg answers

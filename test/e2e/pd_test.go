@@ -92,6 +92,44 @@ func cachedBlocks(t *testing.T, s *harness.Sim) int {
 	return n
 }
 
+// pdAnswer is a client's answer to one of postCompletions' requests.
+type pdAnswer struct {
+	status int // -1: the request failed
+	body   string
+	took   time.Duration
+}
+
+// postCompletions sends n completions of distinct 400-token prompts (named by tag) to the
+// gateway at base at once, every second one streamed, and returns the channel their answers
+// arrive on.
+func postCompletions(base, tag string, n int) <-chan pdAnswer {
+	answers := make(chan pdAnswer, n)
+	for i := range n {
+		body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": text(fmt.Sprintf("%s-%d", tag, i), 400),
+			"max_tokens": 4, "stream": i%2 == 1})
+		go func() {
+			start := time.Now()
+			resp, err := httpClient.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				answers <- pdAnswer{status: -1, body: err.Error(), took: time.Since(start)}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- pdAnswer{status: resp.StatusCode, body: string(b), took: time.Since(start)}
+		}()
+	}
+	return answers
+}
+
+// simRunning returns how many requests a simulator is running.
+func simRunning(t *testing.T, s *harness.Sim) float64 {
+	if f := scrape(t, s.MetricsURL())["vllm:num_requests_running"]; f != nil {
+		return f.sum(nil)
+	}
+	return 0
+}
+
 func TestPDPairs(t *testing.T) {
 	for _, transfer := range []string{"nixl", "sglang", "mooncake"} {
 		t.Run(transfer, func(t *testing.T) {
@@ -193,38 +231,13 @@ func TestPDPrefillKilledMidRequest(t *testing.T) {
 		t.Run(transfer, func(t *testing.T) {
 			// 400 prompt tokens at 10 ms each: every prefill leg takes about 4 s.
 			gw, p, _, _ := pdFleet(t, transfer, "--prefill-per-token", "10ms")
-			type answer struct {
-				status int
-				body   string
-				took   time.Duration
-			}
 			const n = 4
-			answers := make(chan answer, n)
-			for i := range n {
-				body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": text(fmt.Sprintf("pd-kill-%s-%d", transfer, i), 400),
-					"max_tokens": 4, "stream": i%2 == 1})
-				go func() {
-					start := time.Now()
-					resp, err := httpClient.Post(gw.URL+"/v1/completions", "application/json", bytes.NewReader(body))
-					if err != nil {
-						answers <- answer{status: -1, body: err.Error(), took: time.Since(start)}
-						return
-					}
-					b, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					answers <- answer{status: resp.StatusCode, body: string(b), took: time.Since(start)}
-				}()
-			}
-			running := func() float64 {
-				if f := scrape(t, p.MetricsURL())["vllm:num_requests_running"]; f != nil {
-					return f.sum(nil)
-				}
-				return 0
-			}
+			answers := postCompletions(gw.URL, "pd-kill-"+transfer, n)
+			running := func() float64 { return simRunning(t, p) }
 			mustf(t, harness.Eventually(10*time.Second, func() bool { return running() >= 1 }), "the prefill simulator never started a leg")
 			p.Kill()
 			for range n {
-				var a answer
+				var a pdAnswer
 				select {
 				case a = <-answers:
 				case <-time.After(30 * time.Second):
@@ -306,38 +319,12 @@ func TestPDPrefillKilledRetried(t *testing.T) {
 			gw := startGateway(t, l, harness.GatewayOptions{Name: "gateway", Workers: append(specs, d.WorkerSpec(true)+",role=decode"),
 				Args: []string{"--pd-transfer", transfer, "--pd-min-uncached-tokens", "32", "--pd-timeout", "15s", "--health-interval", "250ms"}})
 			const n = 4
-			type answer struct {
-				status int
-				body   string
-				took   time.Duration
-			}
-			answers := make(chan answer, n)
-			for i := range n {
-				body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": text(fmt.Sprintf("pd-retry-%s-%d", transfer, i), 400),
-					"max_tokens": 4, "stream": i%2 == 1})
-				go func() {
-					start := time.Now()
-					resp, err := httpClient.Post(gw.URL+"/v1/completions", "application/json", bytes.NewReader(body))
-					if err != nil {
-						answers <- answer{status: -1, body: err.Error(), took: time.Since(start)}
-						return
-					}
-					b, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					answers <- answer{status: resp.StatusCode, body: string(b), took: time.Since(start)}
-				}()
-			}
-			running := func(s *harness.Sim) float64 {
-				if f := scrape(t, s.MetricsURL())["vllm:num_requests_running"]; f != nil {
-					return f.sum(nil)
-				}
-				return 0
-			}
-			mustf(t, harness.Eventually(10*time.Second, func() bool { return running(prefills[0]) >= 1 && running(prefills[1]) >= 1 }),
+			answers := postCompletions(gw.URL, "pd-retry-"+transfer, n)
+			mustf(t, harness.Eventually(10*time.Second, func() bool { return simRunning(t, prefills[0]) >= 1 && simRunning(t, prefills[1]) >= 1 }),
 				"the prefill legs did not reach both prefill simulators")
 			prefills[0].Kill()
 			for range n {
-				var a answer
+				var a pdAnswer
 				select {
 				case a = <-answers:
 				case <-time.After(40 * time.Second):

@@ -472,6 +472,10 @@ func (pl *Pipeline) servePair(ctx context.Context, w http.ResponseWriter, c *Cal
 			return answered
 		}
 		if !failed.transfer && attempt == 0 && pl.reroutePrefill(s, &pdec, c, ddec, tr) {
+			// The decode engine may still hold the ended leg under its id: the new pair's
+			// legs share one of their own, the old one marked, so logs still join them.
+			hdr = hdr.Clone()
+			hdr.Set("X-Request-Id", hdr.Get("X-Request-Id")+"-retry")
 			continue
 		}
 		return pl.concurrentFailed(ctx, w, c, ep, ddec, failed, mustPair)

@@ -140,6 +140,17 @@ func TestPDConcurrentPrefillRetried(t *testing.T) {
 					t.Errorf("headers %v: want a pair through the second prefill worker %s", resp.Header, second)
 				}
 				leg1, leg2 := f.d.nextReq(t), f.d.nextReq(t)
+				id1, id2 := (<-f.d.headers).Get("X-Request-Id"), (<-f.d.headers).Get("X-Request-Id")
+				if id1 == "" || id2 != id1+"-retry" {
+					t.Errorf("decode legs' X-Request-Id %q then %q: want the retried pair's marked as such", id1, id2)
+				}
+				for _, p := range f.p {
+					if p.url() == second {
+						if got := (<-p.headers).Get("X-Request-Id"); got != id2 {
+							t.Errorf("the retried prefill leg's X-Request-Id %q, its decode leg's %q: want one value on both", got, id2)
+						}
+					}
+				}
 				if k1, k2 := transferKey(leg1), transferKey(leg2); k1 == "" || k1 == k2 {
 					t.Errorf("decode legs' keys %q and %q: want a fresh one for the retried pair", k1, k2)
 				}

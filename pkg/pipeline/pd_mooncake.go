@@ -191,6 +191,7 @@ func (pl *Pipeline) pairMooncake(ctx context.Context, w http.ResponseWriter, c *
 	if err != nil {
 		pl.done(c, pdec)
 		pl.log.Warn("mooncake bootstrap query failed; running the request whole", zap.String("prefill_worker", pw.URL()), zap.String("error", err.Error()))
+		w.Header().Del(HeaderPrefillWorker) // a retried pair's first prefill worker
 		pl.countPD(w, c, pdQueryFailed)
 		return false, nil
 	}

@@ -261,34 +261,38 @@ func TestPDPrefillKilledMidRequest(t *testing.T) {
 	}
 }
 
-// TestPDNIXLTransferFailedRunsWhole: a NIXL prefill simulator whose blocks' lease ends before
-// the decode simulator reads them (as when the prefill engine dies after answering) makes the
-// decode simulator fail the pair (kv_load_failure_policy "fail"); the gateway runs the request
-// whole on the decode worker, and the client's answer, plain and streamed, equals the
-// aggregated engine's.
-func TestPDNIXLTransferFailedRunsWhole(t *testing.T) {
-	gw, p, d, agg := pdFleet(t, "nixl", "--pd-lease", "1ns")
-	body := map[string]any{"model": testModel, "prompt": text("pd-lease", 300), "max_tokens": 12, "seed": 3}
-	c := postCompletion(t, gw.URL, body)
-	want := postCompletion(t, agg.URL, body)
-	mustf(t, c.Status == http.StatusOK, "status %d: %s", c.Status, c.Body)
-	if got, w := completionText(t, c.Body), completionText(t, want.Body); got != w {
-		t.Errorf("answer %q, want the aggregated %q", got, w)
-	}
-	if c.Header.Get("X-Kvgate-Pd") != "transfer_failed" || c.Header.Get("X-Kvgate-Prefill-Worker") != p.URL || c.worker() != d.URL {
-		t.Errorf("headers %v: want transfer_failed, prefill %s, decode %s", c.Header, p.URL, d.URL)
-	}
-	stream := map[string]any{"model": testModel, "prompt": text("pd-lease-stream", 300), "max_tokens": 12, "seed": 3}
-	status, events := streamCompletion(t, gw.URL, stream)
-	_, wantEvents := streamCompletion(t, agg.URL, stream)
-	mustf(t, status == http.StatusOK, "stream: status %d", status)
-	if got, w := streamText(t, events), streamText(t, wantEvents); got != w || got == "" {
-		t.Errorf("streamed answer %q, want the aggregated %q", got, w)
-	}
-	f := scrape(t, gw.MetricsURL())["kvgate_pd_requests_total"]
-	mustf(t, f != nil, "no kvgate_pd_requests_total")
-	if got := f.sum(map[string]string{"outcome": "transfer_failed"}); got != 2 {
-		t.Errorf("kvgate_pd_requests_total: %v transfer_failed (pair %v, decode_cached %v), want 2", got, f.sum(map[string]string{"outcome": "pair"}), f.sum(map[string]string{"outcome": "decode_cached"}))
+// TestPDTransferFailedRunsWhole: a NIXL or Mooncake prefill simulator whose blocks' lease ends
+// before the decode simulator reads them (as when the prefill engine dies after computing)
+// makes the decode simulator fail the pair (kv_load_failure_policy "fail"); the gateway runs
+// the request whole on the decode worker, and the client's answer, plain and streamed, equals
+// the aggregated engine's.
+func TestPDTransferFailedRunsWhole(t *testing.T) {
+	for _, transfer := range []string{"nixl", "mooncake"} {
+		t.Run(transfer, func(t *testing.T) {
+			gw, p, d, agg := pdFleet(t, transfer, "--pd-lease", "1ns")
+			body := map[string]any{"model": testModel, "prompt": text("pd-lease-"+transfer, 300), "max_tokens": 12, "seed": 3}
+			c := postCompletion(t, gw.URL, body)
+			want := postCompletion(t, agg.URL, body)
+			mustf(t, c.Status == http.StatusOK, "status %d: %s", c.Status, c.Body)
+			if got, w := completionText(t, c.Body), completionText(t, want.Body); got != w {
+				t.Errorf("answer %q, want the aggregated %q", got, w)
+			}
+			if c.Header.Get("X-Kvgate-Pd") != "transfer_failed" || c.Header.Get("X-Kvgate-Prefill-Worker") != p.URL || c.worker() != d.URL {
+				t.Errorf("headers %v: want transfer_failed, prefill %s, decode %s", c.Header, p.URL, d.URL)
+			}
+			stream := map[string]any{"model": testModel, "prompt": text("pd-lease-stream-"+transfer, 300), "max_tokens": 12, "seed": 3}
+			status, events := streamCompletion(t, gw.URL, stream)
+			_, wantEvents := streamCompletion(t, agg.URL, stream)
+			mustf(t, status == http.StatusOK, "stream: status %d", status)
+			if got, w := streamText(t, events), streamText(t, wantEvents); got != w || got == "" {
+				t.Errorf("streamed answer %q, want the aggregated %q", got, w)
+			}
+			f := scrape(t, gw.MetricsURL())["kvgate_pd_requests_total"]
+			mustf(t, f != nil, "no kvgate_pd_requests_total")
+			if got := f.sum(map[string]string{"outcome": "transfer_failed"}); got != 2 {
+				t.Errorf("kvgate_pd_requests_total: %v transfer_failed (pair %v, decode_cached %v), want 2", got, f.sum(map[string]string{"outcome": "pair"}), f.sum(map[string]string{"outcome": "decode_cached"}))
+			}
+		})
 	}
 }
 

@@ -83,6 +83,7 @@ type options struct {
 	ForwardTokenIDs      bool   `yaml:"forward_token_ids"`
 	ForwardPriority      bool   `yaml:"forward_priority"`
 	AdminToken           string `yaml:"admin_token"`
+	Pprof                bool   `yaml:"pprof"`
 	MaxPromptTokens      int    `yaml:"max_prompt_tokens"`
 	MaxBodyBytes         int64  `yaml:"max_body_bytes"`
 	MaxN                 int    `yaml:"max_n"`
@@ -347,6 +348,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.ForwardTokenIDs, "forward-token-ids", o.ForwardTokenIDs, "send the gateway's token ids as the prompt to http:// workers")
 	fs.BoolVar(&o.ForwardPriority, "forward-priority", o.ForwardPriority, "pass a request's priority field on to http:// workers, held to the client key's grant (engines running priority scheduling: vLLM --scheduling-policy priority); off, it is stripped. Either way it is the admission band when no x-kvgate-priority header gives one")
 	fs.Var(secretFlag{&o.AdminToken}, "admin-token", "bearer `TOKEN` required by the admin listener (default: $KVGATE_ADMIN_TOKEN; empty: open, allowed on loopback only)")
+	fs.BoolVar(&o.Pprof, "pprof", o.Pprof, "serve Go's runtime profiles on the admin listener at /debug/pprof/ (heap, allocs, goroutine, profile, trace), behind --admin-token")
 	fs.IntVar(&o.MaxPromptTokens, "max-prompt-tokens", o.MaxPromptTokens, "reject prompts longer than this with 413 (0: no limit)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "reject request bodies larger than this with 413")
 	fs.IntVar(&o.MaxN, "max-n", o.MaxN, "largest n accepted")

@@ -415,6 +415,7 @@ func buildRouterConfig(o options, log *zap.Logger, reg prometheus.Registerer) (r
 		ForwardTokenIDs:      o.ForwardTokenIDs,
 		ForwardPriority:      o.ForwardPriority,
 		AdminToken:           o.AdminToken,
+		Profiling:            o.Pprof,
 		MaxPrompts:           o.MaxPrompts,
 		MaxPromptTokens:      o.MaxPromptTokens,
 		MaxBodyBytes:         o.MaxBodyBytes,

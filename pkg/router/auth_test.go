@@ -200,3 +200,28 @@ func TestSetAPIKeysReload(t *testing.T) {
 		t.Errorf("APIKeyNames: got %v, want [a b]", got)
 	}
 }
+
+// TestAdminProfiles: with Profiling, the admin API serves Go's runtime profiles behind the
+// admin token, never the command line (it may hold secrets passed as flags); without it, none.
+func TestAdminProfiles(t *testing.T) {
+	g := newTestGateway(t, testConfig{AdminToken: "tok", Profiling: true}, newFakeWorker(t, "m").url())
+	if resp, _ := doOn(t, g.admin, http.MethodGet, "/debug/pprof/heap", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("heap profile without token: got %d, want 401", resp.StatusCode)
+	}
+	resp, body := doOn(t, g.admin, http.MethodGet, "/debug/pprof/heap", "", "tok")
+	if resp.StatusCode != http.StatusOK || len(body) == 0 || resp.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("heap profile: got %d %q, %d bytes, want a profile", resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
+	}
+	if resp, body := doOn(t, g.admin, http.MethodGet, "/debug/pprof/goroutine?debug=1", "", "tok"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
+		t.Errorf("goroutine profile: got %d %.80q", resp.StatusCode, body)
+	}
+	for _, p := range []string{"/debug/pprof/cmdline", "/debug/pprof/symbol", "/debug/pprof/nosuch"} {
+		if resp, _ := doOn(t, g.admin, http.MethodGet, p, "", "tok"); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: got %d, want 404", p, resp.StatusCode)
+		}
+	}
+	off := newTestGateway(t, testConfig{}, newFakeWorker(t, "m").url())
+	if resp, _ := doOn(t, off.admin, http.MethodGet, "/debug/pprof/heap", "", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("heap profile with profiling off: got %d, want 404", resp.StatusCode)
+	}
+}

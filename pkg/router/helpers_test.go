@@ -200,6 +200,7 @@ type testConfig struct {
 	Now                 func() time.Time
 
 	AdminToken                                              string
+	Profiling                                               bool
 	ForwardTokenIDs, ForwardPriority                        bool
 	MaxPromptTokens, MaxN, MaxPrompts, MaxInFlightPerWorker int
 	MaxBodyBytes                                            int64
@@ -271,7 +272,7 @@ func (tc testConfig) config(t *testing.T, reg prometheus.Registerer) (Config, *c
 		Models: models,
 		Fleet: fleet.Config{KVIndex: tc.KVIndex, KVListen: tc.KVListen, HealthInterval: tc.HealthInterval,
 			EngineMetricsInterval: tc.EngineMetricsInterval, DrainTimeout: tc.DrainTimeout},
-		Clients: guard, AdminToken: tc.AdminToken, ForwardTokenIDs: tc.ForwardTokenIDs, ForwardPriority: tc.ForwardPriority, MaxPromptTokens: tc.MaxPromptTokens,
+		Clients: guard, AdminToken: tc.AdminToken, Profiling: tc.Profiling, ForwardTokenIDs: tc.ForwardTokenIDs, ForwardPriority: tc.ForwardPriority, MaxPromptTokens: tc.MaxPromptTokens,
 		MaxN: tc.MaxN, MaxPrompts: tc.MaxPrompts, MaxInFlightPerWorker: tc.MaxInFlightPerWorker, MaxBodyBytes: tc.MaxBodyBytes,
 		UpstreamTimeout: tc.UpstreamTimeout, Queue: tc.Queue, Logger: tc.Logger, Registerer: reg, Now: tc.Now, Tracing: tc.Tracing,
 		AccessLog: tc.AccessLog,

@@ -46,6 +46,9 @@ type Config struct {
 	Clients *clientauth.Guard
 	// AdminToken, when set, is required as "Authorization: Bearer <token>" by AdminHandler.
 	AdminToken string
+	// Profiling serves Go's runtime profiles on the admin API (GET /debug/pprof/...: heap,
+	// allocs, goroutine, CPU profile, execution trace), behind AdminToken like the rest of it.
+	Profiling bool
 	// AccessLog, when set, receives one info line per public API request as it ends
 	// (access.go): request id, route, client key, model, worker, routing reason, prompt and
 	// cached tokens, status, TTFT and duration. nil: no access log.

@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -61,8 +62,29 @@ func (rt *Router) AdminHandler() http.Handler {
 	mux.Handle("GET /debug/route", rt.instrumentAdmin("/debug/route", rt.admin(rt.handleDebugRoute)))
 	mux.Handle("POST /debug/route", rt.instrumentAdmin("/debug/route", rt.admin(rt.handleDebugRouteBody)))
 	known := map[string]bool{"/workers": true, "/debug/route": true}
+	if rt.cfg.Profiling {
+		mux.Handle("GET /debug/pprof/", rt.instrumentAdmin("/debug/pprof", rt.admin(profiles)))
+	}
 	mux.Handle("/", rt.instrumentAdmin("other", rt.admin(notFound(known))))
 	return mux
+}
+
+// profiles serves net/http/pprof's pages under /debug/pprof/ (Config.Profiling). The command
+// line is not among them: it may hold secrets passed as flags. (The package also registers its
+// handlers on http.DefaultServeMux, which no listener of the gateway serves.)
+func profiles(w http.ResponseWriter, r *http.Request) {
+	switch name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/"); name {
+	case "":
+		pprof.Index(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	case "cmdline", "symbol":
+		notFound(nil)(w, r)
+	default:
+		pprof.Handler(name).ServeHTTP(w, r)
+	}
 }
 
 // notFound answers paths outside known with 404 and known paths with a method they do not

@@ -177,7 +177,7 @@ func (s *faultSender) upAll(ctx context.Context) error {
 }
 
 // runFaults runs the fault phase after the steady state ended at the scrape steadyEnd.
-func runFaults(ctx context.Context, o Options, ph *phaseRun, msgs steadyMsgs, base, steadyEnd metrics, mURL string, stdout io.Writer) (*FaultPhase, error) {
+func runFaults(ctx context.Context, o Options, ph *phaseRun, msgs steadyMsgs, base, steadyEnd metrics, mURL, admin string, stdout io.Writer) (*FaultPhase, error) {
 	fs := newFaultSender(o.Faults, ph.pubs)
 	ph.msgs, ph.send = msgs, fs.send
 	before, err := scrape(ctx, ph.client, mURL)
@@ -231,7 +231,7 @@ func runFaults(ctx context.Context, o Options, ph *phaseRun, msgs steadyMsgs, ba
 	if recovered < 0 {
 		return nil, fmt.Errorf("fleetpub: fault phase: not every stream was up %s after the publishers came back", o.Faults.RecoverWithin)
 	}
-	end, err := waitApplied(ctx, ph.client, mURL)
+	end, err := waitApplied(ctx, ph.client, mURL, admin, o.ProfileDir, "faults")
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	History int
 	// Faults, when its Duration is set, adds a fault phase after the steady state (faults.go).
 	Faults Faults
+	// ProfileDir, when set, keeps the gateway's heap profile at each heap measurement there
+	// (base, filled, steady, faults .pb.gz; go tool pprof -diff_base compares two).
+	ProfileDir string
 }
 
 // DefaultOptions are the defaults of tools/fleetpub's flags: no fault phase.
@@ -151,7 +154,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
 	}
 	l := &harness.Launcher{Bin: harness.Binaries{Gateway: filepath.Join(o.Bin, "gateway")}, Tokenizer: tok, Model: "fleet", LogDir: o.LogDir, StartTimeout: 5 * time.Minute}
 	fmt.Fprintf(stdout, "fleetpub: %d engines bound; starting the gateway\n", o.Workers)
-	gw, err := l.StartGateway(ctx, harness.GatewayOptions{Name: "gateway", Workers: specs})
+	gw, err := l.StartGateway(ctx, harness.GatewayOptions{Name: "gateway", Workers: specs, Args: []string{"--pprof"}})
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +162,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	mURL := gw.MetricsURL()
+	if err := settleHeap(ctx, client, gw.AdminURL, o.ProfileDir, "base"); err != nil {
+		return nil, err
+	}
 	base, err := scrape(ctx, client, mURL)
 	if err != nil {
 		return nil, err
@@ -194,7 +200,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	m, err := waitApplied(ctx, client, mURL)
+	m, err := waitApplied(ctx, client, mURL, gw.AdminURL, o.ProfileDir, "filled")
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +250,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
 	if err := ph.failed(); err != nil {
 		return nil, err
 	}
-	end, err := waitApplied(ctx, client, mURL)
+	end, err := waitApplied(ctx, client, mURL, gw.AdminURL, o.ProfileDir, "steady")
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +259,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
 	if o.Faults.Duration == 0 {
 		return rep, nil
 	}
-	fr, err := runFaults(ctx, o, &ph, faulty, base, end, mURL, stdout)
+	fr, err := runFaults(ctx, o, &ph, faulty, base, end, mURL, gw.AdminURL, stdout)
 	if err != nil {
 		return nil, err
 	}
@@ -534,8 +540,9 @@ func scrape(ctx context.Context, client *http.Client, url string) (metrics, erro
 }
 
 // waitApplied scrapes until the applied batch counter stops moving (the gateway has drained
-// its queues) and returns the last scrape.
-func waitApplied(ctx context.Context, client *http.Client, url string) (metrics, error) {
+// its queues), settles the gateway's heap (settleHeap: the profile kept as name) and returns a
+// scrape taken after.
+func waitApplied(ctx context.Context, client *http.Client, url, admin, dir, name string) (metrics, error) {
 	var last metrics
 	prev, stable := -1.0, 0
 	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
@@ -551,7 +558,10 @@ func waitApplied(ctx context.Context, client *http.Client, url string) (metrics,
 		}
 		prev, last = cur, m
 		if stable >= 3 {
-			return last, nil
+			if err := settleHeap(ctx, client, admin, dir, name); err != nil {
+				return last, err
+			}
+			return scrape(ctx, client, url)
 		}
 		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
 			return last, err
@@ -584,4 +594,31 @@ func quantileFromBuckets(before, after map[float64]float64, q float64) float64 {
 		lo, below = le, n
 	}
 	return lo
+}
+
+// settleHeap runs a garbage collection in the gateway (GET /debug/pprof/heap?gc=1 on its admin
+// listener, --pprof), so that the next scrape's go_gc_heap_live_bytes is the heap live now, not
+// at whichever collection last ran (possibly during a burst of replays, counting its buffers as
+// live); with dir set, the heap profile is kept there as name.pb.gz.
+func settleHeap(ctx context.Context, client *http.Client, admin, dir, name string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("fleetpub: the gateway's heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	prof, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
+	if err != nil {
+		return fmt.Errorf("fleetpub: the gateway's heap profile: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fleetpub: the gateway's heap profile: %s", resp.Status)
+	}
+	if dir == "" {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, name+".pb.gz"), prof, 0o644)
 }

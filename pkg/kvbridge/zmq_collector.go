@@ -211,7 +211,7 @@ func (c *ZMQCollector) consume(ctx context.Context) {
 		case ack := <-c.syncs:
 			close(ack)
 		case it := <-c.queue:
-			key := zmqCollectorKey{it.topic, it.rank}
+			key := zmqCollectorKey{it.topic, int(it.rank)}
 			c.mu.Lock()
 			s := c.streams[key]
 			c.mu.Unlock()
@@ -401,7 +401,7 @@ func (c *ZMQCollector) readLive(sub *zmq.Socket) error {
 		} else if ok {
 			rank = int(r)
 		}
-		it := zmqItem{kind: zmqItemLive, topic: string(m.Topic), rank: rank, seq: m.Seq, payload: m.Payload}
+		it := zmqItem{kind: zmqItemLive, topic: string(m.Topic), rank: int32(rank), seq: m.Seq, payload: m.Payload}
 		select {
 		case c.queue <- it:
 		default:
@@ -451,7 +451,7 @@ func (c *ZMQCollector) readReplay(ctx context.Context, dealers map[zmqCollectorK
 			c.countMalformed(err)
 			continue
 		}
-		it := zmqItem{kind: zmqItemReplay, topic: key.topic, rank: key.rank, seq: m.Seq, payload: m.Payload, gen: d.gen, end: m.End}
+		it := zmqItem{kind: zmqItemReplay, topic: key.topic, rank: int32(key.rank), seq: m.Seq, payload: m.Payload, gen: d.gen, end: m.End}
 		select {
 		case c.queue <- it:
 		case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	zmq "github.com/pebbe/zmq4"
@@ -831,5 +832,13 @@ func TestZMQSourcesShareApplySlots(t *testing.T) {
 	}
 	if got, want := int(peak.Load()), cap(applySlots); got > want || got == 0 {
 		t.Errorf("%d sources applied batches at once, want between 1 and %d", got, want)
+	}
+}
+
+// TestZMQItemSize: every source's queue holds DefaultQueueSize items whether used or not
+// (320 KiB a stream at 80 bytes an item), so a field that adds padding shows here.
+func TestZMQItemSize(t *testing.T) {
+	if got := unsafe.Sizeof(zmqItem{}); got > 80 {
+		t.Errorf("zmqItem is %d bytes, want at most 80", got)
 	}
 }

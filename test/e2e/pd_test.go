@@ -261,13 +261,15 @@ func TestPDPrefillKilledMidRequest(t *testing.T) {
 	}
 }
 
-// TestPDTransferFailedRunsWhole: a NIXL or Mooncake prefill simulator whose blocks' lease ends
-// before the decode simulator reads them (as when the prefill engine dies after computing)
-// makes the decode simulator fail the pair (kv_load_failure_policy "fail"); the gateway runs
-// the request whole on the decode worker, and the client's answer, plain and streamed, equals
-// the aggregated engine's.
+// TestPDTransferFailedRunsWhole: a NIXL prefill simulator whose blocks' lease ends before the
+// decode simulator reads them (as when the prefill engine dies after computing) makes the
+// decode simulator fail the pair (kv_load_failure_policy "fail"); the gateway runs the request
+// whole on the decode worker, and the client's answer, plain and streamed, equals the
+// aggregated engine's. Not Mooncake: its prefill simulator pushes at once to a decode engine
+// already waiting, so an expired lease fails a Mooncake pair only when the decode leg asks
+// late (pkg/router's TestPDConcurrentTransferFailedRunsWhole covers that path).
 func TestPDTransferFailedRunsWhole(t *testing.T) {
-	for _, transfer := range []string{"nixl", "mooncake"} {
+	for _, transfer := range []string{"nixl"} {
 		t.Run(transfer, func(t *testing.T) {
 			gw, p, d, agg := pdFleet(t, transfer, "--pd-lease", "1ns")
 			body := map[string]any{"model": testModel, "prompt": text("pd-lease-"+transfer, 300), "max_tokens": 12, "seed": 3}

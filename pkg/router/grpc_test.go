@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,10 +274,15 @@ func TestGRPCErrorMidStreamEndsWithErrorEvent(t *testing.T) {
 	}
 }
 
-// fakeSGLang answers with cumulative chunk counts (wire/smg-grpc.md §7.2).
+// fakeSGLang answers with cumulative chunk counts (wire/smg-grpc.md §7.2). A decode fake of a
+// pair sets after to its prefill fake: it answers only once that one has its request, as a real
+// decode engine waits for the KV (else the pair could end and cancel the prefill leg unsent).
 type fakeSGLang struct {
 	sglang.UnimplementedSglangSchedulerServer
-	reqs chan *sglang.GenerateRequest
+	reqs  chan *sglang.GenerateRequest
+	after *fakeSGLang
+	got   chan struct{} // closed on the first request when not nil
+	once  sync.Once
 }
 
 func (f *fakeSGLang) HealthCheck(context.Context, *sglang.HealthCheckRequest) (*sglang.HealthCheckResponse, error) {
@@ -285,6 +291,16 @@ func (f *fakeSGLang) HealthCheck(context.Context, *sglang.HealthCheckRequest) (*
 
 func (f *fakeSGLang) Generate(r *sglang.GenerateRequest, s grpc.ServerStreamingServer[sglang.GenerateResponse]) error {
 	f.reqs <- r
+	if f.got != nil {
+		f.once.Do(func() { close(f.got) })
+	}
+	if f.after != nil {
+		select {
+		case <-f.after.got:
+		case <-s.Context().Done():
+			return s.Context().Err()
+		}
+	}
 	toks := []uint32{'x', 'y', 'z'}
 	for i, tk := range toks {
 		if err := s.Send(&sglang.GenerateResponse{Response: &sglang.GenerateResponse_Chunk{Chunk: &sglang.GenerateStreamChunk{

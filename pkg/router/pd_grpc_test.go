@@ -134,7 +134,8 @@ func TestPDGRPCNIXLFailures(t *testing.T) {
 }
 
 func TestPDGRPCSGLangPair(t *testing.T) {
-	p, d := &fakeSGLang{reqs: make(chan *sglang.GenerateRequest, 4)}, &fakeSGLang{reqs: make(chan *sglang.GenerateRequest, 4)}
+	p := &fakeSGLang{reqs: make(chan *sglang.GenerateRequest, 4), got: make(chan struct{})}
+	d := &fakeSGLang{reqs: make(chan *sglang.GenerateRequest, 4), after: p}
 	paddr := startGRPC(t, func(s *grpc.Server) { sglang.RegisterSglangSchedulerServer(s, p) })
 	daddr := startGRPC(t, func(s *grpc.Server) { sglang.RegisterSglangSchedulerServer(s, d) })
 	g := newTestGateway(t, testConfig{PD: pipeline.PD{MinUncachedTokens: -1}},

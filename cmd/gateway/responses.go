@@ -73,7 +73,7 @@ func (o *responsesOptions) buildResponses(reg prometheus.Registerer) (*conversat
 		}
 		st = m
 	} else {
-		r, err := conversation.NewRedis(conversation.RedisConfig{URL: o.ResponsesStore, TTL: o.ResponsesTTL, Timeout: o.ResponsesStoreTimeout})
+		r, err := conversation.NewRedis(conversation.RedisConfig{URL: o.ResponsesStore, TTL: o.ResponsesTTL, Timeout: o.ResponsesStoreTimeout, Registerer: reg})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvgate/kvgate/internal/testutil"
 )
 
@@ -119,4 +121,53 @@ func TestItemMemo(t *testing.T) {
 		}
 	}
 	testutil.WaitFor(t, "the memo to drop deleted records", func() bool { runtime.GC(); return s.memo.len() == 0 })
+}
+
+// TestRoundTripsPerTurn: a follow-up on the replica that wrote its chain waits for Redis once
+// when not streamed (the chain's renewal joins the write's pipeline) and twice when streamed (the
+// chain confirmed before it goes upstream, then the write); on another replica, reading the chain
+// adds two. Counted by kvgate_responses_store_round_trip_seconds.
+func TestRoundTripsPerTurn(t *testing.T) {
+	rs := testutil.StartRedis(t, 0)
+	ctx := context.Background()
+	var svcs [2]*Service
+	var regs [2]*prometheus.Registry
+	for i := range svcs {
+		regs[i] = prometheus.NewRegistry()
+		r, err := NewRedis(RedisConfig{URL: rs.URL, Registerer: regs[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		svcs[i] = newService(t, r)
+	}
+	trips := func(i int) uint64 {
+		mfs, err := regs[i].Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "kvgate_responses_store_round_trip_seconds" {
+				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		t.Fatal("no kvgate_responses_store_round_trip_seconds")
+		return 0
+	}
+	_, r1 := turn(t, svcs[0], "k", `{"input":"q1"}`, completion("a1", "", nil, "stop"))
+	_, r2 := turn(t, svcs[0], "k", fmt.Sprintf(`{"input":"q2","previous_response_id":%q}`, r1["id"]), completion("a2", "", nil, "stop"))
+	for _, tc := range []struct {
+		replica int
+		stream  bool
+		want    uint64
+	}{{0, false, 1}, {0, true, 2}, {1, false, 3}} {
+		before := trips(tc.replica)
+		req := fmt.Sprintf(`{"input":"q3","previous_response_id":%q,"stream":%v}`, r2["id"], tc.stream)
+		if _, aerr := runTurn(ctx, svcs[tc.replica], "k", mustParse(t, req)); aerr != nil {
+			t.Fatal(aerr.Message)
+		}
+		if got := trips(tc.replica) - before; got != tc.want {
+			t.Errorf("replica %d, stream %v: %d round trips, want %d", tc.replica, tc.stream, got, tc.want)
+		}
+	}
 }

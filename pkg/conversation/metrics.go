@@ -1,9 +1,12 @@
 package conversation
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
 
 // storeMetrics are a store's metrics (STYLE.md rule 24: built from the Registerer passed in).
@@ -51,3 +54,59 @@ func newServiceMetrics(reg prometheus.Registerer) (*serviceMetrics, error) {
 	}
 	return m, nil
 }
+
+// roundTrips times each of the Redis store's round trips (a command or a pipeline): a stored turn
+// waits for at least one (docs/responses.md), so this is the store's share of a turn's latency.
+// A new connection's handshake (HELLO, CLIENT SETINFO, sent by the client as it dials) is not
+// counted: the store never sends those itself, and their cost is the dial's.
+type roundTrips struct{ h prometheus.Histogram }
+
+func newRoundTrips(reg prometheus.Registerer) (*roundTrips, error) {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvgate_responses_store_round_trip_seconds",
+		Help:    "Round trips to the Redis responses store (one command or one pipeline), from sent to answered.",
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)})
+	if reg != nil {
+		if err := reg.Register(h); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+			h = are.ExistingCollector.(prometheus.Histogram)
+		}
+	}
+	return &roundTrips{h: h}, nil
+}
+
+// DialHook implements redis.Hook: a dial is not a round trip of the store's.
+func (m *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (m *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		t0 := time.Now()
+		err := next(ctx, cmd)
+		if !handshake(cmd) {
+			m.h.Observe(time.Since(t0).Seconds())
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (m *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		t0 := time.Now()
+		err := next(ctx, cmds)
+		if len(cmds) == 0 || !handshake(cmds[0]) {
+			m.h.Observe(time.Since(t0).Seconds())
+		}
+		return err
+	}
+}
+
+func handshake(cmd redis.Cmder) bool {
+	n := cmd.Name()
+	return n == "hello" || n == "client"
+}
+
+var _ redis.Hook = (*roundTrips)(nil)

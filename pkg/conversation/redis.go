@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,6 +28,8 @@ type RedisConfig struct {
 	// CacheBytes bounds the records this replica keeps of what it wrote and read, so that a
 	// follow-up reads only what it lacks (GetChain; default DefaultCacheBytes, negative: none).
 	CacheBytes int
+	// Registerer receives the store's round-trip histogram (nil: not registered).
+	Registerer prometheus.Registerer
 }
 
 // DefaultCacheBytes is RedisConfig.CacheBytes when zero.
@@ -84,7 +87,13 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 	opt.MaxRetries = 0 // a failed call is answered at once (503); the client retries the turn
 	opt.DialerRetries = 1
 	opt.ContextTimeoutEnabled = true
-	return &Redis{c: redis.NewClient(opt), ttl: cfg.TTL, prefix: cfg.Prefix, cache: newRecordCache(cfg.CacheBytes, cfg.TTL), appendScript: redis.NewScript(`
+	rt, err := newRoundTrips(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(opt)
+	c.AddHook(rt)
+	return &Redis{c: c, ttl: cfg.TTL, prefix: cfg.Prefix, cache: newRecordCache(cfg.CacheBytes, cfg.TTL), appendScript: redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 for i = 2, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])

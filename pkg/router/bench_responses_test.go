@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/kvgate/kvgate/internal/testutil"
@@ -29,7 +30,10 @@ import (
 // 21 messages sent whole), one client, direct, chat and Responses interleaved against a trivial
 // upstream, with the memory store and with Redis (a redis-server on loopback). gw-added-p50-µs
 // is each request's median through the gateway minus the direct median; ratio-p50 is
-// Responses over chat.
+// Responses over chat. With Redis, store-wait-mean-µs is the mean time a turn waited for Redis
+// (kvgate_responses_store_round_trip_seconds over the loop: one round trip per turn by design,
+// docs/responses.md), and ratio-p50-less-store is Responses less that wait over chat: the
+// gateway's own share.
 func BenchmarkGatewayOverheadResponses(b *testing.B) {
 	dir := filepath.Join("..", "..", ".cache", "tokenizers", "qwen3")
 	tok, err := tokenizer.LoadDir(dir)
@@ -43,16 +47,19 @@ func BenchmarkGatewayOverheadResponses(b *testing.B) {
 	for _, kind := range []string{"memory", "redis"} {
 		b.Run(kind, func(b *testing.B) {
 			var st conversation.Store
+			var waited func() (time.Duration, uint64)
 			if kind == "memory" {
 				st, _ = conversation.NewMemory(conversation.MemoryConfig{})
 			} else {
 				rs := testutil.StartRedis(b, 0)
-				rd, err := conversation.NewRedis(conversation.RedisConfig{URL: rs.URL})
+				reg := prometheus.NewRegistry()
+				rd, err := conversation.NewRedis(conversation.RedisConfig{URL: rs.URL, Registerer: reg})
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { rd.Close() })
 				st = rd
+				waited = func() (time.Duration, uint64) { return storeWait(b, reg) }
 			}
 			svc, _ := conversation.New(conversation.Config{Store: st})
 			ups := trivialChatUpstream(b)
@@ -69,7 +76,7 @@ func BenchmarkGatewayOverheadResponses(b *testing.B) {
 				b.Fatal(err)
 			}
 			gw := runBenchRouter(b, rt)
-			benchResponsesTurns(b, gw, ups)
+			benchResponsesTurns(b, gw, ups, waited)
 		})
 	}
 }
@@ -93,7 +100,7 @@ func benchTurns() []string {
 	return out
 }
 
-func benchResponsesTurns(b *testing.B, gw, ups *httptest.Server) {
+func benchResponsesTurns(b *testing.B, gw, ups *httptest.Server, waited func() (time.Duration, uint64)) {
 	c := benchClient()
 	defer c.CloseIdleConnections()
 	const instructions = "You are a meticulous travel assistant. Answer in short sentences."
@@ -135,6 +142,11 @@ func benchResponsesTurns(b *testing.B, gw, ups *httptest.Server) {
 		postOnce(c, ups.URL+"/v1/chat/completions", chatBodies[n-1-i])
 	}
 	var direct, viaChat, viaResp []time.Duration
+	var wait0 time.Duration
+	var trips0 uint64
+	if waited != nil {
+		wait0, trips0 = waited()
+	}
 	i := 0
 	for b.Loop() {
 		if t, err := postOnce(c, ups.URL+"/v1/chat/completions", chatBodies[i%n]); err == nil {
@@ -159,4 +171,29 @@ func benchResponsesTurns(b *testing.B, gw, ups *httptest.Server) {
 	b.ReportMetric(us(respAdded), "resp-gw-added-p50-µs")
 	b.ReportMetric(float64(respAdded)/float64(chatAdded), "ratio-p50")
 	b.ReportMetric(us(pct(viaResp, 0.99)-pct(direct, 0.99)), "resp-gw-added-p99-µs")
+	if waited != nil {
+		w, n := waited()
+		if n == trips0 {
+			b.Fatal("no store round trips counted")
+		}
+		wait := (w - wait0) / time.Duration(i)
+		b.ReportMetric(float64(n-trips0)/float64(i), "store-trips/turn")
+		b.ReportMetric(us(wait), "store-wait-mean-µs")
+		b.ReportMetric(float64(respAdded-wait)/float64(chatAdded), "ratio-p50-less-store")
+	}
+}
+
+// storeWait is the time and count kvgate_responses_store_round_trip_seconds holds in reg.
+func storeWait(b *testing.B, reg *prometheus.Registry) (time.Duration, uint64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "kvgate_responses_store_round_trip_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return time.Duration(h.GetSampleSum() * 1e9), h.GetSampleCount()
+		}
+	}
+	return 0, 0
 }

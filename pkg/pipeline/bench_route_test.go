@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -111,17 +112,24 @@ func BenchmarkRouteDecision(b *testing.B) {
 }
 
 // BenchmarkQueueScore is one admission-queue Score call (scorer) for a 1024-token prompt
-// whose first 512 tokens are stored on one of 3 event-fed workers, scored on another: what
+// whose first 512 tokens are stored on one of N event-fed workers, scored on another: what
 // each request of the look-ahead costs a hand-off beyond the queue's own work (hash 64
-// blocks, look them up on the 3 workers).
+// blocks, look them up on the N workers). At 1024 workers the index holds only that one
+// chain, so the figure is the fleet size's part alone, a lower bound for a filled index.
 func BenchmarkQueueScore(b *testing.B) {
+	for _, n := range []int{3, 1024} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) { benchQueueScore(b, n) })
+	}
+}
+
+func benchQueueScore(b *testing.B, workers int) {
 	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
 	idx, _ := indexer.New(indexer.Config{})
 	pl, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx}}, Logger: zap.NewNop(), MaxInFlightPerWorker: 8, Queue: QueueConfig{Max: 8}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range 3 {
+	for i := range workers {
 		w, err := pl.Fleet().AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i)})
 		if err != nil {
 			b.Fatal(err)

@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"slices"
+
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/worker"
 )
@@ -16,6 +18,8 @@ type Snapshot struct {
 	// byHost maps host:port of each worker URL to the worker, for the --kv-listen topics
 	// kv@<host:port>@<model>.
 	byHost map[string]*Member
+	// byID[id] is the serving worker with that WorkerID among its DP ranks' (nil: none).
+	byID []*Member
 	// def is the default pool; pools the other pools by name, poolNames their names in
 	// configuration order.
 	def       *Pool
@@ -29,6 +33,12 @@ func (s *Snapshot) with(ms, draining []*Member) *Snapshot {
 		def: s.def, pools: s.pools, poolNames: s.poolNames}
 	for _, m := range ms {
 		n.byURL[m.w.URL()] = m
+		for _, id := range m.ids {
+			if int(id) >= len(n.byID) {
+				n.byID = slices.Grow(n.byID, int(id)+1-len(n.byID))[:id+1]
+			}
+			n.byID[id] = m
+		}
 		if h := m.topicHost(); h != "" {
 			n.byHost[h] = m
 		}
@@ -44,6 +54,14 @@ func (s *Snapshot) Draining() []*Member { return s.draining }
 
 // Member returns the serving worker with the given (normalized) URL, or nil.
 func (s *Snapshot) Member(url string) *Member { return s.byURL[url] }
+
+// ByID returns the serving worker one of whose DP ranks has the WorkerID id, or nil.
+func (s *Snapshot) ByID(id indexer.WorkerID) *Member {
+	if int(id) < len(s.byID) {
+		return s.byID[id]
+	}
+	return nil
+}
 
 // Pools returns the default pool, then the others in configuration order.
 func (s *Snapshot) Pools() []*Pool {

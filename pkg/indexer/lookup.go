@@ -202,6 +202,26 @@ func (l *Lookup) Score(s *LookupScratch, tokens []uint32, ns string, ws []Lookup
 	if (anyTree || explain) && l.Tree != nil && len(tokens) > 0 && ns == "" {
 		s.tree = l.Tree.Match(tokens, s.tree)
 	}
+	l.combineAll(s, ws, out)
+	return out
+}
+
+// Rescore fills out[i] for ws[i] as Score would for the request of the last Score call on s,
+// from the matches that call found, without hashing or matching again, and returns out. It is
+// exact for each worker whose block size that call scored (and, for a tree-scored worker, when
+// it asked the Tree: Probes ensure both); any other worker scores 0 from events.
+func (l *Lookup) Rescore(s *LookupScratch, ws []LookupWorker, out []Score) []Score {
+	if cap(out) < len(ws) {
+		out = make([]Score, len(ws))
+	}
+	out = out[:len(ws)]
+	l.blockSizes(ws, out)
+	l.combineAll(s, ws, out)
+	return out
+}
+
+// combineAll scatters the matches in s, combines each of ws into out, and clears them again.
+func (l *Lookup) combineAll(s *LookupScratch, ws []LookupWorker, out []Score) {
 	for i := range s.sets {
 		ks := &s.sets[i]
 		ks.eventsBy, ks.pendingBy = scatter(ks.eventsBy, ks.events), scatter(ks.pendingBy, ks.pending)
@@ -216,7 +236,55 @@ func (l *Lookup) Score(s *LookupScratch, tokens []uint32, ns string, ws []Lookup
 		unscatter(ks.pendingBy, ks.pending)
 	}
 	unscatter(s.treeBy, s.tree)
-	return out
+}
+
+// Holders appends to dst every WorkerID the last Score call on s found holding at least the
+// first block of its request, in the Index or the Pending overlay at any block size it scored,
+// or in the Tree when it asked the Tree; each once, in increasing order. Every worker not
+// listed scores 0 for that request, had it been a candidate at one of those block sizes (a
+// tree-scored one: when the Tree was asked), so a caller that needs the best score over a
+// large fleet can score these few instead (the admission hand-off's Fit.Elsewhere).
+func (s *LookupScratch) Holders(dst []WorkerID) []WorkerID {
+	start := len(dst)
+	for i := range s.sets {
+		for _, m := range s.sets[i].events {
+			dst = append(dst, m.Worker)
+		}
+		for _, m := range s.sets[i].pending {
+			dst = append(dst, m.Worker)
+		}
+	}
+	for _, m := range s.tree {
+		dst = append(dst, m.Worker)
+	}
+	slices.Sort(dst[start:])
+	return append(dst[:start], slices.Compact(dst[start:])...)
+}
+
+// Probes appends to dst one worker with no IDs per way ws are scored: one event-fed worker per
+// distinct block size among the event-fed, one tree-scored worker if any is. Scored beside a
+// candidate, they hold nothing themselves but make Score match the request at every block size
+// and in every structure ws need, so that LookupScratch.Holders then lists every worker of ws
+// that holds any of it.
+func (l *Lookup) Probes(ws []LookupWorker, dst []LookupWorker) []LookupWorker {
+	start := len(dst)
+	tree := false
+	l.Index.mu.RLock()
+	defer l.Index.mu.RUnlock()
+	for _, w := range ws {
+		if !l.fed(w) {
+			tree = true
+			continue
+		}
+		bs := l.blockSizeLocked(w)
+		if !slices.ContainsFunc(dst[start:], func(p LookupWorker) bool { return p.BlockSize == bs }) {
+			dst = append(dst, LookupWorker{BlockSize: bs, EventFed: true})
+		}
+	}
+	if tree {
+		dst = append(dst, LookupWorker{})
+	}
+	return dst
 }
 
 // blockSizes resets out and sets each worker's block size under one read lock; it reports

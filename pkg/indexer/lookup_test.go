@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -195,5 +196,66 @@ func TestLookupRecordForgetRemove(t *testing.T) {
 		if m.Worker == 2 {
 			t.Errorf("tree after Remove: worker 2 still matches %d blocks", m.Blocks)
 		}
+	}
+}
+
+// TestLookupHolders: scored beside one candidate, the Probes of a fleet make Holders list every
+// worker that holds any of the request, whatever its block size or structure; without a probe
+// for a block size or for the tree, the workers only it finds are missed.
+func TestLookupHolders(t *testing.T) {
+	e := newLookupEnv(t)
+	ix, toks := e.l.Index, e.toks
+	storeChain(t, ix, 0, toks[:64], 16)
+	storeChain(t, ix, 2, toks[:96], 16) // worker B, rank 1
+	storeChain(t, ix, 3, toks[:128], 32)
+	e.l.Pending.Add(4, AppendBlockKeys(nil, toks, 16, "")[:5]) // worker D: pending only
+	e.l.Tree.Insert(5, toks[:112])
+	e.l.Tree.Insert(0, toks) // A again, in the tree
+	fleet := []LookupWorker{
+		{IDs: []WorkerID{0}, EventFed: true},
+		{IDs: []WorkerID{1, 2}, EventFed: true},
+		{IDs: []WorkerID{3}, EventFed: true, BlockSize: 64}, // events say 32
+		{IDs: []WorkerID{4}, EventFed: true},
+		{IDs: []WorkerID{5}},
+		{IDs: []WorkerID{6}, EventFed: true}, // holds nothing
+		{IDs: []WorkerID{7}, EventFed: true, BlockSize: 32},
+	}
+	probes := e.l.Probes(fleet, nil)
+	if want := []LookupWorker{{BlockSize: 16, EventFed: true}, {BlockSize: 32, EventFed: true}, {}}; !slices.EqualFunc(probes, want, func(a, b LookupWorker) bool {
+		return a.BlockSize == b.BlockSize && a.EventFed == b.EventFed && len(a.IDs) == 0
+	}) {
+		t.Fatalf("probes: got %+v, want %+v", probes, want)
+	}
+	var s LookupScratch
+	holders := func(ws ...LookupWorker) []WorkerID {
+		got := e.l.Score(&s, toks, "", ws, nil, false)
+		for i, w := range ws[1:] {
+			if len(w.IDs) == 0 && got[i+1].Matched != 0 {
+				t.Errorf("probe %+v scored %+v", w, got[i+1])
+			}
+		}
+		return s.Holders(nil)
+	}
+	worker6 := fleet[5]
+	tests := []struct {
+		name string
+		ws   []LookupWorker
+		want []WorkerID
+	}{
+		{"all probes", append([]LookupWorker{worker6}, probes...), []WorkerID{0, 2, 3, 4, 5}},
+		{"no probes: 16 from events and pending", []LookupWorker{worker6}, []WorkerID{0, 2, 4}},
+		{"no tree probe", append([]LookupWorker{worker6}, probes[:2]...), []WorkerID{0, 2, 3, 4}},
+		{"no 32 probe", append([]LookupWorker{worker6}, probes[0], probes[2]), []WorkerID{0, 2, 4, 5}},
+	}
+	for _, tt := range tests {
+		if got := holders(tt.ws...); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if got := s.Holders([]WorkerID{99}); !slices.Equal(got, []WorkerID{99, 0, 2, 4, 5}) {
+		t.Errorf("appended: got %v", got)
+	}
+	if got := e.l.Score(&s, seq(5000, 64), "", []LookupWorker{worker6}, nil, false); got[0].Matched != 0 || len(s.Holders(nil)) != 0 {
+		t.Errorf("a prompt nobody holds: holders %v", s.Holders(nil))
 	}
 }

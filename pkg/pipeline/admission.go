@@ -170,10 +170,28 @@ func (pl *Pipeline) wait(ctx context.Context, h http.Header, q *admission.Queue[
 // a freed worker then prefers a request cached nowhere to one whose prefix another worker
 // holds, which would copy that prefix here), and whether those holders are all late
 // (allLate). It takes its own scratch: hand-offs on several workers may score c at once.
+//
+// Each hand-off scores up to --queue-look-ahead requests, so a score must not cost the
+// fleet's size: it scores the freed worker beside c's probes (indexer.Lookup.Probes, taken
+// once here over the workers that may serve c), which finds every worker holding any of c's
+// prompt, then scores those holders alone from the matches already found
+// (indexer.Lookup.Rescore). Elsewhere is their best, as if every worker had
+// been scored: the rest hold nothing. A worker that learns another block size, or falls back
+// to the tree, while c waits is found only when it is the freed worker itself.
 func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) admission.Fit {
-	tokens, t, low := c.RouteTokens(), c.Target, c.lowBand
+	tokens, t, low, media := c.RouteTokens(), c.Target, c.lowBand, c.mediaKeys
 	serves := func(m *fleet.Member) bool {
 		return m.Pool() == t.Pool && m.Serves(t) && m.Worker().Role().Decodes() // a role=prefill worker never takes a request whole
+	}
+	var probes []indexer.LookupWorker
+	if len(tokens) > 0 {
+		var ws []indexer.LookupWorker
+		for _, m := range pl.fleet.Snapshot().Members() {
+			if serves(m) {
+				ws = append(ws, m.LookupWorker())
+			}
+		}
+		probes = t.Pool.Lookup().Probes(ws, nil)
 	}
 	return func(m *fleet.Member) admission.Fit {
 		if !serves(m) {
@@ -189,22 +207,32 @@ func (pl *Pipeline) scorer(c *Call) func(*fleet.Member) admission.Fit {
 		}
 		s := pl.takeScratch()
 		defer pl.scratch.Put(s)
-		s.workers = append(s.workers[:0], m.LookupWorker())
-		others := s.members[:0]
-		for _, o := range pl.fleet.Snapshot().Members() {
-			if o != m && serves(o) && o.Worker().Healthy() && o.DrainingSince().IsZero() {
+		l := t.Pool.Lookup()
+		s.workers = append(append(s.workers[:0], m.LookupWorker()), probes...)
+		s.lookup.Media = media
+		s.scores = l.Score(&s.lookup, tokens, t.Namespace, s.workers, s.scores, false)
+		f := admission.Fit{Matched: s.scores[0].Matched, OK: true}
+		s.ids = s.lookup.Holders(s.ids[:0])
+		snap, others := pl.fleet.Snapshot(), s.members[:0]
+		s.workers = s.workers[:0]
+		for _, id := range s.ids {
+			// A worker with several DP ranks holding blocks comes once per rank: the
+			// best and allLate do not mind.
+			if o := snap.ByID(id); o != nil && o != m && serves(o) && o.Worker().Healthy() && o.DrainingSince().IsZero() {
 				s.workers = append(s.workers, o.LookupWorker())
 				others = append(others, o)
 			}
 		}
 		s.members = others
-		s.scores = t.Pool.Lookup().Score(&s.lookup, tokens, t.Namespace, s.workers, s.scores, false)
-		f := admission.Fit{Matched: s.scores[0].Matched, OK: true}
-		for _, sc := range s.scores[1:] {
+		if len(others) == 0 {
+			return f
+		}
+		s.scores = l.Rescore(&s.lookup, s.workers, s.scores)
+		for _, sc := range s.scores {
 			f.Elsewhere = max(f.Elsewhere, sc.Matched)
 		}
 		if f.Elsewhere > f.Matched {
-			f.Late = pl.allLate(others, s.scores[1:], f.Elsewhere)
+			f.Late = pl.allLate(others, s.scores, f.Elsewhere)
 		}
 		return f
 	}

@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,4 +167,128 @@ func TestScorerLate(t *testing.T) {
 	if f := score(members[ws[1]]); f != (admission.Fit{Matched: 4, Elsewhere: 4, OK: true}) {
 		t.Errorf("scored on a holder: got %+v, want 4 here and elsewhere, not late", f)
 	}
+}
+
+// TestScorerMatchesWholeFleet: the queue's Score, which scores the freed worker and then only
+// the workers holding some of the prompt, gives the Fit of scoring every worker of the pool
+// (the reference below, the scorer as it was): on fleets mixing block sizes (from the spec and
+// from events), DP ranks, tree-scored workers, pending entries, unhealthy workers, engines
+// full by their own queue and a prompt with an image.
+func TestScorerMatchesWholeFleet(t *testing.T) {
+	for seed := range uint64(20) {
+		pl, calls := scorerFleet(t, seed)
+		for ci, c := range calls {
+			score := pl.scorer(c)
+			for _, m := range pl.Fleet().Snapshot().Members() {
+				if got, want := score(m), denseFit(pl, c, m); got != want {
+					t.Fatalf("seed %d, prompt %d, worker %s: got %+v, want %+v", seed, ci, m.Worker().URL(), got, want)
+				}
+			}
+		}
+	}
+}
+
+// scorerFleet builds a 24-worker pool with a random cache state over a few prompts that share
+// prefixes, and returns calls for those prompts and some others.
+func scorerFleet(t *testing.T, seed uint64) (*Pipeline, []*Call) {
+	now := time.Unix(1_700_000_000, 0)
+	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
+	idx, _ := indexer.New(indexer.Config{})
+	tree, _ := indexer.NewTree(indexer.TreeConfig{BlockSize: fleet.DefaultBlockSize})
+	pend, _ := indexer.NewPending(indexer.PendingConfig{})
+	pl, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx, Tree: tree, Pending: pend}}, Logger: zap.NewNop(), Now: func() time.Time { return now },
+		MaxInFlightPerWorker: 4, Queue: QueueConfig{Max: 8, MaxWaitingPerWorker: 1}, Fleet: fleet.Config{EngineMetricsInterval: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	base := make([]uint32, 12*32)
+	for i := range base {
+		base[i] = uint32(rng.IntN(50000))
+	}
+	var prompts [][]uint32
+	for range 4 { // a shared head of 0–6 default blocks, then a tail of its own
+		pr := slices.Clone(base[:16*rng.IntN(7)])
+		for len(pr) < len(base) {
+			pr = append(pr, uint32(rng.IntN(50000)))
+		}
+		prompts = append(prompts, pr)
+	}
+	for i := range 24 {
+		sp := worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(9000+i), DPSize: 1 + rng.IntN(2)}
+		if rng.IntN(4) == 0 {
+			sp.BlockSize = 32
+		}
+		w, err := pl.Fleet().AddWorker(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.SetHealth(rng.IntN(6) != 0, "")
+	}
+	for i, m := range pl.Fleet().Snapshot().Members() {
+		lw, l := m.LookupWorker(), m.Pool().Lookup()
+		pr := prompts[rng.IntN(len(prompts))]
+		n := 16 * rng.IntN(len(pr)/16+1)
+		switch rng.IntN(3) {
+		case 0: // tree-scored: what was routed there
+			l.Record(lw, nil, pr[:n], "")
+		default: // event-fed at 16 or 32, on one of its ranks, sometimes with pending blocks
+			bs := []int{16, 32}[rng.IntN(2)]
+			hashes := make([]uint64, n/bs)
+			for j := range hashes {
+				hashes[j] = uint64(i)<<32 | uint64(j+1)
+			}
+			batch := indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, BlockSize: bs, Medium: "GPU", Hashes: hashes, Tokens: pr[:n/bs*bs]}}}
+			pl.Fleet().TopicConsumer(strings.TrimPrefix(m.Worker().URL(), "http://")).Batch(rng.IntN(len(lw.IDs)), &batch)
+			if rng.IntN(3) == 0 {
+				bs := m.BlockSize()
+				l.Record(m.LookupWorker(), indexer.AppendBlockKeys(nil, pr, bs, ""), pr, "")
+			}
+		}
+		if rng.IntN(5) == 0 { // full by its engine's queue
+			m.Worker().Acquire(worker.Hold{})
+			m.Worker().SetEngineLoad(3, now)
+			m.Worker().SetEngineWaiting(2)
+		}
+	}
+	var calls []*Call
+	for _, pr := range append(prompts, base[:64], make([]uint32, 40)) {
+		c := &Call{Req: engine.Request{Tokens: [][]uint32{pr}}}
+		pl.Resolve(c, "m")
+		calls = append(calls, c)
+	}
+	// A prompt with an image from its third block on: its keys there are not its tokens'.
+	c := &Call{Req: engine.Request{Tokens: [][]uint32{prompts[0]}}, mediaKeys: &indexer.MediaKeys{Tokens: prompts[0], Spans: []indexer.ExtraSpan{{Start: 32, End: 64, Key: "img"}}}}
+	pl.Resolve(c, "m")
+	return pl, append(calls, c)
+}
+
+// denseFit is the queue's Score for c on m computed by scoring every worker of the pool.
+func denseFit(pl *Pipeline, c *Call, m *fleet.Member) admission.Fit {
+	tokens, tg := c.RouteTokens(), c.Target
+	serves := func(m *fleet.Member) bool { return m.Pool() == tg.Pool && m.Serves(tg) && m.Worker().Role().Decodes() }
+	if !serves(m) {
+		return admission.Fit{}
+	}
+	if len(tokens) == 0 {
+		return admission.Fit{OK: true}
+	}
+	ws := []indexer.LookupWorker{m.LookupWorker()}
+	var others []*fleet.Member
+	for _, o := range pl.Fleet().Snapshot().Members() {
+		if o != m && serves(o) && o.Worker().Healthy() && o.DrainingSince().IsZero() {
+			ws = append(ws, o.LookupWorker())
+			others = append(others, o)
+		}
+	}
+	s := indexer.LookupScratch{Media: c.mediaKeys}
+	scores := tg.Pool.Lookup().Score(&s, tokens, tg.Namespace, ws, nil, false)
+	f := admission.Fit{Matched: scores[0].Matched, OK: true}
+	for _, sc := range scores[1:] {
+		f.Elsewhere = max(f.Elsewhere, sc.Matched)
+	}
+	if f.Elsewhere > f.Matched {
+		f.Late = pl.allLate(others, scores[1:], f.Elsewhere)
+	}
+	return f
 }

@@ -113,16 +113,18 @@ func BenchmarkRouteDecision(b *testing.B) {
 
 // BenchmarkQueueScore is one admission-queue Score call (scorer) for a 1024-token prompt
 // whose first 512 tokens are stored on one of N event-fed workers, scored on another: what
-// each request of the look-ahead costs a hand-off beyond the queue's own work (hash 64
-// blocks, look them up on the N workers). At 1024 workers the index holds only that one
-// chain, so the figure is the fleet size's part alone, a lower bound for a filled index.
+// each request of the look-ahead costs a hand-off beyond the queue's own work. Every worker
+// also holds 16 chains of 32 blocks of its own (a filled index, 512 Ki blocks at 1,024
+// workers). In shared-prefix the prompt's first 8 blocks (a system prompt) are also held by
+// one worker in 8, so the score finds 128 holders at 1,024 workers.
 func BenchmarkQueueScore(b *testing.B) {
 	for _, n := range []int{3, 1024} {
-		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) { benchQueueScore(b, n) })
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) { benchQueueScore(b, n, false) })
 	}
+	b.Run("workers=1024/shared-prefix", func(b *testing.B) { benchQueueScore(b, 1024, true) })
 }
 
-func benchQueueScore(b *testing.B, workers int) {
+func benchQueueScore(b *testing.B, workers int, shared bool) {
 	p, _ := policy.New(policy.NameCacheAware, policy.DefaultConfig())
 	idx, _ := indexer.New(indexer.Config{})
 	pl, err := New(Config{Models: []Model{{Name: "m", Policy: p, Index: idx}}, Logger: zap.NewNop(), MaxInFlightPerWorker: 8, Queue: QueueConfig{Max: 8}})
@@ -138,16 +140,36 @@ func benchQueueScore(b *testing.B, workers int) {
 	}
 	ms := pl.Fleet().Snapshot().Members()
 	rng := rand.New(rand.NewPCG(1, 1))
-	toks := make([]uint32, 1024)
-	for i := range toks {
-		toks[i] = uint32(rng.IntN(150000))
+	random := func(n int) []uint32 {
+		toks := make([]uint32, n)
+		for i := range toks {
+			toks[i] = uint32(rng.IntN(150000))
+		}
+		return toks
 	}
-	hashes := make([]uint64, 32)
-	for i := range hashes {
-		hashes[i] = uint64(i + 1)
+	hash := uint64(1)
+	store := func(m *fleet.Member, toks []uint32) {
+		hashes := make([]uint64, len(toks)/fleet.DefaultBlockSize)
+		for i := range hashes {
+			hashes[i], hash = hash, hash+1
+		}
+		batch := indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, BlockSize: fleet.DefaultBlockSize, Medium: "GPU", Hashes: hashes, Tokens: toks}}}
+		pl.Fleet().TopicConsumer(strings.TrimPrefix(m.Worker().URL(), "http://")).Batch(0, &batch)
 	}
-	batch := indexer.Batch{Events: []indexer.Event{{Kind: indexer.EventStored, BlockSize: fleet.DefaultBlockSize, Medium: "GPU", Hashes: hashes, Tokens: toks[:512]}}}
-	pl.Fleet().TopicConsumer(strings.TrimPrefix(ms[1].Worker().URL(), "http://")).Batch(0, &batch)
+	for _, m := range ms {
+		for range 16 {
+			store(m, random(32*fleet.DefaultBlockSize))
+		}
+	}
+	toks := random(1024)
+	store(ms[1], toks[:512])
+	holders := 1
+	if shared {
+		for i := 8; i < len(ms); i += 8 {
+			store(ms[i], toks[:8*fleet.DefaultBlockSize])
+			holders++
+		}
+	}
 	c := &Call{Req: engine.Request{Tokens: [][]uint32{toks}}}
 	pl.Resolve(c, "m")
 	score := pl.scorer(c)
@@ -159,4 +181,5 @@ func benchQueueScore(b *testing.B, workers int) {
 	for range b.N {
 		score(ms[0])
 	}
+	b.ReportMetric(float64(holders), "holders")
 }

@@ -41,7 +41,9 @@ type routeScratch struct {
 	cands   []policy.Candidate
 	lookup  indexer.LookupScratch
 	req     policy.Request
-	// members are the workers of workers[1:] in the admission queue's Score (scorer).
+	// ids and members are the workers the admission queue's Score found holding the request's
+	// prompt (scorer): their WorkerIDs, and the members among them it scores.
+	ids     []indexer.WorkerID
 	members []*fleet.Member
 	// disagg is set when the last route's pool has role=prefill workers (healthy or not): it
 	// runs disaggregated (pd.go).

@@ -42,7 +42,7 @@ func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 			}
 			return nil, false
 		}
-		best, well := q.choose(cands, skips[:len(cands)], w, aged)
+		best, fit, well := q.choose(cands, skips[:len(cands)], w, aged)
 		if best < 0 {
 			if aged {
 				skipAged = true
@@ -51,7 +51,7 @@ func (q *Queue[W]) Next(w W) (*Ticket[W], bool) {
 			}
 			continue
 		}
-		if q.grant(cands, well, best, w) {
+		if q.grant(cands, well, best, fit, w) {
 			return cands[best], true
 		}
 	}
@@ -77,13 +77,12 @@ func (q *Queue[W]) candidatesLocked(dst []*Ticket[W], minPrio int, skipAged bool
 	return dst, false
 }
 
-// choose scores cands against w and returns the index of the one to grant (-1: none fits) and
-// which of them w suits as well as they will find soon (Fit.near; a bit per index): in age
+// choose scores cands against w and returns the index of the one to grant (-1: none fits), its
+// Fit, and which of them w suits as well as they will find soon (Fit.near; a bit per index): in age
 // order the first that fits (aged); else the first in fair order already passed over MaxSkips
 // times that w suits so, else the best by Fit.better, the earliest on ties.
-func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best int, well uint64) {
+func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best int, bf Fit, well uint64) {
 	best = -1
-	var bf Fit
 	for i, t := range cands {
 		f := Fit{OK: true}
 		if t.req.Score != nil {
@@ -99,19 +98,19 @@ func (q *Queue[W]) choose(cands []*Ticket[W], skips []int, w W, aged bool) (best
 		// The skip bound holds only where w is as good as the request will find soon: one
 		// cached elsewhere waits for its own worker rather than be copied here.
 		if aged || skips[i] >= q.cfg.MaxSkips && near {
-			return i, well
+			return i, f, well
 		}
 		if best < 0 || f.better(bf) {
 			best, bf = i, f
 		}
 	}
-	return best, well
+	return best, bf, well
 }
 
 // grant gives w to cands[best] if it is still waiting, and counts a skip for each request
 // ahead of it that w suited as well as it will find soon (well): only a pass-over on such a
 // worker delays a request; otherwise it was waiting for its own worker anyway.
-func (q *Queue[W]) grant(cands []*Ticket[W], well uint64, best int, w W) bool {
+func (q *Queue[W]) grant(cands []*Ticket[W], well uint64, best int, fit Fit, w W) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	t := cands[best]
@@ -125,7 +124,7 @@ func (q *Queue[W]) grant(cands []*Ticket[W], well uint64, best int, w W) bool {
 	}
 	q.removeLocked(t, true)
 	q.noteGrantLocked(t)
-	t.state, t.worker = stateGranted, w
+	t.state, t.worker, t.fit = stateGranted, w, fit
 	close(t.ready)
 	return true
 }

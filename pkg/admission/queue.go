@@ -109,6 +109,40 @@ func (f Fit) better(g Fit) bool {
 	return f.Matched > g.Matched
 }
 
+// Where a grant left the request's cached prefix (Fit.Class), for metrics.
+const (
+	// ClassHere: the worker holds more of it than any other.
+	ClassHere = "here"
+	// ClassEqual: the worker holds as much of it as the best other, and some.
+	ClassEqual = "equal"
+	// ClassNowhere: no worker holds any of it (or nothing was scored).
+	ClassNowhere = "nowhere"
+	// ClassLate: another worker holds more, but none of those frees a slot soon (Fit.Late).
+	ClassLate = "late"
+	// ClassElsewhere: another worker holds more and frees a slot soon; this grant makes the
+	// worker prefill the difference again (Fit.Copied).
+	ClassElsewhere = "elsewhere"
+)
+
+// Class names where f leaves the request's cached prefix: one of the Class constants.
+func (f Fit) Class() string {
+	switch g := f.gain(); {
+	case g > 0:
+		return ClassHere
+	case g == 0 && f.Matched > 0:
+		return ClassEqual
+	case g == 0:
+		return ClassNowhere
+	case f.Late:
+		return ClassLate
+	}
+	return ClassElsewhere
+}
+
+// Copied is how many leading blocks another worker holds that running the request on this
+// one computes again (Elsewhere − Matched, at least 0).
+func (f Fit) Copied() int { return max(0, -f.gain()) }
+
 // Queue is one pool's admission queue, for workers of type W. Safe for concurrent use.
 //
 // A Queue must not be copied.

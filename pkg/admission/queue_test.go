@@ -377,26 +377,33 @@ func TestHandOffElsewhere(t *testing.T) {
 		reqs  []string // one key, FCFS
 		grant []string // the workers that free a slot, in turn
 		want  []string
+		// class is each grant's Fit.Class, copied its Fit.Copied blocks in all.
+		class  []string
+		copied int
 	}{
 		{
 			name:  "cached nowhere goes before cached on another worker",
 			reqs:  []string{"on2", "on3", "new"},
 			grant: []string{"w1"},
 			want:  []string{"new"},
+			class: []string{ClassNowhere},
 		},
 		{
 			name:  "cached here goes first, then cached nowhere",
 			reqs:  []string{"on2", "new", "on1"},
 			grant: []string{"w1", "w1"},
 			want:  []string{"on1", "new"},
+			class: []string{ClassHere, ClassNowhere},
 		},
 		{
 			// on2 is passed over on w1 four times (MaxSkips 2), yet not forced there; w2
 			// takes it at once, and w1 takes it only when nothing else waits.
-			name:  "no skip bound where another worker holds the request",
-			reqs:  []string{"on2", "n1", "n2", "n3", "n4", "on2b"},
-			grant: []string{"w1", "w1", "w1", "w1", "w2", "w1"},
-			want:  []string{"n1", "n2", "n3", "n4", "on2", "on2b"},
+			name:   "no skip bound where another worker holds the request",
+			reqs:   []string{"on2", "n1", "n2", "n3", "n4", "on2b"},
+			grant:  []string{"w1", "w1", "w1", "w1", "w2", "w1"},
+			want:   []string{"n1", "n2", "n3", "n4", "on2", "on2b"},
+			class:  []string{ClassNowhere, ClassNowhere, ClassNowhere, ClassNowhere, ClassHere, ClassElsewhere},
+			copied: 32,
 		},
 		{
 			// half2 is passed over twice on w2 for the longer on2 prefixes there; the skip
@@ -405,28 +412,35 @@ func TestHandOffElsewhere(t *testing.T) {
 			reqs:  []string{"half2", "on2", "on2b", "new", "on2"},
 			grant: []string{"w2", "w2", "w1", "w2"},
 			want:  []string{"on2", "on2b", "new", "half2"},
+			class: []string{ClassHere, ClassHere, ClassNowhere, ClassHere},
 		},
 		{
 			// late3's holder will not free a slot soon: w1 takes it after the new prefix
 			// (someone must prefill that) but before on2, whose w2 frees a slot soon.
-			name:  "cached on a late worker goes after cached nowhere, before cached on a worker freeing soon",
-			reqs:  []string{"on2", "late3", "new"},
-			grant: []string{"w1", "w1", "w1"},
-			want:  []string{"new", "late3", "on2"},
+			name:   "cached on a late worker goes after cached nowhere, before cached on a worker freeing soon",
+			reqs:   []string{"on2", "late3", "new"},
+			grant:  []string{"w1", "w1", "w1"},
+			want:   []string{"new", "late3", "on2"},
+			class:  []string{ClassNowhere, ClassLate, ClassElsewhere},
+			copied: 64,
 		},
 		{
 			// Waiting for w3 is not brief, so w1 is as good as late3 will find soon: its
 			// pass-overs there count, and after two it goes next.
-			name:  "the skip bound holds for a request whose holder is late",
-			reqs:  []string{"late3", "on1", "on1", "on1"},
-			grant: []string{"w1", "w1", "w1", "w1"},
-			want:  []string{"on1", "on1", "late3", "on1"},
+			name:   "the skip bound holds for a request whose holder is late",
+			reqs:   []string{"late3", "on1", "on1", "on1"},
+			grant:  []string{"w1", "w1", "w1", "w1"},
+			want:   []string{"on1", "on1", "late3", "on1"},
+			class:  []string{ClassHere, ClassHere, ClassLate, ClassHere},
+			copied: 32,
 		},
 		{
-			name:  "work-conserving: with only requests cached elsewhere the worker takes the first",
-			reqs:  []string{"on2", "on3"},
-			grant: []string{"w1", "w1"},
-			want:  []string{"on2", "on3"},
+			name:   "work-conserving: with only requests cached elsewhere the worker takes the first",
+			reqs:   []string{"on2", "on3"},
+			grant:  []string{"w1", "w1"},
+			want:   []string{"on2", "on3"},
+			class:  []string{ClassElsewhere, ClassElsewhere},
+			copied: 64,
 		},
 		{
 			// new is suited to w1 as well as any worker: passed over twice for on1 there, it
@@ -435,6 +449,7 @@ func TestHandOffElsewhere(t *testing.T) {
 			reqs:  []string{"new", "on1", "on1", "on1"},
 			grant: []string{"w1", "w1", "w1", "w1"},
 			want:  []string{"on1", "on1", "new", "on1"},
+			class: []string{ClassHere, ClassHere, ClassNowhere, ClassHere},
 		},
 	}
 	for _, tc := range tests {
@@ -448,12 +463,20 @@ func TestHandOffElsewhere(t *testing.T) {
 				}
 				names[tk] = n
 			}
-			var got []string
+			var got, class []string
+			copied := 0
 			for _, w := range tc.grant {
-				got = append(got, drain(t, q, names, w, 1)...)
+				tk, ok := q.Next(w)
+				if !ok {
+					break
+				}
+				got, class, copied = append(got, names[tk]), append(class, tk.Fit().Class()), copied+tk.Fit().Copied()
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("grant order (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.class, class); d != "" || copied != tc.copied {
+				t.Errorf("grants' classes (-want +got):\n%s\ncopied %d blocks, want %d", d, copied, tc.copied)
 			}
 		})
 	}
@@ -494,5 +517,27 @@ func TestRetryAfter(t *testing.T) {
 	q.mu.Unlock()
 	if gap != avg {
 		t.Errorf("after an idle spell: gap %v, want %v (the idle 10 s not averaged in)", gap, avg)
+	}
+}
+
+// TestFitClass: where a grant leaves the request's cached prefix, and what it prefills again.
+func TestFitClass(t *testing.T) {
+	tests := []struct {
+		f      Fit
+		class  string
+		copied int
+	}{
+		{Fit{Matched: 8, Elsewhere: 4, OK: true}, ClassHere, 0},
+		{Fit{Matched: 8, OK: true}, ClassHere, 0},
+		{Fit{Matched: 8, Elsewhere: 8, OK: true}, ClassEqual, 0},
+		{Fit{OK: true}, ClassNowhere, 0},
+		{Fit{Matched: 2, Elsewhere: 8, Late: true, OK: true}, ClassLate, 6},
+		{Fit{Elsewhere: 8, OK: true}, ClassElsewhere, 8},
+		{Fit{Matched: 8, Elsewhere: 8, Late: true, OK: true}, ClassEqual, 0},
+	}
+	for _, tt := range tests {
+		if c, n := tt.f.Class(), tt.f.Copied(); c != tt.class || n != tt.copied {
+			t.Errorf("%+v: class %q, copied %d; want %q, %d", tt.f, c, n, tt.class, tt.copied)
+		}
 	}
 }

@@ -25,12 +25,18 @@ type Ticket[W any] struct {
 
 	state  int
 	worker W     // the grant
+	fit    Fit   // how well the granted worker suited it (Fit)
 	err    error // set instead of a grant (Close)
 	ready  chan struct{}
 }
 
 // Granted reports whether the ticket was granted a worker. Call it after Wait returns.
 func (t *Ticket[W]) Granted() bool { return t.ready != nil && isClosed(t.ready) && t.err == nil }
+
+// Fit returns how well the worker it was granted suited the request when Next chose it, as
+// its Score reported (the zero Fit before a grant, and OK alone for a request without Score).
+// Read it after Wait returns, or from the goroutine that called Next.
+func (t *Ticket[W]) Fit() Fit { return t.fit }
 
 // Enqueued returns when the request entered the queue.
 func (t *Ticket[W]) Enqueued() time.Time { return t.enq }

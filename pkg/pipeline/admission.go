@@ -273,9 +273,15 @@ func (pl *Pipeline) handOff(md *Served, m *fleet.Member) bool {
 		w.Release(worker.Hold{})
 		return false
 	}
-	if _, ok := q.Next(m); !ok {
+	t, ok := q.Next(m)
+	if !ok {
 		w.Release(worker.Hold{})
 		return false
+	}
+	f, label := t.Fit(), poolLabel(m.Pool())
+	pl.met.handOffs.WithLabelValues(label, f.Class()).Inc()
+	if n := f.Copied(); n > 0 {
+		pl.met.copied.WithLabelValues(label).Add(float64(n))
 	}
 	return true
 }

@@ -29,6 +29,10 @@ type metrics struct {
 	queueDepth *prometheus.GaugeVec
 	queueWait  *prometheus.HistogramVec
 	queued     *prometheus.CounterVec
+	// handOffs counts grants by model and where they left the request's cached prefix
+	// (admission.Fit.Class); copied the blocks those grants prefill again (Fit.Copied).
+	handOffs *prometheus.CounterVec
+	copied   *prometheus.CounterVec
 	// byReason caches the decision counter of each known reason (read-only after newMetrics),
 	// so counting a decision does not allocate.
 	byReason map[policy.Reason]prometheus.Counter
@@ -109,6 +113,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvgate_queue_requests_total",
 			Help: "Requests that went through the admission queue, by model, priority band and outcome (admitted, full, timeout, cancelled, shutdown, closed).",
 		}, []string{"model", "priority", "outcome"}),
+		handOffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_queue_handoffs_total",
+			Help: "Freed worker slots the admission queue gave to a waiting request, by model and where that left the request's cached prefix: here (this worker holds the most of it), equal (as much as any other), nowhere, late (another holds more but frees no slot soon), elsewhere (another holds more and frees a slot soon).",
+		}, []string{"model", "fit"}),
+		copied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_queue_handoff_copied_blocks_total",
+			Help: "Leading blocks another worker held that hand-offs of the late and elsewhere kinds made the freed worker prefill again, by model (in blocks of the model's block size).",
+		}, []string{"model"}),
 	}
 	m.byReason = map[policy.Reason]prometheus.Counter{}
 	for _, r := range []policy.Reason{policy.ReasonCacheHit, policy.ReasonTreeHit, policy.ReasonPendingHit, policy.ReasonImbalance, policy.ReasonOverloaded,
@@ -120,7 +132,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.ttft, m.decisions, m.matched, m.tokenize, m.lookup, m.upstream, m.tokensSeen,
-		m.pd, m.pdNoParams, m.pdRetried, m.pdStripped, m.queueDepth, m.queueWait, m.queued} {
+		m.pd, m.pdNoParams, m.pdRetried, m.pdStripped, m.queueDepth, m.queueWait, m.queued, m.handOffs, m.copied} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("router: register metrics: %w", err)
 		}

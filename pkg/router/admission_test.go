@@ -189,6 +189,10 @@ func TestQueueOrder(t *testing.T) {
 	if n := g.metricValue(t, "kvgate_queue_requests_total", "model", "test-model", "priority", "5", "outcome", "admitted"); n != 4 {
 		t.Errorf("admitted in band 5: got %v, want 4", n)
 	}
+	// Five hand-offs of prompts shorter than a block: cached nowhere.
+	if n := g.metricValue(t, "kvgate_queue_handoffs_total", "model", "test-model", "fit", "nowhere"); n != 5 {
+		t.Errorf("hand-offs of uncached prompts: got %v, want 5", n)
+	}
 	if n := g.metricValue(t, "kvgate_queue_depth", "model", "test-model", "priority", "5"); n != 0 {
 		t.Errorf("queue depth after: got %v, want 0", n)
 	}
@@ -234,6 +238,13 @@ func TestQueueCacheAware(t *testing.T) {
 		if r := await(t, c); r.status != 200 {
 			t.Errorf("answer: got %d %s, want 200", r.status, r.body)
 		}
+	}
+	// Both hand-offs went where the request's prefix was cached, and copied nothing.
+	if n := g.metricValue(t, "kvgate_queue_handoffs_total", "model", "test-model", "fit", "here"); n != 2 || g.metricSum(t, "kvgate_queue_handoffs_total") != 2 {
+		t.Errorf("hand-offs: %v here of %v, want 2 of 2", n, g.metricSum(t, "kvgate_queue_handoffs_total"))
+	}
+	if n := g.metricSum(t, "kvgate_queue_handoff_copied_blocks_total"); n != 0 {
+		t.Errorf("copied blocks: got %v, want 0", n)
 	}
 }
 

@@ -142,6 +142,11 @@ func runReport(o *options, stdout, stderr io.Writer) error {
 				return fmt.Errorf("%s: %w", f, err)
 			}
 		}
+		if ho, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".handoffs.json"); err == nil {
+			if err := json.Unmarshal(ho, &res.HandOffs); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+		}
 		runs = append(runs, res)
 	}
 	if len(runs) == 0 {

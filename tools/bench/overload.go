@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -177,40 +178,70 @@ type queueWait struct {
 	SumS  float64
 }
 
-// readQueueWaits reads the gateway's kvgate_queue_wait_seconds by priority band.
-func readQueueWaits(ctx context.Context, metricsURL string) (map[string]queueWait, error) {
+// handOffs is the admission queue's hand-offs over a run, from the gateway's
+// kvgate_queue_handoffs_total (by fit: where each left the request's cached prefix) and
+// kvgate_queue_handoff_copied_blocks_total.
+type handOffs struct {
+	Fits   map[string]float64 `json:"fits"`
+	Copied float64            `json:"copied_blocks"`
+}
+
+// copying is the share of hand-offs that made the worker prefill what another held (late and
+// elsewhere), NaN without hand-offs.
+func (h handOffs) copying() float64 {
+	all := 0.0
+	for _, n := range h.Fits {
+		all += n
+	}
+	if all == 0 {
+		return math.NaN()
+	}
+	return (h.Fits["late"] + h.Fits["elsewhere"]) / all
+}
+
+// readQueueMetrics reads the gateway's kvgate_queue_wait_seconds by priority band, and its
+// hand-offs.
+func readQueueMetrics(ctx context.Context, metricsURL string) (map[string]queueWait, handOffs, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	ho := handOffs{Fits: map[string]float64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
-		return nil, err
+		return nil, ho, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read the queue waits: %w", err)
+		return nil, ho, fmt.Errorf("read the queue metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("read the queue waits: %w", err)
+		return nil, ho, fmt.Errorf("read the queue metrics: %w", err)
+	}
+	label := func(m *dto.Metric, name string) string {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == name {
+				return l.GetValue()
+			}
+		}
+		return ""
 	}
 	out := map[string]queueWait{}
-	if f := fams["kvgate_queue_wait_seconds"]; f != nil {
-		for _, m := range f.GetMetric() {
-			band := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "priority" {
-					band = l.GetValue()
-				}
-			}
-			w := out[band]
-			w.Count += m.GetHistogram().GetSampleCount()
-			w.SumS += m.GetHistogram().GetSampleSum()
-			out[band] = w
-		}
+	for _, m := range fams["kvgate_queue_wait_seconds"].GetMetric() {
+		band := label(m, "priority")
+		w := out[band]
+		w.Count += m.GetHistogram().GetSampleCount()
+		w.SumS += m.GetHistogram().GetSampleSum()
+		out[band] = w
 	}
-	return out, nil
+	for _, m := range fams["kvgate_queue_handoffs_total"].GetMetric() {
+		ho.Fits[label(m, "fit")] += m.GetCounter().GetValue()
+	}
+	for _, m := range fams["kvgate_queue_handoff_copied_blocks_total"].GetMetric() {
+		ho.Copied += m.GetCounter().GetValue()
+	}
+	return out, ho, nil
 }
 
 // overloadRow is one overload configuration's medians (and min–max) over its runs.
@@ -219,7 +250,9 @@ type overloadRow struct {
 	runs    int
 	// Per class: TTFT p50 and p95, req/s, out tok/s; each [median, min, max].
 	iP50, iP95, iMean, bRPS, bTPS, iWait, bWait, hit [3]float64
-	lost, refused                                    int
+	// copying is the share of hand-offs that copied a prefix, copied the blocks they copied.
+	copying, copied [3]float64
+	lost, refused   int
 }
 
 // fold returns the median, min and max of f over runs.
@@ -254,14 +287,16 @@ func overloadRows(o *options, results []result) []overloadRow {
 			}
 		}
 		row := overloadRow{variant: r.Variant, runs: len(runs),
-			iP50:  fold(runs, func(x result) float64 { return x.Classes["interactive"].TTFTms.P50 }),
-			iP95:  fold(runs, func(x result) float64 { return x.Classes["interactive"].TTFTms.P95 }),
-			iMean: fold(runs, func(x result) float64 { return x.Classes["interactive"].TTFTms.Mean }),
-			bRPS:  fold(runs, func(x result) float64 { return x.Classes["batch"].RequestsPerS }),
-			bTPS:  fold(runs, func(x result) float64 { return x.Classes["batch"].OutputTokensPerS }),
-			iWait: fold(runs, wait("interactive", o.overload.interactive.priority)),
-			bWait: fold(runs, wait("batch", o.overload.batch.priority)),
-			hit:   fold(runs, result.hit),
+			iP50:    fold(runs, func(x result) float64 { return x.Classes["interactive"].TTFTms.P50 }),
+			iP95:    fold(runs, func(x result) float64 { return x.Classes["interactive"].TTFTms.P95 }),
+			iMean:   fold(runs, func(x result) float64 { return x.Classes["interactive"].TTFTms.Mean }),
+			bRPS:    fold(runs, func(x result) float64 { return x.Classes["batch"].RequestsPerS }),
+			bTPS:    fold(runs, func(x result) float64 { return x.Classes["batch"].OutputTokensPerS }),
+			iWait:   fold(runs, wait("interactive", o.overload.interactive.priority)),
+			bWait:   fold(runs, wait("batch", o.overload.batch.priority)),
+			hit:     fold(runs, result.hit),
+			copying: fold(runs, func(x result) float64 { return x.HandOffs.copying() }),
+			copied:  fold(runs, func(x result) float64 { return x.HandOffs.Copied }),
 		}
 		for _, x := range runs {
 			for _, c := range x.Classes {
@@ -307,9 +342,9 @@ func overloadSection(o *options, results []result) string {
 	p("The rates come from the simulator's step model (step = %v + %v per sequence + %v per uncached prompt token): a class alone fills one simulator at λ = M ÷ (out·(%v + M·%v) + M·P·%v) requests/s with M = %d sequences, P its uncached (suffix) tokens, out its output tokens, i.e. %.2f interactive or %.2f batch requests/s per simulator; interactive gets %.3g of the fleet's capacity and batch %.3g. ",
 		simStepOverhead, simDecodePerSeq, simPrefillPerToken, simStepOverhead, simDecodePerSeq, simPrefillPerToken, ov.maxRunning,
 		ov.interactive.capacity(ov.maxRunning), ov.batch.capacity(ov.maxRunning), ov.interactiveShare, ov.load-ov.interactiveShare)
-	p("Rows: *unloaded* is the interactive class alone; *no queue* sends everything on (the engines' FCFS queues take the excess); *queue* is `--max-inflight-per-worker %d --queue-max 100000 --queue-timeout 600s`; *queue, --queue-reserve %d* adds that flag. Batch throughput is its completions (and output tokens) over the time from the start to its last completion. *Queue wait* is the gateway's `kvgate_queue_wait_seconds` of the band, summed and divided by the class's completed requests (simulated). Median of the runs, min–max in brackets.\n\n", ov.maxRunning, ov.reserve)
-	p("| row | runs | interactive TTFT p50 | p95 | mean | its queue wait | batch req/s | batch out tok/s | batch queue wait | fleet hit rate | lost (of which refused) |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("Rows: *unloaded* is the interactive class alone; *no queue* sends everything on (the engines' FCFS queues take the excess); *queue* is `--max-inflight-per-worker %d --queue-max 100000 --queue-timeout 600s`; *queue, --queue-reserve %d* adds that flag. Batch throughput is its completions (and output tokens) over the time from the start to its last completion. *Queue wait* is the gateway's `kvgate_queue_wait_seconds` of the band, summed and divided by the class's completed requests (simulated). *Copying hand-offs* is the share of the queue's hand-offs (`kvgate_queue_handoffs_total`) that gave a freed slot to a request another worker held more of (fit `late` or `elsewhere`), and in brackets the blocks they made the worker prefill again per run (`kvgate_queue_handoff_copied_blocks_total`, blocks of 16 tokens). Median of the runs, min–max in brackets.\n\n", ov.maxRunning, ov.reserve)
+	p("| row | runs | interactive TTFT p50 | p95 | mean | its queue wait | batch req/s | batch out tok/s | batch queue wait | fleet hit rate | copying hand-offs (blocks) | lost (of which refused) |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	name := map[string]string{overloadUnloaded: "unloaded (interactive only)", overloadNoQueue: "no queue", overloadQueue: "queue", ov.reserveVariant(): fmt.Sprintf("queue, --queue-reserve %d", ov.reserve)}
 	byVariant := map[string]overloadRow{}
 	for _, r := range rows {
@@ -318,8 +353,12 @@ func overloadSection(o *options, results []result) string {
 		if r.variant == overloadUnloaded {
 			bw, bRPS, bTPS = "", "", ""
 		}
-		p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d (%d) |\n", name[r.variant], r.runs, cell(r.iP50, fmt1), cell(r.iP95, fmt1), cell(r.iMean, fmt1),
-			cell(r.iWait, fmt1), bRPS, bTPS, bw, cell(r.hit, fmtPct), r.lost, r.refused)
+		copying := ""
+		if r.variant != overloadUnloaded && r.variant != overloadNoQueue {
+			copying = fmt.Sprintf("%s (%s)", cell(r.copying, fmtPct), cell(r.copied, fmt0))
+		}
+		p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d (%d) |\n", name[r.variant], r.runs, cell(r.iP50, fmt1), cell(r.iP95, fmt1), cell(r.iMean, fmt1),
+			cell(r.iWait, fmt1), bRPS, bTPS, bw, cell(r.hit, fmtPct), copying, r.lost, r.refused)
 	}
 	p("\n(times in simulated ms)\n\n%s\n\n", overloadTargets(ov, byVariant))
 	p("These rows alone, and what each runs (`--time-scale %g` throughout; simulators `--max-running %d` with the bench's other flags, gateway as in the other rows plus the row's admission flags):\n\n```sh\n", o.timeScale, ov.maxRunning)

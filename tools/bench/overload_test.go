@@ -53,7 +53,8 @@ func TestOverloadTargets(t *testing.T) {
 	row := func(variant string, p95, bRPS, hit float64, refused int) result {
 		return result{configuration: configuration{Workload: workloadOverload, Variant: variant}, HitRate: fptr(hit),
 			Classes:    map[string]classFigures{"interactive": {Completed: 10, TTFTms: summary{P95: p95}}, "batch": {Completed: 10, RequestsPerS: bRPS, Refused429: refused}},
-			QueueWaits: map[string]queueWait{"0": {Count: 5, SumS: 0.05}}}
+			QueueWaits: map[string]queueWait{"0": {Count: 5, SumS: 0.05}},
+			HandOffs:   handOffs{Fits: map[string]float64{"here": 90, "nowhere": 5, "late": 1, "elsewhere": 4}, Copied: 160}}
 	}
 	o := benchDefaults
 	rs := []result{row(overloadUnloaded, 100, 0, 0.5, 0), row(overloadNoQueue, 5000, 8, 0.48, 0), row(overloadQueue, 199, 8, 0.48, 0), row("queue-reserve1", 201, 7.9, 0.47, 1)}
@@ -63,6 +64,9 @@ func TestOverloadTargets(t *testing.T) {
 		"queue-reserve1: interactive TTFT p95 201.0 ms = 2.01× its unloaded 100.0 ms (target ≤ 2×: **missed**); batch 7.9 req/s against 8.0 without the queue (target no lower: **missed**); hit rate 47.0% against 48.0% (target no lower: **missed**); 1 lost (target 0: **missed**).",
 		// 50 ms of real wait ÷ time scale 0.5 over 10 completed requests.
 		"| queue | 1 | 0.0 | 199.0 | 0.0 | 10.0 |",
+		// 5 of 100 hand-offs late or elsewhere; none shown without the queue.
+		"| 48.0% | 5.0% (160) | 0 (0) |",
+		"| 48.0% |  | 0 (0) |",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("overload section lacks %q:\n%s", want, s)

@@ -520,6 +520,7 @@ type result struct {
 	// gateway's queue waits by band at the end of the run) and Each (a row's runs).
 	Classes    map[string]classFigures `json:"classes,omitempty"`
 	QueueWaits map[string]queueWait    `json:"-"`
+	HandOffs   handOffs                `json:"-"`
 	Each       []result                `json:"-"`
 }
 
@@ -782,11 +783,13 @@ func (r *runner) runOne(ctx context.Context, c configuration, run int) (result, 
 		return res, fmt.Errorf("%s: %w", res.label(), err)
 	}
 	if c.Workload == workloadOverload {
-		if res.QueueWaits, err = readQueueWaits(ctx, f.gws[0].MetricsURL()); err != nil {
+		if res.QueueWaits, res.HandOffs, err = readQueueMetrics(ctx, f.gws[0].MetricsURL()); err != nil {
 			return res, fmt.Errorf("%s: %w", res.label(), err)
 		}
 		qw, _ := json.Marshal(res.QueueWaits) // for bench report
 		_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".queue.json"), qw, 0o644)
+		ho, _ := json.Marshal(res.HandOffs)
+		_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".handoffs.json"), ho, 0o644)
 	}
 	ix, _ := json.Marshal(indexCounts{Keys: res.IndexKeys, Blocks: res.IndexBlocks}) // for bench report
 	_ = os.WriteFile(filepath.Join(r.l.LogDir, tag+".index.json"), ix, 0o644)

@@ -21,14 +21,22 @@ import (
 //
 // A Member must not be copied.
 type Member struct {
-	f      *Fleet
-	w      *worker.Worker
-	pool   *Pool
-	origin string             // OriginFlag, OriginFile, OriginAdmin or a discovery's "dns NAME"
-	ids    []indexer.WorkerID // set once before the member is published; ids[0] is the tree/pending ID
+	// What a routing decision reads of every candidate comes first (see worker.Worker).
+	f    *Fleet
+	w    *worker.Worker
+	pool *Pool
+	ids  []indexer.WorkerID // set once before the member is published; ids[0] is the tree/pending ID
 	// specBlockSize is the spec's block_size, kept here because Worker.Spec copies the whole
 	// spec and routing reads it for every candidate.
 	specBlockSize int
+	// src is the worker's own event source (nil: none, or --kv-index off). Built by start.
+	src atomic.Pointer[kvbridge.Source]
+	// collected is set when the --kv-listen collector delivered a batch for this worker;
+	// removed once teardown took it out of the fleet (the collector then skips it).
+	collected atomic.Bool
+	removed   atomic.Bool
+
+	origin string // OriginFlag, OriginFile, OriginAdmin or a discovery's "dns NAME"
 	// drainStart is when the member began draining (a stamp, clock.go; 0: serving).
 	drainStart atomic.Int64
 	// healthyOnce is set by the first health check that passed (readiness waits, for a while,
@@ -48,13 +56,6 @@ type Member struct {
 
 	// sink applies the worker's events to the index, rank r as ids[r]; set with ids.
 	sink *kvbridge.SinkConsumer
-	// src is the worker's own event source (nil: none, or --kv-index off). Built by start.
-	src atomic.Pointer[kvbridge.Source]
-	// collected is set when the --kv-listen collector delivered a batch for this worker;
-	// removed once teardown took it out of the fleet (the collector then skips it).
-	collected atomic.Bool
-	removed   atomic.Bool
-
 	// lifeMu guards cancel and running. Lock order: Fleet.mu before lifeMu.
 	lifeMu  sync.Mutex
 	cancel  context.CancelFunc

@@ -174,34 +174,45 @@ func (m *Member) serves(t Target) bool {
 
 // Selection is the answer of Select, reused across requests (its slices keep their capacity).
 type Selection struct {
-	// Candidates may take the request now: they serve the target's model, are healthy and
-	// under Config.MaxInFlightPerWorker.
+	// Candidates may take the request now: they serve the target's model in a role that may
+	// serve the leg, are healthy and under Config.MaxInFlightPerWorker.
 	Candidates []*Member
-	// Rejected serve the model but are down or full.
+	// Rejected serve the model but are down or full (in any role).
 	Rejected []*Member
 	// Known is set when the model is served at all (a non-default pool, or some worker of
 	// the pool serves it); Full when some worker was left out for its in-flight limit.
-	Known, Full bool
+	// Disagg is set when some worker that serves it (healthy or not) has role=prefill: the
+	// pool runs disaggregated (wire/pd.md).
+	Known, Full, Disagg bool
 }
 
 // Select fills sel with the workers of t's pool that serve t's model, leaving out exclude (the
-// worker a retry moves away from). Routing and /debug/route both choose from it.
-func (s *Snapshot) Select(sel *Selection, t Target, exclude *Member, maxInFlight int) {
+// worker a retry moves away from). The candidates are those whose role may serve a pair's
+// prefill leg when prefill is set (roles prefill and both), else a whole request or a decode
+// leg (decode and both). Routing and /debug/route both choose from it.
+//
+// It is one pass over the fleet that reads each worker once: at thousands of workers a
+// decision costs about the cache lines its passes touch (docs/scaling.md).
+func (s *Snapshot) Select(sel *Selection, t Target, exclude *Member, maxInFlight int, prefill bool) {
 	sel.Candidates, sel.Rejected = sel.Candidates[:0], sel.Rejected[:0]
-	sel.Known, sel.Full = t.Pool != s.def, false
+	sel.Known, sel.Full, sel.Disagg = t.Pool != s.def, false, false
 	for _, m := range s.members {
 		if m.pool != t.Pool || !m.serves(t) {
 			continue
 		}
 		sel.Known = true
+		if m == exclude {
+			continue
+		}
+		r := m.w.Role()
+		sel.Disagg = sel.Disagg || r == worker.RolePrefill
 		switch {
-		case m == exclude:
 		case !m.w.Healthy():
 			sel.Rejected = append(sel.Rejected, m)
 		case maxInFlight > 0 && m.w.InFlight() >= int64(maxInFlight):
 			sel.Full = true
 			sel.Rejected = append(sel.Rejected, m)
-		default:
+		case prefill && r.Prefills() || !prefill && r.Decodes():
 			sel.Candidates = append(sel.Candidates, m)
 		}
 	}

@@ -114,9 +114,9 @@ func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s
 			return aerr
 		}
 	} else {
-		pl.fleet.Snapshot().Select(&s.sel, c.Target, nil, pl.cfg.MaxInFlightPerWorker)
+		pl.fleet.Snapshot().Select(&s.sel, c.Target, nil, pl.cfg.MaxInFlightPerWorker, false)
 		pl.engineBound(&s.sel, c)
-		s.disagg = keepRole(&s.sel, legWhole)
+		s.disagg = s.sel.Disagg
 		if len(s.sel.Candidates) == 0 && !s.sel.Full {
 			return RouteError(c.Target.Model, s.sel.Known, false)
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/kvgate/kvgate/pkg/indexer"
 	"github.com/kvgate/kvgate/pkg/openai"
 	"github.com/kvgate/kvgate/pkg/policy"
-	"github.com/kvgate/kvgate/pkg/worker"
 )
 
 // Decision is the outcome of routing one request. It holds the worker's load from the pick
@@ -74,22 +73,3 @@ const (
 	// legPrefill is the prefill leg of a pair: workers of role prefill or both.
 	legPrefill
 )
-
-// keepRole leaves in sel.Candidates the workers that may serve a leg of kind k, and reports
-// whether the pool has role=prefill workers (healthy or not): such a pool runs
-// disaggregated, and its legs use the model's PD policies.
-func keepRole(sel *fleet.Selection, k legKind) (disagg bool) {
-	kept := sel.Candidates[:0]
-	for _, m := range sel.Candidates {
-		r := m.Worker().Role()
-		disagg = disagg || r == worker.RolePrefill
-		if k == legPrefill && r.Prefills() || k == legWhole && r.Decodes() {
-			kept = append(kept, m)
-		}
-	}
-	sel.Candidates = kept
-	for _, m := range sel.Rejected {
-		disagg = disagg || m.Worker().Role() == worker.RolePrefill
-	}
-	return disagg
-}

@@ -103,9 +103,9 @@ func (pl *Pipeline) Explain(c *Call, prompt string, r *http.Request) *RouteExpla
 		out.Pool = p.Name()
 	}
 	s := new(routeScratch)
-	pl.fleet.Snapshot().Select(&s.sel, t, nil, pl.cfg.MaxInFlightPerWorker)
+	pl.fleet.Snapshot().Select(&s.sel, t, nil, pl.cfg.MaxInFlightPerWorker, false)
 	pl.engineBound(&s.sel, c)
-	disagg := keepRole(&s.sel, legWhole)
+	disagg := s.sel.Disagg
 	pol := c.Served.policy
 	if disagg {
 		pol = c.Served.pd.decode
@@ -175,8 +175,7 @@ func (pl *Pipeline) explainPD(c *Call, dec *decisionView) *pdExplain {
 		return out
 	}
 	s := new(routeScratch)
-	pl.fleet.Snapshot().Select(&s.sel, c.Target, d, pl.cfg.MaxInFlightPerWorker)
-	keepRole(&s.sel, legPrefill)
+	pl.fleet.Snapshot().Select(&s.sel, c.Target, d, pl.cfg.MaxInFlightPerWorker, true)
 	if len(s.sel.Candidates) == 0 {
 		out.Split = pdNoPrefill
 		return out

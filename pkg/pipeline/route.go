@@ -21,9 +21,9 @@ import (
 // valid until s is reused.
 func (pl *Pipeline) route(s *routeScratch, dec *Decision, c *Call, exclude *fleet.Member, k legKind) *openai.Error {
 	start := time.Now()
-	pl.fleet.Snapshot().Select(&s.sel, c.Target, exclude, pl.cfg.MaxInFlightPerWorker)
+	pl.fleet.Snapshot().Select(&s.sel, c.Target, exclude, pl.cfg.MaxInFlightPerWorker, k == legPrefill)
 	pl.engineBound(&s.sel, c)
-	s.disagg = keepRole(&s.sel, k)
+	s.disagg = s.sel.Disagg
 	if s.also != nil {
 		also := s.also
 		s.also = nil

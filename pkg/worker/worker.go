@@ -21,22 +21,28 @@ var (
 //
 // A Worker must not be copied; use it through a pointer.
 type Worker struct {
-	spec Spec
-	key  uint64
-
+	// The fields a routing decision reads for every candidate come first, together, with
+	// copies of the two spec fields it reads (specModel, role): at thousands of workers a
+	// decision is a few passes over every worker's state, and costs about the cache lines it
+	// touches (docs/scaling.md).
+	key        uint64
 	inflight   atomic.Int64
 	prefill    atomic.Int64 // blocks in-flight requests must still prefill (Hold.Prefill)
 	active     atomic.Int64 // prompt blocks of in-flight requests (Hold.Blocks)
 	engineLoad atomic.Int64 // running+waiting from the engine; -1 = unknown
-	engineWait atomic.Int64 // of which waiting in the engine's own queue
 	engineAt   atomic.Int64 // unix nanos of the last engine-load sample
 	healthy    atomic.Bool
 	checked    atomic.Bool // at least one health check finished
 	failures   atomic.Int32
-	served     atomic.Int64 // unix nanos of the last answer a request got from it (MarkServed)
-	model      atomic.Pointer[string]
 	adapters   atomic.Pointer[[]string] // LoRA adapters the worker lists; nil = none known
+	model      atomic.Pointer[string]
+	specModel  string // spec.Model
+	role       Role   // spec.Role
+
+	engineWait atomic.Int64 // of which waiting in the engine's own queue
+	served     atomic.Int64 // unix nanos of the last answer a request got from it (MarkServed)
 	healthMsg  atomic.Pointer[string]
+	spec       Spec
 }
 
 // New returns a Worker for a spec, which it normalizes. The worker starts unhealthy and
@@ -46,7 +52,7 @@ func New(spec Spec) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{spec: spec, key: keyOf(spec.URL)}
+	w := &Worker{spec: spec, key: keyOf(spec.URL), specModel: spec.Model, role: spec.Role}
 	w.engineLoad.Store(-1)
 	return w, nil
 }
@@ -59,7 +65,7 @@ func (w *Worker) Spec() Spec { return w.spec }
 func (w *Worker) URL() string { return w.spec.URL }
 
 // Role returns the worker's role in prefill/decode disaggregation (Spec.Role).
-func (w *Worker) Role() Role { return w.spec.Role }
+func (w *Worker) Role() Role { return w.role }
 
 // Kind returns the worker's protocol.
 func (w *Worker) Kind() Kind { return w.spec.Kind() }
@@ -265,8 +271,8 @@ func (w *Worker) Serves(model, def string) bool {
 	if w.HasAdapter(model) {
 		return true
 	}
-	if w.spec.Model != "" {
-		if model == w.spec.Model {
+	if w.specModel != "" {
+		if model == w.specModel {
 			return true
 		}
 	} else if model == def {

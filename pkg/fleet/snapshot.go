@@ -177,6 +177,9 @@ type Selection struct {
 	// Candidates may take the request now: they serve the target's model in a role that may
 	// serve the leg, are healthy and under Config.MaxInFlightPerWorker.
 	Candidates []*Member
+	// Lookup[i] is Candidates[i].LookupWorker(), read in Select's pass while the member is in
+	// the cache; change Candidates only through Drop and Only, which keep the two in step.
+	Lookup []indexer.LookupWorker
 	// Rejected serve the model but are down or full (in any role).
 	Rejected []*Member
 	// Known is set when the model is served at all (a non-default pool, or some worker of
@@ -194,7 +197,7 @@ type Selection struct {
 // It is one pass over the fleet that reads each worker once: at thousands of workers a
 // decision costs about the cache lines its passes touch (docs/scaling.md).
 func (s *Snapshot) Select(sel *Selection, t Target, exclude *Member, maxInFlight int, prefill bool) {
-	sel.Candidates, sel.Rejected = sel.Candidates[:0], sel.Rejected[:0]
+	sel.Candidates, sel.Lookup, sel.Rejected = sel.Candidates[:0], sel.Lookup[:0], sel.Rejected[:0]
 	sel.Known, sel.Full, sel.Disagg = t.Pool != s.def, false, false
 	for _, m := range s.members {
 		if m.pool != t.Pool || !m.serves(t) {
@@ -213,7 +216,31 @@ func (s *Snapshot) Select(sel *Selection, t Target, exclude *Member, maxInFlight
 			sel.Full = true
 			sel.Rejected = append(sel.Rejected, m)
 		case prefill && r.Prefills() || !prefill && r.Decodes():
-			sel.Candidates = append(sel.Candidates, m)
+			sel.Candidates, sel.Lookup = append(sel.Candidates, m), append(sel.Lookup, m.LookupWorker())
 		}
 	}
+}
+
+// Drop removes the candidates drop reports true for, moving them to Rejected when reject is
+// set, and returns how many it removed.
+func (sel *Selection) Drop(drop func(m *Member) bool, reject bool) int {
+	n := 0
+	for i, m := range sel.Candidates {
+		if drop(m) {
+			if reject {
+				sel.Rejected = append(sel.Rejected, m)
+			}
+			continue
+		}
+		sel.Candidates[n], sel.Lookup[n] = m, sel.Lookup[i]
+		n++
+	}
+	removed := len(sel.Candidates) - n
+	sel.Candidates, sel.Lookup = sel.Candidates[:n], sel.Lookup[:n]
+	return removed
+}
+
+// Only makes m the one candidate.
+func (sel *Selection) Only(m *Member) {
+	sel.Candidates, sel.Lookup = append(sel.Candidates[:0], m), append(sel.Lookup[:0], m.LookupWorker())
 }

@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,5 +99,62 @@ func TestSelectRolesAndDisagg(t *testing.T) {
 	snap.Select(&sel, tgt, snap.Member("http://127.0.0.1:8"), 0, false)
 	if sel.Disagg || len(sel.Rejected) != 0 {
 		t.Errorf("excluded prefill worker: disagg %v rejected %s, want false and none", sel.Disagg, ports(sel.Rejected))
+	}
+}
+
+// Select reads each candidate's LookupWorker in its pass; Drop and Only keep that list in step
+// with the candidates (a route scores Lookup[i] as Candidates[i]: out of step, it would credit
+// one worker with another's cache).
+func TestSelectionLookupInStep(t *testing.T) {
+	idx, err := indexer.New(indexer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Config{}, []PoolConfig{{Name: "m", Index: idx}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		w, err := f.AddWorker(worker.Spec{URL: "http://127.0.0.1:" + strconv.Itoa(100+i), DPSize: 1 + i%3, BlockSize: 16 * (1 + i%2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.SetHealth(true, "")
+	}
+	snap := f.Snapshot()
+	tgt, _ := snap.Resolve("m")
+	var sel Selection
+	check := func(what string, want int) {
+		t.Helper()
+		if len(sel.Candidates) != want || len(sel.Lookup) != want {
+			t.Fatalf("%s: %d candidates and %d lookups, want %d", what, len(sel.Candidates), len(sel.Lookup), want)
+		}
+		for i, m := range sel.Candidates {
+			if got, wantLW := sel.Lookup[i], m.LookupWorker(); !slices.Equal(got.IDs, wantLW.IDs) || got.BlockSize != wantLW.BlockSize || got.EventFed != wantLW.EventFed {
+				t.Errorf("%s: Lookup[%d] = %+v, candidate %s has %+v", what, i, got, m.Worker().URL(), wantLW)
+			}
+		}
+	}
+	snap.Select(&sel, tgt, nil, 0, false)
+	check("select", 9)
+	odd := func(m *Member) bool { return m.ids[0]%2 == 1 }
+	want := 0
+	for _, m := range sel.Candidates {
+		if !odd(m) {
+			want++
+		}
+	}
+	if n := sel.Drop(odd, true); n != 9-want || len(sel.Rejected) != n {
+		t.Errorf("Drop removed %d (rejected %d), want %d", n, len(sel.Rejected), 9-want)
+	}
+	check("drop", want)
+	first := sel.Candidates[0]
+	sel.Drop(func(m *Member) bool { return m == first }, false)
+	check("drop first", want-1)
+	last := snap.Members()[8]
+	sel.Only(last)
+	check("only", 1)
+	if sel.Candidates[0] != last {
+		t.Errorf("Only: candidate %s", sel.Candidates[0].Worker().URL())
 	}
 }

@@ -125,7 +125,7 @@ func (pl *Pipeline) admit(ctx context.Context, h http.Header, r *http.Request, s
 	if aerr != nil {
 		return aerr
 	}
-	s.sel.Candidates = append(s.sel.Candidates[:0], m)
+	s.sel.Only(m)
 	pl.pick(s, dec, c, false, time.Now(), pl.legPolicy(c, legWhole, s.disagg))
 	m.Worker().Release(worker.Hold{}) // the hand-off's reservation, now the request's own load
 	return nil
@@ -317,16 +317,12 @@ func (pl *Pipeline) engineBound(sel *fleet.Selection, c *Call) {
 		return
 	}
 	now, low := pl.now(), int64(pl.cfg.MaxInFlightPerWorker-pl.cfg.Queue.Reserve)
-	kept := sel.Candidates[:0]
-	for _, m := range sel.Candidates {
-		if w := m.Worker(); pl.engineFull(w, w.InFlight(), now) || c.lowBand && w.InFlight() >= low {
-			sel.Full = true
-			sel.Rejected = append(sel.Rejected, m)
-			continue
-		}
-		kept = append(kept, m)
+	if sel.Drop(func(m *fleet.Member) bool {
+		w := m.Worker()
+		return pl.engineFull(w, w.InFlight(), now) || c.lowBand && w.InFlight() >= low
+	}, true) > 0 {
+		sel.Full = true
 	}
-	sel.Candidates = kept
 }
 
 // kick offers every free slot of pool p's workers to md's queue.

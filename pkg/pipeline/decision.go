@@ -35,7 +35,7 @@ func (d *Decision) record(tokens []uint32) {
 type routeScratch struct {
 	dec     Decision // the request's decision (serve)
 	sel     fleet.Selection
-	workers []indexer.LookupWorker
+	workers []indexer.LookupWorker // the admission scorer's (route's are sel.Lookup)
 	scores  []indexer.Score
 	cands   []policy.Candidate
 	lookup  indexer.LookupScratch

@@ -128,17 +128,8 @@ func foldHash(h, item uint64) uint64 {
 // (engine.ErrMediaOverGRPC); when no candidate is left for that reason the request is refused
 // with that error.
 func mediaCandidates(sel *fleet.Selection) *openai.Error {
-	kept, grpc := sel.Candidates[:0], 0
-	for _, m := range sel.Candidates {
-		if m.Worker().Kind() == worker.KindGRPC {
-			grpc++
-			sel.Rejected = append(sel.Rejected, m)
-			continue
-		}
-		kept = append(kept, m)
-	}
-	sel.Candidates = kept
-	if len(kept) == 0 && grpc > 0 {
+	grpc := sel.Drop(func(m *fleet.Member) bool { return m.Worker().Kind() == worker.KindGRPC }, true)
+	if len(sel.Candidates) == 0 && grpc > 0 {
 		return engine.ErrMediaOverGRPC()
 	}
 	return nil

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,7 +26,7 @@ func (pl *Pipeline) route(s *routeScratch, dec *Decision, c *Call, exclude *flee
 	if s.also != nil {
 		also := s.also
 		s.also = nil
-		s.sel.Candidates = slices.DeleteFunc(s.sel.Candidates, func(m *fleet.Member) bool { return m == also })
+		s.sel.Drop(func(m *fleet.Member) bool { return m == also }, false)
 	}
 	if c.Req.Pass != nil && !httpOnly(&s.sel) {
 		return engine.PassOnGRPC(c.Req.Pass.Path)
@@ -73,7 +72,7 @@ func (pl *Pipeline) pick(s *routeScratch, dec *Decision, c *Call, retry bool, st
 	*dec = Decision{pick: policy.Take(pol, &s.req, s.cands), ns: c.Target.Namespace}
 	i := dec.pick.Index
 	m, sc := s.sel.Candidates[i], &s.scores[i]
-	dec.m, dec.lw, dec.reason, dec.source, dec.keys, dec.bs = m, s.workers[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize), sc.BlockSize
+	dec.m, dec.lw, dec.reason, dec.source, dec.keys, dec.bs = m, s.sel.Lookup[i], dec.pick.Reason, sc.Source, s.lookup.Keys(sc.BlockSize), sc.BlockSize
 	if retry {
 		dec.reason = policy.ReasonRetry
 	}
@@ -96,16 +95,15 @@ func (pl *Pipeline) pick(s *routeScratch, dec *Decision, c *Call, retry bool, st
 	}
 }
 
-// score fills s.workers, s.scores and s.cands for s.sel.Candidates, workers of pool p: each
-// worker's match from p's lookup (indexer.Lookup: events, pending overlay or tree, the best
-// over DP ranks, in default-size blocks) and its load (in-flight requests, and their blocks
-// still to prefill and held).
+// score fills s.scores and s.cands for s.sel.Candidates, workers of pool p: each worker's
+// match from p's lookup (indexer.Lookup: events, pending overlay or tree, the best over DP
+// ranks, in default-size blocks, for s.sel.Lookup, which Select read with the members) and its
+// load (in-flight requests, and their blocks still to prefill and held).
 //
-// Members and workers are read in one pass (a fleet of a thousand does not fit the caches
-// twice), the matches then filled in from the contiguous scores.
+// The workers are read in one pass (a fleet of a thousand does not fit the caches twice), the
+// matches then filled in from the contiguous scores.
 func (pl *Pipeline) score(s *routeScratch, p *fleet.Pool, tokens []uint32, ns string, explain bool) {
 	ms := s.sel.Candidates
-	s.workers = s.workers[:0]
 	if cap(s.cands) < len(ms) {
 		s.cands = make([]policy.Candidate, len(ms))
 	}
@@ -113,11 +111,10 @@ func (pl *Pipeline) score(s *routeScratch, p *fleet.Pool, tokens []uint32, ns st
 	now := pl.now()
 	for i, m := range ms {
 		w := m.Worker()
-		s.workers = append(s.workers, m.LookupWorker())
 		s.cands[i] = policy.Candidate{Worker: w, Key: w.Key(), Load: w.Load(now, pl.loadMaxAge),
 			Prefill: w.PendingPrefill(), Active: w.ActiveBlocks()}
 	}
-	s.scores = p.Lookup().Score(&s.lookup, tokens, ns, s.workers, s.scores, explain)
+	s.scores = p.Lookup().Score(&s.lookup, tokens, ns, s.sel.Lookup, s.scores, explain)
 	for i := range s.cands {
 		s.cands[i].Matched, s.cands[i].Source = s.scores[i].Matched, s.scores[i].Source
 	}
@@ -126,15 +123,9 @@ func (pl *Pipeline) score(s *routeScratch, p *fleet.Pool, tokens []uint32, ns st
 // httpOnly removes the gRPC workers from a forwarded request's candidates, in place. It
 // reports false when every candidate was a gRPC worker.
 func httpOnly(sel *fleet.Selection) bool {
-	kept := sel.Candidates[:0]
-	for _, m := range sel.Candidates {
-		if m.Worker().Kind() == worker.KindHTTP {
-			kept = append(kept, m)
-		}
-	}
 	had := len(sel.Candidates) > 0
-	sel.Candidates = kept
-	return len(kept) > 0 || !had
+	sel.Drop(func(m *fleet.Member) bool { return m.Worker().Kind() != worker.KindHTTP }, false)
+	return len(sel.Candidates) > 0 || !had
 }
 
 // takeScratch returns a routeScratch from the pipeline's pool (return it with pl.scratch.Put).

@@ -47,7 +47,8 @@ type Options struct {
 	// Faults, when its Duration is set, adds a fault phase after the steady state (faults.go).
 	Faults Faults
 	// ProfileDir, when set, keeps the gateway's heap profile at each heap measurement there
-	// (base, filled, steady, faults .pb.gz; go tool pprof -diff_base compares two).
+	// (base, filled, steady, faults .pb.gz; go tool pprof -diff_base compares two), and its CPU
+	// profile over the steady state as steady.cpu.pb.gz.
 	ProfileDir string
 }
 
@@ -243,7 +244,10 @@ func Run(ctx context.Context, o Options, stdout io.Writer) (*Report, error) {
 		IdleCores: (idle1.sum("process_cpu_seconds_total") - idle0.sum("process_cpu_seconds_total")) / o.Idle.Seconds()}
 
 	// Steady state: the streams at o.Rate per engine, and completions at o.RequestsPerSecond.
-	ph := phaseRun{o: o, client: client, gwURL: gw.URL, reqs: reqs, msgs: steady, pubs: pubs}
+	ph := phaseRun{o: o, client: client, gwURL: gw.URL, reqs: reqs, msgs: steady, pubs: pubs, admin: gw.AdminURL}
+	if o.ProfileDir != "" {
+		ph.cpuProfile = filepath.Join(o.ProfileDir, "steady.cpu.pb.gz")
+	}
 	if err := ph.run(ctx, o.Duration); err != nil {
 		return nil, err
 	}
@@ -278,6 +282,9 @@ type phaseRun struct {
 	// send publishes one message (nil: always, on pubs); the fault phase's drops the
 	// messages of engines that are down. It reports whether the message went out.
 	send func(m *steadyMsg) (bool, error)
+	// cpuProfile, when set, is where the gateway's CPU profile over the phase is kept (its
+	// admin listener's /debug/pprof/profile, --pprof).
+	admin, cpuProfile string
 
 	// results of the last run
 	events int
@@ -335,9 +342,36 @@ func (ph *phaseRun) run(ctx context.Context, d time.Duration) error {
 		}
 		return nil
 	})
+	if ph.cpuProfile != "" {
+		g.Go(func() error { return ph.profileCPU(gctx, d) })
+	}
 	err := g.Wait()
 	ph.wall = time.Since(start)
 	return err
+}
+
+// profileCPU keeps the gateway's CPU profile over the phase's whole seconds, less the last one
+// (so that it ends while the events still flow).
+func (ph *phaseRun) profileCPU(ctx context.Context, d time.Duration) error {
+	secs := max(int(d.Seconds())-1, 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", ph.admin, secs), nil)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("fleetpub: the gateway's CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	prof, err := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
+	if err != nil {
+		return fmt.Errorf("fleetpub: the gateway's CPU profile: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fleetpub: the gateway's CPU profile: %s", resp.Status)
+	}
+	return os.WriteFile(ph.cpuProfile, prof, 0o644)
 }
 
 func (ph *phaseRun) complete(ctx context.Context, body []byte) (time.Duration, error) {

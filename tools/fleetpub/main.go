@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Tokenizer, "tokenizer", o.Tokenizer, "tokenizer.json for the gateway")
 	fs.IntVar(&o.History, "history", o.History, "each engine's replay buffer, in batches")
 	fs.StringVar(&o.LogDir, "logs", o.LogDir, "directory for the gateway's log (default: a temp dir)")
-	fs.StringVar(&o.ProfileDir, "profiles", o.ProfileDir, "directory to keep the gateway's heap profiles in (base, filled, steady, faults .pb.gz; default: none kept)")
+	fs.StringVar(&o.ProfileDir, "profiles", o.ProfileDir, "directory to keep the gateway's heap profiles in (base, filled, steady, faults .pb.gz) and its CPU profile over the steady state (steady.cpu.pb.gz); default: none kept")
 	fs.DurationVar(&o.Faults.Duration, "faults", 0, "a fault phase of this length after the steady state (0: none)")
 	fs.Float64Var(&o.Faults.FlapFraction, "flap-fraction", o.Faults.FlapFraction, "fault phase: share of the engines whose publisher flaps")
 	fs.DurationVar(&o.Faults.FlapPeriod, "flap-period", o.Faults.FlapPeriod, "fault phase: a flapping publisher goes down once per period")

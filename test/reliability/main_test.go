@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvgate/kvgate/internal/harness"
+	"github.com/kvgate/kvgate/pkg/kvbridge"
 )
 
 const (
@@ -68,6 +69,12 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	if tokenizerPath, err = harness.Tokenizer(ctx); err != nil {
+		return 1, err
+	}
+	// libzmq fixes its socket limit when the process's first socket opens, and the scenarios
+	// that publish in-process (flood, scale faults) share this process: the limit must be
+	// raised for the largest of them before any of them runs.
+	if err := kvbridge.SetSocketLimit(2*scaleFaultWorkers + 256); err != nil {
 		return 1, err
 	}
 	code := m.Run()

@@ -1,32 +1,141 @@
 package kvbridge
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"sync"
 	"syscall"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
 )
 
-// fdWatch waits for a ZMQ socket's ZMQ_FD in Go's netpoller and signals ready, so a stream that
-// waits costs a parked goroutine instead of an OS thread blocked in zmq_poll, and an idle stream
-// costs no wake-ups at all.
+// fdWatch waits for a ZMQ socket's ZMQ_FD and signals ready, so a stream that waits costs
+// nothing but an entry in the process's fdPoller: no goroutine blocked on it, no OS thread,
+// and no wake-up while it is idle.
 //
 // ZMQ_FD is edge-triggered: it becomes readable when libzmq queues a command for the socket
 // (e.g. "a pipe has messages"), and is reset when the socket processes its commands, which a
 // receive that returns EAGAIN does. So whoever receives ready must drain the socket until EAGAIN
-// before waiting again; a command queued after that makes a new edge, which the netpoller keeps
-// until the watch goroutine next waits, so no wake-up is lost between a drain and a wait.
+// before waiting again; a command queued after that makes a new edge, which epoll keeps until
+// the poller next waits, so no wake-up is lost between a drain and a wait.
 //
 // The watch holds a duplicate of libzmq's descriptor (libzmq owns and closes its own), and only
-// waits on it, never reads it: reading would steal libzmq's signal. Nothing may call f.Fd():
-// it would make the descriptor blocking, and the flag is shared with libzmq's.
+// waits on it, never reads it: reading would steal libzmq's signal.
 type fdWatch struct {
-	f *os.File
+	fd int // the duplicate
+	id uint64
+	p  *fdPoller
 	// ready has capacity 1: wake-ups that arrive while one is pending merge into it.
 	ready chan struct{}
-	done  chan struct{}
+}
+
+// zmqWakeBatch is how long the poller pauses after each wake-up before it waits again, so that
+// the batches arriving on many streams meanwhile are handed over in one wake-up of the
+// process, not one each. A batch waits at most this long beyond its arrival (the first after
+// a quiet spell not at all), against the tens of milliseconds an engine's step takes. On a
+// virtual machine where a thread's sleep and wake-up cost microseconds of hypervisor time,
+// the wake-ups were a large share of a gateway's CPU at hundreds of streams (docs/scaling.md).
+const zmqWakeBatch = 5 * time.Millisecond
+
+// fdPoller waits for every fdWatch of the process in one epoll instance, on one goroutine
+// (one OS thread blocked in epoll_wait while nothing is ready). It runs while any watch is
+// open: the first watch starts it and the last one's close stops it.
+type fdPoller struct {
+	epfd  int
+	stop  [2]int // a pipe; a byte written to stop[1] ends run
+	users int    // open watches; guarded by pollers.mu
+	mu    sync.Mutex
+	// watches maps a watch's id to it; id 0 is the stop pipe.
+	watches map[uint64]*fdWatch
+	nextID  uint64
+}
+
+var pollers struct {
+	mu sync.Mutex
+	p  *fdPoller
+}
+
+// acquirePoller returns the running poller, starting one if none runs, and counts a user.
+func acquirePoller() (*fdPoller, error) {
+	pollers.mu.Lock()
+	defer pollers.mu.Unlock()
+	if p := pollers.p; p != nil {
+		p.users++
+		return p, nil
+	}
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("kvbridge: epoll_create1: %w", err)
+	}
+	p := &fdPoller{epfd: epfd, users: 1, watches: make(map[uint64]*fdWatch)}
+	if err := syscall.Pipe2(p.stop[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		syscall.Close(epfd)
+		return nil, fmt.Errorf("kvbridge: pipe2: %w", err)
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.stop[0], &ev); err != nil {
+		p.closeFDs()
+		return nil, fmt.Errorf("kvbridge: epoll_ctl: %w", err)
+	}
+	pollers.p = p
+	go p.run()
+	return p, nil
+}
+
+// release drops a user; the last one stops the poller (run closes its descriptors).
+func (p *fdPoller) release() {
+	pollers.mu.Lock()
+	defer pollers.mu.Unlock()
+	if p.users--; p.users > 0 {
+		return
+	}
+	if pollers.p == p {
+		pollers.p = nil
+	}
+	_, _ = syscall.Write(p.stop[1], []byte{0})
+}
+
+func (p *fdPoller) closeFDs() {
+	syscall.Close(p.stop[0])
+	syscall.Close(p.stop[1])
+	syscall.Close(p.epfd)
+}
+
+// run hands each readiness edge to its watch until stopped. The event's data is the watch's
+// id, not its descriptor, so an edge reported just before a watch closed can never reach a
+// later watch that got the same descriptor number; one for a closed watch finds nothing and
+// is dropped.
+func (p *fdPoller) run() {
+	defer p.closeFDs()
+	events := make([]syscall.EpollEvent, 512)
+	for {
+		n, err := syscall.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if !errors.Is(err, syscall.EINTR) {
+				time.Sleep(zmqWakeBatch) // not expected; do not spin on it
+			}
+			continue
+		}
+		p.mu.Lock()
+		for _, ev := range events[:n] {
+			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			if id == 0 {
+				p.mu.Unlock()
+				return
+			}
+			if w := p.watches[id]; w != nil {
+				select {
+				case w.ready <- struct{}{}:
+				default:
+				}
+			}
+		}
+		p.mu.Unlock()
+		if n < len(events) {
+			time.Sleep(zmqWakeBatch)
+		}
+	}
 }
 
 // watchSocket starts watching s. The first ready is sent at once, so the owner drains whatever
@@ -40,38 +149,23 @@ func watchSocket(s *zmq.Socket) (*fdWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kvbridge: dup ZMQ_FD: %w", err)
 	}
-	// libzmq already made it non-blocking (the flag is shared with the duplicate); os.NewFile
-	// registers a non-blocking descriptor with the netpoller.
-	if err := syscall.SetNonblock(dup, true); err != nil {
+	p, err := acquirePoller()
+	if err != nil {
 		syscall.Close(dup)
-		return nil, fmt.Errorf("kvbridge: ZMQ_FD non-blocking: %w", err)
+		return nil, err
 	}
-	f := os.NewFile(uintptr(dup), "zmq-fd")
-	// A descriptor the netpoller refused (no epoll support) has no deadlines; waiting on it
-	// would block a thread, which is what this type exists to avoid.
-	if err := f.SetReadDeadline(time.Time{}); err != nil {
-		f.Close()
+	w := &fdWatch{fd: dup, p: p, ready: make(chan struct{}, 1)}
+	w.ready <- struct{}{}
+	p.mu.Lock()
+	p.nextID++
+	w.id = p.nextID
+	p.watches[w.id] = w
+	p.mu.Unlock()
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | -syscall.EPOLLET, Fd: int32(uint32(w.id)), Pad: int32(uint32(w.id >> 32))}
+	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, dup, &ev); err != nil {
+		w.close()
 		return nil, fmt.Errorf("kvbridge: ZMQ_FD is not pollable: %w", err)
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("kvbridge: ZMQ_FD: %w", err)
-	}
-	w := &fdWatch{f: f, ready: make(chan struct{}, 1), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		// One Read for the watch's life: the callback runs after every readiness edge and
-		// never consumes the descriptor; only close ends the Read. (A Read per wait would
-		// reset the netpoller's pending edge each time and could lose one.)
-		_ = rc.Read(func(uintptr) bool {
-			select {
-			case w.ready <- struct{}{}:
-			default:
-			}
-			return false
-		})
-	}()
 	return w, nil
 }
 
@@ -80,8 +174,14 @@ func (w *fdWatch) close() {
 	if w == nil {
 		return
 	}
-	w.f.Close()
-	<-w.done
+	w.p.mu.Lock()
+	delete(w.p.watches, w.id)
+	w.p.mu.Unlock()
+	// epoll forgets a registration only when every descriptor of its file is closed, and
+	// libzmq's own stays open until the socket closes: so it is removed explicitly.
+	_ = syscall.EpollCtl(w.p.epfd, syscall.EPOLL_CTL_DEL, w.fd, nil)
+	syscall.Close(w.fd)
+	w.p.release()
 }
 
 // readyChan is w's ready channel, or nil (never ready) for a nil watch.

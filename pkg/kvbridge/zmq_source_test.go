@@ -705,9 +705,9 @@ func processThreads(t *testing.T) int {
 	return 0
 }
 
-// TestZMQSourceWaitsWithoutThreads: waiting sources park in Go's netpoller on their sockets'
-// ZMQ_FD, so connected idle streams do not hold an OS thread each (a reader blocked in
-// zmq_poll does: a cgo call keeps its thread).
+// TestZMQSourceWaitsWithoutThreads: waiting sources are entries in the process's one epoll
+// poller on their sockets' ZMQ_FD, so connected idle streams do not hold an OS thread each (a
+// reader blocked in zmq_poll does: a cgo call keeps its thread).
 func TestZMQSourceWaitsWithoutThreads(t *testing.T) {
 	const n = 48
 	pubs := make([]*Publisher, n)

@@ -27,7 +27,7 @@ func (m *Member) newEventSource() (kvbridge.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := kvbridge.SourceOptions{Dial: dial, Logger: m.f.log, Metrics: m.f.cfg.KVMetrics}
+	opts := kvbridge.SourceOptions{Dial: dial, Logger: m.f.log, Metrics: m.f.cfg.KVMetrics, OnState: m.sourceState}
 	if ec, ok := m.eng.(engine.EventConn); ok {
 		opts.Self = func(ctx context.Context) (grpc.ClientConnInterface, worker.Runtime, error) { return ec.EventConn(ctx) }
 	}

@@ -31,6 +31,12 @@ type Member struct {
 	specBlockSize int
 	// src is the worker's own event source (nil: none, or --kv-index off). Built by start.
 	src atomic.Pointer[kvbridge.Source]
+	// srcFed is whether src feeds the index: it is set and neither unavailable nor stopped.
+	// The source keeps it (kvbridge.SourceOptions.OnState) so that EventFed, read for every
+	// candidate of every routing decision, reads this member and not the source, whose state
+	// sits in another cache line per worker (a miss per worker per decision at 1,024 workers,
+	// docs/scaling.md).
+	srcFed atomic.Bool
 	// collected is set when the --kv-listen collector delivered a batch for this worker;
 	// removed once teardown took it out of the fleet (the collector then skips it).
 	collected atomic.Bool
@@ -120,6 +126,7 @@ func (m *Member) start(ctx context.Context, cancel context.CancelFunc, wg *sync.
 	if src == nil {
 		return
 	}
+	m.srcFed.Store(true) // a source that has not run is connecting
 	m.src.Store(&src)
 	run(m.runSource(src))
 }
@@ -161,14 +168,12 @@ func (m *Member) EventFed() bool {
 	if m.f.cfg.KVIndex == KVIndexOff {
 		return false
 	}
-	if m.collected.Load() {
-		return true
-	}
-	if s := m.source(); s != nil {
-		st := s.State()
-		return st != kvbridge.StreamUnavailable && st != kvbridge.StreamStopped
-	}
-	return false
+	return m.collected.Load() || m.srcFed.Load()
+}
+
+// sourceState is the member's kvbridge.SourceOptions.OnState: it keeps srcFed.
+func (m *Member) sourceState(st kvbridge.StreamState) {
+	m.srcFed.Store(st != kvbridge.StreamUnavailable && st != kvbridge.StreamStopped)
 }
 
 // StreamState returns the state of the worker's own event source, if it has one.

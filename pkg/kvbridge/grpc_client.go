@@ -45,6 +45,9 @@ type GRPCConfig struct {
 	// ResyncInterval is the least time between two resyncs asked for by the Consumer
 	// (default DefaultResyncInterval).
 	ResyncInterval time.Duration `json:"resync_interval" yaml:"resync_interval"`
+	// OnState, when set, is called with every state the source enters, on the goroutine
+	// that enters it (see SourceOptions.OnState).
+	OnState func(StreamState) `json:"-" yaml:"-"`
 }
 
 // grpcSubscribeFunc opens a SubscribeKvEvents stream on one engine service.
@@ -150,6 +153,7 @@ func NewGRPCSource(cfg GRPCConfig, conn grpc.ClientConnInterface, c Consumer, lo
 			decode:  func(msg *common.KvEventBatch, dst *indexer.Batch) (int, error) { return s.dec.Decode(dst, msg), nil },
 			deliver: s.deliver, reset: s.resetAll, request: func(uint64, uint64) { s.repair = true }, rewinds: true,
 		}}
+	s.state.notify = cfg.OnState
 	s.state.store(StreamConnecting)
 	return s, nil
 }

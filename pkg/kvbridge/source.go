@@ -105,11 +105,22 @@ func (s StreamState) String() string {
 	return "unknown"
 }
 
-// stateCell holds a StreamState readable from any goroutine.
-// It must not be copied.
-type stateCell struct{ v atomic.Int32 }
+// stateCell holds a StreamState readable from any goroutine, and tells notify (when set) of
+// every store. It must not be copied.
+type stateCell struct {
+	v      atomic.Int32
+	notify func(StreamState)
+}
 
-func (c *stateCell) load() StreamState   { return StreamState(c.v.Load()) }
-func (c *stateCell) store(s StreamState) { c.v.Store(int32(s)) }
+func (c *stateCell) load() StreamState { return StreamState(c.v.Load()) }
+
+// store tells notify before it stores, so that whoever sees the new state through load also
+// sees what notify did with it.
+func (c *stateCell) store(s StreamState) {
+	if c.notify != nil {
+		c.notify(s)
+	}
+	c.v.Store(int32(s))
+}
 
 var _ Consumer = (*SinkConsumer)(nil)

@@ -31,6 +31,14 @@ type SourceOptions struct {
 	// Logger and Metrics are passed to the source; both may be nil.
 	Logger  *zap.Logger
 	Metrics *Metrics
+	// OnState, when set, is called with every state the source enters, on the goroutine
+	// that enters it and before State returns it, so a caller can keep what it needs of
+	// the state where its hot path already reads (fleet.Member keeps one bit). It must be
+	// fast and must not call back into the source. A source enters StreamUnavailable and
+	// StreamStopped only on its Run goroutine, and once it is there no other goroutine
+	// enters another state, so calls that race each other differ only between the
+	// connecting, up and down states.
+	OnState func(StreamState)
 }
 
 // NewSource builds the event source a worker's spec names (DESIGN.md §6), delivering into c:
@@ -53,8 +61,8 @@ func NewSource(spec worker.Spec, c Consumer, o SourceOptions) (Source, error) {
 			if err != nil {
 				return nil, err
 			}
-			return NewGRPCSource(GRPCConfig{Runtime: runtime, Worker: spec.URL}, conn, c, o.Logger, o.Metrics)
-		}}, nil
+			return NewGRPCSource(GRPCConfig{Runtime: runtime, Worker: spec.URL, OnState: o.OnState}, conn, c, o.Logger, o.Metrics)
+		}, onState: o.OnState}, nil
 	case strings.HasPrefix(ep, "grpc://"):
 		runtime := spec.Runtime
 		if runtime == "" {
@@ -64,14 +72,15 @@ func NewSource(spec worker.Spec, c Consumer, o SourceOptions) (Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kvbridge: source %s: %w", ep, err)
 		}
-		src, err := NewGRPCSource(GRPCConfig{Runtime: runtime, Worker: spec.URL}, conn, c, o.Logger, o.Metrics)
+		src, err := NewGRPCSource(GRPCConfig{Runtime: runtime, Worker: spec.URL, OnState: o.OnState}, conn, c, o.Logger, o.Metrics)
 		if err != nil {
 			_ = conn.Close()
 			return nil, err
 		}
 		return &closingSource{Source: src, close: func() { _ = conn.Close() }}, nil
 	case strings.HasPrefix(ep, "tcp://"):
-		return NewZMQSource(ZMQConfig{Worker: spec.URL, Endpoint: spec.KVEvents, Replay: spec.Replay, Topic: spec.Topic, DPSize: spec.DPSize},
+		return NewZMQSource(ZMQConfig{Worker: spec.URL, Endpoint: spec.KVEvents, Replay: spec.Replay, Topic: spec.Topic, DPSize: spec.DPSize,
+			OnState: o.OnState},
 			c, o.Logger, o.Metrics)
 	}
 	return nil, fmt.Errorf("kvbridge: source %s: unsupported kv_events endpoint %q", spec.URL, ep)
@@ -80,9 +89,10 @@ func NewSource(spec worker.Spec, c Consumer, o SourceOptions) (Source, error) {
 // deferredSource builds its source inside Run (after a gRPC worker's runtime is known); until
 // then it reports StreamConnecting. It must not be copied.
 type deferredSource struct {
-	build func(ctx context.Context) (Source, error)
-	inner atomic.Pointer[sourceBox]
-	final atomic.Int32 // StreamState after a failed build, 0 = none
+	build   func(ctx context.Context) (Source, error)
+	onState func(StreamState) // SourceOptions.OnState, told of a failed build
+	inner   atomic.Pointer[sourceBox]
+	final   atomic.Int32 // StreamState after a failed build, 0 = none
 }
 
 // sourceBox lets an interface value sit in an atomic.Pointer.
@@ -93,6 +103,9 @@ func (d *deferredSource) Run(ctx context.Context) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
+		}
+		if d.onState != nil {
+			d.onState(StreamDown)
 		}
 		d.final.Store(int32(StreamDown))
 		return err

@@ -57,6 +57,9 @@ type ZMQConfig struct {
 	// ReconnectGrace is how long a rank may stay disconnected while libzmq reconnects on its
 	// own before the source recreates the rank's sockets; 0 means DefaultReconnectGrace.
 	ReconnectGrace time.Duration
+	// OnState, when set, is called with every state the source enters, on the goroutine
+	// that enters it (see SourceOptions.OnState).
+	OnState func(StreamState)
 	// ZMQOptions are the socket and stream options shared with CollectorConfig (zero: defaults).
 	ZMQOptions
 }
@@ -188,6 +191,7 @@ func NewZMQSource(cfg ZMQConfig, c Consumer, log *zap.Logger, m *Metrics) (*ZMQS
 	}
 	s := &ZMQSource{cfg: cfg, c: c, log: log, m: m, up: make([]bool, cfg.DPSize),
 		queue: make(chan zmqItem, cfg.QueueSize)}
+	s.state.notify = cfg.OnState
 	scratch := &indexer.Batch{}
 	for r := range cfg.DPSize {
 		sub, err := rankEndpoint(connectEndpoint(cfg.Endpoint), r)

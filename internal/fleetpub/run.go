@@ -14,11 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kvgate/kvgate/internal/fleetsim"
@@ -60,7 +60,8 @@ func DefaultOptions() Options {
 
 // Report is one run's result. CPU is the gateway's own process_cpu_seconds_total, memory its
 // go_gc_heap_live_bytes (the heap its last GC found live), lookup its
-// kvgate_lookup_duration_seconds histogram (interpolated between buckets), completion the
+// kvgate_lookup_duration_seconds histogram (its native buckets where the gateway keeps them,
+// else its classic ones, interpolated inside a bucket), completion the
 // client's latency.
 type Report struct {
 	Workers, Blocks int
@@ -73,12 +74,17 @@ type Report struct {
 
 // Phase is what one measured phase cost and how the gateway routed meanwhile.
 type Phase struct {
-	AchievedRate                     float64 // block events per second per engine actually published
-	Cores                            float64 // gateway CPU over the phase
-	HeapMiB                          float64 // live heap over the ready, empty gateway, at the phase's end
-	Memberships                      float64 // (worker, block) pairs in the index at the phase's end
-	BytesPerMember                   float64
-	LookupP50us, LookupP99us         float64
+	AchievedRate             float64 // block events per second per engine actually published
+	Cores                    float64 // gateway CPU over the phase
+	HeapMiB                  float64 // live heap over the ready, empty gateway, at the phase's end
+	Memberships              float64 // (worker, block) pairs in the index at the phase's end
+	BytesPerMember           float64
+	LookupP50us, LookupP99us float64
+	// LookupP99ClassicUs is the p99 from the classic buckets alone (2.5× apart), as fleetpub
+	// measured it before the gateway kept native buckets; LookupNative is set when the two
+	// quantiles above come from the native buckets (9% apart).
+	LookupP99ClassicUs               float64
+	LookupNative                     bool
 	CompletionP50ms, CompletionP99ms float64
 	Completions, Failed              int // completions answered 200, and those that were not (or failed)
 	SkippedBatches                   float64
@@ -414,27 +420,29 @@ func (ph *phaseRun) report(o Options, base, before, end metrics) Phase {
 		return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000
 	}
 	return Phase{
-		AchievedRate:    float64(ph.events) / ph.wall.Seconds() / float64(o.Workers),
-		Cores:           (end.sum("process_cpu_seconds_total") - before.sum("process_cpu_seconds_total")) / ph.wall.Seconds(),
-		HeapMiB:         live / (1 << 20),
-		Memberships:     members,
-		BytesPerMember:  live / math.Max(members, 1),
-		LookupP50us:     quantileFromBuckets(before.buckets, end.buckets, 0.5) * 1e6,
-		LookupP99us:     quantileFromBuckets(before.buckets, end.buckets, 0.99) * 1e6,
-		CompletionP50ms: q(0.5),
-		CompletionP99ms: q(0.99),
-		Completions:     len(ph.lat),
-		Failed:          len(ph.errs),
-		SkippedBatches:  end.sum("kvgate_kv_event_batches_skipped_total") - before.sum("kvgate_kv_event_batches_skipped_total"),
+		AchievedRate:       float64(ph.events) / ph.wall.Seconds() / float64(o.Workers),
+		Cores:              (end.sum("process_cpu_seconds_total") - before.sum("process_cpu_seconds_total")) / ph.wall.Seconds(),
+		HeapMiB:            live / (1 << 20),
+		Memberships:        members,
+		BytesPerMember:     live / math.Max(members, 1),
+		LookupP50us:        lookupQuantile(before, end, 0.5) * 1e6,
+		LookupP99us:        lookupQuantile(before, end, 0.99) * 1e6,
+		LookupP99ClassicUs: quantileFromBuckets(before.buckets, end.buckets, 0.99) * 1e6,
+		LookupNative:       end.native.counts != nil,
+		CompletionP50ms:    q(0.5),
+		CompletionP99ms:    q(0.99),
+		Completions:        len(ph.lat),
+		Failed:             len(ph.errs),
+		SkippedBatches:     end.sum("kvgate_kv_event_batches_skipped_total") - before.sum("kvgate_kv_event_batches_skipped_total"),
 	}
 }
 
 func writeSteady(w io.Writer, r *Report) {
 	s := r.Steady
-	fmt.Fprintf(w, "fleetpub: %d engines at %.0f block events/s each (%.0f reached): gateway CPU %.2f cores (%.2f idle), live heap grew %.0f MiB for %.0f memberships (%.1f B each), lookup p50 %.0f µs p99 %.0f µs (histogram), completion p50 %.2f ms p99 %.2f ms (client), %d completions, %.0f batches skipped\n",
-		r.Workers, r.Rate, s.AchievedRate, s.Cores, r.IdleCores, s.HeapMiB, s.Memberships, s.BytesPerMember, s.LookupP50us, s.LookupP99us, s.CompletionP50ms, s.CompletionP99ms, s.Completions, s.SkippedBatches)
-	fmt.Fprintf(w, "SCALING workers=%d blocks_per_worker=%d rate=%.0f achieved_rate=%.0f gateway_cpu_cores=%.3f idle_cpu_cores=%.3f index_heap_mib=%.0f memberships=%.0f bytes_per_member=%.1f lookup_p50_us=%.0f lookup_p99_us=%.0f completion_p99_ms=%.2f completions=%d skipped_batches=%.0f\n",
-		r.Workers, r.Blocks, r.Rate, s.AchievedRate, s.Cores, r.IdleCores, s.HeapMiB, s.Memberships, s.BytesPerMember, s.LookupP50us, s.LookupP99us, s.CompletionP99ms, s.Completions, s.SkippedBatches)
+	fmt.Fprintf(w, "fleetpub: %d engines at %.0f block events/s each (%.0f reached): gateway CPU %.2f cores (%.2f idle), live heap grew %.0f MiB for %.0f memberships (%.1f B each), lookup p50 %.0f µs p99 %.0f µs (%s; classic buckets: p99 %.0f µs), completion p50 %.2f ms p99 %.2f ms (client), %d completions, %.0f batches skipped\n",
+		r.Workers, r.Rate, s.AchievedRate, s.Cores, r.IdleCores, s.HeapMiB, s.Memberships, s.BytesPerMember, s.LookupP50us, s.LookupP99us, histKind(s.LookupNative), s.LookupP99ClassicUs, s.CompletionP50ms, s.CompletionP99ms, s.Completions, s.SkippedBatches)
+	fmt.Fprintf(w, "SCALING workers=%d blocks_per_worker=%d rate=%.0f achieved_rate=%.0f gateway_cpu_cores=%.3f idle_cpu_cores=%.3f index_heap_mib=%.0f memberships=%.0f bytes_per_member=%.1f lookup_p50_us=%.0f lookup_p99_us=%.0f lookup_native=%t lookup_p99_classic_us=%.0f completion_p99_ms=%.2f completions=%d skipped_batches=%.0f\n",
+		r.Workers, r.Blocks, r.Rate, s.AchievedRate, s.Cores, r.IdleCores, s.HeapMiB, s.Memberships, s.BytesPerMember, s.LookupP50us, s.LookupP99us, s.LookupNative, s.LookupP99ClassicUs, s.CompletionP99ms, s.Completions, s.SkippedBatches)
 }
 
 // publisherHistory is the default of each engine's replay buffer, in batches: about 27 s of its steady state
@@ -514,63 +522,158 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// metrics is a scrape: family name → summed value, the lookup histogram's buckets, and the
-// stream counters summed by their reason or result ("family/reason").
+// metrics is a scrape: family name → summed value, the lookup histogram, and the stream
+// counters summed by their reason or result ("family/reason").
 type metrics struct {
 	sums    map[string]float64
 	by      map[string]float64
-	buckets map[float64]float64 // kvgate_lookup_duration_seconds: le → cumulative count
+	buckets map[float64]float64 // kvgate_lookup_duration_seconds: classic le → cumulative count
+	native  nativeHist          // and its native buckets, when the gateway keeps them
 }
 
 func (m metrics) sum(name string) float64 { return m.sums[name] }
 
+// lookupFamily is the histogram the lookup quantiles are read from.
+const lookupFamily = "kvgate_lookup_duration_seconds"
+
+// scrape reads url's metrics in the protobuf exposition, the one that carries native
+// histograms; a histogram's _bucket, _sum and _count are summed under those names, as in the
+// text format.
 func scrape(ctx context.Context, client *http.Client, url string) (metrics, error) {
 	m := metrics{sums: map[string]float64{}, by: map[string]float64{}, buckets: map[float64]float64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return m, err
 	}
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeProtoDelim)))
 	resp, err := client.Do(req)
 	if err != nil {
 		return m, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return m, err
+	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); errors.Is(err, io.EOF) {
+			return m, nil
+		} else if err != nil {
+			return m, fmt.Errorf("fleetpub: scrape %s: %w", url, err)
+		}
+		m.add(&mf)
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
+}
+
+// add sums one family into m.
+func (m *metrics) add(mf *dto.MetricFamily) {
+	name := mf.GetName()
+	for _, x := range mf.GetMetric() {
+		switch {
+		case x.Counter != nil:
+			m.sums[name] += x.Counter.GetValue()
+		case x.Gauge != nil:
+			m.sums[name] += x.Gauge.GetValue()
+		case x.Untyped != nil:
+			m.sums[name] += x.Untyped.GetValue()
+		case x.Histogram != nil:
+			h := x.Histogram
+			m.sums[name+"_count"] += float64(h.GetSampleCount())
+			m.sums[name+"_sum"] += h.GetSampleSum()
+			if name == lookupFamily {
+				for _, b := range h.GetBucket() {
+					m.buckets[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+				}
+				m.buckets[math.Inf(1)] += float64(h.GetSampleCount())
+				m.native.add(h)
+			}
 		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name, labels, _ := strings.Cut(line[:i], "{")
-		m.sums[name] += v
 		if name == "kvgate_kv_worker_resets_total" || name == "kvgate_kv_replay_requests_total" {
-			for _, key := range []string{`reason="`, `result="`} {
-				if _, r, ok := strings.Cut(labels, key); ok {
-					r, _, _ = strings.Cut(r, `"`)
-					m.by[name+"/"+r] += v
-				}
-			}
-		}
-		if name == "kvgate_lookup_duration_seconds_bucket" {
-			if _, le, ok := strings.Cut(labels, `le="`); ok {
-				le, _, _ = strings.Cut(le, `"`)
-				if f, err := strconv.ParseFloat(le, 64); err == nil {
-					m.buckets[f] = v
+			for _, l := range x.GetLabel() {
+				if l.GetName() == "reason" || l.GetName() == "result" {
+					m.by[name+"/"+l.GetValue()] += x.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	return m, nil
+}
+
+// nativeHist is a native histogram's positive buckets (index → count) at one schema, and its
+// zero bucket. Schema s puts bucket i at (2^((i-1)/2^s), 2^(i/2^s)].
+type nativeHist struct {
+	schema    int32
+	zero      float64 // observations ≤ zeroLimit
+	zeroLimit float64
+	counts    map[int]float64
+}
+
+// add adds h's native buckets, if it has any (a gateway from before they were kept has none).
+func (n *nativeHist) add(h *dto.Histogram) {
+	if len(h.GetPositiveSpan()) == 0 && h.GetZeroCount() == 0 {
+		return
+	}
+	if n.counts == nil {
+		n.counts, n.schema = map[int]float64{}, h.GetSchema()
+	}
+	n.zero += float64(h.GetZeroCount())
+	n.zeroLimit = h.GetZeroThreshold()
+	i, d, count := 0, 0, int64(0)
+	for _, sp := range h.GetPositiveSpan() {
+		i += int(sp.GetOffset())
+		for range sp.GetLength() {
+			count += h.GetPositiveDelta()[d] // counts are delta-encoded across all spans
+			n.counts[i] += float64(count)
+			i, d = i+1, d+1
+		}
+	}
+}
+
+// lookupQuantile is the lookup's q-quantile between two scrapes, in seconds: from the native
+// buckets when both scrapes have them, else from the classic ones.
+func lookupQuantile(before, end metrics, q float64) float64 {
+	if v := nativeQuantile(before.native, end.native, q); !math.IsNaN(v) {
+		return v
+	}
+	return quantileFromBuckets(before.buckets, end.buckets, q)
+}
+
+func histKind(native bool) string {
+	if native {
+		return "native histogram"
+	}
+	return "classic histogram"
+}
+
+// nativeQuantile returns the q-quantile of the observations between two scrapes of a native
+// histogram, in seconds, interpolated geometrically inside its bucket (the bucket's width, 9%
+// at the gateway's factor, bounds the error); NaN when either scrape has no native buckets or
+// their schemas differ.
+func nativeQuantile(before, after nativeHist, q float64) float64 {
+	if after.counts == nil || before.counts != nil && before.schema != after.schema {
+		return math.NaN()
+	}
+	idx := make([]int, 0, len(after.counts))
+	total := after.zero - before.zero
+	for i, c := range after.counts {
+		idx = append(idx, i)
+		total += c - before.counts[i]
+	}
+	if total <= 0 {
+		return math.NaN()
+	}
+	sort.Ints(idx)
+	rank, below := q*total, after.zero-before.zero
+	if rank <= below {
+		return after.zeroLimit
+	}
+	width := math.Exp2(math.Exp2(-float64(after.schema)))
+	for _, i := range idx {
+		n := after.counts[i] - before.counts[i]
+		if n > 0 && below+n >= rank {
+			hi := math.Pow(width, float64(i))
+			return hi / width * math.Pow(width, (rank-below)/n)
+		}
+		below += n
+	}
+	return math.Pow(width, float64(idx[len(idx)-1]))
 }
 
 // waitApplied scrapes until the applied batch counter stops moving (the gateway has drained
